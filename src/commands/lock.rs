@@ -1,0 +1,182 @@
+//! LOCK.ACQUIRE, LOCK.RELEASE, LOCK.RENEW, LOCK.FORCERELEASE, LOCK.INFO.
+//! Each is a straight line: parse, open and read the key, run the rules on
+//! the key's wait queue, commit the transition, reply.
+
+use redis_module::{Context, ContextFlags, RedisResult, RedisString, RedisValue};
+
+use super::run;
+use crate::config;
+use crate::ffi::{self, Field};
+use crate::handoff::{self, Blocked, Outcome, WaitTimeout};
+use crate::rules::args::{parse_acquire_options, parse_owner, parse_renew_options, Wait};
+use crate::rules::error::LockError;
+use crate::rules::keys::token_key_in_slot;
+use crate::rules::lock::{Acquired, LockState, Request, Transition};
+use crate::store::{self, LockKey};
+use crate::waiters::{registry, LockId, Waiter};
+
+fn lock_id(ctx: &Context, name: &RedisString) -> LockId {
+    LockId {
+        db: ffi::selected_db(ctx),
+        key: name.as_slice().to_vec(),
+    }
+}
+
+/// Opens and reads the lock, and starts a transition from what it holds.
+fn begin<'c>(
+    ctx: &'c Context,
+    name: &'c RedisString,
+    lock: &LockId,
+    caller_fences: bool,
+) -> Result<(LockKey<'c>, Transition<Waiter>), LockError> {
+    let key = LockKey::open(ctx, name)?;
+    let state = key.read()?;
+    let token = handoff::load_token(ctx, lock, caller_fences);
+    Ok((key, Transition::new(state, ffi::now_ms(), token)))
+}
+
+/// `LOCK.ACQUIRE key owner [PX ms | EX s] [BLOCK ms] [FENCE]`
+pub fn acquire(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    run(ctx, || {
+        let [_, name, owner, options @ ..] = args.as_slice() else {
+            return Err(LockError::arity("lock.acquire"));
+        };
+        let owner = parse_owner(owner.as_slice())?;
+        let options: Vec<&[u8]> = options.iter().map(|a| a.as_slice()).collect();
+        let options = parse_acquire_options(&options)?;
+        if options.fence {
+            token_key_in_slot(name.as_slice())?;
+        }
+        let request = Request {
+            owner: owner.to_vec(),
+            lease_ms: options.lease_ms.unwrap_or_else(config::default_lease_ms),
+            fence: options.fence,
+        };
+        // Like BLPOP: inside MULTI, Lua or RM_Call a busy lock answers nil.
+        let may_wait =
+            options.wait.is_some() && !ctx.get_flags().contains(ContextFlags::DENY_BLOCKING);
+
+        let lock = lock_id(ctx, name);
+        let (key, mut tx) = begin(ctx, name, &lock, request.fence)?;
+        let acquired = registry()?.with_queue(&lock, |queue| tx.acquire(queue, &request, may_wait));
+        handoff::commit(ctx, &lock, &key, tx);
+        match acquired? {
+            Acquired::Now(reply) => Ok(RedisValue::Integer(reply)),
+            Acquired::Busy => Ok(RedisValue::Null),
+            Acquired::Wait => {
+                wait(ctx, lock, request, options.wait, key.ttl_ms())?;
+                Ok(RedisValue::NoReply)
+            }
+        }
+    })
+}
+
+/// Blocks the caller at the tail of the lock's queue.
+fn wait(
+    ctx: &Context,
+    lock: LockId,
+    request: Request,
+    wait: Option<Wait>,
+    lease_ttl: Option<i64>,
+) -> Result<(), LockError> {
+    let bc = ffi::block_client::<Blocked>(ctx)
+        .ok_or_else(|| LockError::internal("the server refused to block the client"))?;
+    let mut reg = match registry() {
+        Ok(reg) => reg,
+        Err(e) => {
+            ffi::unblock::<Blocked>(bc, Some(Outcome::Failed(e.to_string())));
+            return Ok(());
+        }
+    };
+    let id = reg.next_serial();
+    let wait_timer = match wait {
+        Some(Wait::Millis(ms)) => ffi::create_timer::<WaitTimeout>(ctx, ms, id),
+        Some(Wait::Forever) | None => None,
+    };
+    reg.enqueue(
+        lock.clone(),
+        id,
+        Waiter {
+            request,
+            bc,
+            wait_timer,
+        },
+    );
+    drop(reg);
+    handoff::ensure_lease_timer(ctx, &lock, lease_ttl);
+    Ok(())
+}
+
+/// `LOCK.RELEASE key owner`
+pub fn release(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    run(ctx, || {
+        let [_, name, owner] = args.as_slice() else {
+            return Err(LockError::arity("lock.release"));
+        };
+        let owner = parse_owner(owner.as_slice())?;
+        let lock = lock_id(ctx, name);
+        let (key, mut tx) = begin(ctx, name, &lock, false)?;
+        let left = registry()?.with_queue(&lock, |queue| tx.release(queue, owner));
+        handoff::commit(ctx, &lock, &key, tx);
+        Ok(RedisValue::Integer(left?))
+    })
+}
+
+/// `LOCK.RENEW key owner [PX ms | EX s]`
+pub fn renew(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    run(ctx, || {
+        let [_, name, owner, options @ ..] = args.as_slice() else {
+            return Err(LockError::arity("lock.renew"));
+        };
+        let owner = parse_owner(owner.as_slice())?;
+        let options: Vec<&[u8]> = options.iter().map(|a| a.as_slice()).collect();
+        let lease = parse_renew_options(&options)?
+            .lease_ms
+            .unwrap_or_else(config::default_lease_ms);
+        let lock = lock_id(ctx, name);
+        let (key, mut tx) = begin(ctx, name, &lock, false)?;
+        let renewed = tx.renew(owner, lease);
+        handoff::commit(ctx, &lock, &key, tx);
+        Ok(RedisValue::Integer(renewed?))
+    })
+}
+
+/// `LOCK.FORCERELEASE key`
+pub fn force_release(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    run(ctx, || {
+        let [_, name] = args.as_slice() else {
+            return Err(LockError::arity("lock.forcerelease"));
+        };
+        let lock = lock_id(ctx, name);
+        let (key, mut tx) = begin(ctx, name, &lock, false)?;
+        let removed = registry()?.with_queue(&lock, |queue| tx.force_release(queue));
+        handoff::commit(ctx, &lock, &key, tx);
+        Ok(RedisValue::Integer(removed))
+    })
+}
+
+/// `LOCK.INFO key`
+pub fn info(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    run(ctx, || {
+        let [_, name] = args.as_slice() else {
+            return Err(LockError::arity("lock.info"));
+        };
+        let Some((LockState::Held { owner, holds }, ttl)) = store::read_only(ctx, name)? else {
+            return Ok(RedisValue::Null);
+        };
+        let lock = lock_id(ctx, name);
+        let waiters = registry().map_or(0, |r| r.queue_len(&lock));
+        let mut fields = vec![
+            ("owner", Field::Bulk(&owner)),
+            ("holds", Field::Int(holds)),
+            ("ttl", Field::Int(ttl.unwrap_or(-1))),
+            ("waiters", Field::Int(waiters as i64)),
+        ];
+        let token = store::existing_token(ctx, name.as_slice());
+        if let Some(token) = token {
+            fields.push(("token", Field::Int(token)));
+        }
+        ffi::reply_map(ctx, &fields);
+        Ok(RedisValue::NoReply)
+    })
+}

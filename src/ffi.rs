@@ -1,0 +1,595 @@
+//! Every call into the Redis module API that needs `unsafe`, wrapped in safe
+//! functions. Nothing above this file writes `unsafe`.
+//!
+//! Rules kept here:
+//! - API function pointers come from Redis at load time; a missing one (an
+//!   older or different server) degrades to a failed call, never a panic.
+//! - Every callback Redis calls into goes through [`guard`], because a Rust
+//!   panic unwinding into C aborts the server.
+//! - Handles (`Key`, strings) never outlive the callback that opened them.
+
+use std::ffi::{c_int, c_void, CStr};
+use std::marker::PhantomData;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr::{self, NonNull};
+
+use redis_module::{raw, Context, RedisString};
+
+/// Reads an API function pointer. `None` on a server that lacks the call.
+macro_rules! api {
+    ($name:ident) => {
+        // SAFETY: Redis fills these pointers once, in RedisModule_Init during
+        // OnLoad on the main thread, before any other call; after that they
+        // are only read.
+        unsafe { raw::$name }
+    };
+}
+
+/// Runs `f`; a panic becomes a warning in the server log and `None`, instead
+/// of aborting redis-server.
+pub fn guard<R>(ctx: &Context, f: impl FnOnce() -> R) -> Option<R> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => Some(r),
+        Err(cause) => {
+            let what = cause
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| cause.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            ctx.log_warning(&format!(
+                "lock: internal error caught, operation abandoned: {what}"
+            ));
+            None
+        }
+    }
+}
+
+const OK: c_int = raw::REDISMODULE_OK as c_int;
+
+// ---------------------------------------------------------------------------
+// Time, context state
+
+/// Wall-clock ms, the clock key expiry uses.
+pub fn now_ms() -> i64 {
+    // SAFETY: RM_Milliseconds reads the clock and has no preconditions.
+    api!(RedisModule_Milliseconds).map_or(0, |f| unsafe { f() })
+}
+
+pub fn selected_db(ctx: &Context) -> i32 {
+    // SAFETY: ctx is the live context of the current callback.
+    api!(RedisModule_GetSelectedDb).map_or(0, |f| unsafe { f(ctx.ctx) })
+}
+
+pub fn select_db(ctx: &Context, db: i32) -> bool {
+    // SAFETY: ctx is live; Redis range-checks `db` and reports an error.
+    api!(RedisModule_SelectDb).is_some_and(|f| unsafe { f(ctx.ctx, db) } == OK)
+}
+
+/// True while writes must not be propagated: clients paused (CLIENT PAUSE,
+/// failover). Propagating then fails an assertion in redis-server 7.0.
+pub fn avoid_replica_traffic() -> bool {
+    // SAFETY: no arguments; reads server state on the main thread.
+    api!(RedisModule_AvoidReplicaTraffic).is_none_or(|f| unsafe { f() } != 0)
+}
+
+/// Stop Redis from marking every key opened for writing as modified (which
+/// would abort WATCHers even when nothing changed); [`Key::signal_modified`]
+/// is called after real writes instead.
+pub fn signal_modified_keys_explicitly(ctx: &Context) {
+    if let Some(f) = api!(RedisModule_SetModuleOptions) {
+        // SAFETY: ctx is the OnLoad context; the option is a plain flag.
+        unsafe {
+            f(
+                ctx.ctx,
+                raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED as c_int,
+            )
+        };
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Strings
+
+fn string_bytes<'a>(s: *const raw::RedisModuleString) -> &'a [u8] {
+    if s.is_null() {
+        return &[];
+    }
+    let mut len = 0usize;
+    // SAFETY: `s` is a live RedisModuleString handed to us by Redis in the
+    // current callback; the returned buffer lives as long as the string.
+    let p = api!(RedisModule_StringPtrLen).map_or(ptr::null(), |f| unsafe { f(s, &mut len) });
+    if p.is_null() {
+        return &[];
+    }
+    // SAFETY: Redis guarantees `len` readable bytes at `p`.
+    unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }
+}
+
+pub fn string(ctx: &Context, bytes: &[u8]) -> RedisString {
+    RedisString::create_from_slice(ctx.ctx, bytes)
+}
+
+// ---------------------------------------------------------------------------
+// Keys
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyKind {
+    Empty,
+    Hash,
+    String,
+    Other,
+}
+
+/// An open key. Closed on drop, so it cannot outlive its callback.
+pub struct Key<'c> {
+    ptr: NonNull<raw::RedisModuleKey>,
+    ctx: PhantomData<&'c Context>,
+}
+
+impl<'c> Key<'c> {
+    /// Opens `name` in the context's db. Reading a missing key gives `None`.
+    /// On a master, opening runs lazy expiry, which fires keyspace events
+    /// synchronously.
+    pub fn open(ctx: &'c Context, name: &RedisString, write: bool) -> Option<Self> {
+        let mode = if write {
+            raw::KeyMode::READ | raw::KeyMode::WRITE
+        } else {
+            raw::KeyMode::READ
+        };
+        // SAFETY: ctx and name are live for the callback; the handle is
+        // closed in Drop before either goes away ('c).
+        let p = api!(RedisModule_OpenKey).map_or(ptr::null_mut(), |f| unsafe {
+            f(ctx.ctx, name.inner, mode.bits())
+        });
+        NonNull::new(p.cast()).map(|ptr| Self {
+            ptr,
+            ctx: PhantomData,
+        })
+    }
+
+    fn raw(&self) -> *mut raw::RedisModuleKey {
+        self.ptr.as_ptr()
+    }
+
+    pub fn kind(&self) -> KeyKind {
+        // SAFETY: the key handle is open.
+        let t = api!(RedisModule_KeyType).map_or(-1, |f| unsafe { f(self.raw()) }) as isize;
+        match t {
+            raw::REDISMODULE_KEYTYPE_EMPTY => KeyKind::Empty,
+            raw::REDISMODULE_KEYTYPE_HASH => KeyKind::Hash,
+            raw::REDISMODULE_KEYTYPE_STRING => KeyKind::String,
+            _ => KeyKind::Other,
+        }
+    }
+
+    /// Number of fields of a hash.
+    pub fn len(&self) -> usize {
+        // SAFETY: the key handle is open.
+        api!(RedisModule_ValueLength).map_or(0, |f| unsafe { f(self.raw()) })
+    }
+
+    /// All field/value pairs of a hash.
+    pub fn hash_fields(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        unsafe extern "C" fn collect(
+            _key: *mut raw::RedisModuleKey,
+            field: *mut raw::RedisModuleString,
+            value: *mut raw::RedisModuleString,
+            out: *mut c_void,
+        ) {
+            // SAFETY: `out` is the &mut Vec passed to ScanKey below, alive
+            // for the whole scan; Redis calls this on the same thread.
+            let out = unsafe { &mut *out.cast::<Vec<(Vec<u8>, Vec<u8>)>>() };
+            out.push((string_bytes(field).to_vec(), string_bytes(value).to_vec()));
+        }
+        let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        let (Some(create), Some(scan), Some(destroy)) = (
+            api!(RedisModule_ScanCursorCreate),
+            api!(RedisModule_ScanKey),
+            api!(RedisModule_ScanCursorDestroy),
+        ) else {
+            return out;
+        };
+        // SAFETY: the cursor is created, used on this open key only and
+        // destroyed before returning; `collect` matches RedisModuleScanKeyCB.
+        unsafe {
+            let cursor = create();
+            let data = (&mut out as *mut Vec<(Vec<u8>, Vec<u8>)>).cast::<c_void>();
+            while scan(self.raw(), cursor, Some(collect), data) != 0 {}
+            destroy(cursor);
+        }
+        out
+    }
+
+    pub fn hash_set(&self, ctx: &Context, field: &[u8], value: &[u8]) -> bool {
+        let field = string(ctx, field);
+        let value = string(ctx, value);
+        // SAFETY: open writable key; the variadic list is field, value, then
+        // the NULL terminator RM_HashSet requires.
+        api!(RedisModule_HashSet).is_some_and(|f| unsafe {
+            f(
+                self.raw(),
+                raw::REDISMODULE_HASH_NONE as c_int,
+                field.inner,
+                value.inner,
+                ptr::null_mut::<raw::RedisModuleString>(),
+            ) >= 0
+        })
+    }
+
+    pub fn delete(&self) -> bool {
+        // SAFETY: the key handle is open.
+        api!(RedisModule_DeleteKey).is_some_and(|f| unsafe { f(self.raw()) } == OK)
+    }
+
+    /// Remaining time to live in ms, `None` without one.
+    pub fn ttl_ms(&self) -> Option<i64> {
+        // SAFETY: the key handle is open.
+        let ttl = api!(RedisModule_GetExpire).map_or(-1, |f| unsafe { f(self.raw()) });
+        (ttl >= 0).then_some(ttl)
+    }
+
+    /// Sets an absolute expiry (unix ms). The key must exist.
+    pub fn expire_at(&self, at_ms: i64) -> bool {
+        // SAFETY: open writable key; Redis rejects a missing value.
+        api!(RedisModule_SetAbsExpire).is_some_and(|f| unsafe { f(self.raw(), at_ms) } == OK)
+    }
+
+    /// The value of a string key.
+    pub fn string_value(&self) -> Vec<u8> {
+        let mut len = 0usize;
+        // SAFETY: read-only DMA on an open string key; the bytes are copied
+        // before the handle can change.
+        let p = api!(RedisModule_StringDMA).map_or(ptr::null_mut(), |f| unsafe {
+            f(self.raw(), &mut len, raw::REDISMODULE_READ as c_int)
+        });
+        if p.is_null() {
+            return Vec::new();
+        }
+        // SAFETY: Redis guarantees `len` readable bytes at `p`.
+        unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }.to_vec()
+    }
+}
+
+impl Drop for Key<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the handle was opened by RM_OpenKey and is closed once.
+        if let Some(f) = api!(RedisModule_CloseKey) {
+            unsafe { f(self.raw()) };
+        }
+    }
+}
+
+/// Marks `name` as modified for WATCH and client-side caching.
+pub fn signal_modified(ctx: &Context, name: &RedisString) {
+    // SAFETY: ctx and name are live for the callback.
+    if let Some(f) = api!(RedisModule_SignalModifiedKey) {
+        unsafe { f(ctx.ctx, name.inner) };
+    }
+}
+
+/// Fires a keyspace notification, as the native command would.
+pub fn notify(ctx: &Context, class: c_int, event: &CStr, name: &RedisString) {
+    // SAFETY: ctx, event and name are live for the duration of the call.
+    if let Some(f) = api!(RedisModule_NotifyKeyspaceEvent) {
+        unsafe { f(ctx.ctx, class, event.as_ptr(), name.inner) };
+    }
+}
+
+pub const NOTIFY_GENERIC: c_int = raw::REDISMODULE_NOTIFY_GENERIC;
+pub const NOTIFY_HASH: c_int = raw::REDISMODULE_NOTIFY_HASH;
+
+/// Publishes to a channel; `sharded` uses SPUBLISH semantics (cluster).
+pub fn publish(ctx: &Context, channel: &[u8], message: &[u8], sharded: bool) {
+    let channel = string(ctx, channel);
+    let message = string(ctx, message);
+    let f = if sharded {
+        api!(RedisModule_PublishMessageShard).or(api!(RedisModule_PublishMessage))
+    } else {
+        api!(RedisModule_PublishMessage)
+    };
+    // SAFETY: ctx and both strings are live for the call.
+    if let Some(f) = f {
+        unsafe { f(ctx.ctx, channel.inner, message.inner) };
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Blocked clients
+
+/// A client blocked in LOCK.ACQUIRE. Only its address is kept; it is valid
+/// from BlockClient until Redis frees it after our UnblockClient.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BlockedClient(NonNull<raw::RedisModuleBlockedClient>);
+
+// SAFETY: the handle is an opaque token; it is only dereferenced by Redis,
+// and this module only touches it on Redis's main thread.
+unsafe impl Send for BlockedClient {}
+
+#[cfg(test)]
+impl BlockedClient {
+    /// A distinct, never dereferenced handle for bookkeeping tests.
+    pub fn dangling_for_tests(n: usize) -> Self {
+        let p = ptr::without_provenance_mut(8 * (n + 1));
+        Self(NonNull::new(p).expect("non-zero address"))
+    }
+}
+
+/// The module's side of a blocked client's life.
+pub trait BlockHandler: 'static {
+    type Answer: 'static;
+    /// Runs when the client is answered after [`unblock`] (client alive).
+    fn reply(ctx: &Context, answer: Option<&Self::Answer>);
+    /// CLIENT UNBLOCK <id> [TIMEOUT]: must answer and call [`unblock`].
+    fn timeout(ctx: &Context, bc: BlockedClient);
+    /// The connection closed (or CLIENT UNBLOCK ... ERROR) while blocked.
+    fn disconnect(ctx: &Context, bc: BlockedClient);
+    /// Last word on an answer; `client_gone` if it never reached the client.
+    fn free(ctx: &Context, answer: Box<Self::Answer>, client_gone: bool);
+}
+
+unsafe extern "C" fn on_blocked_reply<H: BlockHandler>(
+    ctx: *mut raw::RedisModuleCtx,
+    _argv: *mut *mut raw::RedisModuleString,
+    _argc: c_int,
+) -> c_int {
+    let context = Context::new(ctx);
+    // SAFETY: in a blocked-reply context the private data is what
+    // `unblock::<H>` passed: NULL or a live Box<H::Answer> that Redis frees
+    // (through on_blocked_free) only after this callback.
+    let answer = api!(RedisModule_GetBlockedClientPrivateData)
+        .map_or(ptr::null_mut(), |f| unsafe { f(ctx) })
+        .cast::<H::Answer>();
+    // SAFETY: see above; the reference does not escape this call.
+    let answer = unsafe { answer.as_ref() };
+    guard(&context, || H::reply(&context, answer));
+    OK
+}
+
+unsafe extern "C" fn on_blocked_timeout<H: BlockHandler>(
+    ctx: *mut raw::RedisModuleCtx,
+    _argv: *mut *mut raw::RedisModuleString,
+    _argc: c_int,
+) -> c_int {
+    let context = Context::new(ctx);
+    // SAFETY: a timeout context always carries its blocked client.
+    let bc =
+        api!(RedisModule_GetBlockedClientHandle).map_or(ptr::null_mut(), |f| unsafe { f(ctx) });
+    if let Some(bc) = NonNull::new(bc) {
+        guard(&context, || H::timeout(&context, BlockedClient(bc)));
+    }
+    OK
+}
+
+unsafe extern "C" fn on_blocked_disconnect<H: BlockHandler>(
+    ctx: *mut raw::RedisModuleCtx,
+    bc: *mut raw::RedisModuleBlockedClient,
+) {
+    let context = Context::new(ctx);
+    if let Some(bc) = NonNull::new(bc) {
+        guard(&context, || H::disconnect(&context, BlockedClient(bc)));
+    }
+}
+
+unsafe extern "C" fn on_blocked_free<H: BlockHandler>(
+    ctx: *mut raw::RedisModuleCtx,
+    privdata: *mut c_void,
+) {
+    if privdata.is_null() {
+        return;
+    }
+    let context = Context::new(ctx);
+    // SAFETY: non-NULL private data is always a Box<H::Answer> leaked by
+    // `unblock::<H>`, and Redis calls free exactly once for it.
+    let answer = unsafe { Box::from_raw(privdata.cast::<H::Answer>()) };
+    // SAFETY: ctx is the free-privdata context Redis just created.
+    let gone = api!(RedisModule_BlockedClientDisconnected).is_some_and(|f| unsafe { f(ctx) } != 0);
+    guard(&context, || H::free(&context, answer, gone));
+}
+
+/// Blocks the calling client with no server-side timeout (the module arms
+/// its own, more precise timers). The caller must have checked that the
+/// context allows blocking (not MULTI, Lua or RM_Call).
+pub fn block_client<H: BlockHandler>(ctx: &Context) -> Option<BlockedClient> {
+    let f = api!(RedisModule_BlockClient)?;
+    // SAFETY: called from a command on the main thread; the callbacks are
+    // monomorphised for H and live for the program.
+    let bc = unsafe {
+        f(
+            ctx.ctx,
+            Some(on_blocked_reply::<H>),
+            Some(on_blocked_timeout::<H>),
+            Some(on_blocked_free::<H>),
+            0,
+        )
+    };
+    let bc = NonNull::new(bc)?;
+    if let Some(set) = api!(RedisModule_SetDisconnectCallback) {
+        // SAFETY: bc was just returned by BlockClient and is not yet freed.
+        unsafe { set(bc.as_ptr(), Some(on_blocked_disconnect::<H>)) };
+    }
+    Some(BlockedClient(bc))
+}
+
+/// Answers a blocked client (the reply runs in `H::reply` before the next
+/// event loop sleep). Must be called exactly once per blocked client.
+pub fn unblock<H: BlockHandler>(bc: BlockedClient, answer: Option<H::Answer>) {
+    let data = answer.map_or(ptr::null_mut(), |a| {
+        Box::into_raw(Box::new(a)).cast::<c_void>()
+    });
+    // SAFETY: bc is a live handle not yet unblocked (the waiter registry
+    // guarantees once); Redis takes ownership of `data` until on_blocked_free.
+    if let Some(f) = api!(RedisModule_UnblockClient) {
+        unsafe { f(bc.0.as_ptr(), data) };
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Timers
+
+pub type TimerId = raw::RedisModuleTimerID;
+
+/// A kind of timer; `data` is a plain number chosen by the creator.
+pub trait TimerHandler: 'static {
+    fn fire(ctx: &Context, data: u64);
+}
+
+unsafe extern "C" fn on_timer<H: TimerHandler>(ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
+    let context = Context::new(ctx);
+    guard(&context, || H::fire(&context, data as u64));
+}
+
+/// Arms a one-shot timer `ms` from now (~1 ms resolution, independent of hz).
+pub fn create_timer<H: TimerHandler>(ctx: &Context, ms: i64, data: u64) -> Option<TimerId> {
+    let f = api!(RedisModule_CreateTimer)?;
+    // SAFETY: the data is a number smuggled in the pointer, never
+    // dereferenced; the callback is monomorphised for H.
+    Some(unsafe { f(ctx.ctx, ms.max(0), Some(on_timer::<H>), data as *mut c_void) })
+}
+
+/// Cancels a timer; false if it already fired or never existed.
+pub fn stop_timer(ctx: &Context, id: TimerId) -> bool {
+    // SAFETY: Redis looks the id up and ignores unknown ones; the data
+    // out-pointer may be NULL.
+    api!(RedisModule_StopTimer).is_some_and(|f| unsafe { f(ctx.ctx, id, ptr::null_mut()) } == OK)
+}
+
+// ---------------------------------------------------------------------------
+// Server events
+
+pub trait DbEventHandler: 'static {
+    /// FLUSHDB / FLUSHALL finished; `db` is -1 for all databases.
+    fn flushed(ctx: &Context, db: i32);
+    /// SWAPDB a b finished.
+    fn swapped(ctx: &Context, a: i32, b: i32);
+}
+
+unsafe extern "C" fn on_db_event<H: DbEventHandler>(
+    ctx: *mut raw::RedisModuleCtx,
+    event: raw::RedisModuleEvent,
+    subevent: u64,
+    data: *mut c_void,
+) {
+    let context = Context::new(ctx);
+    if data.is_null() {
+        return;
+    }
+    if event.id == raw::REDISMODULE_EVENT_FLUSHDB {
+        if subevent == raw::REDISMODULE_SUBEVENT_FLUSHDB_END {
+            // SAFETY: for FLUSHDB events Redis passes a RedisModuleFlushInfoV1.
+            let db = unsafe { (*data.cast::<raw::RedisModuleFlushInfo>()).dbnum };
+            guard(&context, || H::flushed(&context, db));
+        }
+    } else if event.id == raw::REDISMODULE_EVENT_SWAPDB {
+        // SAFETY: for SWAPDB events Redis passes a RedisModuleSwapDbInfoV1.
+        let info = unsafe { *data.cast::<raw::RedisModuleSwapDbInfo>() };
+        guard(&context, || {
+            H::swapped(&context, info.dbnum_first, info.dbnum_second)
+        });
+    }
+}
+
+pub fn subscribe_db_events<H: DbEventHandler>(ctx: &Context) -> bool {
+    let Some(f) = api!(RedisModule_SubscribeToServerEvent) else {
+        return false;
+    };
+    [
+        raw::REDISMODULE_EVENT_FLUSHDB,
+        raw::REDISMODULE_EVENT_SWAPDB,
+    ]
+    .into_iter()
+    .all(|id| {
+        let event = raw::RedisModuleEvent { id, dataver: 1 };
+        // SAFETY: OnLoad context; the callback is monomorphised for H.
+        unsafe { f(ctx.ctx, event, Some(on_db_event::<H>)) == OK }
+    })
+}
+
+// ---------------------------------------------------------------------------
+// Replies
+
+pub enum Field<'a> {
+    Int(i64),
+    Bulk(&'a [u8]),
+}
+
+/// A map reply (RESP3) or flat array of pairs (RESP2), in the given order.
+pub fn reply_map(ctx: &Context, fields: &[(&str, Field)]) {
+    raw::reply_with_map(ctx.ctx, fields.len() as _);
+    for (name, value) in fields {
+        raw::reply_with_string_buffer(ctx.ctx, name.as_ptr().cast(), name.len());
+        match value {
+            Field::Int(n) => raw::reply_with_long_long(ctx.ctx, *n),
+            Field::Bulk(b) => raw::reply_with_string_buffer(ctx.ctx, b.as_ptr().cast(), b.len()),
+        };
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Command metadata for COMMAND INFO / COMMAND DOCS
+
+pub struct CommandDoc {
+    pub name: &'static CStr,
+    pub summary: &'static CStr,
+    pub complexity: &'static CStr,
+    pub since: &'static CStr,
+    pub arity: c_int,
+    /// Key spec flags of the single key at argv[1].
+    pub key_flags: u64,
+}
+
+pub const KEY_RW_UPDATE: u64 = (raw::REDISMODULE_CMD_KEY_RW
+    | raw::REDISMODULE_CMD_KEY_ACCESS
+    | raw::REDISMODULE_CMD_KEY_UPDATE) as u64;
+pub const KEY_RW_DELETE: u64 =
+    (raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_DELETE) as u64;
+pub const KEY_RO_ACCESS: u64 =
+    (raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS) as u64;
+
+/// Registers summary, arity and key spec of an already created command.
+/// Redis copies everything it is given, so nothing needs to outlive this.
+pub fn set_command_doc(ctx: &Context, doc: &CommandDoc) -> bool {
+    let (Some(get), Some(set)) = (
+        api!(RedisModule_GetCommand),
+        api!(RedisModule_SetCommandInfo),
+    ) else {
+        // Older than 7.0: commands still work, only COMMAND DOCS is poorer.
+        return true;
+    };
+    // SAFETY: OnLoad context and a NUL-terminated name.
+    let cmd = unsafe { get(ctx.ctx, doc.name.as_ptr()) };
+    if cmd.is_null() {
+        return false;
+    }
+    // SAFETY: all-zero is the documented "empty / terminator" value of these
+    // plain C structs.
+    let mut specs: [raw::RedisModuleCommandKeySpec; 2] = unsafe { std::mem::zeroed() };
+    specs[0].flags = doc.key_flags;
+    specs[0].begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
+    specs[0].bs.index.pos = 1;
+    specs[0].find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
+    specs[0].fk.range = raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 {
+        lastkey: 0,
+        keystep: 1,
+        limit: 0,
+    };
+    let version = raw::RedisModuleCommandInfoVersion {
+        version: 1,
+        sizeof_historyentry: std::mem::size_of::<raw::RedisModuleCommandHistoryEntry>(),
+        sizeof_keyspec: std::mem::size_of::<raw::RedisModuleCommandKeySpec>(),
+        sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
+    };
+    let info = raw::RedisModuleCommandInfo {
+        version: &version,
+        summary: doc.summary.as_ptr(),
+        complexity: doc.complexity.as_ptr(),
+        since: doc.since.as_ptr(),
+        history: ptr::null_mut(),
+        tips: ptr::null(),
+        arity: doc.arity,
+        key_specs: specs.as_mut_ptr(),
+        args: ptr::null_mut(),
+    };
+    // SAFETY: `info` and everything it points to live until the call
+    // returns, and Redis copies what it keeps.
+    unsafe { set(cmd, &info) == OK }
+}

@@ -1,0 +1,148 @@
+//! `lock`: Redisson-compatible distributed locks as native Redis commands,
+//! with in-server FIFO waiting and direct hand-off.
+//!
+//! Layers, each using only those below it:
+//! - `lib.rs`: registration (commands, configs, INFO, events).
+//! - `commands/`: one file per command family.
+//! - `handoff.rs`: committing transitions, timers and events that end locks.
+//! - `store.rs` (the lock key), `waiters.rs` (who waits for what).
+//! - `rules/`: the lock rules, pure Rust with unit tests.
+//! - `ffi.rs`: every `unsafe` call into the module API.
+
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+mod commands;
+mod config;
+mod ffi;
+mod handoff;
+mod info;
+pub mod rules;
+mod store;
+mod waiters;
+
+mod module {
+    use redis_module::configuration::ConfigurationFlags;
+    use redis_module::{redis_module, Context, InfoContext, RedisResult, RedisString, Status};
+    use redis_module_macros::info_command_handler;
+
+    use crate::commands::lock;
+    use crate::ffi::{self, CommandDoc, KEY_RO_ACCESS, KEY_RW_DELETE, KEY_RW_UPDATE};
+    use crate::rules::args::MAX_DURATION_MS;
+    use crate::{config, handoff, info, waiters};
+
+    const DOCS: &[CommandDoc] = &[
+        CommandDoc {
+            name: c"lock.acquire",
+            summary: c"Acquires a reentrant lock, optionally waiting in a FIFO queue for it.",
+            complexity: c"O(1)",
+            since: c"1.0.0",
+            arity: -3,
+            key_flags: KEY_RW_UPDATE,
+        },
+        CommandDoc {
+            name: c"lock.release",
+            summary: c"Releases one hold on a lock; the last one hands it to the next waiter.",
+            complexity: c"O(1)",
+            since: c"1.0.0",
+            arity: 3,
+            key_flags: KEY_RW_DELETE,
+        },
+        CommandDoc {
+            name: c"lock.renew",
+            summary: c"Sets a new lease on a lock held by the owner.",
+            complexity: c"O(1)",
+            since: c"1.0.0",
+            arity: -3,
+            key_flags: KEY_RW_UPDATE,
+        },
+        CommandDoc {
+            name: c"lock.forcerelease",
+            summary: c"Removes a lock whoever holds it; the next waiter gets it.",
+            complexity: c"O(1)",
+            since: c"1.0.0",
+            arity: 2,
+            key_flags: KEY_RW_DELETE,
+        },
+        CommandDoc {
+            name: c"lock.info",
+            summary:
+                c"Returns the owner, hold count, lease left, waiters and fencing token of a lock.",
+            complexity: c"O(1)",
+            since: c"1.0.0",
+            arity: 2,
+            key_flags: KEY_RO_ACCESS,
+        },
+    ];
+
+    fn init(ctx: &Context, _args: &[RedisString]) -> Status {
+        ffi::signal_modified_keys_explicitly(ctx);
+        for doc in DOCS {
+            if !ffi::set_command_doc(ctx, doc) {
+                ctx.log_warning(&format!("lock: could not describe {:?}", doc.name));
+                return Status::Err;
+            }
+        }
+        if !ffi::subscribe_db_events::<handoff::DbEvents>(ctx) {
+            ctx.log_warning("lock: could not subscribe to FLUSHDB/SWAPDB events");
+            return Status::Err;
+        }
+        Status::Ok
+    }
+
+    #[allow(deprecated)] // the builder API cannot name the section after the module
+    #[info_command_handler]
+    fn info(ctx: &InfoContext, _for_crash_report: bool) -> RedisResult<()> {
+        ctx.add_info_section(None);
+        for (name, value) in info::STATS.fields() {
+            ctx.add_info_field_long_long(name, value as i64);
+        }
+        // Never blocks: INFO may run inside a crash report.
+        let (waiters, locks) = waiters::registry()
+            .map(|r| (r.waiting(), r.locks_in(-1).len()))
+            .unwrap_or_default();
+        ctx.add_info_field_long_long("waiters", waiters as i64);
+        ctx.add_info_field_long_long("locks_with_waiters", locks as i64);
+        Ok(())
+    }
+
+    // Rust's heap goes through Redis's allocator so it counts in used_memory
+    // and maxmemory; unit tests run outside Redis, where it does not exist.
+    #[cfg(not(test))]
+    type Allocator = redis_module::alloc::RedisAlloc;
+    #[cfg(not(test))]
+    const ALLOCATOR: Allocator = redis_module::alloc::RedisAlloc;
+    #[cfg(test)]
+    type Allocator = std::alloc::System;
+    #[cfg(test)]
+    const ALLOCATOR: Allocator = std::alloc::System;
+
+    redis_module! {
+        name: "lock",
+        version: 10000,
+        allocator: (Allocator, ALLOCATOR),
+        data_types: [],
+        init: init,
+        commands: [
+            ["lock.acquire", lock::acquire, "write deny-oom blocking", 1, 1, 1, ""],
+            ["lock.release", lock::release, "write fast", 1, 1, 1, ""],
+            ["lock.renew", lock::renew, "write fast", 1, 1, 1, ""],
+            ["lock.forcerelease", lock::force_release, "write fast", 1, 1, 1, ""],
+            ["lock.info", lock::info, "readonly fast", 1, 1, 1, ""],
+        ],
+        event_handlers: [
+            [@GENERIC @EXPIRED @EVICTED @HASH @STRING @LIST @SET @ZSET @STREAM: handoff::on_keyspace_event],
+        ],
+        configurations: [
+            i64: [
+                ["default-lease-ms", &config::DEFAULT_LEASE_MS, config::DEFAULT_LEASE, 1, MAX_DURATION_MS, ConfigurationFlags::DEFAULT, None],
+            ],
+            string: [],
+            bool: [
+                ["redisson-notify", &config::REDISSON_NOTIFY, true, ConfigurationFlags::DEFAULT, None],
+            ],
+            enum: [],
+            module_args_as_configuration: true,
+        ]
+    }
+}

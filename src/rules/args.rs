@@ -1,0 +1,343 @@
+//! The option grammar of the LOCK.* commands, parsed into typed requests.
+//! Options are case-insensitive and may come in any order; each may be given
+//! once.
+
+use super::error::LockError;
+
+/// Upper bound for every duration argument (PX, EX in ms, BLOCK) and for the
+/// default-lease config: about 31,700 years. Keeping all durations below it
+/// means `now + duration` and the server's timer arithmetic (µs) never
+/// overflow.
+pub const MAX_DURATION_MS: i64 = 1_000_000_000_000_000;
+
+/// How long a caller is prepared to wait for a busy lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// `BLOCK 0`: until the lock is handed over or the client leaves.
+    Forever,
+    /// `BLOCK ms`
+    Millis(i64),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AcquireOptions {
+    /// `None` means the configured default lease.
+    pub lease_ms: Option<i64>,
+    /// `None` means answer at once when the lock is busy.
+    pub wait: Option<Wait>,
+    pub fence: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RenewOptions {
+    pub lease_ms: Option<i64>,
+}
+
+/// Parses the options after `key owner` of LOCK.ACQUIRE.
+pub fn parse_acquire_options(args: &[&[u8]]) -> Result<AcquireOptions, LockError> {
+    let mut parser = Options::new(args);
+    let mut out = AcquireOptions::default();
+    while let Some(name) = parser.next_name()? {
+        match name {
+            "PX" | "EX" => out.lease_ms = Some(parser.lease(name)?),
+            "BLOCK" => {
+                let ms = parser.duration(name, 0)?;
+                out.wait = Some(if ms == 0 {
+                    Wait::Forever
+                } else {
+                    Wait::Millis(ms)
+                });
+            }
+            "FENCE" => out.fence = true,
+            _ => unreachable_option(name)?,
+        }
+    }
+    Ok(out)
+}
+
+/// Parses the options after `key owner` of LOCK.RENEW.
+pub fn parse_renew_options(args: &[&[u8]]) -> Result<RenewOptions, LockError> {
+    let mut parser = Options::new(args).only(&["PX", "EX"]);
+    let mut out = RenewOptions::default();
+    while let Some(name) = parser.next_name()? {
+        out.lease_ms = Some(parser.lease(name)?);
+    }
+    Ok(out)
+}
+
+pub fn parse_owner(raw: &[u8]) -> Result<&[u8], LockError> {
+    if raw.is_empty() {
+        return Err(LockError::empty_owner());
+    }
+    Ok(raw)
+}
+
+const ACQUIRE_OPTIONS: &[&str] = &["PX", "EX", "BLOCK", "FENCE"];
+
+struct Options<'a> {
+    args: &'a [&'a [u8]],
+    pos: usize,
+    allowed: &'static [&'static str],
+    seen: Vec<&'static str>,
+}
+
+impl<'a> Options<'a> {
+    fn new(args: &'a [&'a [u8]]) -> Self {
+        Self {
+            args,
+            pos: 0,
+            allowed: ACQUIRE_OPTIONS,
+            seen: Vec::new(),
+        }
+    }
+
+    fn only(mut self, allowed: &'static [&'static str]) -> Self {
+        self.allowed = allowed;
+        self
+    }
+
+    /// The next option name, canonical upper case, after checking that it is
+    /// known, not repeated and not in conflict with an earlier one.
+    fn next_name(&mut self) -> Result<Option<&'static str>, LockError> {
+        let Some(raw) = self.args.get(self.pos) else {
+            return Ok(None);
+        };
+        self.pos += 1;
+        let name = self
+            .allowed
+            .iter()
+            .find(|known| known.as_bytes().eq_ignore_ascii_case(raw))
+            .copied()
+            .ok_or_else(|| {
+                LockError::syntax(format_args!(
+                    "unknown option '{}'",
+                    super::error::printable(raw)
+                ))
+            })?;
+        if self.seen.contains(&name) {
+            return Err(LockError::syntax(format_args!(
+                "{name} given more than once"
+            )));
+        }
+        let lease_options = ["PX", "EX"];
+        if lease_options.contains(&name) && self.seen.iter().any(|s| lease_options.contains(s)) {
+            return Err(LockError::syntax("PX and EX cannot be combined"));
+        }
+        self.seen.push(name);
+        Ok(Some(name))
+    }
+
+    fn value(&mut self, name: &str) -> Result<&'a [u8], LockError> {
+        let raw = self
+            .args
+            .get(self.pos)
+            .ok_or_else(|| LockError::syntax(format_args!("{name} needs a value")))?;
+        self.pos += 1;
+        Ok(raw)
+    }
+
+    /// A duration in ms, at least `min`; `EX` is read in seconds.
+    fn duration(&mut self, name: &str, min: i64) -> Result<i64, LockError> {
+        let raw = self.value(name)?;
+        let n = parse_i64(raw)
+            .ok_or_else(|| LockError::invalid_value(name, raw, "not an integer or out of range"))?;
+        if n < min {
+            let why = if min > 0 {
+                "must be positive"
+            } else {
+                "must not be negative"
+            };
+            return Err(LockError::invalid_value(name, raw, why));
+        }
+        let scale = if name == "EX" { 1000 } else { 1 };
+        n.checked_mul(scale)
+            .filter(|ms| *ms <= MAX_DURATION_MS)
+            .ok_or_else(|| LockError::invalid_value(name, raw, "too large"))
+    }
+
+    fn lease(&mut self, name: &str) -> Result<i64, LockError> {
+        self.duration(name, 1)
+    }
+}
+
+fn unreachable_option(name: &str) -> Result<(), LockError> {
+    Err(LockError::syntax(format_args!("unknown option '{name}'")))
+}
+
+/// Parses an integer exactly as Redis does (`string2ll`): optional `-`,
+/// digits, no `+`, no spaces, no leading zeros, within i64.
+pub fn parse_i64(raw: &[u8]) -> Option<i64> {
+    let (negative, digits) = match raw.split_first()? {
+        (b'-', rest) => (true, rest),
+        _ => (false, raw),
+    };
+    match digits {
+        [] => return None,
+        [b'0'] => return (!negative).then_some(0),
+        [b'0', ..] => return None,
+        _ => {}
+    }
+    let mut magnitude: u64 = 0;
+    for &b in digits {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        magnitude = magnitude
+            .checked_mul(10)?
+            .checked_add(u64::from(b - b'0'))?;
+    }
+    if negative {
+        0i64.checked_sub_unsigned(magnitude)
+    } else {
+        i64::try_from(magnitude).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn acquire(args: &[&str]) -> Result<AcquireOptions, String> {
+        let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        parse_acquire_options(&raw).map_err(|e| e.to_string())
+    }
+
+    fn renew(args: &[&str]) -> Result<RenewOptions, String> {
+        let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        parse_renew_options(&raw).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn parses_every_acquire_option_in_any_order_and_case() {
+        assert_eq!(acquire(&[]), Ok(AcquireOptions::default()));
+        assert_eq!(
+            acquire(&["fence", "block", "0", "Px", "1500"]),
+            Ok(AcquireOptions {
+                lease_ms: Some(1500),
+                wait: Some(Wait::Forever),
+                fence: true
+            })
+        );
+        assert_eq!(
+            acquire(&["EX", "3", "BLOCK", "250"]),
+            Ok(AcquireOptions {
+                lease_ms: Some(3000),
+                wait: Some(Wait::Millis(250)),
+                fence: false
+            })
+        );
+    }
+
+    #[test]
+    fn rejects_bad_acquire_options_with_a_reason() {
+        let cases: &[(&[&str], &str)] = &[
+            (&["PX"], "ERR syntax error: PX needs a value"),
+            (&["BLOCK"], "ERR syntax error: BLOCK needs a value"),
+            (&["NX"], "ERR syntax error: unknown option 'NX'"),
+            (
+                &["PX", "1", "PX", "2"],
+                "ERR syntax error: PX given more than once",
+            ),
+            (
+                &["FENCE", "fence"],
+                "ERR syntax error: FENCE given more than once",
+            ),
+            (
+                &["PX", "1", "EX", "2"],
+                "ERR syntax error: PX and EX cannot be combined",
+            ),
+            (
+                &["EX", "1", "PX", "2"],
+                "ERR syntax error: PX and EX cannot be combined",
+            ),
+            (
+                &["PX", "abc"],
+                "ERR invalid PX 'abc': not an integer or out of range",
+            ),
+            (
+                &["PX", "1.5"],
+                "ERR invalid PX '1.5': not an integer or out of range",
+            ),
+            (&["PX", "0"], "ERR invalid PX '0': must be positive"),
+            (&["PX", "-5"], "ERR invalid PX '-5': must be positive"),
+            (&["EX", "0"], "ERR invalid EX '0': must be positive"),
+            (
+                &["PX", "99999999999999999999"],
+                "ERR invalid PX '99999999999999999999': not an integer or out of range",
+            ),
+            (
+                &["EX", "9223372036854775807"],
+                "ERR invalid EX '9223372036854775807': too large",
+            ),
+            (
+                &["PX", "1000000000000001"],
+                "ERR invalid PX '1000000000000001': too large",
+            ),
+            (
+                &["BLOCK", "-1"],
+                "ERR invalid BLOCK '-1': must not be negative",
+            ),
+            (
+                &["BLOCK", "x"],
+                "ERR invalid BLOCK 'x': not an integer or out of range",
+            ),
+        ];
+        for (args, want) in cases {
+            assert_eq!(acquire(args), Err(want.to_string()), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn renew_takes_only_a_lease() {
+        assert_eq!(renew(&[]), Ok(RenewOptions { lease_ms: None }));
+        assert_eq!(
+            renew(&["ex", "2"]),
+            Ok(RenewOptions {
+                lease_ms: Some(2000)
+            })
+        );
+        assert_eq!(
+            renew(&["BLOCK", "1"]),
+            Err("ERR syntax error: unknown option 'BLOCK'".to_string())
+        );
+        assert_eq!(
+            renew(&["PX", "1", "EX", "1"]),
+            Err("ERR syntax error: PX and EX cannot be combined".to_string())
+        );
+    }
+
+    #[test]
+    fn owner_must_not_be_empty() {
+        assert!(parse_owner(b"").is_err());
+        assert_eq!(parse_owner(b"a:1"), Ok(&b"a:1"[..]));
+    }
+
+    #[test]
+    fn integers_follow_redis_rules() {
+        let ok: &[(&str, i64)] = &[
+            ("0", 0),
+            ("7", 7),
+            ("-7", -7),
+            ("9223372036854775807", i64::MAX),
+            ("-9223372036854775808", i64::MIN),
+        ];
+        for (s, n) in ok {
+            assert_eq!(parse_i64(s.as_bytes()), Some(*n), "{s}");
+        }
+        for s in [
+            "",
+            "-",
+            "-0",
+            "+1",
+            "01",
+            " 1",
+            "1 ",
+            "1a",
+            "9223372036854775808",
+            "-9223372036854775809",
+            "18446744073709551616",
+        ] {
+            assert_eq!(parse_i64(s.as_bytes()), None, "{s:?}");
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! Error replies. Every one starts with a code, as Redis's own do, so clients
+//! can branch on the first word.
+
+use std::fmt;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockError {
+    code: &'static str,
+    message: String,
+}
+
+impl LockError {
+    fn new(code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn code(&self) -> &'static str {
+        self.code
+    }
+
+    pub fn arity(command: &str) -> Self {
+        Self::new(
+            "ERR",
+            format!("wrong number of arguments for '{command}' command"),
+        )
+    }
+
+    pub fn syntax(detail: impl fmt::Display) -> Self {
+        Self::new("ERR", format!("syntax error: {detail}"))
+    }
+
+    pub fn invalid_value(option: &str, raw: &[u8], why: &str) -> Self {
+        Self::new(
+            "ERR",
+            format!("invalid {option} '{}': {why}", printable(raw)),
+        )
+    }
+
+    pub fn empty_owner() -> Self {
+        Self::new("ERR", "owner must not be empty")
+    }
+
+    pub fn wrong_type() -> Self {
+        Self::new(
+            "WRONGTYPE",
+            "Operation against a key holding the wrong kind of value",
+        )
+    }
+
+    /// A hash that does not follow the lock layout: exactly one field whose
+    /// value is a positive integer.
+    pub fn not_a_lock(why: impl fmt::Display) -> Self {
+        Self::new(
+            "WRONGTYPE",
+            format!("key holds a hash that is not a lock: {why}"),
+        )
+    }
+
+    pub fn not_owner() -> Self {
+        Self::new("NOTOWNER", "the owner holds no hold on this lock")
+    }
+
+    pub fn token_not_integer() -> Self {
+        Self::new(
+            "ERR",
+            "fencing token key holds a value that is not an integer or out of range",
+        )
+    }
+
+    pub fn token_wrong_type() -> Self {
+        Self::new(
+            "WRONGTYPE",
+            "fencing token key holds the wrong kind of value",
+        )
+    }
+
+    pub fn token_overflow() -> Self {
+        Self::new("ERR", "fencing token would overflow")
+    }
+
+    pub fn token_cross_slot(token_key: &[u8]) -> Self {
+        Self::new(
+            "CROSSSLOT",
+            format!(
+                "fencing token key '{}' hashes to another slot than the lock; use a lock name \
+                 without '{{' or with a non-empty {{hash tag}}",
+                printable(token_key)
+            ),
+        )
+    }
+
+    pub fn holds_overflow() -> Self {
+        Self::new("ERR", "hold count would overflow")
+    }
+
+    /// A broken invariant of the module itself; reported instead of panicking.
+    pub fn internal(what: &str) -> Self {
+        Self::new("ERR", format!("internal error: {what}"))
+    }
+
+    pub fn lease_overflow() -> Self {
+        Self::new("ERR", "lease deadline out of range")
+    }
+
+    /// This node does not (or no longer) serve the lock's hash slot.
+    pub fn slot_not_served() -> Self {
+        Self::new(
+            "TRYAGAIN",
+            "the lock's hash slot is not served by this node any more; retry",
+        )
+    }
+
+    pub fn busy() -> Self {
+        Self::new("BUSY", "module state is in use, try again")
+    }
+}
+
+impl fmt::Display for LockError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for LockError {}
+
+/// Client bytes quoted in an error line: error replies are single lines of
+/// text, so control bytes and non-UTF-8 are escaped and long input is cut.
+pub fn printable(raw: &[u8]) -> String {
+    const MAX: usize = 64;
+    let mut out = String::new();
+    for chunk in raw.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c.is_control() {
+                out.extend(c.escape_default());
+            } else {
+                out.push(c);
+            }
+        }
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+        if out.chars().count() > MAX {
+            let cut: String = out.chars().take(MAX).collect();
+            return cut + "...";
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_error_starts_with_its_code() {
+        let all = [
+            LockError::arity("lock.acquire"),
+            LockError::syntax("x"),
+            LockError::invalid_value("PX", b"a", "b"),
+            LockError::empty_owner(),
+            LockError::wrong_type(),
+            LockError::not_a_lock("x"),
+            LockError::not_owner(),
+            LockError::token_not_integer(),
+            LockError::token_wrong_type(),
+            LockError::token_overflow(),
+            LockError::token_cross_slot(b"t"),
+            LockError::lease_overflow(),
+            LockError::holds_overflow(),
+            LockError::internal("x"),
+            LockError::slot_not_served(),
+            LockError::busy(),
+        ];
+        for e in all {
+            let text = e.to_string();
+            assert!(text.starts_with(e.code()), "{text}");
+            let code = text.split(' ').next().unwrap_or_default();
+            assert!(code.chars().all(|c| c.is_ascii_uppercase()), "{text}");
+            assert!(!text.contains('\n') && !text.contains('\r'), "{text}");
+        }
+    }
+
+    #[test]
+    fn printable_escapes_and_cuts() {
+        assert_eq!(printable(b"a\r\nb"), "a\\r\\nb");
+        assert_eq!(printable(b"\xff\x00z"), "\\xff\\u{0}z");
+        let long = printable(&[b'x'; 200]);
+        assert_eq!(long.len(), 64 + 3);
+        assert_eq!(printable("é".as_bytes()), "é");
+    }
+}

@@ -1,0 +1,330 @@
+//! Who is waiting for which lock: one FIFO per (db, key) of callers blocked
+//! in LOCK.ACQUIRE, how to find a waiter again from its blocked-client handle
+//! or its id, and the timers attached to them.
+//!
+//! This is bookkeeping only: it never opens keys or answers clients. It sits
+//! behind one mutex that is taken for short, non-reentrant stretches; it is
+//! never held across a call that can run a keyspace-event callback (opening a
+//! key, RM_Call), since that callback reads it too.
+
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex, MutexGuard, TryLockError};
+
+use crate::ffi::{BlockedClient, TimerId};
+use crate::rules::error::LockError;
+use crate::rules::lock::{Queued, Request, Wake};
+use crate::rules::queue::{Fifo, WaiterId};
+
+/// A lock is a key in a database.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LockId {
+    pub db: i32,
+    pub key: Vec<u8>,
+}
+
+/// A caller blocked in LOCK.ACQUIRE ... BLOCK.
+#[derive(Debug)]
+pub struct Waiter {
+    pub request: Request,
+    pub bc: BlockedClient,
+    /// Fires at the end of BLOCK ms; `None` for BLOCK 0.
+    pub wait_timer: Option<TimerId>,
+}
+
+impl Queued for Waiter {
+    fn request(&self) -> &Request {
+        &self.request
+    }
+}
+
+/// The timer at a held lock's lease deadline, armed while anyone waits.
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseTimer {
+    pub id: TimerId,
+    pub job: u64,
+    pub fires_at: i64,
+}
+
+#[derive(Default)]
+struct LockQueue {
+    fifo: Fifo<Waiter>,
+    /// Queued waiters that asked for FENCE: serving them needs the token.
+    fenced: usize,
+    lease_timer: Option<LeaseTimer>,
+}
+
+#[derive(Default)]
+pub struct Registry {
+    queues: HashMap<i32, HashMap<Vec<u8>, LockQueue>>,
+    locations: HashMap<WaiterId, LockId>,
+    handles: HashMap<BlockedClient, WaiterId>,
+    lease_jobs: HashMap<u64, LockId>,
+    next_serial: u64,
+}
+
+static REGISTRY: LazyLock<Mutex<Registry>> = LazyLock::new(Mutex::default);
+
+/// The registry, or `BUSY` if it is already held further up this same call
+/// stack (a bug, but one that must not deadlock or crash the server).
+pub fn registry() -> Result<MutexGuard<'static, Registry>, LockError> {
+    match REGISTRY.try_lock() {
+        Ok(guard) => Ok(guard),
+        // A panic was caught while it was held; the data is still coherent
+        // because every mutation below completes before it can panic.
+        Err(TryLockError::Poisoned(p)) => Ok(p.into_inner()),
+        Err(TryLockError::WouldBlock) => Err(LockError::busy()),
+    }
+}
+
+/// What a caller must undo in Redis after a queue disappeared.
+#[must_use]
+#[derive(Debug, Default)]
+pub struct Released {
+    pub lease_timer: Option<TimerId>,
+}
+
+impl Registry {
+    /// A fresh number for waiter ids and timer jobs.
+    pub fn next_serial(&mut self) -> u64 {
+        self.next_serial += 1;
+        self.next_serial
+    }
+
+    pub fn waiting(&self) -> usize {
+        self.locations.len()
+    }
+
+    fn queue(&self, lock: &LockId) -> Option<&LockQueue> {
+        self.queues.get(&lock.db)?.get(&lock.key)
+    }
+
+    fn queue_mut(&mut self, lock: &LockId) -> Option<&mut LockQueue> {
+        self.queues.get_mut(&lock.db)?.get_mut(&lock.key)
+    }
+
+    pub fn has_waiters(&self, db: i32, key: &[u8]) -> bool {
+        self.queues.get(&db).is_some_and(|q| q.contains_key(key))
+    }
+
+    pub fn queue_len(&self, lock: &LockId) -> usize {
+        self.queue(lock).map_or(0, |q| q.fifo.len())
+    }
+
+    pub fn fenced_waiters(&self, lock: &LockId) -> usize {
+        self.queue(lock).map_or(0, |q| q.fenced)
+    }
+
+    /// Every lock someone waits for in `db` (all databases for -1).
+    pub fn locks_in(&self, db: i32) -> Vec<LockId> {
+        self.queues
+            .iter()
+            .filter(|(d, _)| db == -1 || **d == db)
+            .flat_map(|(d, keys)| {
+                keys.keys().map(|k| LockId {
+                    db: *d,
+                    key: k.clone(),
+                })
+            })
+            .collect()
+    }
+
+    pub fn enqueue(&mut self, lock: LockId, id: WaiterId, waiter: Waiter) {
+        self.handles.insert(waiter.bc, id);
+        let queue = self
+            .queues
+            .entry(lock.db)
+            .or_default()
+            .entry(lock.key.clone())
+            .or_default();
+        if waiter.request.fence {
+            queue.fenced += 1;
+        }
+        queue.fifo.push_back(id, waiter);
+        self.locations.insert(id, lock);
+    }
+
+    /// Runs `rules` on the queue of `lock` (an empty one if nobody waits).
+    /// Waiters it pops must then be passed to [`Registry::forget_woken`].
+    pub fn with_queue<R>(
+        &mut self,
+        lock: &LockId,
+        rules: impl FnOnce(&mut Fifo<Waiter>) -> R,
+    ) -> R {
+        match self.queue_mut(lock) {
+            Some(queue) => rules(&mut queue.fifo),
+            None => rules(&mut Fifo::default()),
+        }
+    }
+
+    /// Drops the bookkeeping of waiters the rules took off the queue.
+    pub fn forget_woken(&mut self, lock: &LockId, wakes: &[Wake<Waiter>]) -> Released {
+        for wake in wakes {
+            self.locations.remove(&wake.id);
+            self.handles.remove(&wake.waiter.bc);
+            if wake.waiter.request.fence {
+                if let Some(q) = self.queue_mut(lock) {
+                    q.fenced = q.fenced.saturating_sub(1);
+                }
+            }
+        }
+        self.drop_if_empty(lock)
+    }
+
+    /// Takes a waiter out of its queue (timeout, disconnect).
+    pub fn remove(&mut self, id: WaiterId) -> Option<(Waiter, Released)> {
+        let lock = self.locations.remove(&id)?;
+        let queue = self.queue_mut(&lock)?;
+        let waiter = queue.fifo.remove(id)?;
+        if waiter.request.fence {
+            queue.fenced = queue.fenced.saturating_sub(1);
+        }
+        self.handles.remove(&waiter.bc);
+        let released = self.drop_if_empty(&lock);
+        Some((waiter, released))
+    }
+
+    pub fn waiter_of(&self, bc: BlockedClient) -> Option<WaiterId> {
+        self.handles.get(&bc).copied()
+    }
+
+    fn drop_if_empty(&mut self, lock: &LockId) -> Released {
+        let Some(keys) = self.queues.get_mut(&lock.db) else {
+            return Released::default();
+        };
+        if !keys.get(&lock.key).is_some_and(|q| q.fifo.is_empty()) {
+            return Released::default();
+        }
+        let queue = keys.remove(&lock.key);
+        if keys.is_empty() {
+            self.queues.remove(&lock.db);
+        }
+        let lease_timer = queue.and_then(|q| q.lease_timer).map(|t| {
+            self.lease_jobs.remove(&t.job);
+            t.id
+        });
+        Released { lease_timer }
+    }
+
+    pub fn lease_timer(&self, lock: &LockId) -> Option<LeaseTimer> {
+        self.queue(lock).and_then(|q| q.lease_timer)
+    }
+
+    /// Records the lease timer of a lock that has waiters; returns the one it
+    /// replaces, for the caller to stop. Without waiters nothing is recorded
+    /// (the timer will find no job and do nothing).
+    pub fn set_lease_timer(&mut self, lock: &LockId, timer: LeaseTimer) -> Option<LeaseTimer> {
+        let queue = self.queue_mut(lock)?;
+        let old = queue.lease_timer.replace(timer);
+        if let Some(old) = old {
+            self.lease_jobs.remove(&old.job);
+        }
+        self.lease_jobs.insert(timer.job, lock.clone());
+        old
+    }
+
+    /// The lock whose lease timer `job` just fired, clearing its record.
+    pub fn take_lease_job(&mut self, job: u64) -> Option<LockId> {
+        let lock = self.lease_jobs.remove(&job)?;
+        if let Some(q) = self.queue_mut(&lock) {
+            if q.lease_timer.is_some_and(|t| t.job == job) {
+                q.lease_timer = None;
+            }
+        }
+        Some(lock)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bc(n: usize) -> BlockedClient {
+        BlockedClient::dangling_for_tests(n)
+    }
+
+    fn waiter(n: usize, fence: bool) -> Waiter {
+        Waiter {
+            request: Request {
+                owner: format!("o{n}").into_bytes(),
+                lease_ms: 10,
+                fence,
+            },
+            bc: bc(n),
+            wait_timer: None,
+        }
+    }
+
+    fn lock(key: &str) -> LockId {
+        LockId {
+            db: 0,
+            key: key.into(),
+        }
+    }
+
+    #[test]
+    fn tracks_waiters_until_they_leave() {
+        let mut r = Registry::default();
+        r.enqueue(lock("k"), 1, waiter(1, true));
+        r.enqueue(lock("k"), 2, waiter(2, false));
+        assert!(r.has_waiters(0, b"k"));
+        assert!(!r.has_waiters(1, b"k"));
+        assert_eq!(r.queue_len(&lock("k")), 2);
+        assert_eq!(r.fenced_waiters(&lock("k")), 1);
+        assert_eq!(r.waiter_of(bc(2)), Some(2));
+
+        let (w, released) = r.remove(1).unwrap();
+        assert_eq!(w.bc, bc(1));
+        assert!(released.lease_timer.is_none());
+        assert_eq!(r.fenced_waiters(&lock("k")), 0);
+
+        r.set_lease_timer(
+            &lock("k"),
+            LeaseTimer {
+                id: 77,
+                job: 5,
+                fires_at: 0,
+            },
+        );
+        let (_, released) = r.remove(2).unwrap();
+        assert_eq!(released.lease_timer, Some(77));
+        assert!(!r.has_waiters(0, b"k"));
+        assert_eq!(r.waiting(), 0);
+        assert!(r.take_lease_job(5).is_none());
+        assert!(r.remove(2).is_none());
+    }
+
+    #[test]
+    fn rules_pop_and_woken_waiters_are_forgotten() {
+        let mut r = Registry::default();
+        r.enqueue(lock("k"), 1, waiter(1, false));
+        let popped = r.with_queue(&lock("k"), |q| q.pop_front());
+        let (id, w) = popped.unwrap();
+        let wakes = vec![Wake {
+            id,
+            waiter: w,
+            answer: crate::rules::lock::Answer::Granted(1),
+        }];
+        let _ = r.forget_woken(&lock("k"), &wakes);
+        assert_eq!(r.waiting(), 0);
+        assert!(!r.has_waiters(0, b"k"));
+        assert_eq!(r.waiter_of(bc(1)), None);
+        // No queue: rules see an empty one.
+        assert_eq!(r.with_queue(&lock("x"), |q| q.len()), 0);
+    }
+
+    #[test]
+    fn lists_locks_by_db() {
+        let mut r = Registry::default();
+        r.enqueue(lock("a"), 1, waiter(1, false));
+        r.enqueue(
+            LockId {
+                db: 3,
+                key: b"b".to_vec(),
+            },
+            2,
+            waiter(2, false),
+        );
+        assert_eq!(r.locks_in(0), vec![lock("a")]);
+        assert_eq!(r.locks_in(-1).len(), 2);
+    }
+}

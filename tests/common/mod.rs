@@ -1,0 +1,451 @@
+//! Test harness: real redis-server processes with the module loaded, on free
+//! loopback ports, each in its own directory, killed by PID when dropped.
+//!
+//! `REDIS_SERVER` overrides the server binary, `LOCK_MODULE` the module
+//! (default: target/release/liblock.so, built by `make test`).
+
+#![allow(dead_code)]
+
+use std::fs;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+pub use redis::{Connection, Value};
+
+/// Generous bound for anything a test waits for; reached only on failure.
+pub const PATIENCE: Duration = Duration::from_secs(20);
+
+pub fn module_path() -> PathBuf {
+    std::env::var_os("LOCK_MODULE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/liblock.so"))
+}
+
+fn server_binary() -> String {
+    std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into())
+}
+
+fn fresh_dir() -> PathBuf {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "lock-test-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).expect("create server dir");
+    dir
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// How to start a server.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub with_module: bool,
+    /// Module arguments after the path (`default-lease-ms 5000`).
+    pub module_args: Vec<String>,
+    /// Extra `--name value` server arguments.
+    pub args: Vec<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            with_module: true,
+            module_args: Vec::new(),
+            args: Vec::new(),
+        }
+    }
+}
+
+impl Config {
+    pub fn arg(mut self, name: &str, value: &str) -> Self {
+        self.args.push(format!("--{name}"));
+        self.args.push(value.into());
+        self
+    }
+
+    pub fn module_arg(mut self, name: &str, value: &str) -> Self {
+        self.module_args.push(name.into());
+        self.module_args.push(value.into());
+        self
+    }
+
+    pub fn without_module(mut self) -> Self {
+        self.with_module = false;
+        self
+    }
+
+    pub fn aof(self) -> Self {
+        self.arg("appendonly", "yes").arg("appendfsync", "always")
+    }
+
+    pub fn start(self) -> Server {
+        Server::start_in(fresh_dir(), self)
+    }
+}
+
+pub struct Server {
+    pub port: u16,
+    pub dir: PathBuf,
+    config: Config,
+    child: Option<Child>,
+}
+
+impl Server {
+    /// A standalone server with the module and default settings.
+    pub fn start() -> Server {
+        Config::default().start()
+    }
+
+    fn start_in(dir: PathBuf, config: Config) -> Server {
+        let mut last_error = String::new();
+        for _ in 0..5 {
+            let port = free_port();
+            let mut server = Server {
+                port,
+                dir: dir.clone(),
+                config: config.clone(),
+                child: None,
+            };
+            match server.spawn() {
+                Ok(()) => return server,
+                Err(e) => last_error = e,
+            }
+        }
+        panic!("redis-server did not start: {last_error}");
+    }
+
+    fn spawn(&mut self) -> Result<(), String> {
+        let mut cmd = Command::new(server_binary());
+        cmd.current_dir(&self.dir)
+            .args(["--port", &self.port.to_string()])
+            .args(["--bind", "127.0.0.1"])
+            .args(["--dir", &self.dir.to_string_lossy()])
+            .args(["--logfile", "redis.log"])
+            .args(["--save", ""])
+            .args(["--enable-debug-command", "yes"])
+            .args(&self.config.args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if self.config.with_module {
+            cmd.arg("--loadmodule")
+                .arg(module_path())
+                .args(&self.config.module_args);
+        }
+        let mut child = cmd.spawn().map_err(|e| format!("spawn: {e}"))?;
+        let deadline = Instant::now() + PATIENCE;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Err(format!("exited with {status}: {}", self.log_tail()));
+            }
+            if self.try_ping() {
+                self.child = Some(child);
+                return Ok(());
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        Err(format!("not ready in time: {}", self.log_tail()))
+    }
+
+    fn try_ping(&self) -> bool {
+        let Ok(client) = redis::Client::open(self.url()) else {
+            return false;
+        };
+        let Ok(mut con) = client.get_connection_with_timeout(Duration::from_millis(200)) else {
+            return false;
+        };
+        // LOADING replies an error until the dataset is in memory.
+        redis::cmd("PING").query::<String>(&mut con).is_ok()
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// A new connection with a read timeout, so a test can never hang.
+    pub fn client(&self) -> Connection {
+        let client = redis::Client::open(self.url()).expect("client");
+        let con = client
+            .get_connection_with_timeout(Duration::from_secs(5))
+            .expect("connect");
+        con.set_read_timeout(Some(PATIENCE)).expect("read timeout");
+        con
+    }
+
+    /// A RESP3 connection (`HELLO 3`).
+    pub fn client_resp3(&self) -> Connection {
+        let client = redis::Client::open(format!("{}?protocol=resp3", self.url())).expect("client");
+        let con = client
+            .get_connection_with_timeout(Duration::from_secs(5))
+            .expect("connect");
+        con.set_read_timeout(Some(PATIENCE)).expect("read timeout");
+        con
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
+    /// Kills the process (SIGKILL) and waits for it.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Stops the server the way an operator would (SHUTDOWN, which flushes
+    /// the AOF), then starts it again on the same port and directory.
+    pub fn restart(&mut self) {
+        let mut con = self.client();
+        let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN").query(&mut con);
+        if let Some(mut child) = self.child.take() {
+            let deadline = Instant::now() + PATIENCE;
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break;
+                }
+                thread::sleep(Duration::from_millis(10));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        self.spawn().expect("restart");
+    }
+
+    pub fn log(&self) -> String {
+        fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default()
+    }
+
+    fn log_tail(&self) -> String {
+        let log = self.log();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(15)..].join("\n")
+    }
+
+    /// A field of INFO, as text.
+    pub fn info_field(&self, section: &str, field: &str) -> Option<String> {
+        let info: String = redis::cmd("INFO")
+            .arg(section)
+            .query(&mut self.client())
+            .expect("INFO");
+        info.lines().find_map(|line| {
+            line.strip_prefix(field)
+                .and_then(|rest| rest.strip_prefix(':'))
+                .map(|v| v.trim().to_string())
+        })
+    }
+
+    /// A counter of `INFO lock` (`lock_<name>`).
+    pub fn stat(&self, name: &str) -> i64 {
+        self.info_field("lock", &format!("lock_{name}"))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("INFO lock has no lock_{name}"))
+    }
+
+    /// Starts a replica of `self`, waits until it is in sync.
+    pub fn start_replica(&self, mut config: Config) -> Server {
+        config.args.extend([
+            "--replicaof".to_string(),
+            "127.0.0.1".to_string(),
+            self.port.to_string(),
+        ]);
+        let replica = config.start();
+        wait_until("replica link up", || {
+            replica
+                .info_field("replication", "master_link_status")
+                .as_deref()
+                == Some("up")
+        });
+        replica
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+        if !thread::panicking() {
+            let _ = fs::remove_dir_all(&self.dir);
+        } else {
+            eprintln!("server {} log kept in {}", self.port, self.dir.display());
+        }
+    }
+}
+
+/// Polls `cond` until it holds; panics with `what` after [`PATIENCE`].
+pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + PATIENCE;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Runs a command, returning the raw reply (errors as `Err`).
+pub fn raw(con: &mut Connection, args: &[&str]) -> redis::RedisResult<Value> {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    cmd.query(con)
+}
+
+/// Runs a command expected to succeed, converting the reply.
+pub fn q<T: redis::FromRedisValue>(con: &mut Connection, args: &[&str]) -> T {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    cmd.query(con)
+        .unwrap_or_else(|e| panic!("{args:?} failed: {e}"))
+}
+
+/// Runs a command expected to fail; returns the full error line
+/// (`CODE message`).
+pub fn err(con: &mut Connection, args: &[&str]) -> String {
+    match raw(con, args) {
+        Ok(v) => panic!("{args:?} should fail, replied {v:?}"),
+        Err(e) => error_line(&e),
+    }
+}
+
+/// `CODE message` of a server error reply.
+pub fn error_line(e: &redis::RedisError) -> String {
+    match (e.code(), e.detail()) {
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        (Some(code), None) => code.to_string(),
+        _ => e.to_string(),
+    }
+}
+
+/// Sends a command without reading the reply (for clients that block).
+pub fn send(con: &mut Connection, args: &[&str]) {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    con.send_packed_command(&cmd.get_packed_command())
+        .expect("send");
+}
+
+/// Reads the reply of a command sent with [`send`].
+pub fn recv(con: &mut Connection) -> redis::RedisResult<Value> {
+    con.recv_response()
+}
+
+/// Waits until `n` callers are queued on `key` (LOCK.INFO waiters).
+pub fn wait_for_waiters(con: &mut Connection, key: &str, n: i64) {
+    wait_until(&format!("{n} waiters on {key}"), || waiters(con, key) == n);
+}
+
+pub fn waiters(con: &mut Connection, key: &str) -> i64 {
+    match raw(con, &["LOCK.INFO", key]) {
+        Ok(Value::Array(items)) => items
+            .chunks(2)
+            .find(|kv| matches!(&kv[0], Value::BulkString(k) if k == b"waiters"))
+            .and_then(|kv| match kv[1] {
+                Value::Int(n) => Some(n),
+                _ => None,
+            })
+            .unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// LOCK.INFO as (field, value-as-text) pairs; empty when unlocked.
+pub fn lock_info(con: &mut Connection, key: &str) -> Vec<(String, String)> {
+    match raw(con, &["LOCK.INFO", key]).expect("LOCK.INFO") {
+        Value::Nil => Vec::new(),
+        Value::Array(items) => items
+            .chunks(2)
+            .map(|kv| (text(&kv[0]), text(&kv[1])))
+            .collect(),
+        other => panic!("LOCK.INFO replied {other:?}"),
+    }
+}
+
+pub fn text(v: &Value) -> String {
+    match v {
+        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        Value::SimpleString(s) => s.clone(),
+        Value::Int(n) => n.to_string(),
+        Value::Nil => "(nil)".into(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// Three (or more) masters covering all slots, with the module, in one
+/// cluster, ready to serve.
+pub struct Cluster {
+    pub nodes: Vec<Server>,
+}
+
+impl Cluster {
+    pub fn start(masters: usize) -> Cluster {
+        let nodes: Vec<Server> = (0..masters)
+            .map(|_| {
+                Config::default()
+                    .arg("cluster-enabled", "yes")
+                    .arg("cluster-config-file", "nodes.conf")
+                    .arg("cluster-node-timeout", "5000")
+                    .start()
+            })
+            .collect();
+        let per = 16384 / masters;
+        for (i, node) in nodes.iter().enumerate() {
+            let first = i * per;
+            let last = if i + 1 == masters {
+                16383
+            } else {
+                first + per - 1
+            };
+            let _: () = q(
+                &mut node.client(),
+                &[
+                    "CLUSTER",
+                    "ADDSLOTSRANGE",
+                    &first.to_string(),
+                    &last.to_string(),
+                ],
+            );
+        }
+        for node in &nodes[1..] {
+            let _: () = q(
+                &mut node.client(),
+                &["CLUSTER", "MEET", "127.0.0.1", &nodes[0].port.to_string()],
+            );
+        }
+        for node in &nodes {
+            wait_until("cluster_state:ok", || {
+                q::<String>(&mut node.client(), &["CLUSTER", "INFO"]).contains("cluster_state:ok")
+            });
+        }
+        Cluster { nodes }
+    }
+
+    /// The node serving `key`'s slot.
+    pub fn node_for(&self, key: &str) -> &Server {
+        let slot: i64 = q(&mut self.nodes[0].client(), &["CLUSTER", "KEYSLOT", key]);
+        let per = 16384 / self.nodes.len() as i64;
+        let i = (slot / per).min(self.nodes.len() as i64 - 1) as usize;
+        &self.nodes[i]
+    }
+}
