@@ -535,6 +535,70 @@ pub struct CommandDoc {
     pub arity: c_int,
     /// Key spec flags of the single key at argv[1].
     pub key_flags: u64,
+    pub args: &'static [ArgDoc],
+}
+
+#[derive(Clone, Copy)]
+pub enum ArgKind {
+    /// The lock's key (key spec 0).
+    Key,
+    String,
+    Integer,
+    /// A bare keyword such as `FENCE`.
+    Flag,
+    /// Exactly one of the sub-arguments.
+    OneOf,
+}
+
+pub struct ArgDoc {
+    pub name: &'static CStr,
+    pub kind: ArgKind,
+    pub token: Option<&'static CStr>,
+    pub optional: bool,
+    pub subargs: &'static [ArgDoc],
+}
+
+/// Lays out `args` (and their sub-arguments) as the zero-terminated C
+/// arrays Redis reads; `arrays` keeps every level alive until the call.
+fn c_args(
+    args: &[ArgDoc],
+    arrays: &mut Vec<Vec<raw::RedisModuleCommandArg>>,
+) -> *mut raw::RedisModuleCommandArg {
+    if args.is_empty() {
+        return ptr::null_mut();
+    }
+    let mut out = Vec::with_capacity(args.len() + 1);
+    for arg in args {
+        // SAFETY: all-zero is a valid empty RedisModuleCommandArg.
+        let mut c: raw::RedisModuleCommandArg = unsafe { std::mem::zeroed() };
+        c.name = arg.name.as_ptr();
+        c.type_ = match arg.kind {
+            ArgKind::Key => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY,
+            ArgKind::String => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING,
+            ArgKind::Integer => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
+            ArgKind::Flag => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
+            ArgKind::OneOf => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF,
+        };
+        c.key_spec_index = if matches!(arg.kind, ArgKind::Key) {
+            0
+        } else {
+            -1
+        };
+        c.token = arg.token.map_or(ptr::null(), CStr::as_ptr);
+        c.flags = if arg.optional {
+            raw::REDISMODULE_CMD_ARG_OPTIONAL as c_int
+        } else {
+            raw::REDISMODULE_CMD_ARG_NONE as c_int
+        };
+        c.subargs = c_args(arg.subargs, arrays);
+        out.push(c);
+    }
+    // SAFETY: the zeroed entry terminates the array.
+    out.push(unsafe { std::mem::zeroed() });
+    let p = out.as_mut_ptr();
+    // Moving the Vec into `arrays` keeps its heap buffer (and `p`) valid.
+    arrays.push(out);
+    p
 }
 
 pub const KEY_RW_UPDATE: u64 = (raw::REDISMODULE_CMD_KEY_RW
@@ -578,6 +642,8 @@ pub fn set_command_doc(ctx: &Context, doc: &CommandDoc) -> bool {
         sizeof_keyspec: std::mem::size_of::<raw::RedisModuleCommandKeySpec>(),
         sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
     };
+    let mut arrays = Vec::new();
+    let args = c_args(doc.args, &mut arrays);
     let info = raw::RedisModuleCommandInfo {
         version: &version,
         summary: doc.summary.as_ptr(),
@@ -587,7 +653,7 @@ pub fn set_command_doc(ctx: &Context, doc: &CommandDoc) -> bool {
         tips: ptr::null(),
         arity: doc.arity,
         key_specs: specs.as_mut_ptr(),
-        args: ptr::null_mut(),
+        args,
     };
     // SAFETY: `info` and everything it points to live until the call
     // returns, and Redis copies what it keeps.

@@ -144,15 +144,9 @@ fn serves(ctx: &Context, key: &[u8]) -> bool {
     if !ctx.get_flags().contains(ContextFlags::CLUSTER) {
         return true;
     }
-    match ctx.call("CLUSTER", &["NODES"]) {
-        Ok(RedisValue::SimpleString(s)) | Ok(RedisValue::BulkString(s)) => {
-            myself_serves_slot(&s, key_slot(key))
-        }
-        Ok(RedisValue::StringBuffer(b)) => {
-            myself_serves_slot(&String::from_utf8_lossy(&b), key_slot(key))
-        }
-        _ => false,
-    }
+    ctx.call("CLUSTER", &["NODES"])
+        .and_then(String::try_from)
+        .is_ok_and(|nodes| myself_serves_slot(&nodes, key_slot(key)))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -27,9 +27,54 @@ mod module {
     use redis_module_macros::info_command_handler;
 
     use crate::commands::lock;
-    use crate::ffi::{self, CommandDoc, KEY_RO_ACCESS, KEY_RW_DELETE, KEY_RW_UPDATE};
+    use crate::ffi::{
+        self, ArgDoc, ArgKind, CommandDoc, KEY_RO_ACCESS, KEY_RW_DELETE, KEY_RW_UPDATE,
+    };
     use crate::rules::args::MAX_DURATION_MS;
     use crate::{config, handoff, info, waiters};
+
+    const fn arg(name: &'static std::ffi::CStr, kind: ArgKind) -> ArgDoc {
+        ArgDoc {
+            name,
+            kind,
+            token: None,
+            optional: false,
+            subargs: &[],
+        }
+    }
+
+    const fn option(
+        name: &'static std::ffi::CStr,
+        kind: ArgKind,
+        token: &'static std::ffi::CStr,
+    ) -> ArgDoc {
+        ArgDoc {
+            name,
+            kind,
+            token: Some(token),
+            optional: true,
+            subargs: &[],
+        }
+    }
+
+    const KEY: ArgDoc = arg(c"key", ArgKind::Key);
+    const OWNER: ArgDoc = arg(c"owner", ArgKind::String);
+    const LEASE: ArgDoc = ArgDoc {
+        name: c"lease",
+        kind: ArgKind::OneOf,
+        token: None,
+        optional: true,
+        subargs: &[
+            ArgDoc {
+                optional: false,
+                ..option(c"milliseconds", ArgKind::Integer, c"PX")
+            },
+            ArgDoc {
+                optional: false,
+                ..option(c"seconds", ArgKind::Integer, c"EX")
+            },
+        ],
+    };
 
     const DOCS: &[CommandDoc] = &[
         CommandDoc {
@@ -39,6 +84,13 @@ mod module {
             since: c"1.0.0",
             arity: -3,
             key_flags: KEY_RW_UPDATE,
+            args: &[
+                KEY,
+                OWNER,
+                LEASE,
+                option(c"timeout", ArgKind::Integer, c"BLOCK"),
+                option(c"fence", ArgKind::Flag, c"FENCE"),
+            ],
         },
         CommandDoc {
             name: c"lock.release",
@@ -47,6 +99,7 @@ mod module {
             since: c"1.0.0",
             arity: 3,
             key_flags: KEY_RW_DELETE,
+            args: &[KEY, OWNER],
         },
         CommandDoc {
             name: c"lock.renew",
@@ -55,6 +108,7 @@ mod module {
             since: c"1.0.0",
             arity: -3,
             key_flags: KEY_RW_UPDATE,
+            args: &[KEY, OWNER, LEASE],
         },
         CommandDoc {
             name: c"lock.forcerelease",
@@ -63,6 +117,7 @@ mod module {
             since: c"1.0.0",
             arity: 2,
             key_flags: KEY_RW_DELETE,
+            args: &[KEY],
         },
         CommandDoc {
             name: c"lock.info",
@@ -72,6 +127,7 @@ mod module {
             since: c"1.0.0",
             arity: 2,
             key_flags: KEY_RO_ACCESS,
+            args: &[KEY],
         },
     ];
 
@@ -123,12 +179,14 @@ mod module {
         allocator: (Allocator, ALLOCATOR),
         data_types: [],
         init: init,
+        // ACL categories are optional: set from Redis 7.2, skipped on 7.0
+        // (where module commands have none; grant them by name).
         commands: [
-            ["lock.acquire", lock::acquire, "write deny-oom blocking", 1, 1, 1, ""],
-            ["lock.release", lock::release, "write fast", 1, 1, 1, ""],
-            ["lock.renew", lock::renew, "write fast", 1, 1, 1, ""],
-            ["lock.forcerelease", lock::force_release, "write fast", 1, 1, 1, ""],
-            ["lock.info", lock::info, "readonly fast", 1, 1, 1, ""],
+            ["lock.acquire", lock::acquire, "write deny-oom blocking", 1, 1, 1, "", "write hash blocking"],
+            ["lock.release", lock::release, "write fast", 1, 1, 1, "", "write hash fast"],
+            ["lock.renew", lock::renew, "write fast", 1, 1, 1, "", "write hash fast"],
+            ["lock.forcerelease", lock::force_release, "write fast", 1, 1, 1, "", "write hash fast"],
+            ["lock.info", lock::info, "readonly fast", 1, 1, 1, "", "read hash fast"],
         ],
         event_handlers: [
             [@GENERIC @EXPIRED @EVICTED @HASH @STRING @LIST @SET @ZSET @STREAM: handoff::on_keyspace_event],
