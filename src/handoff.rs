@@ -149,16 +149,8 @@ fn serves(ctx: &Context, key: &[u8]) -> bool {
         .is_ok_and(|nodes| myself_serves_slot(&nodes, key_slot(key)))
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Why {
-    /// The key changed or vanished (DEL, FLUSHALL, eviction...).
-    Event,
-    /// The lease deadline of a lock with waiters passed.
-    LeaseTimer,
-}
-
 /// Re-reads a lock that has waiters and hands it on if it is free.
-fn settle(ctx: &Context, lock: &LockId, why: Why) {
+fn settle(ctx: &Context, lock: &LockId) {
     if !registry().is_ok_and(|r| r.queue_len(lock) > 0) {
         return;
     }
@@ -177,9 +169,6 @@ fn settle(ctx: &Context, lock: &LockId, why: Why) {
         Ok(state) => state,
         Err(e) => return reject_all(ctx, lock, &e),
     };
-    if why == Why::LeaseTimer && state == LockState::Free {
-        Stats::bump(&STATS.expired_with_waiters);
-    }
     let token = load_token(ctx, lock, false);
     let mut tx = Transition::new(state, ffi::now_ms(), token);
     match registry() {
@@ -287,7 +276,7 @@ impl TimerHandler for Drain {
             }
         };
         for lock in &work.keys {
-            settle(ctx, lock, Why::Event);
+            settle(ctx, lock);
         }
         for (lock, owner) in &work.lost_grants {
             release_lost_grant(ctx, lock, owner);
@@ -305,7 +294,7 @@ impl TimerHandler for LeaseExpiry {
         match writable(ctx) {
             Writable::Never => {}
             Writable::Later => defer_key(ctx, lock),
-            Writable::Now => settle(ctx, &lock, Why::LeaseTimer),
+            Writable::Now => settle(ctx, &lock),
         }
     }
 }
@@ -384,7 +373,7 @@ impl TimerHandler for WaitTimeout {
 
 /// Keyspace notification callback. Must not write (see the module notes):
 /// it only notes the key for the 0 ms drain.
-pub fn on_keyspace_event(ctx: &Context, _class: NotifyEvent, _event: &str, key: &[u8]) {
+pub fn on_keyspace_event(ctx: &Context, _class: NotifyEvent, event: &str, key: &[u8]) {
     if store::is_own_notification() {
         return;
     }
@@ -393,6 +382,11 @@ pub fn on_keyspace_event(ctx: &Context, _class: NotifyEvent, _event: &str, key: 
     // drain re-checks everything.
     if registry().is_ok_and(|r| !r.has_waiters(db, key)) {
         return;
+    }
+    // Whoever noticed first (the lease timer, Redis's active or lazy expiry,
+    // a command opening the key), the lease ran out while callers waited.
+    if event == "expired" {
+        Stats::bump(&STATS.expired_with_waiters);
     }
     defer_key(
         ctx,
