@@ -1,0 +1,321 @@
+//! Cluster mode: routing by the server (MOVED, CROSSSLOT), fencing token keys
+//! in the lock's slot, shard-channel notifications, hand-off on a node, and
+//! no module write into a slot the node gives away.
+
+mod common;
+use common::*;
+
+fn slot(cluster: &Cluster, key: &str) -> i64 {
+    q(&mut cluster.nodes[0].client(), &["CLUSTER", "KEYSLOT", key])
+}
+
+fn node_id(server: &Server) -> String {
+    q(&mut server.client(), &["CLUSTER", "MYID"])
+}
+
+fn other_node<'a>(cluster: &'a Cluster, key: &str) -> &'a Server {
+    let owner = cluster.node_for(key).port;
+    cluster
+        .nodes
+        .iter()
+        .find(|n| n.port != owner)
+        .expect("another node")
+}
+
+fn field(info: &[(String, String)], name: &str) -> String {
+    info.iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.clone())
+        .unwrap_or_else(|| panic!("LOCK.INFO has no {name}: {info:?}"))
+}
+
+/// Reads the reply of a blocked command that must be an error: `CODE detail`.
+fn recv_error(con: &mut Connection) -> String {
+    match recv(con) {
+        Ok(Value::ServerError(e)) => match e.details() {
+            Some(detail) => format!("{} {detail}", e.code()),
+            None => e.code().to_string(),
+        },
+        Err(e) => error_line(&e),
+        Ok(other) => panic!("expected an error reply, got {other:?}"),
+    }
+}
+
+/// A pub/sub message or confirmation as its text parts.
+fn texts(v: Value) -> Vec<String> {
+    match v {
+        Value::Array(items) | Value::Push { data: items, .. } => items.iter().map(text).collect(),
+        other => panic!("expected a pub/sub array, got {other:?}"),
+    }
+}
+
+#[test]
+fn wrong_node_redirects_with_moved() {
+    let cluster = Cluster::start(3);
+    let key = "lock:moved";
+    let slot = slot(&cluster, key);
+    let right = cluster.node_for(key);
+    let wrong = other_node(&cluster, key);
+    for args in [
+        &["LOCK.ACQUIRE", key, "o1"][..],
+        &[
+            "LOCK.ACQUIRE",
+            key,
+            "o1",
+            "PX",
+            "1000",
+            "BLOCK",
+            "0",
+            "FENCE",
+        ],
+        &["LOCK.RELEASE", key, "o1"],
+        &["LOCK.RENEW", key, "o1"],
+        &["LOCK.FORCERELEASE", key],
+        &["LOCK.INFO", key],
+    ] {
+        let e = err(&mut wrong.client(), args);
+        assert!(
+            e.starts_with(&format!("MOVED {slot} 127.0.0.1:{}", right.port)),
+            "{args:?} on the wrong node: {e}"
+        );
+    }
+    assert_eq!(
+        q::<i64>(&mut wrong.client(), &["DBSIZE"]),
+        0,
+        "nothing written on the wrong node"
+    );
+    let mut con = right.client();
+    assert_eq!(q::<i64>(&mut con, &["LOCK.ACQUIRE", key, "o1"]), 1);
+    assert_eq!(field(&lock_info(&mut con, key), "owner"), "o1");
+}
+
+#[test]
+fn transaction_over_two_slots_is_refused_with_crossslot() {
+    let cluster = Cluster::start(3);
+    let node = &cluster.nodes[0];
+    // Two keys of different slots, both served by the same node, so the
+    // refusal is about slots and not a redirect.
+    let mut keys: Vec<(String, i64)> = Vec::new();
+    for i in 0.. {
+        let key = format!("lock:{i}");
+        if cluster.node_for(&key).port == node.port {
+            let s = slot(&cluster, &key);
+            if keys.iter().all(|(_, other)| *other != s) {
+                keys.push((key, s));
+            }
+        }
+        if keys.len() == 2 {
+            break;
+        }
+    }
+    let (a, b) = (&keys[0].0, &keys[1].0);
+    let mut con = node.client();
+    let _: () = q(&mut con, &["MULTI"]);
+    assert_eq!(
+        raw(&mut con, &["LOCK.ACQUIRE", a, "o1"]).unwrap(),
+        Value::SimpleString("QUEUED".into())
+    );
+    // Each command alone is fine when queued; EXEC sees both slots.
+    assert_eq!(
+        raw(&mut con, &["LOCK.ACQUIRE", b, "o1"]).unwrap(),
+        Value::SimpleString("QUEUED".into())
+    );
+    let e = err(&mut con, &["EXEC"]);
+    assert!(e.starts_with("CROSSSLOT"), "EXEC: {e}");
+    assert_eq!(lock_info(&mut con, a), Vec::new());
+    assert_eq!(lock_info(&mut con, b), Vec::new());
+    // The transaction is gone: the connection is usable again.
+    assert_eq!(q::<String>(&mut con, &["PING"]), "PONG");
+
+    // Keys sharing a hash tag live in one slot: the transaction runs.
+    let (x, y) = ("{tag}:a", "{tag}:b");
+    let node = cluster.node_for(x);
+    let mut con = node.client();
+    let _: () = q(&mut con, &["MULTI"]);
+    raw(&mut con, &["LOCK.ACQUIRE", x, "o1", "PX", "60000"]).unwrap();
+    raw(&mut con, &["LOCK.ACQUIRE", y, "o1", "PX", "60000", "FENCE"]).unwrap();
+    raw(&mut con, &["LOCK.RELEASE", x, "o1"]).unwrap();
+    let exec = raw(&mut con, &["EXEC"]).unwrap();
+    assert_eq!(
+        exec,
+        Value::Array(vec![Value::Int(1), Value::Int(1), Value::Int(0)])
+    );
+    assert_eq!(field(&lock_info(&mut con, y), "token"), "1");
+    assert_eq!(lock_info(&mut con, x), Vec::new());
+}
+
+#[test]
+fn fencing_token_key_stays_in_the_lock_slot() {
+    let cluster = Cluster::start(3);
+
+    // `{}x` has an empty hash tag, so it and its token key
+    // `redisson_lock_token:{}x` each hash as a whole: different slots.
+    let bad = "{}x";
+    let node = cluster.node_for(bad);
+    let mut con = node.client();
+    let e = err(&mut con, &["LOCK.ACQUIRE", bad, "o1", "FENCE"]);
+    assert!(
+        e.starts_with("CROSSSLOT fencing token key 'redisson_lock_token:{}x'"),
+        "{e}"
+    );
+    assert_eq!(q::<i64>(&mut con, &["DBSIZE"]), 0, "errors change nothing");
+    // Without FENCE the same name is an ordinary lock.
+    assert_eq!(q::<i64>(&mut con, &["LOCK.ACQUIRE", bad, "o1"]), 1);
+
+    let key = "{user}:lock";
+    let token_key = "redisson_lock_token:{user}:lock";
+    let s = slot(&cluster, key);
+    assert_eq!(slot(&cluster, token_key), s);
+    let node = cluster.node_for(key);
+    let mut con = node.client();
+    assert_eq!(
+        q::<i64>(
+            &mut con,
+            &["LOCK.ACQUIRE", key, "o1", "PX", "60000", "FENCE"]
+        ),
+        1
+    );
+    assert_eq!(q::<i64>(&mut con, &["EXISTS", token_key]), 1);
+    assert_eq!(q::<String>(&mut con, &["GET", token_key]), "1");
+    assert_eq!(
+        q::<i64>(&mut con, &["CLUSTER", "COUNTKEYSINSLOT", &s.to_string()]),
+        2
+    );
+    assert_eq!(field(&lock_info(&mut con, key), "token"), "1");
+    for other in cluster.nodes.iter().filter(|n| n.port != node.port) {
+        assert_eq!(q::<i64>(&mut other.client(), &["DBSIZE"]), 0);
+    }
+}
+
+#[test]
+fn release_to_zero_publishes_on_the_shard_channel() {
+    let cluster = Cluster::start(3);
+    let key = "orders";
+    let channel = "redisson_lock__channel:{orders}";
+    assert_eq!(slot(&cluster, channel), slot(&cluster, key));
+    let node = cluster.node_for(key);
+    let mut sub = node.client();
+    send(&mut sub, &["SSUBSCRIBE", channel]);
+    assert_eq!(texts(recv(&mut sub).unwrap()), ["ssubscribe", channel, "1"]);
+
+    let mut con = node.client();
+    assert_eq!(q::<i64>(&mut con, &["LOCK.ACQUIRE", key, "o1"]), 1);
+    assert_eq!(q::<i64>(&mut con, &["LOCK.ACQUIRE", key, "o1"]), 2);
+    assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", key, "o1"]), 1);
+    // A marker after the partial release: nothing may arrive before it.
+    let _: i64 = q(&mut con, &["SPUBLISH", channel, "marker"]);
+    assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", key, "o1"]), 0);
+    assert_eq!(
+        texts(recv(&mut sub).unwrap()),
+        ["smessage", channel, "marker"]
+    );
+    assert_eq!(texts(recv(&mut sub).unwrap()), ["smessage", channel, "0"]);
+
+    // FORCERELEASE publishes too.
+    assert_eq!(q::<i64>(&mut con, &["LOCK.ACQUIRE", key, "o2"]), 1);
+    assert_eq!(q::<i64>(&mut con, &["LOCK.FORCERELEASE", key]), 1);
+    assert_eq!(texts(recv(&mut sub).unwrap()), ["smessage", channel, "0"]);
+}
+
+#[test]
+fn blocked_waiter_is_handed_the_lock_on_a_node() {
+    let cluster = Cluster::start(3);
+    let key = "jobs:42";
+    let node = cluster.node_for(key);
+    let mut con = node.client();
+    assert_eq!(
+        q::<i64>(&mut con, &["LOCK.ACQUIRE", key, "o1", "PX", "60000"]),
+        1
+    );
+    let mut w1 = node.client();
+    send(
+        &mut w1,
+        &["LOCK.ACQUIRE", key, "o2", "PX", "60000", "BLOCK", "0"],
+    );
+    wait_for_waiters(&mut con, key, 1);
+    let mut w2 = node.client();
+    send(
+        &mut w2,
+        &["LOCK.ACQUIRE", key, "o3", "PX", "60000", "BLOCK", "0"],
+    );
+    wait_for_waiters(&mut con, key, 2);
+    assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", key, "o1"]), 0);
+    assert_eq!(recv(&mut w1).unwrap(), Value::Int(1));
+    let info = lock_info(&mut con, key);
+    assert_eq!(field(&info, "owner"), "o2");
+    assert_eq!(field(&info, "waiters"), "1");
+    // A DEL hands it on through the module's timer.
+    assert_eq!(q::<i64>(&mut con, &["DEL", key]), 1);
+    assert_eq!(recv(&mut w2).unwrap(), Value::Int(1));
+    assert_eq!(field(&lock_info(&mut con, key), "owner"), "o3");
+    assert_eq!(node.stat("handed_off"), 2);
+}
+
+#[test]
+fn waiter_of_a_migrated_slot_gets_tryagain_and_nothing_is_rewritten() {
+    let cluster = Cluster::start(3);
+    let key = "migrating-lock";
+    let s = slot(&cluster, key).to_string();
+    let a = cluster.node_for(key);
+    let b = other_node(&cluster, key);
+    let (a_id, b_id) = (node_id(a), node_id(b));
+
+    let mut con = a.client();
+    assert_eq!(
+        q::<i64>(&mut con, &["LOCK.ACQUIRE", key, "o1", "PX", "60000"]),
+        1
+    );
+    let mut w = a.client();
+    send(
+        &mut w,
+        &["LOCK.ACQUIRE", key, "o2", "PX", "60000", "BLOCK", "0"],
+    );
+    wait_for_waiters(&mut con, key, 1);
+
+    let _: () = q(
+        &mut b.client(),
+        &["CLUSTER", "SETSLOT", &s, "IMPORTING", &a_id],
+    );
+    let _: () = q(&mut con, &["CLUSTER", "SETSLOT", &s, "MIGRATING", &b_id]);
+    let _: () = q(
+        &mut con,
+        &[
+            "MIGRATE",
+            "127.0.0.1",
+            &b.port.to_string(),
+            key,
+            "0",
+            "5000",
+        ],
+    );
+    // The key left a; the waiter on a cannot be served there any more.
+    let e = recv_error(&mut w);
+    assert!(e.starts_with("TRYAGAIN"), "waiter on the old node: {e}");
+
+    for node in [b, a] {
+        let _: () = q(
+            &mut node.client(),
+            &["CLUSTER", "SETSLOT", &s, "NODE", &b_id],
+        );
+    }
+    assert_eq!(
+        q::<i64>(&mut con, &["CLUSTER", "COUNTKEYSINSLOT", &s]),
+        0,
+        "a did not write the lock back"
+    );
+    assert_eq!(a.stat("waiters"), 0);
+    assert_eq!(a.stat("handed_off"), 0);
+    let info = lock_info(&mut b.client(), key);
+    assert_eq!(field(&info, "owner"), "o1");
+    assert_eq!(field(&info, "holds"), "1");
+    let ttl: i64 = field(&info, "ttl").parse().unwrap();
+    assert!(ttl > 0 && ttl <= 60000, "lease kept: {ttl}");
+    let e = err(&mut con, &["LOCK.ACQUIRE", key, "o2"]);
+    assert!(
+        e.starts_with(&format!("MOVED {s} 127.0.0.1:{}", b.port)),
+        "{e}"
+    );
+    // The owner releases it on its new node.
+    assert_eq!(q::<i64>(&mut b.client(), &["LOCK.RELEASE", key, "o1"]), 0);
+    assert!(!a.log().contains("internal error caught"), "{}", a.log());
+}

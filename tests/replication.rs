@@ -1,0 +1,612 @@
+//! Replication: the module's effects reach replicas (with or without the
+//! module) and the AOF as native commands, replicas refuse lock writes, and
+//! failover in either direction leaves a working server.
+
+mod common;
+use common::*;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// A master that starts a full sync at once instead of after the default
+/// 5 s diskless-sync delay.
+fn master_config() -> Config {
+    Config::default().arg("repl-diskless-sync-delay", "0")
+}
+
+fn digest(server: &Server) -> String {
+    q(&mut server.client(), &["DEBUG", "DIGEST"])
+}
+
+fn digest_value(server: &Server, key: &str) -> Vec<String> {
+    q(&mut server.client(), &["DEBUG", "DIGEST-VALUE", key])
+}
+
+fn pexpiretime(server: &Server, key: &str) -> i64 {
+    q(&mut server.client(), &["PEXPIRETIME", key])
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as i64
+}
+
+fn client_id(con: &mut Connection) -> i64 {
+    q(con, &["CLIENT", "ID"])
+}
+
+/// Reads the reply of a blocked command that must be an error: `CODE detail`.
+fn recv_error(con: &mut Connection) -> String {
+    match recv(con) {
+        Ok(Value::ServerError(e)) => match e.details() {
+            Some(detail) => format!("{} {detail}", e.code()),
+            None => e.code().to_string(),
+        },
+        Err(e) => error_line(&e),
+        Ok(other) => panic!("expected an error reply, got {other:?}"),
+    }
+}
+
+fn field(info: &[(String, String)], name: &str) -> String {
+    info.iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.clone())
+        .unwrap_or_else(|| panic!("LOCK.INFO has no {name}: {info:?}"))
+}
+
+/// Waits until `n` replicas acknowledged everything the master wrote, from
+/// any client or timer. WAIT only covers the offset of the calling client's
+/// own last propagated command, so a fresh connection first propagates a
+/// PUBLISH (no data change) to bring its offset to the master's current one.
+fn sync_replicas(master: &Server, n: i64) {
+    let mut con = master.client();
+    let _: i64 = q(&mut con, &["PUBLISH", "test-sync-marker", "x"]);
+    let acked: i64 = q(&mut con, &["WAIT", &n.to_string(), "5000"]);
+    assert_eq!(acked, n, "replicas acknowledging the master's writes");
+}
+
+/// Lines that show the module or the server went wrong.
+fn assert_clean_log(server: &Server) {
+    let log = server.log();
+    for bad in ["internal error caught", "ASSERTION", "crashed", "panicked"] {
+        assert!(
+            !log.contains(bad),
+            "server {} log contains {bad:?}:\n{log}",
+            server.port
+        );
+    }
+}
+
+#[test]
+fn replicas_with_and_without_module_end_identical() {
+    let master = master_config().start();
+    let with_module = master.start_replica(Config::default());
+    let without_module = master.start_replica(Config::default().without_module());
+    let mut con = master.client();
+
+    // Acquire, re-entry, partial and full release, then a new owner.
+    assert_eq!(
+        q::<i64>(&mut con, &["LOCK.ACQUIRE", "a", "o1", "PX", "60000"]),
+        1
+    );
+    assert_eq!(
+        q::<i64>(&mut con, &["LOCK.ACQUIRE", "a", "o1", "PX", "60000"]),
+        2
+    );
+    assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "a", "o1"]), 1);
+    assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "a", "o1"]), 0);
+    assert_eq!(
+        q::<i64>(&mut con, &["LOCK.ACQUIRE", "a", "o2", "PX", "60000"]),
+        1
+    );
+    // Renew.
+    assert_eq!(
+        q::<i64>(&mut con, &["LOCK.RENEW", "a", "o2", "PX", "90000"]),
+        90000
+    );
+
+    // Re-entered lock kept at 3 holds.
+    for n in 1..=3 {
+        assert_eq!(
+            q::<i64>(&mut con, &["LOCK.ACQUIRE", "r", "o1", "EX", "70"]),
+            n
+        );
+    }
+
+    // Fencing tokens.
+    assert_eq!(
+        q::<i64>(
+            &mut con,
+            &["LOCK.ACQUIRE", "f", "o1", "PX", "60000", "FENCE"]
+        ),
+        1
+    );
+    assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "f", "o1"]), 0);
+    assert_eq!(
+        q::<i64>(
+            &mut con,
+            &["LOCK.ACQUIRE", "f", "o2", "PX", "60000", "FENCE"]
+        ),
+        2
+    );
+
+    // Force release, of a held and of a free lock.
+    assert_eq!(
+        q::<i64>(&mut con, &["LOCK.ACQUIRE", "x", "o1", "PX", "60000"]),
+        1
+    );
+    assert_eq!(q::<i64>(&mut con, &["LOCK.FORCERELEASE", "x"]), 1);
+    assert_eq!(q::<i64>(&mut con, &["LOCK.FORCERELEASE", "x"]), 0);
+
+    // A waiter handed the lock by a release.
+    assert_eq!(
+        q::<i64>(&mut con, &["LOCK.ACQUIRE", "h", "o1", "PX", "60000"]),
+        1
+    );
+    let mut w = master.client();
+    send(
+        &mut w,
+        &["LOCK.ACQUIRE", "h", "o2", "PX", "60000", "BLOCK", "0"],
+    );
+    wait_for_waiters(&mut con, "h", 1);
+    assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "h", "o1"]), 0);
+    assert_eq!(recv(&mut w).unwrap(), Value::Int(1));
+
+    // A fenced waiter handed the lock by lease expiry: it queues behind a
+    // long lease, which is then shortened, so it is queued before expiry.
+    assert_eq!(
+        q::<i64>(
+            &mut con,
+            &["LOCK.ACQUIRE", "e", "o1", "PX", "60000", "FENCE"]
+        ),
+        1
+    );
+    let mut w = master.client();
+    send(
+        &mut w,
+        &[
+            "LOCK.ACQUIRE",
+            "e",
+            "o2",
+            "PX",
+            "60000",
+            "BLOCK",
+            "0",
+            "FENCE",
+        ],
+    );
+    wait_for_waiters(&mut con, "e", 1);
+    assert_eq!(
+        q::<i64>(&mut con, &["LOCK.RENEW", "e", "o1", "PX", "150"]),
+        150
+    );
+    assert_eq!(recv(&mut w).unwrap(), Value::Int(2));
+    assert_eq!(field(&lock_info(&mut con, "e"), "owner"), "o2");
+    // Handed over by the lease timer or by the server's expiry event.
+    assert_eq!(master.stat("handed_off"), 2);
+
+    // A waiter handed the lock after a DEL.
+    assert_eq!(
+        q::<i64>(&mut con, &["LOCK.ACQUIRE", "d", "o1", "PX", "60000"]),
+        1
+    );
+    let mut w = master.client();
+    send(
+        &mut w,
+        &["LOCK.ACQUIRE", "d", "o2", "PX", "60000", "BLOCK", "0"],
+    );
+    wait_for_waiters(&mut con, "d", 1);
+    assert_eq!(q::<i64>(&mut con, &["DEL", "d"]), 1);
+    assert_eq!(recv(&mut w).unwrap(), Value::Int(1));
+    assert_eq!(field(&lock_info(&mut con, "d"), "owner"), "o2");
+
+    // A lost grant: waiter 1 is handed the lock and killed in the same
+    // transaction; the module releases its grant and hands to waiter 2.
+    assert_eq!(
+        q::<i64>(&mut con, &["LOCK.ACQUIRE", "g", "holder", "PX", "60000"]),
+        1
+    );
+    let mut w1 = master.client();
+    let w1_id = client_id(&mut w1);
+    send(
+        &mut w1,
+        &["LOCK.ACQUIRE", "g", "w1", "PX", "60000", "BLOCK", "0"],
+    );
+    wait_for_waiters(&mut con, "g", 1);
+    let mut w2 = master.client();
+    send(
+        &mut w2,
+        &["LOCK.ACQUIRE", "g", "w2", "PX", "60000", "BLOCK", "0"],
+    );
+    wait_for_waiters(&mut con, "g", 2);
+    let lost_before = master.stat("lost_grants_released");
+    let _: () = q(&mut con, &["MULTI"]);
+    raw(&mut con, &["LOCK.RELEASE", "g", "holder"]).unwrap();
+    raw(&mut con, &["CLIENT", "KILL", "ID", &w1_id.to_string()]).unwrap();
+    let exec = raw(&mut con, &["EXEC"]).unwrap();
+    assert_eq!(
+        exec,
+        Value::Array(vec![Value::Int(0), Value::Int(1)]),
+        "EXEC of release + kill"
+    );
+    assert_eq!(recv(&mut w2).unwrap(), Value::Int(1));
+    assert_eq!(field(&lock_info(&mut con, "g"), "owner"), "w2");
+    assert_eq!(master.stat("lost_grants_released"), lost_before + 1);
+
+    sync_replicas(&master, 2);
+    let all = [&master, &with_module, &without_module];
+    let expected = digest(&master);
+    assert_ne!(expected, "0".repeat(40), "master holds data");
+    for server in &all[1..] {
+        assert_eq!(digest(server), expected, "DEBUG DIGEST of {}", server.port);
+    }
+    let lock_keys = ["a", "r", "f", "h", "e", "d", "g"];
+    let token_keys = ["redisson_lock_token:{f}", "redisson_lock_token:{e}"];
+    for key in lock_keys.iter().chain(&token_keys) {
+        let value = digest_value(&master, key);
+        for server in &all[1..] {
+            assert_eq!(
+                digest_value(server, key),
+                value,
+                "DIGEST-VALUE {key} on {}",
+                server.port
+            );
+        }
+    }
+    for key in lock_keys {
+        let at = pexpiretime(&master, key);
+        assert!(at > now_ms(), "{key} has a lease in the future: {at}");
+        for server in &all[1..] {
+            assert_eq!(
+                pexpiretime(server, key),
+                at,
+                "PEXPIRETIME {key} on {}",
+                server.port
+            );
+        }
+    }
+    for key in ["x", "w1"] {
+        assert_eq!(q::<i64>(&mut with_module.client(), &["EXISTS", key]), 0);
+    }
+    for key in token_keys {
+        for server in all {
+            let token: String = q(&mut server.client(), &["GET", key]);
+            assert_eq!(token, "2", "{key} on {}", server.port);
+        }
+    }
+    let mut rcon = with_module.client();
+    assert_eq!(field(&lock_info(&mut rcon, "r"), "holds"), "3");
+    assert_eq!(field(&lock_info(&mut rcon, "g"), "owner"), "w2");
+    for server in all {
+        assert_clean_log(server);
+    }
+}
+
+/// Parses an AOF (RESP arrays of bulk strings, `#` annotation lines).
+fn parse_aof(bytes: &[u8]) -> Vec<Vec<String>> {
+    fn line<'a>(bytes: &'a [u8], pos: &mut usize) -> &'a [u8] {
+        let start = *pos;
+        let end = start
+            + bytes[start..]
+                .windows(2)
+                .position(|w| w == b"\r\n")
+                .expect("AOF line ends with CRLF");
+        *pos = end + 2;
+        &bytes[start..end]
+    }
+    fn number(s: &[u8]) -> usize {
+        std::str::from_utf8(s).unwrap().parse().unwrap()
+    }
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos < bytes.len() {
+        let header = line(bytes, &mut pos);
+        match header.first() {
+            Some(b'#') => continue,
+            Some(b'*') => {}
+            _ => panic!("unexpected AOF line {:?}", String::from_utf8_lossy(header)),
+        }
+        let n = number(&header[1..]);
+        let mut args = Vec::with_capacity(n);
+        for _ in 0..n {
+            let len_line = line(bytes, &mut pos);
+            assert_eq!(len_line[0], b'$');
+            let len = number(&len_line[1..]);
+            args.push(String::from_utf8_lossy(&bytes[pos..pos + len]).into_owned());
+            pos += len + 2;
+        }
+        out.push(args);
+    }
+    out
+}
+
+fn aof_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let aof_dir = dir.join("appendonlydir");
+    if let Ok(entries) = fs::read_dir(&aof_dir) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if name.ends_with(".aof") && !name.ends_with(".manifest") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+fn aof_commands(server: &Server) -> Vec<Vec<String>> {
+    aof_files(&server.dir)
+        .iter()
+        .filter(|p| p.to_string_lossy().ends_with(".incr.aof"))
+        .flat_map(|p| parse_aof(&fs::read(p).expect("read AOF")))
+        .collect()
+}
+
+/// The commands between each MULTI and its EXEC.
+fn transactions(commands: &[Vec<String>]) -> Vec<Vec<Vec<String>>> {
+    let mut out = Vec::new();
+    let mut current: Option<Vec<Vec<String>>> = None;
+    for cmd in commands {
+        match cmd[0].to_ascii_uppercase().as_str() {
+            "MULTI" => current = Some(Vec::new()),
+            "EXEC" => out.push(current.take().expect("EXEC after MULTI")),
+            _ => {
+                if let Some(tx) = current.as_mut() {
+                    tx.push(cmd.clone());
+                }
+            }
+        }
+    }
+    out
+}
+
+fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn aof_holds_handoff_as_one_native_transaction() {
+    let master = Config::default().aof().start();
+    let mut con = master.client();
+    assert_eq!(
+        q::<i64>(&mut con, &["LOCK.ACQUIRE", "k", "o1", "PX", "60000"]),
+        1
+    );
+    let mut w = master.client();
+    send(
+        &mut w,
+        &["LOCK.ACQUIRE", "k", "o2", "PX", "60000", "BLOCK", "0"],
+    );
+    wait_for_waiters(&mut con, "k", 1);
+    assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "k", "o1"]), 0);
+    assert_eq!(recv(&mut w).unwrap(), Value::Int(1));
+    let at = pexpiretime(&master, "k");
+    let handoff = vec![
+        strings(&["DEL", "k"]),
+        strings(&["HSET", "k", "o2", "1"]),
+        strings(&["PEXPIREAT", "k", &at.to_string()]),
+    ];
+    let mut commands = Vec::new();
+    wait_until("hand-off in the AOF", || {
+        commands = aof_commands(&master);
+        transactions(&commands).contains(&handoff)
+    });
+    // The first acquire is one transaction too.
+    let first = transactions(&commands)[0].clone();
+    assert_eq!(first.len(), 2, "first acquire: {first:?}");
+    assert_eq!(first[0], strings(&["HSET", "k", "o1", "1"]));
+    assert_eq!(first[1][0], "PEXPIREAT");
+    for file in aof_files(&master.dir) {
+        let text = String::from_utf8_lossy(&fs::read(&file).unwrap()).to_ascii_uppercase();
+        assert!(
+            !text.contains("LOCK."),
+            "{} mentions a LOCK. command",
+            file.display()
+        );
+    }
+    for cmd in &commands {
+        assert!(
+            !cmd[0].to_ascii_uppercase().starts_with("LOCK."),
+            "AOF holds {cmd:?}"
+        );
+    }
+}
+
+#[test]
+fn replica_refuses_lock_writes_and_reports_info() {
+    let master = master_config().start();
+    let replica = master.start_replica(Config::default());
+    let mut con = master.client();
+    assert_eq!(
+        q::<i64>(&mut con, &["LOCK.ACQUIRE", "k", "o1", "PX", "60000"]),
+        1
+    );
+    assert_eq!(
+        q::<i64>(&mut con, &["LOCK.ACQUIRE", "k", "o1", "PX", "60000"]),
+        2
+    );
+    let mut w = master.client();
+    send(&mut w, &["LOCK.ACQUIRE", "k", "o2", "BLOCK", "0"]);
+    wait_for_waiters(&mut con, "k", 1);
+    sync_replicas(&master, 1);
+
+    let mut rcon = replica.client();
+    let refused: [&[&str]; 6] = [
+        &["LOCK.ACQUIRE", "k", "o1"],
+        &["LOCK.ACQUIRE", "free", "o1"],
+        &["LOCK.ACQUIRE", "k", "o3", "BLOCK", "0"],
+        &["LOCK.RELEASE", "k", "o1"],
+        &["LOCK.RENEW", "k", "o1", "PX", "1000"],
+        &["LOCK.FORCERELEASE", "k"],
+    ];
+    for args in refused {
+        let e = err(&mut rcon, args);
+        assert!(e.starts_with("READONLY"), "{args:?} on a replica: {e}");
+    }
+    let info = lock_info(&mut rcon, "k");
+    let names: Vec<&str> = info.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(names, ["owner", "holds", "ttl", "waiters"]);
+    assert_eq!(field(&info, "owner"), "o1");
+    assert_eq!(field(&info, "holds"), "2");
+    assert_eq!(field(&info, "waiters"), "0");
+    let ttl: i64 = field(&info, "ttl").parse().unwrap();
+    assert!(ttl > 0 && ttl <= 60000, "ttl {ttl}");
+    assert_eq!(lock_info(&mut rcon, "free"), Vec::new());
+    // Nothing changed anywhere.
+    assert_eq!(field(&lock_info(&mut con, "k"), "holds"), "2");
+    assert_eq!(waiters(&mut con, "k"), 1);
+    sync_replicas(&master, 1);
+    assert_eq!(digest(&replica), digest(&master));
+}
+
+#[test]
+fn promoted_replica_serves_replicated_locks() {
+    let master = master_config().start();
+    let replica = master.start_replica(Config::default());
+    let mut con = master.client();
+    assert_eq!(
+        q::<i64>(&mut con, &["LOCK.ACQUIRE", "k", "o1", "PX", "60000"]),
+        1
+    );
+    assert_eq!(
+        q::<i64>(
+            &mut con,
+            &["LOCK.ACQUIRE", "k2", "o1", "PX", "60000", "FENCE"]
+        ),
+        1
+    );
+    sync_replicas(&master, 1);
+
+    let mut rcon = replica.client();
+    let _: () = q(&mut rcon, &["REPLICAOF", "NO", "ONE"]);
+    wait_until("replica promoted", || {
+        replica.info_field("replication", "role").as_deref() == Some("master")
+    });
+
+    // The owner releases the replicated lock.
+    assert_eq!(q::<i64>(&mut rcon, &["LOCK.RELEASE", "k", "o1"]), 0);
+    assert_eq!(q::<i64>(&mut rcon, &["EXISTS", "k"]), 0);
+    // A new waiter is handed the replicated lock; its token continues.
+    let mut w = replica.client();
+    send(
+        &mut w,
+        &[
+            "LOCK.ACQUIRE",
+            "k2",
+            "o2",
+            "PX",
+            "60000",
+            "BLOCK",
+            "0",
+            "FENCE",
+        ],
+    );
+    wait_for_waiters(&mut rcon, "k2", 1);
+    let e = err(&mut rcon, &["LOCK.RELEASE", "k2", "o2"]);
+    assert!(e.starts_with("NOTOWNER"), "{e}");
+    assert_eq!(q::<i64>(&mut rcon, &["LOCK.RELEASE", "k2", "o1"]), 0);
+    assert_eq!(recv(&mut w).unwrap(), Value::Int(2));
+    let info = lock_info(&mut rcon, "k2");
+    assert_eq!(field(&info, "owner"), "o2");
+    assert_eq!(field(&info, "token"), "2");
+    assert_clean_log(&replica);
+}
+
+#[test]
+fn demoted_master_answers_its_waiters_and_stays_healthy() {
+    let a = Server::start();
+    let b = master_config().start();
+    let mut con = a.client();
+    assert_eq!(
+        q::<i64>(&mut con, &["LOCK.ACQUIRE", "k", "o1", "PX", "60000"]),
+        1
+    );
+    let mut w = a.client();
+    send(&mut w, &["LOCK.ACQUIRE", "k", "o2", "BLOCK", "0"]);
+    wait_for_waiters(&mut con, "k", 1);
+    assert_eq!(a.stat("waiters"), 1);
+
+    let _: () = q(&mut con, &["REPLICAOF", "127.0.0.1", &b.port.to_string()]);
+    let e = recv_error(&mut w);
+    assert!(e.starts_with("UNBLOCKED "), "waiter answered {e}");
+    wait_until("demoted node in sync", || {
+        a.info_field("replication", "master_link_status").as_deref() == Some("up")
+    });
+    let mut con = a.client();
+    assert_eq!(q::<String>(&mut con, &["PING"]), "PONG");
+    assert_eq!(a.stat("waiters"), 0);
+    assert_eq!(a.stat("locks_with_waiters"), 0);
+    // It now mirrors b, which has no lock.
+    assert_eq!(lock_info(&mut con, "k"), Vec::new());
+    // b's new locks replicate to it.
+    assert_eq!(
+        q::<i64>(&mut b.client(), &["LOCK.ACQUIRE", "k", "o3", "PX", "60000"]),
+        1
+    );
+    sync_replicas(&b, 1);
+    assert_eq!(field(&lock_info(&mut con, "k"), "owner"), "o3");
+    assert_eq!(digest(&a), digest(&b));
+    assert_clean_log(&a);
+}
+
+#[test]
+fn replica_timers_do_nothing_expiry_comes_from_master() {
+    let master = master_config().start();
+    let with_module = master.start_replica(Config::default());
+    let without_module = master.start_replica(Config::default().without_module());
+    let mut con = master.client();
+    // The master expires keys only when they are touched: until then a
+    // replica keeps the logically expired lock, whatever its module does.
+    let _: () = q(&mut con, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+
+    assert_eq!(
+        q::<i64>(&mut con, &["LOCK.ACQUIRE", "idle", "o1", "PX", "100"]),
+        1
+    );
+    // A lock with a waiter: the master's lease timer hands it over.
+    assert_eq!(
+        q::<i64>(&mut con, &["LOCK.ACQUIRE", "busy", "o1", "PX", "60000"]),
+        1
+    );
+    let mut w = master.client();
+    send(
+        &mut w,
+        &["LOCK.ACQUIRE", "busy", "o2", "PX", "60000", "BLOCK", "0"],
+    );
+    wait_for_waiters(&mut con, "busy", 1);
+    assert_eq!(
+        q::<i64>(&mut con, &["LOCK.RENEW", "busy", "o1", "PX", "100"]),
+        100
+    );
+    assert_eq!(recv(&mut w).unwrap(), Value::Int(1));
+    sync_replicas(&master, 2);
+
+    let mut rcon = with_module.client();
+    let idle_deadline = pexpiretime(&with_module, "idle");
+    wait_until("idle lease over on the replica", || {
+        now_ms() > idle_deadline + 5 && q::<i64>(&mut rcon, &["EXISTS", "idle"]) == 0
+    });
+    // Logically expired, but still stored: the replica did not delete it.
+    assert_eq!(q::<i64>(&mut rcon, &["DBSIZE"]), 2);
+    assert_eq!(lock_info(&mut rcon, "idle"), Vec::new());
+    assert_eq!(field(&lock_info(&mut rcon, "busy"), "owner"), "o2");
+    sync_replicas(&master, 2);
+    assert_eq!(digest(&with_module), digest(&master));
+    assert_eq!(digest(&without_module), digest(&master));
+
+    // The master's expiry (on access) sends the DEL.
+    assert_eq!(q::<i64>(&mut con, &["EXISTS", "idle"]), 0);
+    sync_replicas(&master, 2);
+    for replica in [&with_module, &without_module] {
+        assert_eq!(q::<i64>(&mut replica.client(), &["DBSIZE"]), 1);
+    }
+    assert_eq!(digest(&with_module), digest(&master));
+    assert_eq!(digest(&without_module), digest(&master));
+    assert_clean_log(&with_module);
+    assert_clean_log(&master);
+}
