@@ -22,25 +22,6 @@ fn other_node<'a>(cluster: &'a Cluster, key: &str) -> &'a Server {
         .expect("another node")
 }
 
-fn field(info: &[(String, String)], name: &str) -> String {
-    info.iter()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.clone())
-        .unwrap_or_else(|| panic!("LOCK.INFO has no {name}: {info:?}"))
-}
-
-/// Reads the reply of a blocked command that must be an error: `CODE detail`.
-fn recv_error(con: &mut Connection) -> String {
-    match recv(con) {
-        Ok(Value::ServerError(e)) => match e.details() {
-            Some(detail) => format!("{} {detail}", e.code()),
-            None => e.code().to_string(),
-        },
-        Err(e) => error_line(&e),
-        Ok(other) => panic!("expected an error reply, got {other:?}"),
-    }
-}
-
 /// A pub/sub message or confirmation as its text parts.
 fn texts(v: Value) -> Vec<String> {
     match v {
@@ -86,7 +67,7 @@ fn wrong_node_redirects_with_moved() {
     );
     let mut con = right.client();
     assert_eq!(q::<i64>(&mut con, &["LOCK.ACQUIRE", key, "o1"]), 1);
-    assert_eq!(field(&lock_info(&mut con, key), "owner"), "o1");
+    assert_eq!(lock_field(&mut con, key, "owner").as_deref(), Some("o1"));
 }
 
 #[test]
@@ -140,7 +121,7 @@ fn transaction_over_two_slots_is_refused_with_crossslot() {
         exec,
         Value::Array(vec![Value::Int(1), Value::Int(1), Value::Int(0)])
     );
-    assert_eq!(field(&lock_info(&mut con, y), "token"), "1");
+    assert_eq!(lock_field(&mut con, y, "token").as_deref(), Some("1"));
     assert_eq!(lock_info(&mut con, x), Vec::new());
 }
 
@@ -181,7 +162,7 @@ fn fencing_token_key_stays_in_the_lock_slot() {
         q::<i64>(&mut con, &["CLUSTER", "COUNTKEYSINSLOT", &s.to_string()]),
         2
     );
-    assert_eq!(field(&lock_info(&mut con, key), "token"), "1");
+    assert_eq!(lock_field(&mut con, key, "token").as_deref(), Some("1"));
     for other in cluster.nodes.iter().filter(|n| n.port != node.port) {
         assert_eq!(q::<i64>(&mut other.client(), &["DBSIZE"]), 0);
     }
@@ -227,27 +208,17 @@ fn blocked_waiter_is_handed_the_lock_on_a_node() {
         q::<i64>(&mut con, &["LOCK.ACQUIRE", key, "o1", "PX", "60000"]),
         1
     );
-    let mut w1 = node.client();
-    send(
-        &mut w1,
-        &["LOCK.ACQUIRE", key, "o2", "PX", "60000", "BLOCK", "0"],
-    );
-    wait_for_waiters(&mut con, key, 1);
-    let mut w2 = node.client();
-    send(
-        &mut w2,
-        &["LOCK.ACQUIRE", key, "o3", "PX", "60000", "BLOCK", "0"],
-    );
-    wait_for_waiters(&mut con, key, 2);
+    let mut w1 = queue_waiter(node, &mut con, key, "o2", &["PX", "60000", "BLOCK", "0"], 1);
+    let mut w2 = queue_waiter(node, &mut con, key, "o3", &["PX", "60000", "BLOCK", "0"], 2);
     assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", key, "o1"]), 0);
     assert_eq!(recv(&mut w1).unwrap(), Value::Int(1));
     let info = lock_info(&mut con, key);
-    assert_eq!(field(&info, "owner"), "o2");
-    assert_eq!(field(&info, "waiters"), "1");
+    assert_eq!(field(&info, "owner").as_deref(), Some("o2"));
+    assert_eq!(field(&info, "waiters").as_deref(), Some("1"));
     // A DEL hands it on through the module's timer.
     assert_eq!(q::<i64>(&mut con, &["DEL", key]), 1);
     assert_eq!(recv(&mut w2).unwrap(), Value::Int(1));
-    assert_eq!(field(&lock_info(&mut con, key), "owner"), "o3");
+    assert_eq!(lock_field(&mut con, key, "owner").as_deref(), Some("o3"));
     assert_eq!(node.stat("handed_off"), 2);
 }
 
@@ -265,12 +236,7 @@ fn waiter_of_a_migrated_slot_gets_tryagain_and_nothing_is_rewritten() {
         q::<i64>(&mut con, &["LOCK.ACQUIRE", key, "o1", "PX", "60000"]),
         1
     );
-    let mut w = a.client();
-    send(
-        &mut w,
-        &["LOCK.ACQUIRE", key, "o2", "PX", "60000", "BLOCK", "0"],
-    );
-    wait_for_waiters(&mut con, key, 1);
+    let mut w = queue_waiter(a, &mut con, key, "o2", &["PX", "60000", "BLOCK", "0"], 1);
 
     let _: () = q(
         &mut b.client(),
@@ -306,9 +272,9 @@ fn waiter_of_a_migrated_slot_gets_tryagain_and_nothing_is_rewritten() {
     assert_eq!(a.stat("waiters"), 0);
     assert_eq!(a.stat("handed_off"), 0);
     let info = lock_info(&mut b.client(), key);
-    assert_eq!(field(&info, "owner"), "o1");
-    assert_eq!(field(&info, "holds"), "1");
-    let ttl: i64 = field(&info, "ttl").parse().unwrap();
+    assert_eq!(field(&info, "owner").as_deref(), Some("o1"));
+    assert_eq!(field(&info, "holds").as_deref(), Some("1"));
+    let ttl: i64 = field(&info, "ttl").expect("ttl").parse().unwrap();
     assert!(ttl > 0 && ttl <= 60000, "lease kept: {ttl}");
     let e = err(&mut con, &["LOCK.ACQUIRE", key, "o2"]);
     assert!(

@@ -46,35 +46,10 @@ fn assert_nil_unchanged(con: &mut Connection, args: &[&str]) {
     assert_eq!(snapshot(con), before, "{args:?} changed the data");
 }
 
-fn acquire(con: &mut Connection, args: &[&str]) -> Value {
-    let mut full = vec!["LOCK.ACQUIRE"];
-    full.extend_from_slice(args);
-    raw(con, &full).unwrap_or_else(|e| panic!("{full:?} failed: {e}"))
-}
-
-fn pttl(con: &mut Connection, key: &str) -> i64 {
-    q(con, &["PTTL", key])
-}
-
-fn hgetall(con: &mut Connection, key: &str) -> Vec<(String, String)> {
-    q(con, &["HGETALL", key])
-}
-
-fn exists(con: &mut Connection, key: &str) -> bool {
-    q::<i64>(con, &["EXISTS", key]) == 1
-}
-
 fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
     list.iter()
         .map(|(a, b)| (a.to_string(), b.to_string()))
         .collect()
-}
-
-fn info_field(con: &mut Connection, key: &str, field: &str) -> Option<String> {
-    lock_info(con, key)
-        .into_iter()
-        .find(|(f, _)| f == field)
-        .map(|(_, v)| v)
 }
 
 fn assert_in(value: i64, lo_exclusive: i64, hi_inclusive: i64, what: &str) {
@@ -112,7 +87,7 @@ fn acquire_new_lock_sets_owner_field_and_lease() {
     let server = Server::start();
     let mut con = server.client();
     assert_eq!(
-        acquire(&mut con, &["k", "o1", "PX", "10000"]),
+        acquire(&mut con, "k", "o1", &["PX", "10000"]),
         Value::Int(1)
     );
     assert_eq!(q::<String>(&mut con, &["TYPE", "k"]), "hash");
@@ -126,10 +101,10 @@ fn acquire_new_lock_sets_owner_field_and_lease() {
 fn acquire_reentry_counts_up_and_resets_the_lease() {
     let server = Server::start();
     let mut con = server.client();
-    assert_eq!(acquire(&mut con, &["k", "o", "PX", "2000"]), Value::Int(1));
+    assert_eq!(acquire(&mut con, "k", "o", &["PX", "2000"]), Value::Int(1));
     assert_in(pttl(&mut con, "k"), 0, 2000, "first lease");
     assert_eq!(
-        acquire(&mut con, &["k", "o", "PX", "100000"]),
+        acquire(&mut con, "k", "o", &["PX", "100000"]),
         Value::Int(2)
     );
     assert_eq!(hgetall(&mut con, "k"), pairs(&[("o", "2")]));
@@ -140,7 +115,7 @@ fn acquire_reentry_counts_up_and_resets_the_lease() {
         "longer lease on re-entry",
     );
     // A shorter lease on re-entry also replaces the current one.
-    assert_eq!(acquire(&mut con, &["k", "o", "PX", "50000"]), Value::Int(3));
+    assert_eq!(acquire(&mut con, "k", "o", &["PX", "50000"]), Value::Int(3));
     assert_eq!(hgetall(&mut con, "k"), pairs(&[("o", "3")]));
     assert_in(
         pttl(&mut con, "k"),
@@ -155,7 +130,7 @@ fn acquire_busy_returns_nil_and_changes_nothing() {
     let server = Server::start();
     let mut con = server.client();
     let mut other = server.client();
-    assert_eq!(acquire(&mut con, &["k", "a", "PX", "60000"]), Value::Int(1));
+    assert_eq!(acquire(&mut con, "k", "a", &["PX", "60000"]), Value::Int(1));
     assert_nil_unchanged(&mut other, &["LOCK.ACQUIRE", "k", "b"]);
     assert_nil_unchanged(&mut other, &["LOCK.ACQUIRE", "k", "b", "PX", "100"]);
     assert_nil_unchanged(&mut other, &["LOCK.ACQUIRE", "k", "b", "EX", "1"]);
@@ -170,16 +145,16 @@ fn acquire_busy_returns_nil_and_changes_nothing() {
 fn acquire_ex_sets_the_lease_in_seconds() {
     let server = Server::start();
     let mut con = server.client();
-    assert_eq!(acquire(&mut con, &["k", "o", "EX", "7"]), Value::Int(1));
+    assert_eq!(acquire(&mut con, "k", "o", &["EX", "7"]), Value::Int(1));
     assert_in(pttl(&mut con, "k"), 6000, 7000, "EX 7");
     // The largest allowed durations are accepted.
     assert_eq!(
-        acquire(&mut con, &["k2", "o", "PX", "1000000000000000"]),
+        acquire(&mut con, "k2", "o", &["PX", "1000000000000000"]),
         Value::Int(1)
     );
     assert!(pttl(&mut con, "k2") > 999_999_000_000_000);
     assert_eq!(
-        acquire(&mut con, &["k3", "o", "EX", "1000000000000"]),
+        acquire(&mut con, "k3", "o", &["EX", "1000000000000"]),
         Value::Int(1)
     );
     assert!(pttl(&mut con, "k3") > 999_999_000_000_000);
@@ -190,7 +165,7 @@ fn acquire_options_are_case_insensitive() {
     let server = Server::start();
     let mut con = server.client();
     assert_eq!(
-        acquire(&mut con, &["k", "o", "px", "5000", "block", "10", "fence"]),
+        acquire(&mut con, "k", "o", &["px", "5000", "block", "10", "fence"]),
         Value::Int(1)
     );
     assert_in(pttl(&mut con, "k"), 4000, 5000, "px 5000");
@@ -204,11 +179,11 @@ fn acquire_options_are_case_insensitive() {
 fn acquire_block_on_busy_lock_times_out_with_nil() {
     let server = Server::start();
     let mut con = server.client();
-    assert_eq!(acquire(&mut con, &["k", "a", "PX", "60000"]), Value::Int(1));
+    assert_eq!(acquire(&mut con, "k", "a", &["PX", "60000"]), Value::Int(1));
     let before = snapshot(&mut con);
     let mut waiter = server.client();
     assert_eq!(
-        acquire(&mut waiter, &["k", "b", "BLOCK", "100"]),
+        acquire(&mut waiter, "k", "b", &["BLOCK", "100"]),
         Value::Nil
     );
     assert_eq!(waiters(&mut con, "k"), 0);
@@ -221,7 +196,7 @@ fn default_lease_comes_from_config() {
     let server = Server::start();
     let mut con = server.client();
     assert_eq!(config_get(&mut con, "lock.default-lease-ms"), "30000");
-    assert_eq!(acquire(&mut con, &["k1", "o"]), Value::Int(1));
+    assert_eq!(acquire(&mut con, "k1", "o", &[]), Value::Int(1));
     assert_in(pttl(&mut con, "k1"), 29000, 30000, "built-in default");
 
     let _: () = q(
@@ -229,10 +204,10 @@ fn default_lease_comes_from_config() {
         &["CONFIG", "SET", "lock.default-lease-ms", "5000"],
     );
     assert_eq!(config_get(&mut con, "lock.default-lease-ms"), "5000");
-    assert_eq!(acquire(&mut con, &["k2", "o"]), Value::Int(1));
+    assert_eq!(acquire(&mut con, "k2", "o", &[]), Value::Int(1));
     assert_in(pttl(&mut con, "k2"), 4000, 5000, "configured default");
     // Re-entry without PX also takes the default.
-    assert_eq!(acquire(&mut con, &["k1", "o"]), Value::Int(2));
+    assert_eq!(acquire(&mut con, "k1", "o", &[]), Value::Int(2));
     assert_in(pttl(&mut con, "k1"), 4000, 5000, "default on re-entry");
 }
 
@@ -243,7 +218,7 @@ fn default_lease_from_module_argument() {
         .start();
     let mut con = server.client();
     assert_eq!(config_get(&mut con, "lock.default-lease-ms"), "7000");
-    assert_eq!(acquire(&mut con, &["k", "o"]), Value::Int(1));
+    assert_eq!(acquire(&mut con, "k", "o", &[]), Value::Int(1));
     assert_in(pttl(&mut con, "k"), 6000, 7000, "module arg default");
 }
 
@@ -288,25 +263,25 @@ fn fence_tokens_strictly_increase() {
     let server = Server::start();
     let mut con = server.client();
     let token_key = "redisson_lock_token:{k}";
-    assert_eq!(acquire(&mut con, &["k", "a", "FENCE"]), Value::Int(1));
+    assert_eq!(acquire(&mut con, "k", "a", &["FENCE"]), Value::Int(1));
     assert_eq!(q::<String>(&mut con, &["GET", token_key]), "1");
     assert_eq!(hgetall(&mut con, "k"), pairs(&[("a", "1")]));
     // Fenced re-entry: a new token, and one more hold.
-    assert_eq!(acquire(&mut con, &["k", "a", "FENCE"]), Value::Int(2));
+    assert_eq!(acquire(&mut con, "k", "a", &["FENCE"]), Value::Int(2));
     assert_eq!(q::<String>(&mut con, &["GET", token_key]), "2");
     assert_eq!(hgetall(&mut con, "k"), pairs(&[("a", "2")]));
     assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "k", "a"]), 1);
     assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "k", "a"]), 0);
     // The token key survives the release; the next cycle continues from it.
     assert_eq!(q::<String>(&mut con, &["GET", token_key]), "2");
-    assert_eq!(acquire(&mut con, &["k", "b", "FENCE"]), Value::Int(3));
+    assert_eq!(acquire(&mut con, "k", "b", &["FENCE"]), Value::Int(3));
     assert_eq!(q::<String>(&mut con, &["GET", token_key]), "3");
-    assert_eq!(info_field(&mut con, "k", "token").as_deref(), Some("3"));
+    assert_eq!(lock_field(&mut con, "k", "token").as_deref(), Some("3"));
     assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "k", "b"]), 0);
     // An unfenced cycle does not consume a token.
-    assert_eq!(acquire(&mut con, &["k", "c"]), Value::Int(1));
+    assert_eq!(acquire(&mut con, "k", "c", &[]), Value::Int(1));
     assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "k", "c"]), 0);
-    assert_eq!(acquire(&mut con, &["k", "d", "FENCE"]), Value::Int(4));
+    assert_eq!(acquire(&mut con, "k", "d", &["FENCE"]), Value::Int(4));
 }
 
 #[test]
@@ -314,7 +289,7 @@ fn fence_token_key_of_a_hash_tagged_name() {
     let server = Server::start();
     let mut con = server.client();
     assert_eq!(
-        acquire(&mut con, &["{user}:lock", "a", "FENCE"]),
+        acquire(&mut con, "{user}:lock", "a", &["FENCE"]),
         Value::Int(1)
     );
     assert_eq!(
@@ -346,7 +321,7 @@ fn fence_on_broken_hash_tags_is_crossslot() {
         // Without FENCE the name works; with FENCE it is refused even for
         // the holder (re-entry) and for another owner, changing nothing.
         assert_eq!(
-            acquire(&mut con, &[name, "a", "PX", "60000"]),
+            acquire(&mut con, name, "a", &["PX", "60000"]),
             Value::Int(1)
         );
         let before = snapshot(&mut con);
@@ -372,14 +347,14 @@ fn fence_with_a_broken_token_key_is_refused() {
     );
     assert!(!exists(&mut con, "k"));
     // Also on re-entry: the hold count stays.
-    assert_eq!(acquire(&mut con, &["k", "a", "PX", "60000"]), Value::Int(1));
+    assert_eq!(acquire(&mut con, "k", "a", &["PX", "60000"]), Value::Int(1));
     assert_refused(
         &mut con,
         &["LOCK.ACQUIRE", "k", "a", "FENCE"],
         TOKEN_NOT_INTEGER,
     );
     // LOCK.INFO shows no token for a non-integer token key.
-    assert_eq!(info_field(&mut con, "k", "token"), None);
+    assert_eq!(lock_field(&mut con, "k", "token"), None);
 
     let _: () = q(&mut con, &["DEL", token_key]);
     let _: () = q(&mut con, &["HSET", token_key, "f", "1"]);
@@ -388,7 +363,7 @@ fn fence_with_a_broken_token_key_is_refused() {
         &["LOCK.ACQUIRE", "k", "a", "FENCE"],
         TOKEN_WRONGTYPE,
     );
-    assert_eq!(info_field(&mut con, "k", "token"), None);
+    assert_eq!(lock_field(&mut con, "k", "token"), None);
     let _: () = q(&mut con, &["DEL", "k"]);
     assert_refused(
         &mut con,
@@ -405,11 +380,11 @@ fn release_counts_down_and_deletes_at_zero() {
     let server = Server::start();
     let mut con = server.client();
     assert_eq!(
-        acquire(&mut con, &["k", "o", "PX", "100000"]),
+        acquire(&mut con, "k", "o", &["PX", "100000"]),
         Value::Int(1)
     );
     assert_eq!(
-        acquire(&mut con, &["k", "o", "PX", "100000"]),
+        acquire(&mut con, "k", "o", &["PX", "100000"]),
         Value::Int(2)
     );
     let deadline: i64 = q(&mut con, &["PEXPIRETIME", "k"]);
@@ -433,11 +408,11 @@ fn release_by_non_owner_is_notowner() {
     assert_refused(&mut con, &["LOCK.RELEASE", "k", "o"], NOTOWNER);
     assert_eq!(q::<i64>(&mut con, &["DBSIZE"]), 0);
     // Wrong owner.
-    assert_eq!(acquire(&mut con, &["k", "o", "PX", "60000"]), Value::Int(1));
+    assert_eq!(acquire(&mut con, "k", "o", &["PX", "60000"]), Value::Int(1));
     assert_refused(&mut con, &["LOCK.RELEASE", "k", "other"], NOTOWNER);
     assert_eq!(hgetall(&mut con, "k"), pairs(&[("o", "1")]));
     // After the lease expired.
-    assert_eq!(acquire(&mut con, &["e", "o", "PX", "50"]), Value::Int(1));
+    assert_eq!(acquire(&mut con, "e", "o", &["PX", "50"]), Value::Int(1));
     wait_until("lease of e expired", || !exists(&mut con, "e"));
     assert_refused(&mut con, &["LOCK.RELEASE", "e", "o"], NOTOWNER);
     assert!(!exists(&mut con, "e"));
@@ -449,8 +424,8 @@ fn release_by_non_owner_is_notowner() {
 fn renew_sets_and_returns_the_lease() {
     let server = Server::start();
     let mut con = server.client();
-    assert_eq!(acquire(&mut con, &["k", "o", "PX", "1000"]), Value::Int(1));
-    assert_eq!(acquire(&mut con, &["k", "o", "PX", "1000"]), Value::Int(2));
+    assert_eq!(acquire(&mut con, "k", "o", &["PX", "1000"]), Value::Int(1));
+    assert_eq!(acquire(&mut con, "k", "o", &["PX", "1000"]), Value::Int(2));
     assert_eq!(
         q::<i64>(&mut con, &["LOCK.RENEW", "k", "o", "PX", "100000"]),
         100000
@@ -481,14 +456,14 @@ fn renew_by_non_owner_is_notowner() {
     let mut con = server.client();
     assert_refused(&mut con, &["LOCK.RENEW", "k", "o", "PX", "1000"], NOTOWNER);
     assert_eq!(q::<i64>(&mut con, &["DBSIZE"]), 0);
-    assert_eq!(acquire(&mut con, &["k", "o", "PX", "60000"]), Value::Int(1));
+    assert_eq!(acquire(&mut con, "k", "o", &["PX", "60000"]), Value::Int(1));
     assert_refused(&mut con, &["LOCK.RENEW", "k", "other"], NOTOWNER);
     assert_refused(
         &mut con,
         &["LOCK.RENEW", "k", "other", "PX", "100000"],
         NOTOWNER,
     );
-    assert_eq!(acquire(&mut con, &["e", "o", "PX", "50"]), Value::Int(1));
+    assert_eq!(acquire(&mut con, "e", "o", &["PX", "50"]), Value::Int(1));
     wait_until("lease of e expired", || !exists(&mut con, "e"));
     assert_refused(&mut con, &["LOCK.RENEW", "e", "o", "PX", "1000"], NOTOWNER);
     assert!(!exists(&mut con, "e"));
@@ -498,7 +473,7 @@ fn renew_by_non_owner_is_notowner() {
 fn renew_option_errors() {
     let server = Server::start();
     let mut con = server.client();
-    assert_eq!(acquire(&mut con, &["k", "o", "PX", "60000"]), Value::Int(1));
+    assert_eq!(acquire(&mut con, "k", "o", &["PX", "60000"]), Value::Int(1));
     let cases: &[(&[&str], &str)] = &[
         (&["PX"], "ERR syntax error: PX needs a value"),
         (&["EX"], "ERR syntax error: EX needs a value"),
@@ -543,8 +518,8 @@ fn renew_option_errors() {
 fn forcerelease_removes_any_lock() {
     let server = Server::start();
     let mut con = server.client();
-    assert_eq!(acquire(&mut con, &["k", "o", "PX", "60000"]), Value::Int(1));
-    assert_eq!(acquire(&mut con, &["k", "o", "PX", "60000"]), Value::Int(2));
+    assert_eq!(acquire(&mut con, "k", "o", &["PX", "60000"]), Value::Int(1));
+    assert_eq!(acquire(&mut con, "k", "o", &["PX", "60000"]), Value::Int(2));
     assert_eq!(q::<i64>(&mut con, &["LOCK.FORCERELEASE", "k"]), 1);
     assert!(!exists(&mut con, "k"));
     assert_eq!(q::<i64>(&mut con, &["LOCK.FORCERELEASE", "k"]), 0);
@@ -587,8 +562,8 @@ fn info_fields_in_order_resp2() {
     let mut con = server.client();
     assert_eq!(raw(&mut con, &["LOCK.INFO", "k"]).unwrap(), Value::Nil);
 
-    assert_eq!(acquire(&mut con, &["k", "o", "PX", "10000"]), Value::Int(1));
-    assert_eq!(acquire(&mut con, &["k", "o", "PX", "10000"]), Value::Int(2));
+    assert_eq!(acquire(&mut con, "k", "o", &["PX", "10000"]), Value::Int(1));
+    assert_eq!(acquire(&mut con, "k", "o", &["PX", "10000"]), Value::Int(2));
     let items = match raw(&mut con, &["LOCK.INFO", "k"]).unwrap() {
         Value::Array(items) => items,
         other => panic!("LOCK.INFO: {other:?}"),
@@ -604,14 +579,12 @@ fn info_fields_in_order_resp2() {
     assert_eq!(items[7], Value::Int(0));
 
     // A waiter is counted.
-    let mut waiter = server.client();
-    send(&mut waiter, &["LOCK.ACQUIRE", "k", "w", "BLOCK", "0"]);
-    wait_for_waiters(&mut con, "k", 1);
-    assert_eq!(info_field(&mut con, "k", "waiters").as_deref(), Some("1"));
+    let mut waiter = queue_waiter(&server, &mut con, "k", "w", &["BLOCK", "0"], 1);
+    assert_eq!(lock_field(&mut con, "k", "waiters").as_deref(), Some("1"));
     assert_eq!(q::<i64>(&mut con, &["LOCK.FORCERELEASE", "k"]), 1);
     assert_eq!(recv(&mut waiter).unwrap(), Value::Int(1));
-    assert_eq!(info_field(&mut con, "k", "owner").as_deref(), Some("w"));
-    assert_eq!(info_field(&mut con, "k", "waiters").as_deref(), Some("0"));
+    assert_eq!(lock_field(&mut con, "k", "owner").as_deref(), Some("w"));
+    assert_eq!(lock_field(&mut con, "k", "waiters").as_deref(), Some("0"));
 }
 
 #[test]
@@ -634,11 +607,11 @@ fn info_ttl_is_minus_one_without_expiry() {
 fn info_token_only_when_a_token_exists() {
     let server = Server::start();
     let mut con = server.client();
-    assert_eq!(acquire(&mut con, &["k", "o", "PX", "60000"]), Value::Int(1));
-    assert_eq!(info_field(&mut con, "k", "token"), None);
+    assert_eq!(acquire(&mut con, "k", "o", &["PX", "60000"]), Value::Int(1));
+    assert_eq!(lock_field(&mut con, "k", "token"), None);
     assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "k", "o"]), 0);
     assert_eq!(
-        acquire(&mut con, &["k", "o", "PX", "60000", "FENCE"]),
+        acquire(&mut con, "k", "o", &["PX", "60000", "FENCE"]),
         Value::Int(1)
     );
     let info = lock_info(&mut con, "k");
@@ -646,7 +619,7 @@ fn info_token_only_when_a_token_exists() {
     assert_eq!(names, ["owner", "holds", "ttl", "waiters", "token"]);
     assert_eq!(info[4].1, "1");
     let _: () = q(&mut con, &["DEL", "redisson_lock_token:{k}"]);
-    assert_eq!(info_field(&mut con, "k", "token"), None);
+    assert_eq!(lock_field(&mut con, "k", "token"), None);
     assert_eq!(lock_info(&mut con, "k").len(), 4);
 }
 
@@ -656,7 +629,7 @@ fn info_is_a_map_in_resp3() {
     let mut con = server.client_resp3();
     assert_eq!(raw(&mut con, &["LOCK.INFO", "k"]).unwrap(), Value::Nil);
     assert_eq!(
-        acquire(&mut con, &["k", "o", "PX", "10000", "FENCE"]),
+        acquire(&mut con, "k", "o", &["PX", "10000", "FENCE"]),
         Value::Int(1)
     );
     let map = match raw(&mut con, &["LOCK.INFO", "k"]).unwrap() {
@@ -681,7 +654,7 @@ fn info_is_a_map_in_resp3() {
 fn arity_errors_for_every_command() {
     let server = Server::start();
     let mut con = server.client();
-    assert_eq!(acquire(&mut con, &["k", "o", "PX", "60000"]), Value::Int(1));
+    assert_eq!(acquire(&mut con, "k", "o", &["PX", "60000"]), Value::Int(1));
     let cases: &[(&[&str], &str)] = &[
         (&["LOCK.ACQUIRE"], "lock.acquire"),
         (&["LOCK.ACQUIRE", "k"], "lock.acquire"),
@@ -789,7 +762,7 @@ fn acquire_option_errors_change_nothing() {
     // On a free key (nothing may be created, no token consumed), on a lock
     // the caller holds (no re-entry) and on one another owner holds.
     assert_eq!(
-        acquire(&mut con, &["held", "o", "PX", "60000"]),
+        acquire(&mut con, "held", "o", &["PX", "60000"]),
         Value::Int(1)
     );
     for (opts, want) in cases {
@@ -809,7 +782,7 @@ fn empty_owner_is_refused() {
     for key in ["free", "held"] {
         if key == "held" {
             assert_eq!(
-                acquire(&mut con, &["held", "o", "PX", "60000"]),
+                acquire(&mut con, "held", "o", &["PX", "60000"]),
                 Value::Int(1)
             );
         }
@@ -894,7 +867,7 @@ fn block_inside_multi_answers_nil_at_once() {
     let mut con = server.client();
     short_timeout(&con);
     assert_eq!(
-        acquire(&mut holder, &["k", "a", "PX", "60000"]),
+        acquire(&mut holder, "k", "a", &["PX", "60000"]),
         Value::Int(1)
     );
     let before = snapshot(&mut holder);
@@ -957,7 +930,7 @@ fn block_inside_eval_and_fcall_answers_nil() {
         Value::Int(1)
     );
     assert_eq!(
-        acquire(&mut holder, &["k", "a", "PX", "60000"]),
+        acquire(&mut holder, "k", "a", &["PX", "60000"]),
         Value::Int(1)
     );
     let before = snapshot(&mut holder);
@@ -1002,7 +975,7 @@ fn storm(server: &Server, key: &str) -> Vec<(String, Value)> {
                     (0..ATTEMPTS)
                         .map(|i| {
                             let owner = format!("owner-{t}-{i}");
-                            let reply = acquire(&mut con, &[key, &owner, "PX", "600000"]);
+                            let reply = acquire(&mut con, key, &owner, &["PX", "600000"]);
                             (owner, reply)
                         })
                         .collect::<Vec<_>>()
@@ -1021,7 +994,7 @@ fn concurrent_attempts_on_a_held_lock_all_get_nil() {
     let server = Server::start();
     let mut con = server.client();
     assert_eq!(
-        acquire(&mut con, &["k", "holder", "PX", "600000"]),
+        acquire(&mut con, "k", "holder", &["PX", "600000"]),
         Value::Int(1)
     );
     let before = snapshot(&mut con);
@@ -1032,10 +1005,10 @@ fn concurrent_attempts_on_a_held_lock_all_get_nil() {
     }
     assert_eq!(snapshot(&mut con), before);
     assert_eq!(
-        info_field(&mut con, "k", "owner").as_deref(),
+        lock_field(&mut con, "k", "owner").as_deref(),
         Some("holder")
     );
-    assert_eq!(info_field(&mut con, "k", "waiters").as_deref(), Some("0"));
+    assert_eq!(lock_field(&mut con, "k", "waiters").as_deref(), Some("0"));
 }
 
 #[test]
@@ -1057,7 +1030,7 @@ fn concurrent_attempts_on_a_free_lock_exactly_one_wins() {
         );
     }
     assert_eq!(
-        info_field(&mut con, "k", "owner").as_deref(),
+        lock_field(&mut con, "k", "owner").as_deref(),
         Some(winners[0].as_str())
     );
     assert_eq!(hgetall(&mut con, "k"), pairs(&[(winners[0], "1")]));
@@ -1183,19 +1156,19 @@ fn keyspace_notifications_for_module_writes() {
     let mut sub = sub_con.as_pubsub();
     sub.psubscribe("__keyevent@0__:*").expect("psubscribe");
 
-    assert_eq!(acquire(&mut con, &["k", "o", "PX", "60000"]), Value::Int(1));
+    assert_eq!(acquire(&mut con, "k", "o", &["PX", "60000"]), Value::Int(1));
     assert_eq!(
         sorted(events_until_marker(&mut sub, &mut con, "m1")),
         pairs(&[("expire", "k"), ("hset", "k")])
     );
     // Re-entry: a new hold and a new lease.
-    assert_eq!(acquire(&mut con, &["k", "o", "PX", "60000"]), Value::Int(2));
+    assert_eq!(acquire(&mut con, "k", "o", &["PX", "60000"]), Value::Int(2));
     assert_eq!(
         sorted(events_until_marker(&mut sub, &mut con, "m2")),
         pairs(&[("expire", "k"), ("hset", "k")])
     );
     // Busy acquire and errors write nothing.
-    assert_eq!(acquire(&mut con, &["k", "p"]), Value::Nil);
+    assert_eq!(acquire(&mut con, "k", "p", &[]), Value::Nil);
     let _ = err(&mut con, &["LOCK.RELEASE", "k", "p"]);
     assert_eq!(events_until_marker(&mut sub, &mut con, "m3"), vec![]);
     // Partial release: the hold count only.
@@ -1218,7 +1191,7 @@ fn keyspace_notifications_for_module_writes() {
         pairs(&[("del", "k")])
     );
     // FENCE adds the token key's incrby.
-    assert_eq!(acquire(&mut con, &["k", "o", "FENCE"]), Value::Int(1));
+    assert_eq!(acquire(&mut con, "k", "o", &["FENCE"]), Value::Int(1));
     assert_eq!(
         sorted(events_until_marker(&mut sub, &mut con, "m7")),
         pairs(&[
@@ -1243,7 +1216,7 @@ fn successful_acquire_aborts_a_watch() {
     let mut other = server.client();
     let _: () = q(&mut watcher, &["WATCH", "k"]);
     assert_eq!(
-        acquire(&mut other, &["k", "a", "PX", "60000"]),
+        acquire(&mut other, "k", "a", &["PX", "60000"]),
         Value::Int(1)
     );
     let _: () = q(&mut watcher, &["MULTI"]);
@@ -1259,12 +1232,12 @@ fn failed_acquire_or_error_does_not_abort_a_watch() {
     let mut holder = server.client();
     let mut other = server.client();
     assert_eq!(
-        acquire(&mut holder, &["k", "a", "PX", "60000"]),
+        acquire(&mut holder, "k", "a", &["PX", "60000"]),
         Value::Int(1)
     );
     let _: () = q(&mut watcher, &["WATCH", "k"]);
-    assert_eq!(acquire(&mut other, &["k", "b"]), Value::Nil);
-    assert_eq!(acquire(&mut other, &["k", "b", "FENCE"]), Value::Nil);
+    assert_eq!(acquire(&mut other, "k", "b", &[]), Value::Nil);
+    assert_eq!(acquire(&mut other, "k", "b", &["FENCE"]), Value::Nil);
     assert_eq!(err(&mut other, &["LOCK.RELEASE", "k", "b"]), NOTOWNER);
     assert_eq!(err(&mut other, &["LOCK.RENEW", "k", "b"]), NOTOWNER);
     let _ = err(&mut other, &["LOCK.ACQUIRE", "k", "a", "PX", "0"]);
@@ -1284,18 +1257,18 @@ fn info_lock_counters_move() {
     let counters =
         |s: &Server| ["acquired", "reentered", "released", "force_released"].map(|n| s.stat(n));
     assert_eq!(counters(&server), [0, 0, 0, 0]);
-    assert_eq!(acquire(&mut con, &["k", "a"]), Value::Int(1));
+    assert_eq!(acquire(&mut con, "k", "a", &[]), Value::Int(1));
     assert_eq!(counters(&server), [1, 0, 0, 0]);
-    assert_eq!(acquire(&mut con, &["k", "a"]), Value::Int(2));
+    assert_eq!(acquire(&mut con, "k", "a", &[]), Value::Int(2));
     assert_eq!(counters(&server), [1, 1, 0, 0]);
     // Busy, NOTOWNER and partial releases count nothing.
-    assert_eq!(acquire(&mut con, &["k", "b"]), Value::Nil);
+    assert_eq!(acquire(&mut con, "k", "b", &[]), Value::Nil);
     let _ = err(&mut con, &["LOCK.RELEASE", "k", "b"]);
     assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "k", "a"]), 1);
     assert_eq!(counters(&server), [1, 1, 0, 0]);
     assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "k", "a"]), 0);
     assert_eq!(counters(&server), [1, 1, 1, 0]);
-    assert_eq!(acquire(&mut con, &["k", "b"]), Value::Int(1));
+    assert_eq!(acquire(&mut con, "k", "b", &[]), Value::Int(1));
     assert_eq!(q::<i64>(&mut con, &["LOCK.FORCERELEASE", "k"]), 1);
     assert_eq!(counters(&server), [2, 1, 1, 1]);
     assert_eq!(q::<i64>(&mut con, &["LOCK.FORCERELEASE", "k"]), 0);

@@ -4,23 +4,6 @@
 mod common;
 use common::*;
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("clock")
-        .as_millis() as i64
-}
-
-fn pexpiretime(con: &mut Connection, key: &str) -> i64 {
-    q(con, &["PEXPIRETIME", key])
-}
-
-fn field(info: &[(String, String)], name: &str) -> Option<String> {
-    info.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
-}
-
 /// owner, holds, token of a lock (token `None` when absent).
 fn summary(con: &mut Connection, key: &str) -> (String, String, Option<String>) {
     let info = lock_info(con, key);
@@ -75,18 +58,22 @@ fn take_locks(con: &mut Connection) -> Vec<(&'static str, i64)> {
         .collect()
 }
 
+/// `reentered` and `fenced` of [`take_locks`] have their owners, holds and
+/// token.
+#[track_caller]
+fn check_reentered_and_fenced(con: &mut Connection) {
+    assert_eq!(summary(con, "reentered"), ("o2".into(), "3".into(), None));
+    assert_eq!(
+        summary(con, "fenced"),
+        ("o3".into(), "1".into(), Some("2".into()))
+    );
+}
+
 /// The locks of [`take_locks`] are back, unchanged, and still work.
 fn check_locks(server: &Server, deadlines: &[(&str, i64)]) {
     let mut con = server.client();
     assert_eq!(summary(&mut con, "plain"), ("o1".into(), "1".into(), None));
-    assert_eq!(
-        summary(&mut con, "reentered"),
-        ("o2".into(), "3".into(), None)
-    );
-    assert_eq!(
-        summary(&mut con, "fenced"),
-        ("o3".into(), "1".into(), Some("2".into()))
-    );
+    check_reentered_and_fenced(&mut con);
     for (key, at) in deadlines {
         assert!(*at > now_ms(), "{key} deadline in the future");
         assert_eq!(pexpiretime(&mut con, key), *at, "PEXPIRETIME {key}");
@@ -223,14 +210,7 @@ fn rdb_reload_and_restart_keep_locks_and_leases() {
         for (key, at) in &deadlines {
             assert_eq!(pexpiretime(&mut con, key), *at, "after DEBUG RELOAD: {key}");
         }
-        assert_eq!(
-            summary(&mut con, "reentered"),
-            ("o2".into(), "3".into(), None)
-        );
-        assert_eq!(
-            summary(&mut con, "fenced"),
-            ("o3".into(), "1".into(), Some("2".into()))
-        );
+        check_reentered_and_fenced(&mut con);
     }
 
     wait_past(stale);

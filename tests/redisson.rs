@@ -52,22 +52,6 @@ fn script_release(con: &mut Connection, name: &str, lease_ms: &str, owner: &str)
     )
 }
 
-fn hgetall(con: &mut Connection, key: &str) -> Vec<(String, String)> {
-    q(con, &["HGETALL", key])
-}
-
-fn pttl(con: &mut Connection, key: &str) -> i64 {
-    q(con, &["PTTL", key])
-}
-
-fn exists(con: &mut Connection, key: &str) -> bool {
-    q::<i64>(con, &["EXISTS", key]) == 1
-}
-
-fn field(info: &[(String, String)], name: &str) -> Option<String> {
-    info.iter().find(|(f, _)| f == name).map(|(_, v)| v.clone())
-}
-
 /// The lock key's DUMP and absolute expiry, for "unchanged" checks.
 fn state(con: &mut Connection, key: &str) -> (Value, i64) {
     (q(con, &["DUMP", key]), q(con, &["PEXPIRETIME", key]))
@@ -134,10 +118,7 @@ fn script_taken_lock_is_held_for_lock_commands() {
         hgetall(&mut con, "res"),
         [(OWNER_A.to_string(), "2".to_string())]
     );
-    assert_eq!(
-        field(&lock_info(&mut con, "res"), "holds").as_deref(),
-        Some("2")
-    );
+    assert_eq!(lock_field(&mut con, "res", "holds").as_deref(), Some("2"));
 
     assert_eq!(
         q::<i64>(&mut con, &["LOCK.RENEW", "res", OWNER_A, "PX", "90000"]),
@@ -201,10 +182,7 @@ fn module_taken_lock_is_held_for_scripts() {
         script_release(&mut con, "res", "30000", OWNER_A),
         Value::Int(0)
     );
-    assert_eq!(
-        field(&lock_info(&mut con, "res"), "holds").as_deref(),
-        Some("1")
-    );
+    assert_eq!(lock_field(&mut con, "res", "holds").as_deref(), Some("1"));
     assert_eq!(
         script_release(&mut con, "res", "30000", OWNER_A),
         Value::Int(1)
@@ -311,12 +289,14 @@ fn script_release_hands_the_lock_to_a_blocked_waiter() {
         Value::Nil
     );
 
-    let mut waiter = server.client();
-    send(
-        &mut waiter,
-        &["LOCK.ACQUIRE", "res", OWNER_B, "PX", "45000", "BLOCK", "0"],
+    let mut waiter = queue_waiter(
+        &server,
+        &mut con,
+        "res",
+        OWNER_B,
+        &["PX", "45000", "BLOCK", "0"],
+        1,
     );
-    wait_for_waiters(&mut con, "res", 1);
 
     // Holds remain: the waiter keeps waiting.
     assert_eq!(
@@ -325,7 +305,7 @@ fn script_release_hands_the_lock_to_a_blocked_waiter() {
     );
     assert_eq!(waiters(&mut con, "res"), 1);
     assert_eq!(
-        field(&lock_info(&mut con, "res"), "owner").as_deref(),
+        lock_field(&mut con, "res", "owner").as_deref(),
         Some(OWNER_A)
     );
 
@@ -365,12 +345,14 @@ fn lease_set_by_redisson_renewal_expires_into_a_waiter() {
         script_acquire(&mut con, "res", "30000", OWNER_A),
         Value::Nil
     );
-    let mut waiter = server.client();
-    send(
-        &mut waiter,
-        &["LOCK.ACQUIRE", "res", OWNER_B, "PX", "30000", "BLOCK", "0"],
+    let mut waiter = queue_waiter(
+        &server,
+        &mut con,
+        "res",
+        OWNER_B,
+        &["PX", "30000", "BLOCK", "0"],
+        1,
     );
-    wait_for_waiters(&mut con, "res", 1);
     // The holder's Redisson watchdog sets a short lease that then runs out.
     let renewed: i64 = q(
         &mut con,

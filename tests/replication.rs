@@ -7,7 +7,6 @@ use common::*;
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A master that starts a full sync at once instead of after the default
 /// 5 s diskless-sync delay.
@@ -21,40 +20,6 @@ fn digest(server: &Server) -> String {
 
 fn digest_value(server: &Server, key: &str) -> Vec<String> {
     q(&mut server.client(), &["DEBUG", "DIGEST-VALUE", key])
-}
-
-fn pexpiretime(server: &Server, key: &str) -> i64 {
-    q(&mut server.client(), &["PEXPIRETIME", key])
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("clock")
-        .as_millis() as i64
-}
-
-fn client_id(con: &mut Connection) -> i64 {
-    q(con, &["CLIENT", "ID"])
-}
-
-/// Reads the reply of a blocked command that must be an error: `CODE detail`.
-fn recv_error(con: &mut Connection) -> String {
-    match recv(con) {
-        Ok(Value::ServerError(e)) => match e.details() {
-            Some(detail) => format!("{} {detail}", e.code()),
-            None => e.code().to_string(),
-        },
-        Err(e) => error_line(&e),
-        Ok(other) => panic!("expected an error reply, got {other:?}"),
-    }
-}
-
-fn field(info: &[(String, String)], name: &str) -> String {
-    info.iter()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.clone())
-        .unwrap_or_else(|| panic!("LOCK.INFO has no {name}: {info:?}"))
 }
 
 /// Waits until `n` replicas acknowledged everything the master wrote, from
@@ -146,12 +111,14 @@ fn replicas_with_and_without_module_end_identical() {
         q::<i64>(&mut con, &["LOCK.ACQUIRE", "h", "o1", "PX", "60000"]),
         1
     );
-    let mut w = master.client();
-    send(
-        &mut w,
-        &["LOCK.ACQUIRE", "h", "o2", "PX", "60000", "BLOCK", "0"],
+    let mut w = queue_waiter(
+        &master,
+        &mut con,
+        "h",
+        "o2",
+        &["PX", "60000", "BLOCK", "0"],
+        1,
     );
-    wait_for_waiters(&mut con, "h", 1);
     assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "h", "o1"]), 0);
     assert_eq!(recv(&mut w).unwrap(), Value::Int(1));
 
@@ -164,27 +131,20 @@ fn replicas_with_and_without_module_end_identical() {
         ),
         1
     );
-    let mut w = master.client();
-    send(
-        &mut w,
-        &[
-            "LOCK.ACQUIRE",
-            "e",
-            "o2",
-            "PX",
-            "60000",
-            "BLOCK",
-            "0",
-            "FENCE",
-        ],
+    let mut w = queue_waiter(
+        &master,
+        &mut con,
+        "e",
+        "o2",
+        &["PX", "60000", "BLOCK", "0", "FENCE"],
+        1,
     );
-    wait_for_waiters(&mut con, "e", 1);
     assert_eq!(
         q::<i64>(&mut con, &["LOCK.RENEW", "e", "o1", "PX", "150"]),
         150
     );
     assert_eq!(recv(&mut w).unwrap(), Value::Int(2));
-    assert_eq!(field(&lock_info(&mut con, "e"), "owner"), "o2");
+    assert_eq!(lock_field(&mut con, "e", "owner").as_deref(), Some("o2"));
     // Handed over by the lease timer or by the server's expiry event.
     assert_eq!(master.stat("handed_off"), 2);
 
@@ -193,15 +153,17 @@ fn replicas_with_and_without_module_end_identical() {
         q::<i64>(&mut con, &["LOCK.ACQUIRE", "d", "o1", "PX", "60000"]),
         1
     );
-    let mut w = master.client();
-    send(
-        &mut w,
-        &["LOCK.ACQUIRE", "d", "o2", "PX", "60000", "BLOCK", "0"],
+    let mut w = queue_waiter(
+        &master,
+        &mut con,
+        "d",
+        "o2",
+        &["PX", "60000", "BLOCK", "0"],
+        1,
     );
-    wait_for_waiters(&mut con, "d", 1);
     assert_eq!(q::<i64>(&mut con, &["DEL", "d"]), 1);
     assert_eq!(recv(&mut w).unwrap(), Value::Int(1));
-    assert_eq!(field(&lock_info(&mut con, "d"), "owner"), "o2");
+    assert_eq!(lock_field(&mut con, "d", "owner").as_deref(), Some("o2"));
 
     // A lost grant: waiter 1 is handed the lock and killed in the same
     // transaction; the module releases its grant and hands to waiter 2.
@@ -216,12 +178,14 @@ fn replicas_with_and_without_module_end_identical() {
         &["LOCK.ACQUIRE", "g", "w1", "PX", "60000", "BLOCK", "0"],
     );
     wait_for_waiters(&mut con, "g", 1);
-    let mut w2 = master.client();
-    send(
-        &mut w2,
-        &["LOCK.ACQUIRE", "g", "w2", "PX", "60000", "BLOCK", "0"],
+    let mut w2 = queue_waiter(
+        &master,
+        &mut con,
+        "g",
+        "w2",
+        &["PX", "60000", "BLOCK", "0"],
+        2,
     );
-    wait_for_waiters(&mut con, "g", 2);
     let lost_before = master.stat("lost_grants_released");
     let _: () = q(&mut con, &["MULTI"]);
     raw(&mut con, &["LOCK.RELEASE", "g", "holder"]).unwrap();
@@ -233,7 +197,7 @@ fn replicas_with_and_without_module_end_identical() {
         "EXEC of release + kill"
     );
     assert_eq!(recv(&mut w2).unwrap(), Value::Int(1));
-    assert_eq!(field(&lock_info(&mut con, "g"), "owner"), "w2");
+    assert_eq!(lock_field(&mut con, "g", "owner").as_deref(), Some("w2"));
     assert_eq!(master.stat("lost_grants_released"), lost_before + 1);
 
     sync_replicas(&master, 2);
@@ -257,11 +221,11 @@ fn replicas_with_and_without_module_end_identical() {
         }
     }
     for key in lock_keys {
-        let at = pexpiretime(&master, key);
+        let at = pexpiretime(&mut master.client(), key);
         assert!(at > now_ms(), "{key} has a lease in the future: {at}");
         for server in &all[1..] {
             assert_eq!(
-                pexpiretime(server, key),
+                pexpiretime(&mut server.client(), key),
                 at,
                 "PEXPIRETIME {key} on {}",
                 server.port
@@ -278,8 +242,8 @@ fn replicas_with_and_without_module_end_identical() {
         }
     }
     let mut rcon = with_module.client();
-    assert_eq!(field(&lock_info(&mut rcon, "r"), "holds"), "3");
-    assert_eq!(field(&lock_info(&mut rcon, "g"), "owner"), "w2");
+    assert_eq!(lock_field(&mut rcon, "r", "holds").as_deref(), Some("3"));
+    assert_eq!(lock_field(&mut rcon, "g", "owner").as_deref(), Some("w2"));
     for server in all {
         assert_clean_log(server);
     }
@@ -377,15 +341,17 @@ fn aof_holds_handoff_as_one_native_transaction() {
         q::<i64>(&mut con, &["LOCK.ACQUIRE", "k", "o1", "PX", "60000"]),
         1
     );
-    let mut w = master.client();
-    send(
-        &mut w,
-        &["LOCK.ACQUIRE", "k", "o2", "PX", "60000", "BLOCK", "0"],
+    let mut w = queue_waiter(
+        &master,
+        &mut con,
+        "k",
+        "o2",
+        &["PX", "60000", "BLOCK", "0"],
+        1,
     );
-    wait_for_waiters(&mut con, "k", 1);
     assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "k", "o1"]), 0);
     assert_eq!(recv(&mut w).unwrap(), Value::Int(1));
-    let at = pexpiretime(&master, "k");
+    let at = pexpiretime(&mut master.client(), "k");
     let handoff = vec![
         strings(&["DEL", "k"]),
         strings(&["HSET", "k", "o2", "1"]),
@@ -430,9 +396,7 @@ fn replica_refuses_lock_writes_and_reports_info() {
         q::<i64>(&mut con, &["LOCK.ACQUIRE", "k", "o1", "PX", "60000"]),
         2
     );
-    let mut w = master.client();
-    send(&mut w, &["LOCK.ACQUIRE", "k", "o2", "BLOCK", "0"]);
-    wait_for_waiters(&mut con, "k", 1);
+    let _w: Connection = queue_waiter(&master, &mut con, "k", "o2", &["BLOCK", "0"], 1);
     sync_replicas(&master, 1);
 
     let mut rcon = replica.client();
@@ -451,14 +415,14 @@ fn replica_refuses_lock_writes_and_reports_info() {
     let info = lock_info(&mut rcon, "k");
     let names: Vec<&str> = info.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(names, ["owner", "holds", "ttl", "waiters"]);
-    assert_eq!(field(&info, "owner"), "o1");
-    assert_eq!(field(&info, "holds"), "2");
-    assert_eq!(field(&info, "waiters"), "0");
-    let ttl: i64 = field(&info, "ttl").parse().unwrap();
+    assert_eq!(field(&info, "owner").as_deref(), Some("o1"));
+    assert_eq!(field(&info, "holds").as_deref(), Some("2"));
+    assert_eq!(field(&info, "waiters").as_deref(), Some("0"));
+    let ttl: i64 = field(&info, "ttl").expect("ttl").parse().unwrap();
     assert!(ttl > 0 && ttl <= 60000, "ttl {ttl}");
     assert_eq!(lock_info(&mut rcon, "free"), Vec::new());
     // Nothing changed anywhere.
-    assert_eq!(field(&lock_info(&mut con, "k"), "holds"), "2");
+    assert_eq!(lock_field(&mut con, "k", "holds").as_deref(), Some("2"));
     assert_eq!(waiters(&mut con, "k"), 1);
     sync_replicas(&master, 1);
     assert_eq!(digest(&replica), digest(&master));
@@ -492,28 +456,21 @@ fn promoted_replica_serves_replicated_locks() {
     assert_eq!(q::<i64>(&mut rcon, &["LOCK.RELEASE", "k", "o1"]), 0);
     assert_eq!(q::<i64>(&mut rcon, &["EXISTS", "k"]), 0);
     // A new waiter is handed the replicated lock; its token continues.
-    let mut w = replica.client();
-    send(
-        &mut w,
-        &[
-            "LOCK.ACQUIRE",
-            "k2",
-            "o2",
-            "PX",
-            "60000",
-            "BLOCK",
-            "0",
-            "FENCE",
-        ],
+    let mut w = queue_waiter(
+        &replica,
+        &mut rcon,
+        "k2",
+        "o2",
+        &["PX", "60000", "BLOCK", "0", "FENCE"],
+        1,
     );
-    wait_for_waiters(&mut rcon, "k2", 1);
     let e = err(&mut rcon, &["LOCK.RELEASE", "k2", "o2"]);
     assert!(e.starts_with("NOTOWNER"), "{e}");
     assert_eq!(q::<i64>(&mut rcon, &["LOCK.RELEASE", "k2", "o1"]), 0);
     assert_eq!(recv(&mut w).unwrap(), Value::Int(2));
     let info = lock_info(&mut rcon, "k2");
-    assert_eq!(field(&info, "owner"), "o2");
-    assert_eq!(field(&info, "token"), "2");
+    assert_eq!(field(&info, "owner").as_deref(), Some("o2"));
+    assert_eq!(field(&info, "token").as_deref(), Some("2"));
     assert_clean_log(&replica);
 }
 
@@ -526,9 +483,7 @@ fn demoted_master_answers_its_waiters_and_stays_healthy() {
         q::<i64>(&mut con, &["LOCK.ACQUIRE", "k", "o1", "PX", "60000"]),
         1
     );
-    let mut w = a.client();
-    send(&mut w, &["LOCK.ACQUIRE", "k", "o2", "BLOCK", "0"]);
-    wait_for_waiters(&mut con, "k", 1);
+    let mut w = queue_waiter(&a, &mut con, "k", "o2", &["BLOCK", "0"], 1);
     assert_eq!(a.stat("waiters"), 1);
 
     let _: () = q(&mut con, &["REPLICAOF", "127.0.0.1", &b.port.to_string()]);
@@ -549,7 +504,7 @@ fn demoted_master_answers_its_waiters_and_stays_healthy() {
         1
     );
     sync_replicas(&b, 1);
-    assert_eq!(field(&lock_info(&mut con, "k"), "owner"), "o3");
+    assert_eq!(lock_field(&mut con, "k", "owner").as_deref(), Some("o3"));
     assert_eq!(digest(&a), digest(&b));
     assert_clean_log(&a);
 }
@@ -573,12 +528,14 @@ fn replica_timers_do_nothing_expiry_comes_from_master() {
         q::<i64>(&mut con, &["LOCK.ACQUIRE", "busy", "o1", "PX", "60000"]),
         1
     );
-    let mut w = master.client();
-    send(
-        &mut w,
-        &["LOCK.ACQUIRE", "busy", "o2", "PX", "60000", "BLOCK", "0"],
+    let mut w = queue_waiter(
+        &master,
+        &mut con,
+        "busy",
+        "o2",
+        &["PX", "60000", "BLOCK", "0"],
+        1,
     );
-    wait_for_waiters(&mut con, "busy", 1);
     assert_eq!(
         q::<i64>(&mut con, &["LOCK.RENEW", "busy", "o1", "PX", "100"]),
         100
@@ -587,14 +544,17 @@ fn replica_timers_do_nothing_expiry_comes_from_master() {
     sync_replicas(&master, 2);
 
     let mut rcon = with_module.client();
-    let idle_deadline = pexpiretime(&with_module, "idle");
+    let idle_deadline = pexpiretime(&mut with_module.client(), "idle");
     wait_until("idle lease over on the replica", || {
         now_ms() > idle_deadline + 5 && q::<i64>(&mut rcon, &["EXISTS", "idle"]) == 0
     });
     // Logically expired, but still stored: the replica did not delete it.
     assert_eq!(q::<i64>(&mut rcon, &["DBSIZE"]), 2);
     assert_eq!(lock_info(&mut rcon, "idle"), Vec::new());
-    assert_eq!(field(&lock_info(&mut rcon, "busy"), "owner"), "o2");
+    assert_eq!(
+        lock_field(&mut rcon, "busy", "owner").as_deref(),
+        Some("o2")
+    );
     sync_replicas(&master, 2);
     assert_eq!(digest(&with_module), digest(&master));
     assert_eq!(digest(&without_module), digest(&master));

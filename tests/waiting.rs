@@ -176,46 +176,25 @@ fn parse(buf: &[u8]) -> Option<(Reply, usize)> {
     Some((reply, after))
 }
 
-/// Sends `LOCK.ACQUIRE key owner <opts>` on a new connection and waits
-/// until it is the `nth` waiter of `key`.
-fn queue_waiter(
-    server: &Server,
-    con: &mut Connection,
-    key: &str,
-    owner: &str,
-    opts: &[&str],
-    nth: i64,
-) -> Waiter {
-    let mut w = Waiter::connect(server);
-    let mut args = vec!["LOCK.ACQUIRE", key, owner];
-    args.extend_from_slice(opts);
-    w.send(&args);
-    wait_for_waiters(con, key, nth);
-    w
-}
+impl BlockingClient for Waiter {
+    fn open(server: &Server) -> Self {
+        Waiter::connect(server)
+    }
 
-fn field(con: &mut Connection, key: &str, name: &str) -> Option<String> {
-    lock_info(con, key)
-        .into_iter()
-        .find(|(f, _)| f == name)
-        .map(|(_, v)| v)
+    fn send_command(&mut self, args: &[&str]) {
+        self.send(args)
+    }
 }
 
 fn owner(con: &mut Connection, key: &str) -> Option<String> {
-    field(con, key, "owner")
+    lock_field(con, key, "owner")
 }
 
 fn ttl(con: &mut Connection, key: &str) -> i64 {
-    field(con, key, "ttl")
+    lock_field(con, key, "ttl")
         .unwrap_or_else(|| panic!("{key} is not locked"))
         .parse()
         .expect("ttl")
-}
-
-fn acquire(con: &mut Connection, key: &str, owner: &str, opts: &[&str]) -> Value {
-    let mut args = vec!["LOCK.ACQUIRE", key, owner];
-    args.extend_from_slice(opts);
-    q(con, &args)
 }
 
 // ---------------------------------------------------------------------------
@@ -295,7 +274,7 @@ fn holder_reentry_is_granted_while_others_wait() {
     let server = Server::start();
     let mut con = server.client();
     acquire(&mut con, "k", "holder", &[]);
-    let mut w = queue_waiter(&server, &mut con, "k", "w", &["BLOCK", "0"], 1);
+    let mut w: Waiter = queue_waiter(&server, &mut con, "k", "w", &["BLOCK", "0"], 1);
 
     assert_eq!(acquire(&mut con, "k", "holder", &[]), Value::Int(2));
     // Even with BLOCK the holder is not queued behind w.
@@ -303,7 +282,7 @@ fn holder_reentry_is_granted_while_others_wait() {
         acquire(&mut con, "k", "holder", &["BLOCK", "0"]),
         Value::Int(3)
     );
-    assert_eq!(field(&mut con, "k", "holds").as_deref(), Some("3"));
+    assert_eq!(lock_field(&mut con, "k", "holds").as_deref(), Some("3"));
     assert_eq!(waiters(&mut con, "k"), 1);
 
     for left in [2, 1] {
@@ -322,7 +301,7 @@ fn newcomer_does_not_overtake_a_waiter() {
     let server = Server::start();
     let mut con = server.client();
     acquire(&mut con, "k", "holder", &[]);
-    let mut w = queue_waiter(&server, &mut con, "k", "w", &["BLOCK", "0"], 1);
+    let mut w: Waiter = queue_waiter(&server, &mut con, "k", "w", &["BLOCK", "0"], 1);
 
     let _: () = q(&mut con, &["MULTI"]);
     let _: () = q(&mut con, &["DEL", "k"]);
@@ -368,13 +347,13 @@ fn disconnected_waiters_leave_the_queue() {
     let server = Server::start();
     let mut con = server.client();
     acquire(&mut con, "k", "holder", &[]);
-    let w1 = queue_waiter(&server, &mut con, "k", "w1", &["BLOCK", "0"], 1);
-    let mut w2 = queue_waiter(&server, &mut con, "k", "w2", &["BLOCK", "0"], 2);
+    let w1: Waiter = queue_waiter(&server, &mut con, "k", "w1", &["BLOCK", "0"], 1);
+    let mut w2: Waiter = queue_waiter(&server, &mut con, "k", "w2", &["BLOCK", "0"], 2);
     let mut w3 = Waiter::connect(&server);
     let w3_id = w3.id();
     w3.send(&["LOCK.ACQUIRE", "k", "w3", "BLOCK", "0"]);
     wait_for_waiters(&mut con, "k", 3);
-    let mut w4 = queue_waiter(&server, &mut con, "k", "w4", &["BLOCK", "0"], 4);
+    let mut w4: Waiter = queue_waiter(&server, &mut con, "k", "w4", &["BLOCK", "0"], 4);
     let before = server.stat("waiters_disconnected");
 
     drop(w1);
@@ -443,8 +422,8 @@ fn overwritten_key_answers_waiters_with_wrongtype() {
     let server = Server::start();
     let mut con = server.client();
     acquire(&mut con, "k", "holder", &[]);
-    let mut w1 = queue_waiter(&server, &mut con, "k", "w1", &["BLOCK", "0"], 1);
-    let mut w2 = queue_waiter(&server, &mut con, "k", "w2", &["BLOCK", "0"], 2);
+    let mut w1: Waiter = queue_waiter(&server, &mut con, "k", "w1", &["BLOCK", "0"], 1);
+    let mut w2: Waiter = queue_waiter(&server, &mut con, "k", "w2", &["BLOCK", "0"], 2);
 
     let _: () = q(&mut con, &["SET", "k", "x"]);
     let wrongtype = Err("WRONGTYPE Operation against a key holding the wrong kind of value".into());
@@ -463,7 +442,7 @@ fn each_waiter_gets_its_own_lease() {
     let server = Server::start();
     let mut con = server.client();
     acquire(&mut con, "k", "holder", &[]);
-    let mut short = queue_waiter(
+    let mut short: Waiter = queue_waiter(
         &server,
         &mut con,
         "k",
@@ -471,7 +450,7 @@ fn each_waiter_gets_its_own_lease() {
         &["PX", "300", "BLOCK", "0"],
         1,
     );
-    let mut long = queue_waiter(
+    let mut long: Waiter = queue_waiter(
         &server,
         &mut con,
         "k",
@@ -501,7 +480,7 @@ fn fenced_waiter_gets_a_newer_token() {
         Value::Int(t) => t,
         other => panic!("FENCE replied {other:?}"),
     };
-    let mut w = queue_waiter(&server, &mut con, "k", "w", &["BLOCK", "0", "FENCE"], 1);
+    let mut w: Waiter = queue_waiter(&server, &mut con, "k", "w", &["BLOCK", "0", "FENCE"], 1);
     let _: i64 = q(&mut con, &["LOCK.RELEASE", "k", "holder"]);
     let token = match w.reply() {
         Ok(Value::Int(t)) => t,
@@ -509,8 +488,8 @@ fn fenced_waiter_gets_a_newer_token() {
     };
     assert!(token > first, "token {token} after {first}");
     assert_eq!(owner(&mut con, "k").as_deref(), Some("w"));
-    assert_eq!(field(&mut con, "k", "holds").as_deref(), Some("1"));
-    assert_eq!(field(&mut con, "k", "token"), Some(token.to_string()));
+    assert_eq!(lock_field(&mut con, "k", "holds").as_deref(), Some("1"));
+    assert_eq!(lock_field(&mut con, "k", "token"), Some(token.to_string()));
 }
 
 #[test]
@@ -522,7 +501,7 @@ fn lost_grant_is_released_to_the_next_waiter() {
     let w1_id = w1.id();
     w1.send(&["LOCK.ACQUIRE", "k", "w1", "BLOCK", "0"]);
     wait_for_waiters(&mut con, "k", 1);
-    let mut w2 = queue_waiter(&server, &mut con, "k", "w2", &["BLOCK", "0"], 2);
+    let mut w2: Waiter = queue_waiter(&server, &mut con, "k", "w2", &["BLOCK", "0"], 2);
 
     // W1 is granted inside EXEC and killed before it can hear it.
     let _: () = q(&mut con, &["MULTI"]);
@@ -549,7 +528,7 @@ fn check_lease_expiry_hand_off(server: &Server) {
     // The lease must outlast queueing the waiter (else it simply acquires).
     let granted = Instant::now();
     acquire(&mut con, "k", "holder", &["PX", "300"]);
-    let mut w = queue_waiter(server, &mut con, "k", "w", &["PX", "5000", "BLOCK", "0"], 1);
+    let mut w: Waiter = queue_waiter(server, &mut con, "k", "w", &["PX", "5000", "BLOCK", "0"], 1);
     assert!(
         granted.elapsed() < Duration::from_millis(300),
         "setup outlasted the lease; the test proves nothing"
@@ -584,7 +563,7 @@ fn no_hand_off_while_clients_are_paused() {
     let mut con = server.client();
     let granted = Instant::now();
     acquire(&mut con, "k", "holder", &["PX", "300"]);
-    let mut w = queue_waiter(
+    let mut w: Waiter = queue_waiter(
         &server,
         &mut con,
         "k",
@@ -660,10 +639,7 @@ impl Scene {
         assert_eq!(self.w.reply(), Ok(Value::Int(1)));
         let info = lock_info(&mut self.con, "k");
         let get = |name: &str| {
-            info.iter()
-                .find(|(f, _)| f == name)
-                .map(|(_, v)| v.clone())
-                .unwrap_or_else(|| panic!("LOCK.INFO k has no {name}: {info:?}"))
+            field(&info, name).unwrap_or_else(|| panic!("LOCK.INFO k has no {name}: {info:?}"))
         };
         assert_eq!(get("owner"), "w");
         assert_eq!(get("holds"), "1");
@@ -795,7 +771,7 @@ fn hand_off_on_eviction() {
         let mut holder = server.client();
         acquire(&mut holder, "k", &big_owner, &["PX", "30000"]);
     }
-    let mut w = queue_waiter(
+    let mut w: Waiter = queue_waiter(
         &server,
         &mut con,
         "k",

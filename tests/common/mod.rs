@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub use redis::{Connection, Value};
 
@@ -390,6 +390,102 @@ pub fn text(v: &Value) -> String {
         Value::Nil => "(nil)".into(),
         other => format!("{other:?}"),
     }
+}
+
+/// Reads the reply of a command sent with [`send`] that must be an error:
+/// `CODE detail`. The redis crate hands an error reply read by `recv` back
+/// as `Ok(Value::ServerError)`, not as `Err`.
+pub fn recv_error(con: &mut Connection) -> String {
+    match recv(con) {
+        Ok(Value::ServerError(e)) => match e.details() {
+            Some(detail) => format!("{} {detail}", e.code()),
+            None => e.code().to_string(),
+        },
+        Err(e) => error_line(&e),
+        Ok(other) => panic!("expected an error reply, got {other:?}"),
+    }
+}
+
+/// `LOCK.ACQUIRE key owner <opts>`; panics on an error reply.
+pub fn acquire(con: &mut Connection, key: &str, owner: &str, opts: &[&str]) -> Value {
+    let mut args = vec!["LOCK.ACQUIRE", key, owner];
+    args.extend_from_slice(opts);
+    q(con, &args)
+}
+
+/// A client for callers that block: it sends a command without reading the
+/// reply. A [`Connection`] (read with [`recv`]), or a test's own client.
+pub trait BlockingClient: Sized {
+    /// A new connection to `server`.
+    fn open(server: &Server) -> Self;
+    /// Sends a command without reading its reply.
+    fn send_command(&mut self, args: &[&str]);
+}
+
+impl BlockingClient for Connection {
+    fn open(server: &Server) -> Self {
+        server.client()
+    }
+
+    fn send_command(&mut self, args: &[&str]) {
+        send(self, args)
+    }
+}
+
+/// Sends `LOCK.ACQUIRE key owner <opts>` (with `BLOCK` in `opts`) on a new
+/// client of `server` and waits until it is the `nth` waiter of `key`.
+pub fn queue_waiter<W: BlockingClient>(
+    server: &Server,
+    con: &mut Connection,
+    key: &str,
+    owner: &str,
+    opts: &[&str],
+    nth: i64,
+) -> W {
+    let mut w = W::open(server);
+    let mut args = vec!["LOCK.ACQUIRE", key, owner];
+    args.extend_from_slice(opts);
+    w.send_command(&args);
+    wait_for_waiters(con, key, nth);
+    w
+}
+
+/// Field `name` of LOCK.INFO pairs (see [`lock_info`]).
+pub fn field(info: &[(String, String)], name: &str) -> Option<String> {
+    info.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+}
+
+/// Field `name` of LOCK.INFO `key`; `None` when unlocked or absent.
+pub fn lock_field(con: &mut Connection, key: &str, name: &str) -> Option<String> {
+    field(&lock_info(con, key), name)
+}
+
+pub fn pexpiretime(con: &mut Connection, key: &str) -> i64 {
+    q(con, &["PEXPIRETIME", key])
+}
+
+pub fn pttl(con: &mut Connection, key: &str) -> i64 {
+    q(con, &["PTTL", key])
+}
+
+pub fn hgetall(con: &mut Connection, key: &str) -> Vec<(String, String)> {
+    q(con, &["HGETALL", key])
+}
+
+pub fn exists(con: &mut Connection, key: &str) -> bool {
+    q::<i64>(con, &["EXISTS", key]) == 1
+}
+
+pub fn client_id(con: &mut Connection) -> i64 {
+    q(con, &["CLIENT", "ID"])
+}
+
+/// Wall-clock time in ms since the Unix epoch (as PEXPIRETIME counts).
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as i64
 }
 
 /// Three (or more) masters covering all slots, with the module, in one
