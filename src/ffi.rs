@@ -456,14 +456,16 @@ pub fn stop_timer(ctx: &Context, id: TimerId) -> bool {
 // ---------------------------------------------------------------------------
 // Server events
 
-pub trait DbEventHandler: 'static {
+pub trait ServerEventHandler: 'static {
     /// FLUSHDB / FLUSHALL finished; `db` is -1 for all databases.
     fn flushed(ctx: &Context, db: i32);
     /// SWAPDB a b finished.
     fn swapped(ctx: &Context, a: i32, b: i32);
+    /// A client connection is being freed.
+    fn client_gone(ctx: &Context, client_id: u64);
 }
 
-unsafe extern "C" fn on_db_event<H: DbEventHandler>(
+unsafe extern "C" fn on_server_event<H: ServerEventHandler>(
     ctx: *mut raw::RedisModuleCtx,
     event: raw::RedisModuleEvent,
     subevent: u64,
@@ -485,23 +487,38 @@ unsafe extern "C" fn on_db_event<H: DbEventHandler>(
         guard(&context, || {
             H::swapped(&context, info.dbnum_first, info.dbnum_second)
         });
+    } else if event.id == raw::REDISMODULE_EVENT_CLIENT_CHANGE
+        && subevent == raw::REDISMODULE_SUBEVENT_CLIENT_CHANGE_DISCONNECTED
+    {
+        // SAFETY: for CLIENT_CHANGE events Redis passes a RedisModuleClientInfoV1.
+        let id = unsafe { (*data.cast::<raw::RedisModuleClientInfo>()).id };
+        guard(&context, || H::client_gone(&context, id));
     }
 }
 
-pub fn subscribe_db_events<H: DbEventHandler>(ctx: &Context) -> bool {
+/// FLUSHDB/FLUSHALL, SWAPDB and client disconnections.
+pub fn subscribe_server_events<H: ServerEventHandler>(ctx: &Context) -> bool {
     let Some(f) = api!(RedisModule_SubscribeToServerEvent) else {
         return false;
     };
     [
         raw::REDISMODULE_EVENT_FLUSHDB,
         raw::REDISMODULE_EVENT_SWAPDB,
+        raw::REDISMODULE_EVENT_CLIENT_CHANGE,
     ]
     .into_iter()
     .all(|id| {
         let event = raw::RedisModuleEvent { id, dataver: 1 };
         // SAFETY: OnLoad context; the callback is monomorphised for H.
-        unsafe { f(ctx.ctx, event, Some(on_db_event::<H>)) == OK }
+        unsafe { f(ctx.ctx, event, Some(on_server_event::<H>)) == OK }
     })
+}
+
+/// The id of the context's client (the real client in a blocked-reply
+/// callback).
+pub fn client_id(ctx: &Context) -> u64 {
+    // SAFETY: ctx is the live context of the current callback.
+    api!(RedisModule_GetClientId).map_or(0, |f| unsafe { f(ctx.ctx) })
 }
 
 // ---------------------------------------------------------------------------

@@ -9,12 +9,12 @@
 //! replicas before the DEL that caused it); timers write only on a master
 //! that is not loading and not paused.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{LazyLock, Mutex};
 
 use redis_module::{Context, ContextFlags, NotifyEvent, RedisValue};
 
-use crate::ffi::{self, BlockHandler, BlockedClient, DbEventHandler, TimerHandler};
+use crate::ffi::{self, BlockHandler, BlockedClient, ServerEventHandler, TimerHandler};
 use crate::info::{Stats, STATS};
 use crate::rules::error::LockError;
 use crate::rules::keys::{key_slot, myself_serves_slot};
@@ -309,7 +309,10 @@ impl BlockHandler for Blocked {
 
     fn reply(ctx: &Context, answer: Option<&Outcome>) {
         let reply = match answer {
-            Some(Outcome::Granted { reply, .. }) => Ok(RedisValue::Integer(*reply)),
+            Some(Outcome::Granted { reply, lock, owner }) => {
+                remember_answered(ctx, lock, owner);
+                Ok(RedisValue::Integer(*reply))
+            }
             Some(Outcome::Failed(e)) => Err(redis_module::RedisError::String(e.clone())),
             Some(Outcome::TimedOut) | None => Ok(RedisValue::Null),
         };
@@ -338,6 +341,46 @@ impl BlockHandler for Blocked {
         if let (true, Outcome::Granted { lock, owner, .. }) = (client_gone, *outcome) {
             defer(ctx, |d| d.lost_grants.push((lock, owner)));
         }
+    }
+}
+
+/// Grants answered during this event loop turn, by client id.
+///
+/// A waiter whose connection closed in the same turn is only marked to be
+/// closed (freed at the end of the turn), so it still looks alive when it is
+/// answered, and its answer is never sent. Such a grant is lost like one to
+/// a client already gone, and is released when the client is freed. After
+/// the turn the answer has been written to the socket and the lock is the
+/// client's.
+#[derive(Default)]
+struct Answered {
+    grants: HashMap<u64, (LockId, Vec<u8>)>,
+    armed: bool,
+}
+
+static ANSWERED: LazyLock<Mutex<Answered>> = LazyLock::new(Mutex::default);
+
+fn answered() -> std::sync::MutexGuard<'static, Answered> {
+    ANSWERED
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn remember_answered(ctx: &Context, lock: &LockId, owner: &[u8]) {
+    let mut answered = answered();
+    answered
+        .grants
+        .insert(ffi::client_id(ctx), (lock.clone(), owner.to_vec()));
+    if !answered.armed {
+        answered.armed = ffi::create_timer::<ForgetAnswered>(ctx, 0, 0).is_some();
+    }
+}
+
+struct ForgetAnswered;
+
+impl TimerHandler for ForgetAnswered {
+    fn fire(_ctx: &Context, _: u64) {
+        *answered() = Answered::default();
     }
 }
 
@@ -397,15 +440,28 @@ pub fn on_keyspace_event(ctx: &Context, _class: NotifyEvent, event: &str, key: &
     );
 }
 
-pub struct DbEvents;
+pub struct ServerEvents;
 
-impl DbEventHandler for DbEvents {
+impl ServerEventHandler for ServerEvents {
     fn flushed(ctx: &Context, db: i32) {
         defer_locks_in(ctx, &[db]);
     }
 
     fn swapped(ctx: &Context, a: i32, b: i32) {
         defer_locks_in(ctx, &[a, b]);
+    }
+
+    fn client_gone(ctx: &Context, client_id: u64) {
+        let lost = {
+            let mut answered = answered();
+            if answered.grants.is_empty() {
+                return;
+            }
+            answered.grants.remove(&client_id)
+        };
+        if let Some((lock, owner)) = lost {
+            defer(ctx, |d| d.lost_grants.push((lock, owner)));
+        }
     }
 }
 

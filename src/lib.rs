@@ -139,8 +139,8 @@ mod module {
                 return Status::Err;
             }
         }
-        if !ffi::subscribe_db_events::<handoff::DbEvents>(ctx) {
-            ctx.log_warning("lock: could not subscribe to FLUSHDB/SWAPDB events");
+        if !ffi::subscribe_server_events::<handoff::ServerEvents>(ctx) {
+            ctx.log_warning("lock: could not subscribe to server events");
             return Status::Err;
         }
         Status::Ok
