@@ -446,6 +446,18 @@ pub fn create_timer<H: TimerHandler>(ctx: &Context, ms: i64, data: u64) -> Optio
     Some(unsafe { f(ctx.ctx, ms.max(0), Some(on_timer::<H>), data as *mut c_void) })
 }
 
+/// Wakes the event loop if it is about to sleep. A timer armed in the
+/// server's before-sleep step (blocked-client callbacks, client frees) does
+/// not shorten a sleep whose timeout was computed before that step.
+pub fn wake_event_loop() {
+    unsafe extern "C" fn nothing(_: *mut c_void) {}
+    // SAFETY: the callback ignores its argument and Redis frees its own
+    // bookkeeping; only the pipe write that wakes the loop matters.
+    if let Some(f) = api!(RedisModule_EventLoopAddOneShot) {
+        unsafe { f(Some(nothing), ptr::null_mut()) };
+    }
+}
+
 /// Cancels a timer; false if it already fired or never existed.
 pub fn stop_timer(ctx: &Context, id: TimerId) -> bool {
     // SAFETY: Redis looks the id up and ignores unknown ones; the data
@@ -463,6 +475,8 @@ pub trait ServerEventHandler: 'static {
     fn swapped(ctx: &Context, a: i32, b: i32);
     /// A client connection is being freed.
     fn client_gone(ctx: &Context, client_id: u64);
+    /// The event loop woke up, before it reads from any client.
+    fn after_sleep(ctx: &Context);
 }
 
 unsafe extern "C" fn on_server_event<H: ServerEventHandler>(
@@ -496,21 +510,35 @@ unsafe extern "C" fn on_server_event<H: ServerEventHandler>(
     }
 }
 
-/// FLUSHDB/FLUSHALL, SWAPDB and client disconnections.
+unsafe extern "C" fn on_event_loop<H: ServerEventHandler>(
+    ctx: *mut raw::RedisModuleCtx,
+    _event: raw::RedisModuleEvent,
+    subevent: u64,
+    _data: *mut c_void,
+) {
+    if subevent == raw::REDISMODULE_SUBEVENT_EVENTLOOP_AFTER_SLEEP {
+        let context = Context::new(ctx);
+        guard(&context, || H::after_sleep(&context));
+    }
+}
+
+/// FLUSHDB/FLUSHALL, SWAPDB, client disconnections and event loop wake-ups.
 pub fn subscribe_server_events<H: ServerEventHandler>(ctx: &Context) -> bool {
     let Some(f) = api!(RedisModule_SubscribeToServerEvent) else {
         return false;
     };
-    [
-        raw::REDISMODULE_EVENT_FLUSHDB,
-        raw::REDISMODULE_EVENT_SWAPDB,
-        raw::REDISMODULE_EVENT_CLIENT_CHANGE,
-    ]
-    .into_iter()
-    .all(|id| {
+    type Callback =
+        unsafe extern "C" fn(*mut raw::RedisModuleCtx, raw::RedisModuleEvent, u64, *mut c_void);
+    let events: [(u64, Callback); 4] = [
+        (raw::REDISMODULE_EVENT_FLUSHDB, on_server_event::<H>),
+        (raw::REDISMODULE_EVENT_SWAPDB, on_server_event::<H>),
+        (raw::REDISMODULE_EVENT_CLIENT_CHANGE, on_server_event::<H>),
+        (raw::REDISMODULE_EVENT_EVENTLOOP, on_event_loop::<H>),
+    ];
+    events.into_iter().all(|(id, callback)| {
         let event = raw::RedisModuleEvent { id, dataver: 1 };
-        // SAFETY: OnLoad context; the callback is monomorphised for H.
-        unsafe { f(ctx.ctx, event, Some(on_server_event::<H>)) == OK }
+        // SAFETY: OnLoad context; the callbacks are monomorphised for H.
+        unsafe { f(ctx.ctx, event, Some(callback)) == OK }
     })
 }
 

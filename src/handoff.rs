@@ -10,6 +10,7 @@
 //! that is not loading and not paused.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{LazyLock, Mutex};
 
 use redis_module::{Context, ContextFlags, NotifyEvent, RedisValue};
@@ -226,10 +227,16 @@ fn release_lost_grant(ctx: &Context, lock: &LockId, owner: &[u8]) {
 // ---------------------------------------------------------------------------
 // Deferred work and its 0 ms timer
 
+/// A hold handed to a waiter, to be released if the waiter never heard.
+struct Grant {
+    lock: LockId,
+    owner: Vec<u8>,
+}
+
 #[derive(Default)]
 struct Deferred {
     keys: HashSet<LockId>,
-    lost_grants: Vec<(LockId, Vec<u8>)>,
+    lost_grants: Vec<Grant>,
     armed: bool,
 }
 
@@ -243,6 +250,7 @@ fn defer(ctx: &Context, add: impl FnOnce(&mut Deferred)) {
     add(&mut deferred);
     if !deferred.armed {
         deferred.armed = ffi::create_timer::<Drain>(ctx, 0, 0).is_some();
+        ffi::wake_event_loop();
     }
 }
 
@@ -278,8 +286,8 @@ impl TimerHandler for Drain {
         for lock in &work.keys {
             settle(ctx, lock);
         }
-        for (lock, owner) in &work.lost_grants {
-            release_lost_grant(ctx, lock, owner);
+        for grant in &work.lost_grants {
+            release_lost_grant(ctx, &grant.lock, &grant.owner);
         }
     }
 }
@@ -310,7 +318,13 @@ impl BlockHandler for Blocked {
     fn reply(ctx: &Context, answer: Option<&Outcome>) {
         let reply = match answer {
             Some(Outcome::Granted { reply, lock, owner }) => {
-                remember_answered(ctx, lock, owner);
+                remember_answered(
+                    ctx,
+                    Grant {
+                        lock: lock.clone(),
+                        owner: owner.clone(),
+                    },
+                );
                 Ok(RedisValue::Integer(*reply))
             }
             Some(Outcome::Failed(e)) => Err(redis_module::RedisError::String(e.clone())),
@@ -339,49 +353,30 @@ impl BlockHandler for Blocked {
 
     fn free(ctx: &Context, outcome: Box<Outcome>, client_gone: bool) {
         if let (true, Outcome::Granted { lock, owner, .. }) = (client_gone, *outcome) {
-            defer(ctx, |d| d.lost_grants.push((lock, owner)));
+            defer(ctx, |d| d.lost_grants.push(Grant { lock, owner }));
         }
     }
 }
 
-/// Grants answered during this event loop turn, by client id.
-///
-/// A waiter whose connection closed in the same turn is only marked to be
-/// closed (freed at the end of the turn), so it still looks alive when it is
-/// answered, and its answer is never sent. Such a grant is lost like one to
-/// a client already gone, and is released when the client is freed. After
-/// the turn the answer has been written to the socket and the lock is the
-/// client's.
-#[derive(Default)]
-struct Answered {
-    grants: HashMap<u64, (LockId, Vec<u8>)>,
-    armed: bool,
-}
+/// Grants answered but possibly not yet sent, by client id: from the reply
+/// callback (in the server's before-sleep step) to the next wake-up of the
+/// event loop. In between the server writes pending replies and then frees
+/// the clients it marked to close; a waiter freed there never got its
+/// answer (its connection failed or was closing), so the grant is released.
+/// Once the loop wakes up, the answer was written to the socket and the lock
+/// is the owner's, even if the client disconnects right after.
+static ANSWERED: LazyLock<Mutex<HashMap<u64, Grant>>> = LazyLock::new(Mutex::default);
+static ANY_ANSWERED: AtomicBool = AtomicBool::new(false);
 
-static ANSWERED: LazyLock<Mutex<Answered>> = LazyLock::new(Mutex::default);
-
-fn answered() -> std::sync::MutexGuard<'static, Answered> {
+fn answered() -> std::sync::MutexGuard<'static, HashMap<u64, Grant>> {
     ANSWERED
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-fn remember_answered(ctx: &Context, lock: &LockId, owner: &[u8]) {
-    let mut answered = answered();
-    answered
-        .grants
-        .insert(ffi::client_id(ctx), (lock.clone(), owner.to_vec()));
-    if !answered.armed {
-        answered.armed = ffi::create_timer::<ForgetAnswered>(ctx, 0, 0).is_some();
-    }
-}
-
-struct ForgetAnswered;
-
-impl TimerHandler for ForgetAnswered {
-    fn fire(_ctx: &Context, _: u64) {
-        *answered() = Answered::default();
-    }
+fn remember_answered(ctx: &Context, grant: Grant) {
+    answered().insert(ffi::client_id(ctx), grant);
+    ANY_ANSWERED.store(true, Relaxed);
 }
 
 fn leave_queue(ctx: &Context, bc: BlockedClient) -> bool {
@@ -452,15 +447,18 @@ impl ServerEventHandler for ServerEvents {
     }
 
     fn client_gone(ctx: &Context, client_id: u64) {
-        let lost = {
-            let mut answered = answered();
-            if answered.grants.is_empty() {
-                return;
-            }
-            answered.grants.remove(&client_id)
-        };
-        if let Some((lock, owner)) = lost {
-            defer(ctx, |d| d.lost_grants.push((lock, owner)));
+        if !ANY_ANSWERED.load(Relaxed) {
+            return;
+        }
+        let lost = answered().remove(&client_id);
+        if let Some(grant) = lost {
+            defer(ctx, |d| d.lost_grants.push(grant));
+        }
+    }
+
+    fn after_sleep(_ctx: &Context) {
+        if ANY_ANSWERED.swap(false, Relaxed) {
+            answered().clear();
         }
     }
 }

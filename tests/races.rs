@@ -1,63 +1,101 @@
-//! Races between a waiter's connection closing and the lock being handed to
-//! it. Whatever the interleaving, the invariant is the same: a lock handed
-//! to a caller that is gone is released again and reaches the next waiter.
+//! A waiter whose connection breaks while the lock is being handed to it.
+//! The hand-off is written in the releasing command; the answer is sent in
+//! the server's before-sleep step. If the connection is already broken then,
+//! the answer is never delivered and the module must release the hold again.
 
 mod common;
 use common::*;
 
-use std::sync::{Arc, Barrier};
+use std::io::Write;
+use std::net::TcpStream;
 use std::thread;
+use std::time::Duration;
+
+/// A waiter on a raw socket that can be reset (RST), the way a crashed
+/// process or a dropped network path ends a connection.
+fn raw_waiter(server: &Server, args: &[&str]) -> TcpStream {
+    let mut stream = TcpStream::connect(server.addr()).expect("connect");
+    let mut cmd = format!("*{}\r\n", args.len());
+    for a in args {
+        cmd.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    stream.write_all(cmd.as_bytes()).expect("send");
+    stream
+}
+
+fn reset(stream: TcpStream) {
+    let socket = socket2::Socket::from(stream);
+    socket
+        .set_linger(Some(Duration::ZERO))
+        .expect("SO_LINGER 0");
+    drop(socket);
+}
 
 #[test]
-fn a_waiter_closing_as_it_is_handed_the_lock_never_keeps_it() {
+fn an_answer_that_cannot_be_delivered_releases_the_grant() {
     let server = Server::start();
     let mut holder = server.client();
-    for round in 0..150 {
-        let key = format!("k{round}");
-        let n: i64 = q(
-            &mut holder,
-            &["LOCK.ACQUIRE", &key, "holder", "PX", "60000"],
-        );
-        assert_eq!(n, 1);
-        let mut dying = server.client();
-        send(
-            &mut dying,
-            &["LOCK.ACQUIRE", &key, "dying", "PX", "60000", "BLOCK", "0"],
-        );
-        wait_for_waiters(&mut holder, &key, 1);
-        let mut next = server.client();
-        send(
-            &mut next,
-            &["LOCK.ACQUIRE", &key, "next", "PX", "60000", "BLOCK", "0"],
-        );
-        wait_for_waiters(&mut holder, &key, 2);
+    let n: i64 = q(&mut holder, &["LOCK.ACQUIRE", "k", "holder", "PX", "60000"]);
+    assert_eq!(n, 1);
+    let dying = raw_waiter(
+        &server,
+        &["LOCK.ACQUIRE", "k", "dying", "PX", "60000", "BLOCK", "0"],
+    );
+    wait_for_waiters(&mut holder, "k", 1);
+    let wait = ["PX", "60000", "BLOCK", "0"];
+    let mut next: Connection = queue_waiter(&server, &mut holder, "k", "next", &wait, 2);
 
-        // Close the first waiter and release at the same moment, so the
-        // server sees both in one event loop turn in either order.
-        let start = Arc::new(Barrier::new(2));
-        let closer = {
-            let start = Arc::clone(&start);
-            thread::spawn(move || {
-                start.wait();
-                drop(dying);
-            })
-        };
-        start.wait();
-        let left: i64 = q(&mut holder, &["LOCK.RELEASE", &key, "holder"]);
-        assert_eq!(left, 0);
-        closer.join().expect("closer thread");
+    // The release hands the lock to `dying`, then the server sleeps inside
+    // the same transaction. The reset arrives during that sleep, after the
+    // server read its events for this turn: it finds out only when it tries
+    // to send the answer.
+    let _: () = q(&mut holder, &["MULTI"]);
+    let _: String = q(&mut holder, &["LOCK.RELEASE", "k", "holder"]);
+    let _: String = q(&mut holder, &["DEBUG", "SLEEP", "0.5"]);
+    send(&mut holder, &["EXEC"]);
+    // No event tells that the server entered the sleep; 100 ms is far inside
+    // its 500. Either way `next` must end up with the lock.
+    thread::sleep(Duration::from_millis(100));
+    reset(dying);
+    let exec = recv(&mut holder).expect("EXEC");
+    assert_eq!(
+        exec,
+        Value::Array(vec![Value::Int(0), Value::Okay]),
+        "release inside EXEC"
+    );
 
-        // Either the dying waiter left the queue first and `next` was
-        // handed the lock directly, or it was handed the lock and the
-        // module released it again: `next` gets it in both cases.
-        assert_eq!(
-            recv(&mut next).expect("next's reply"),
-            Value::Int(1),
-            "round {round}"
-        );
-        assert_eq!(
-            field(&lock_info(&mut holder, &key), "owner").as_deref(),
-            Some("next")
-        );
-    }
+    assert_eq!(recv(&mut next).expect("next's reply"), Value::Int(1));
+    assert_eq!(
+        lock_field(&mut holder, "k", "owner").as_deref(),
+        Some("next")
+    );
+    assert_eq!(server.stat("lost_grants_released"), 1);
+    assert_eq!(server.stat("handed_off"), 2);
+}
+
+#[test]
+fn a_waiter_that_disconnects_after_its_answer_keeps_the_lock() {
+    // The owner id, not the connection, holds a lock: a client may take it
+    // and release it from another connection.
+    let server = Server::start();
+    let mut holder = server.client();
+    let n: i64 = q(&mut holder, &["LOCK.ACQUIRE", "k", "holder", "PX", "60000"]);
+    assert_eq!(n, 1);
+    let wait = ["PX", "60000", "BLOCK", "0"];
+    let mut w: Connection = queue_waiter(&server, &mut holder, "k", "w", &wait, 1);
+    let left: i64 = q(&mut holder, &["LOCK.RELEASE", "k", "holder"]);
+    assert_eq!(left, 0);
+    assert_eq!(recv(&mut w).expect("w's reply"), Value::Int(1));
+    drop(w);
+    // A later command on the server runs after the disconnect was handled.
+    wait_until("w's connection closed", || {
+        q::<String>(&mut holder, &["CLIENT", "LIST"])
+            .lines()
+            .count()
+            == 1
+    });
+    assert_eq!(lock_field(&mut holder, "k", "owner").as_deref(), Some("w"));
+    assert_eq!(server.stat("lost_grants_released"), 0);
+    let left: i64 = q(&mut server.client(), &["LOCK.RELEASE", "k", "w"]);
+    assert_eq!(left, 0);
 }

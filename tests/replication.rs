@@ -45,6 +45,18 @@ fn assert_clean_log(server: &Server) {
     }
 }
 
+/// `o1` takes `key`, `o2` queues for it, `o1` releases: `o2` is handed it.
+fn hand_off_by_release(master: &Server, con: &mut Connection, key: &str) {
+    assert_eq!(
+        q::<i64>(con, &["LOCK.ACQUIRE", key, "o1", "PX", "60000"]),
+        1
+    );
+    let wait = ["PX", "60000", "BLOCK", "0"];
+    let mut w: Connection = queue_waiter(master, con, key, "o2", &wait, 1);
+    assert_eq!(q::<i64>(con, &["LOCK.RELEASE", key, "o1"]), 0);
+    assert_eq!(recv(&mut w).unwrap(), Value::Int(1));
+}
+
 #[test]
 fn replicas_with_and_without_module_end_identical() {
     let master = master_config().start();
@@ -107,20 +119,7 @@ fn replicas_with_and_without_module_end_identical() {
     assert_eq!(q::<i64>(&mut con, &["LOCK.FORCERELEASE", "x"]), 0);
 
     // A waiter handed the lock by a release.
-    assert_eq!(
-        q::<i64>(&mut con, &["LOCK.ACQUIRE", "h", "o1", "PX", "60000"]),
-        1
-    );
-    let mut w = queue_waiter(
-        &master,
-        &mut con,
-        "h",
-        "o2",
-        &["PX", "60000", "BLOCK", "0"],
-        1,
-    );
-    assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "h", "o1"]), 0);
-    assert_eq!(recv(&mut w).unwrap(), Value::Int(1));
+    hand_off_by_release(&master, &mut con, "h");
 
     // A fenced waiter handed the lock by lease expiry: it queues behind a
     // long lease, which is then shortened, so it is queued before expiry.
@@ -337,20 +336,7 @@ fn strings(args: &[&str]) -> Vec<String> {
 fn aof_holds_handoff_as_one_native_transaction() {
     let master = Config::default().aof().start();
     let mut con = master.client();
-    assert_eq!(
-        q::<i64>(&mut con, &["LOCK.ACQUIRE", "k", "o1", "PX", "60000"]),
-        1
-    );
-    let mut w = queue_waiter(
-        &master,
-        &mut con,
-        "k",
-        "o2",
-        &["PX", "60000", "BLOCK", "0"],
-        1,
-    );
-    assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "k", "o1"]), 0);
-    assert_eq!(recv(&mut w).unwrap(), Value::Int(1));
+    hand_off_by_release(&master, &mut con, "k");
     let at = pexpiretime(&mut master.client(), "k");
     let handoff = vec![
         strings(&["DEL", "k"]),

@@ -35,14 +35,34 @@ fn begin<'c>(
     Ok((key, Transition::new(state, ffi::now_ms(), token)))
 }
 
+/// `COMMAND key owner [options...]`, split.
+struct OwnerCall<'a> {
+    name: &'a RedisString,
+    owner: &'a [u8],
+    options: Vec<&'a [u8]>,
+}
+
+/// Splits the arguments of a command taking a key, an owner and options,
+/// checking arity and the owner.
+fn owner_call<'a>(command: &str, args: &'a [RedisString]) -> Result<OwnerCall<'a>, LockError> {
+    let [_, name, owner, options @ ..] = args else {
+        return Err(LockError::arity(command));
+    };
+    Ok(OwnerCall {
+        name,
+        owner: parse_owner(owner.as_slice())?,
+        options: options.iter().map(|a| a.as_slice()).collect(),
+    })
+}
+
 /// `LOCK.ACQUIRE key owner [PX ms | EX s] [BLOCK ms] [FENCE]`
 pub fn acquire(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     run(ctx, || {
-        let [_, name, owner, options @ ..] = args.as_slice() else {
-            return Err(LockError::arity("lock.acquire"));
-        };
-        let owner = parse_owner(owner.as_slice())?;
-        let options: Vec<&[u8]> = options.iter().map(|a| a.as_slice()).collect();
+        let OwnerCall {
+            name,
+            owner,
+            options,
+        } = owner_call("lock.acquire", &args)?;
         let options = parse_acquire_options(&options)?;
         if options.fence {
             token_key_in_slot(name.as_slice())?;
@@ -125,11 +145,11 @@ pub fn release(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 /// `LOCK.RENEW key owner [PX ms | EX s]`
 pub fn renew(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     run(ctx, || {
-        let [_, name, owner, options @ ..] = args.as_slice() else {
-            return Err(LockError::arity("lock.renew"));
-        };
-        let owner = parse_owner(owner.as_slice())?;
-        let options: Vec<&[u8]> = options.iter().map(|a| a.as_slice()).collect();
+        let OwnerCall {
+            name,
+            owner,
+            options,
+        } = owner_call("lock.renew", &args)?;
         let lease = parse_renew_options(&options)?
             .lease_ms
             .unwrap_or_else(config::default_lease_ms);
