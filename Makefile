@@ -16,7 +16,7 @@ deps:
 
 run: build
 	@mkdir -p data
-	$(REDIS_SERVER) redis.conf --port $(PORT)
+	$(REDIS_SERVER) redis.conf --port $(PORT) --loadmodule $(CURDIR)/$(MODULE)
 
 # Integration tests start their own servers on free ports with $(MODULE).
 test: build
