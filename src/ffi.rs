@@ -4,11 +4,15 @@
 //! Rules kept here:
 //! - API function pointers come from Redis at load time; a missing one (an
 //!   older or different server) degrades to a failed call, never a panic.
+//!   The redis-module crate's own safe wrappers used elsewhere (`Context::
+//!   replicate`, `call`, `get_flags`) rely on calls every Redis since 7.0 has.
 //! - Every callback Redis calls into goes through [`guard`], because a Rust
 //!   panic unwinding into C aborts the server.
 //! - Handles (`Key`, strings) never outlive the callback that opened them.
+//! - Text for Redis (logs, errors) goes through here, never as a format
+//!   string and never with a NUL byte.
 
-use std::ffi::{c_int, c_void, CStr};
+use std::ffi::{c_int, c_void, CStr, CString};
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::{self, NonNull};
@@ -36,15 +40,78 @@ pub fn guard<R>(ctx: &Context, f: impl FnOnce() -> R) -> Option<R> {
                 .map(|s| s.to_string())
                 .or_else(|| cause.downcast_ref::<String>().cloned())
                 .unwrap_or_default();
-            ctx.log_warning(&format!(
-                "lock: internal error caught, operation abandoned: {what}"
-            ));
+            log_warning(
+                ctx,
+                &format!("lock: internal error caught, operation abandoned: {what}"),
+            );
             None
         }
     }
 }
 
 const OK: c_int = raw::REDISMODULE_OK as c_int;
+
+/// `text` as a C string: NUL, CR and LF become spaces (one line, no cut).
+fn c_text(text: &str) -> CString {
+    let bytes: Vec<u8> = text
+        .bytes()
+        .map(|b| {
+            if matches!(b, 0 | b'\r' | b'\n') {
+                b' '
+            } else {
+                b
+            }
+        })
+        .collect();
+    CString::new(bytes).unwrap_or_default()
+}
+
+/// A line in the server log at warning level.
+pub fn log_warning(ctx: &Context, message: &str) {
+    let message = c_text(message);
+    // SAFETY: "%s" with one NUL-terminated argument: the message is data,
+    // never a format string.
+    if let Some(f) = api!(RedisModule_Log) {
+        unsafe {
+            f(
+                ctx.ctx,
+                c"warning".as_ptr(),
+                c"%s".as_ptr(),
+                message.as_ptr(),
+            )
+        };
+    }
+}
+
+/// An error reply; `line` starts with its code (`ERR ...`).
+pub fn reply_error(ctx: &Context, line: &str) {
+    let line = c_text(line);
+    // SAFETY: ctx is a context that may reply; Redis copies the text.
+    if let Some(f) = api!(RedisModule_ReplyWithError) {
+        unsafe { f(ctx.ctx, line.as_ptr()) };
+    }
+}
+
+pub fn reply_integer(ctx: &Context, n: i64) {
+    // SAFETY: ctx is a context that may reply.
+    if let Some(f) = api!(RedisModule_ReplyWithLongLong) {
+        unsafe { f(ctx.ctx, n) };
+    }
+}
+
+pub fn reply_null(ctx: &Context) {
+    // SAFETY: ctx is a context that may reply.
+    if let Some(f) = api!(RedisModule_ReplyWithNull) {
+        unsafe { f(ctx.ctx) };
+    }
+}
+
+fn reply_bulk(ctx: &Context, bytes: &[u8]) {
+    // SAFETY: ctx may reply; Redis copies `len` bytes from the pointer.
+    if let Some(f) = api!(RedisModule_ReplyWithStringBuffer) {
+        unsafe { f(ctx.ctx, bytes.as_ptr().cast(), bytes.len()) };
+    }
+}
 
 // ---------------------------------------------------------------------------
 // Time, context state
@@ -90,19 +157,21 @@ pub fn signal_modified_keys_explicitly(ctx: &Context) {
 // ---------------------------------------------------------------------------
 // Strings
 
-fn string_bytes<'a>(s: *const raw::RedisModuleString) -> &'a [u8] {
+/// A copy of the bytes of a string Redis handed to a callback.
+fn string_bytes(s: *const raw::RedisModuleString) -> Vec<u8> {
     if s.is_null() {
-        return &[];
+        return Vec::new();
     }
     let mut len = 0usize;
     // SAFETY: `s` is a live RedisModuleString handed to us by Redis in the
-    // current callback; the returned buffer lives as long as the string.
+    // current callback.
     let p = api!(RedisModule_StringPtrLen).map_or(ptr::null(), |f| unsafe { f(s, &mut len) });
     if p.is_null() {
-        return &[];
+        return Vec::new();
     }
-    // SAFETY: Redis guarantees `len` readable bytes at `p`.
-    unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }
+    // SAFETY: Redis guarantees `len` readable bytes at `p`; they are copied
+    // before the callback returns.
+    unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }.to_vec()
 }
 
 pub fn string(ctx: &Context, bytes: &[u8]) -> RedisString {
@@ -179,7 +248,7 @@ impl<'c> Key<'c> {
             // SAFETY: `out` is the &mut Vec passed to ScanKey below, alive
             // for the whole scan; Redis calls this on the same thread.
             let out = unsafe { &mut *out.cast::<Vec<(Vec<u8>, Vec<u8>)>>() };
-            out.push((string_bytes(field).to_vec(), string_bytes(value).to_vec()));
+            out.push((string_bytes(field), string_bytes(value)));
         }
         let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
         let (Some(create), Some(scan), Some(destroy)) = (
@@ -226,6 +295,21 @@ impl<'c> Key<'c> {
         // SAFETY: the key handle is open.
         let ttl = api!(RedisModule_GetExpire).map_or(-1, |f| unsafe { f(self.raw()) });
         (ttl >= 0).then_some(ttl)
+    }
+
+    /// Absolute expiry (unix ms), `None` without one.
+    pub fn expires_at(&self) -> Option<i64> {
+        // SAFETY: the key handle is open.
+        let at = api!(RedisModule_GetAbsExpire).map_or(-1, |f| unsafe { f(self.raw()) });
+        (at >= 0).then_some(at)
+    }
+
+    /// Replaces a string key's value (or creates it). Like SET, this drops
+    /// the key's TTL.
+    pub fn string_set(&self, ctx: &Context, value: &[u8]) -> bool {
+        let value = string(ctx, value);
+        // SAFETY: open writable key; Redis takes its own reference.
+        api!(RedisModule_StringSet).is_some_and(|f| unsafe { f(self.raw(), value.inner) } == OK)
     }
 
     /// Sets an absolute expiry (unix ms). The key must exist.
@@ -277,6 +361,7 @@ pub fn notify(ctx: &Context, class: c_int, event: &CStr, name: &RedisString) {
 
 pub const NOTIFY_GENERIC: c_int = raw::REDISMODULE_NOTIFY_GENERIC;
 pub const NOTIFY_HASH: c_int = raw::REDISMODULE_NOTIFY_HASH;
+pub const NOTIFY_STRING: c_int = raw::REDISMODULE_NOTIFY_STRING;
 
 /// Publishes to a channel; `sharded` uses SPUBLISH semantics (cluster).
 pub fn publish(ctx: &Context, channel: &[u8], message: &[u8], sharded: bool) {
@@ -341,7 +426,10 @@ unsafe extern "C" fn on_blocked_reply<H: BlockHandler>(
         .cast::<H::Answer>();
     // SAFETY: see above; the reference does not escape this call.
     let answer = unsafe { answer.as_ref() };
-    guard(&context, || H::reply(&context, answer));
+    if guard(&context, || H::reply(&context, answer)).is_none() {
+        // The client waits for exactly one reply; never leave it without.
+        reply_error(&context, "ERR internal error, see the server log");
+    }
     OK
 }
 
@@ -559,12 +647,42 @@ pub enum Field<'a> {
 
 /// A map reply (RESP3) or flat array of pairs (RESP2), in the given order.
 pub fn reply_map(ctx: &Context, fields: &[(&str, Field)]) {
-    raw::reply_with_map(ctx.ctx, fields.len() as _);
+    let len = fields.len() as std::ffi::c_long;
+    // SAFETY: ctx may reply; the map header is followed by exactly `len`
+    // key/value pairs (RESP2: a flat array of twice as many elements).
+    match (
+        api!(RedisModule_ReplyWithMap),
+        api!(RedisModule_ReplyWithArray),
+    ) {
+        (Some(map), _) => unsafe { map(ctx.ctx, len) },
+        (None, Some(array)) => unsafe { array(ctx.ctx, len * 2) },
+        (None, None) => return,
+    };
     for (name, value) in fields {
-        raw::reply_with_string_buffer(ctx.ctx, name.as_ptr().cast(), name.len());
+        reply_bulk(ctx, name.as_bytes());
         match value {
-            Field::Int(n) => raw::reply_with_long_long(ctx.ctx, *n),
-            Field::Bulk(b) => raw::reply_with_string_buffer(ctx.ctx, b.as_ptr().cast(), b.len()),
+            Field::Int(n) => reply_integer(ctx, *n),
+            Field::Bulk(b) => reply_bulk(ctx, b),
+        }
+    }
+}
+
+/// Sends `PUBLISH channel message` to replicas only (not the AOF), as Redis
+/// does for a PUBLISH on a standalone master, so subscribers on replicas
+/// hear it too.
+pub fn replicate_publish(ctx: &Context, channel: &[u8], message: &[u8]) {
+    // SAFETY: "bbA" takes two (pointer, length) pairs; A = not to the AOF.
+    if let Some(f) = api!(RedisModule_Replicate) {
+        unsafe {
+            f(
+                ctx.ctx,
+                c"PUBLISH".as_ptr(),
+                c"bbA".as_ptr(),
+                channel.as_ptr(),
+                channel.len(),
+                message.as_ptr(),
+                message.len(),
+            )
         };
     }
 }

@@ -1,8 +1,8 @@
-//! Hand-off: committing a transition (writes, replication, then answers to
-//! the waiters it woke), and every way a lock can end outside a LOCK.*
-//! command: lease timers, keyspace events (DEL, expiry, eviction, RENAME,
-//! a Redisson release...), FLUSHDB/FLUSHALL/SWAPDB, and grants that reached
-//! a waiter whose connection was already gone.
+//! Hand-off: starting and committing a transition (writes, replication, then
+//! answers to the waiters it woke), and every way a lock can end outside a
+//! LOCK.* command: lease timers, keyspace events (DEL, expiry, eviction,
+//! RENAME, a Redisson release...), FLUSHDB/FLUSHALL/SWAPDB, and grants whose
+//! answer never reached the waiter.
 //!
 //! Outside a command nothing is written on the spot. Events only note the key
 //! and arm a 0 ms timer (writing inside a keyspace callback would reach
@@ -11,36 +11,67 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::{LazyLock, Mutex};
+use std::sync::{LazyLock, Mutex, MutexGuard};
 
-use redis_module::{Context, ContextFlags, NotifyEvent, RedisValue};
+use redis_module::{Context, ContextFlags, NotifyEvent, RedisString};
 
 use crate::ffi::{self, BlockHandler, BlockedClient, ServerEventHandler, TimerHandler};
 use crate::info::{Stats, STATS};
+use crate::rules::args::MAX_DURATION_MS;
 use crate::rules::error::LockError;
-use crate::rules::keys::{key_slot, myself_serves_slot};
-use crate::rules::lock::{Answer, LockState, Transition};
-use crate::store::{self, LockKey};
+use crate::rules::lock::{Answer, LockState, TokenValue, Transition, Wake};
+use crate::rules::server::has_unsent_output;
+use crate::store::{self, LockKey, Placement};
 use crate::waiters::{registry, LeaseTimer, LockId, Waiter};
 
 /// What a blocked caller is finally told.
 #[derive(Debug)]
 pub enum Outcome {
-    Granted {
-        reply: i64,
-        lock: LockId,
-        owner: Vec<u8>,
-    },
+    Granted(Grant, i64),
     Failed(String),
     TimedOut,
+}
+
+/// A hold handed to a waiter, to be released if the waiter never heard.
+#[derive(Debug)]
+pub struct Grant {
+    lock: LockId,
+    owner: Vec<u8>,
 }
 
 /// Delay before retrying deferred writes while the server refuses them
 /// (clients paused, loading).
 const RETRY_MS: i64 = 20;
 
+/// A poisoned mutex here only means a panic was caught while it was held;
+/// the data behind these is always left whole.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 // ---------------------------------------------------------------------------
-// Committing a transition
+// Starting and committing a transition
+
+/// Opens the lock in the context's db and starts a transition from what it
+/// holds, with the fencing counter loaded if a grant may need it.
+pub fn begin<'c>(
+    ctx: &'c Context,
+    name: &'c RedisString,
+    lock: &LockId,
+    caller_fences: bool,
+) -> Result<(LockKey<'c>, Transition<Waiter>), LockError> {
+    let key = LockKey::open(ctx, name)?;
+    let state = key.read()?;
+    let token = load_token(ctx, lock, caller_fences);
+    Ok((key, Transition::new(state, ffi::now_ms(), token)))
+}
+
+/// The fencing counter, read only when a grant may need it: the caller
+/// asked for FENCE, or a queued waiter did.
+fn load_token(ctx: &Context, lock: &LockId, caller_fences: bool) -> TokenValue {
+    let waiters_fence = registry().is_ok_and(|r| r.fenced_waiters(lock) > 0);
+    (caller_fences || waiters_fence).then(|| store::read_token(ctx, &lock.key))
+}
 
 /// Applies `tx` to `key`: writes and their replication first, then the
 /// answers to woken waiters (Redis sends them after this execution unit, so
@@ -56,7 +87,7 @@ pub fn commit(ctx: &Context, lock: &LockId, key: &LockKey, tx: Transition<Waiter
     }
 }
 
-fn deliver(ctx: &Context, lock: &LockId, wakes: Vec<crate::rules::lock::Wake<Waiter>>) {
+fn deliver(ctx: &Context, lock: &LockId, wakes: Vec<Wake<Waiter>>) {
     if wakes.is_empty() {
         return;
     }
@@ -65,16 +96,18 @@ fn deliver(ctx: &Context, lock: &LockId, wakes: Vec<crate::rules::lock::Wake<Wai
             let released = reg.forget_woken(lock, &wakes);
             stop(ctx, released.lease_timer);
         }
-        Err(e) => ctx.log_warning(&format!("lock: waiter bookkeeping skipped: {e}")),
+        Err(e) => ffi::log_warning(ctx, &format!("lock: waiter bookkeeping skipped: {e}")),
     }
     for wake in wakes {
         stop(ctx, wake.waiter.wait_timer);
         let outcome = match wake.answer {
-            Answer::Granted(reply) => Outcome::Granted {
+            Answer::Granted(reply) => Outcome::Granted(
+                Grant {
+                    lock: lock.clone(),
+                    owner: wake.waiter.request.owner,
+                },
                 reply,
-                lock: lock.clone(),
-                owner: wake.waiter.request.owner,
-            },
+            ),
             Answer::Failed(e) => Outcome::Failed(e.to_string()),
         };
         ffi::unblock::<Blocked>(wake.waiter.bc, Some(outcome));
@@ -94,8 +127,10 @@ pub fn ensure_lease_timer(ctx: &Context, lock: &LockId, ttl_ms: Option<i64>) {
     let Some(ttl) = ttl_ms else {
         return;
     };
-    // Redis expires a key once now > deadline, so aim 1 ms past it.
-    let delay = ttl + 1;
+    // Redis expires a key once now > deadline, so aim 1 ms past it. A TTL
+    // set by hand can be far longer than the server's timer arithmetic
+    // allows: such a timer fires early and is re-armed.
+    let delay = ttl.saturating_add(1).min(MAX_DURATION_MS);
     let fires_at = ffi::now_ms() + delay;
     let Ok(mut reg) = registry() else {
         return;
@@ -139,42 +174,25 @@ fn writable(ctx: &Context) -> Writable {
     }
 }
 
-/// In a cluster, a timer may only write keys of slots this node serves and
-/// is not migrating away; commands are routed by the server, timers are not.
-fn serves(ctx: &Context, key: &[u8]) -> bool {
-    if !ctx.get_flags().contains(ContextFlags::CLUSTER) {
-        return true;
-    }
-    ctx.call("CLUSTER", &["NODES"])
-        .and_then(String::try_from)
-        .is_ok_and(|nodes| myself_serves_slot(&nodes, key_slot(key)))
-}
-
-/// Re-reads a lock that has waiters and hands it on if it is free.
-fn settle(ctx: &Context, lock: &LockId) {
-    if !registry().is_ok_and(|r| r.queue_len(lock) > 0) {
+/// Re-reads a lock that has waiters and hands it on if it is free. In a
+/// cluster a timer may only write keys of slots this node serves (commands
+/// are routed by the server, timers are not).
+fn settle(ctx: &Context, placement: &Placement, lock: &LockId) {
+    if !registry().is_ok_and(|r| r.queue_len(lock) > 0) || !ffi::select_db(ctx, lock.db) {
         return;
     }
-    if !ffi::select_db(ctx, lock.db) {
-        return;
-    }
-    if !serves(ctx, &lock.key) {
+    if !placement.serves(&lock.key) {
         return reject_all(ctx, lock, &LockError::slot_not_served());
     }
     let name = ffi::string(ctx, &lock.key);
-    let key = match LockKey::open(ctx, &name) {
-        Ok(key) => key,
-        Err(e) => return ctx.log_warning(&format!("lock: {e}")),
-    };
-    let state = match key.read() {
-        Ok(state) => state,
+    let (key, mut tx) = match begin(ctx, &name, lock, false) {
+        Ok(started) => started,
+        // The key now holds another type: waiting on would never end.
         Err(e) => return reject_all(ctx, lock, &e),
     };
-    let token = load_token(ctx, lock, false);
-    let mut tx = Transition::new(state, ffi::now_ms(), token);
     match registry() {
         Ok(mut reg) => reg.with_queue(lock, |queue| tx.settle(queue)),
-        Err(e) => return ctx.log_warning(&format!("lock: {e}")),
+        Err(e) => return ffi::log_warning(ctx, &format!("lock: {e}")),
     }
     commit(ctx, lock, &key, tx);
 }
@@ -187,34 +205,19 @@ fn reject_all(ctx: &Context, lock: &LockId, error: &LockError) {
     deliver(ctx, lock, tx.wakes);
 }
 
-/// The fencing counter, read only when a grant may need it: the caller
-/// asked for FENCE, or a queued waiter did.
-pub fn load_token(
-    ctx: &Context,
-    lock: &LockId,
-    caller_fences: bool,
-) -> crate::rules::lock::TokenValue {
-    let waiters_fence = registry().is_ok_and(|r| r.fenced_waiters(lock) > 0);
-    (caller_fences || waiters_fence).then(|| store::read_token(ctx, &lock.key))
-}
-
-/// A waiter was granted the lock but its connection closed before the
-/// answer reached it: release that hold again, handing the lock on.
-fn release_lost_grant(ctx: &Context, lock: &LockId, owner: &[u8]) {
-    if !ffi::select_db(ctx, lock.db) || !serves(ctx, &lock.key) {
+/// Releases the hold of a waiter that never got its answer, handing the
+/// lock on.
+fn release_lost_grant(ctx: &Context, placement: &Placement, grant: &Grant) {
+    let lock = &grant.lock;
+    if !ffi::select_db(ctx, lock.db) || !placement.serves(&lock.key) {
         return;
     }
     let name = ffi::string(ctx, &lock.key);
-    let Ok(key) = LockKey::open(ctx, &name) else {
+    let Ok((key, mut tx)) = begin(ctx, &name, lock, false) else {
         return;
     };
-    let Ok(state) = key.read() else {
-        return;
-    };
-    let token = load_token(ctx, lock, false);
-    let mut tx = Transition::new(state, ffi::now_ms(), token);
     let released = match registry() {
-        Ok(mut reg) => reg.with_queue(lock, |queue| tx.release(queue, owner)),
+        Ok(mut reg) => reg.with_queue(lock, |queue| tx.release(queue, &grant.owner)),
         Err(_) => return,
     };
     // NOTOWNER: the lease ran out or someone removed it already.
@@ -227,12 +230,6 @@ fn release_lost_grant(ctx: &Context, lock: &LockId, owner: &[u8]) {
 // ---------------------------------------------------------------------------
 // Deferred work and its 0 ms timer
 
-/// A hold handed to a waiter, to be released if the waiter never heard.
-struct Grant {
-    lock: LockId,
-    owner: Vec<u8>,
-}
-
 #[derive(Default)]
 struct Deferred {
     keys: HashSet<LockId>,
@@ -243,10 +240,7 @@ struct Deferred {
 static DEFERRED: LazyLock<Mutex<Deferred>> = LazyLock::new(Mutex::default);
 
 fn defer(ctx: &Context, add: impl FnOnce(&mut Deferred)) {
-    let mut deferred = match DEFERRED.lock() {
-        Ok(d) => d,
-        Err(poisoned) => poisoned.into_inner(),
-    };
+    let mut deferred = lock(&DEFERRED);
     add(&mut deferred);
     if !deferred.armed {
         deferred.armed = ffi::create_timer::<Drain>(ctx, 0, 0).is_some();
@@ -265,10 +259,7 @@ struct Drain;
 impl TimerHandler for Drain {
     fn fire(ctx: &Context, _: u64) {
         let work = {
-            let mut deferred = match DEFERRED.lock() {
-                Ok(d) => d,
-                Err(poisoned) => poisoned.into_inner(),
-            };
+            let mut deferred = lock(&DEFERRED);
             deferred.armed = false;
             match writable(ctx) {
                 // A replica has no waiters (they are disconnected on demotion).
@@ -283,11 +274,12 @@ impl TimerHandler for Drain {
                 Writable::Now => std::mem::take(&mut *deferred),
             }
         };
+        let placement = Placement::read(ctx);
         for lock in &work.keys {
-            settle(ctx, lock);
+            settle(ctx, &placement, lock);
         }
         for grant in &work.lost_grants {
-            release_lost_grant(ctx, &grant.lock, &grant.owner);
+            release_lost_grant(ctx, &placement, grant);
         }
     }
 }
@@ -302,7 +294,7 @@ impl TimerHandler for LeaseExpiry {
         match writable(ctx) {
             Writable::Never => {}
             Writable::Later => defer_key(ctx, lock),
-            Writable::Now => settle(ctx, &lock),
+            Writable::Now => settle(ctx, &Placement::read(ctx), &lock),
         }
     }
 }
@@ -316,28 +308,21 @@ impl BlockHandler for Blocked {
     type Answer = Outcome;
 
     fn reply(ctx: &Context, answer: Option<&Outcome>) {
-        let reply = match answer {
-            Some(Outcome::Granted { reply, lock, owner }) => {
-                remember_answered(
-                    ctx,
-                    Grant {
-                        lock: lock.clone(),
-                        owner: owner.clone(),
-                    },
-                );
-                Ok(RedisValue::Integer(*reply))
+        match answer {
+            Some(Outcome::Granted(grant, reply)) => {
+                remember_answered(ctx, grant);
+                ffi::reply_integer(ctx, *reply);
             }
-            Some(Outcome::Failed(e)) => Err(redis_module::RedisError::String(e.clone())),
-            Some(Outcome::TimedOut) | None => Ok(RedisValue::Null),
-        };
-        ctx.reply(reply);
+            Some(Outcome::Failed(e)) => ffi::reply_error(ctx, e),
+            Some(Outcome::TimedOut) | None => ffi::reply_null(ctx),
+        }
     }
 
     fn timeout(ctx: &Context, bc: BlockedClient) {
         // CLIENT UNBLOCK <id> [TIMEOUT]. Already answered if not queued.
         if leave_queue(ctx, bc) {
             Stats::bump(&STATS.wait_timeouts);
-            ctx.reply(Ok(RedisValue::Null));
+            ffi::reply_null(ctx);
             ffi::unblock::<Blocked>(bc, None);
         }
     }
@@ -352,30 +337,27 @@ impl BlockHandler for Blocked {
     }
 
     fn free(ctx: &Context, outcome: Box<Outcome>, client_gone: bool) {
-        if let (true, Outcome::Granted { lock, owner, .. }) = (client_gone, *outcome) {
-            defer(ctx, |d| d.lost_grants.push(Grant { lock, owner }));
+        if let (true, Outcome::Granted(grant, _)) = (client_gone, *outcome) {
+            defer(ctx, |d| d.lost_grants.push(grant));
         }
     }
 }
 
-/// Grants answered but possibly not yet sent, by client id: from the reply
-/// callback (in the server's before-sleep step) to the next wake-up of the
-/// event loop. In between the server writes pending replies and then frees
-/// the clients it marked to close; a waiter freed there never got its
-/// answer (its connection failed or was closing), so the grant is released.
-/// Once the loop wakes up, the answer was written to the socket and the lock
-/// is the owner's, even if the client disconnects right after.
+/// Grants answered in the server's before-sleep step, by client id, until
+/// the event loop next wakes up. In between the server writes pending
+/// replies and frees the clients it marked to close. A waiter freed there
+/// with output still unsent (its connection failed, or it was already
+/// closing) never got its answer, so its grant is released. A waiter freed
+/// with everything sent (a pipelined QUIT) got it, and keeps the lock.
 static ANSWERED: LazyLock<Mutex<HashMap<u64, Grant>>> = LazyLock::new(Mutex::default);
 static ANY_ANSWERED: AtomicBool = AtomicBool::new(false);
 
-fn answered() -> std::sync::MutexGuard<'static, HashMap<u64, Grant>> {
-    ANSWERED
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn remember_answered(ctx: &Context, grant: Grant) {
-    answered().insert(ffi::client_id(ctx), grant);
+fn remember_answered(ctx: &Context, grant: &Grant) {
+    let grant = Grant {
+        lock: grant.lock.clone(),
+        owner: grant.owner.clone(),
+    };
+    lock(&ANSWERED).insert(ffi::client_id(ctx), grant);
     ANY_ANSWERED.store(true, Relaxed);
 }
 
@@ -412,27 +394,28 @@ impl TimerHandler for WaitTimeout {
 /// Keyspace notification callback. Must not write (see the module notes):
 /// it only notes the key for the 0 ms drain.
 pub fn on_keyspace_event(ctx: &Context, _class: NotifyEvent, event: &str, key: &[u8]) {
-    if store::is_own_notification() {
-        return;
-    }
-    let db = ffi::selected_db(ctx);
-    // When the registry is busy (never expected), note the key anyway: the
-    // drain re-checks everything.
-    if registry().is_ok_and(|r| !r.has_waiters(db, key)) {
-        return;
-    }
-    // Whoever noticed first (the lease timer, Redis's active or lazy expiry,
-    // a command opening the key), the lease ran out while callers waited.
-    if event == "expired" {
-        Stats::bump(&STATS.expired_with_waiters);
-    }
-    defer_key(
-        ctx,
-        LockId {
+    ffi::guard(ctx, || {
+        if store::is_own_notification() {
+            return;
+        }
+        let db = ffi::selected_db(ctx);
+        // When the registry is busy (never expected), note the key anyway:
+        // the drain re-checks everything.
+        if registry().is_ok_and(|r| !r.has_waiters(db, key)) {
+            return;
+        }
+        // Whoever noticed first (the lease timer, Redis's active or lazy
+        // expiry, a command opening the key), the lease ran out while
+        // callers waited.
+        if event == "expired" {
+            Stats::bump(&STATS.expired_with_waiters);
+        }
+        let lock = LockId {
             db,
             key: key.to_vec(),
-        },
-    );
+        };
+        defer_key(ctx, lock);
+    });
 }
 
 pub struct ServerEvents;
@@ -450,15 +433,22 @@ impl ServerEventHandler for ServerEvents {
         if !ANY_ANSWERED.load(Relaxed) {
             return;
         }
-        let lost = answered().remove(&client_id);
-        if let Some(grant) = lost {
+        let Some(grant) = lock(&ANSWERED).remove(&client_id) else {
+            return;
+        };
+        // The client is still whole while this event runs.
+        let line = ctx
+            .call("CLIENT", &["LIST", "ID", &client_id.to_string()])
+            .and_then(String::try_from)
+            .unwrap_or_default();
+        if has_unsent_output(&line) {
             defer(ctx, |d| d.lost_grants.push(grant));
         }
     }
 
     fn after_sleep(_ctx: &Context) {
         if ANY_ANSWERED.swap(false, Relaxed) {
-            answered().clear();
+            lock(&ANSWERED).clear();
         }
     }
 }

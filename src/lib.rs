@@ -17,7 +17,7 @@ mod config;
 mod ffi;
 mod handoff;
 mod info;
-pub mod rules;
+mod rules;
 mod store;
 mod waiters;
 
@@ -135,12 +135,12 @@ mod module {
         ffi::signal_modified_keys_explicitly(ctx);
         for doc in DOCS {
             if !ffi::set_command_doc(ctx, doc) {
-                ctx.log_warning(&format!("lock: could not describe {:?}", doc.name));
+                ffi::log_warning(ctx, &format!("lock: could not describe {:?}", doc.name));
                 return Status::Err;
             }
         }
         if !ffi::subscribe_server_events::<handoff::ServerEvents>(ctx) {
-            ctx.log_warning("lock: could not subscribe to server events");
+            ffi::log_warning(ctx, "lock: could not subscribe to server events");
             return Status::Err;
         }
         Status::Ok
@@ -149,16 +149,18 @@ mod module {
     #[allow(deprecated)] // the builder API cannot name the section after the module
     #[info_command_handler]
     fn info(ctx: &InfoContext, _for_crash_report: bool) -> RedisResult<()> {
-        ctx.add_info_section(None);
-        for (name, value) in info::STATS.fields() {
-            ctx.add_info_field_long_long(name, value as i64);
-        }
-        // Never blocks: INFO may run inside a crash report.
-        let (waiters, locks) = waiters::registry()
-            .map(|r| (r.waiting(), r.locks_in(-1).len()))
-            .unwrap_or_default();
-        ctx.add_info_field_long_long("waiters", waiters as i64);
-        ctx.add_info_field_long_long("locks_with_waiters", locks as i64);
+        // Nothing here may panic or block: INFO also runs in crash reports.
+        let _ = std::panic::catch_unwind(|| {
+            ctx.add_info_section(None);
+            for (name, value) in info::STATS.fields() {
+                ctx.add_info_field_long_long(name, value as i64);
+            }
+            let (waiters, locks) = waiters::registry()
+                .map(|r| (r.waiting(), r.lock_count()))
+                .unwrap_or_default();
+            ctx.add_info_field_long_long("waiters", waiters as i64);
+            ctx.add_info_field_long_long("locks_with_waiters", locks as i64);
+        });
         Ok(())
     }
 

@@ -2,16 +2,18 @@
 //! the rules' writes with the key API, replicating each as the native command
 //! a replica (with or without this module) and the AOF will replay.
 
+use std::ffi::{c_int, CStr};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
-use redis_module::{CallOptionsBuilder, CallResult, Context, ContextFlags, RedisString};
+use redis_module::{Context, ContextFlags, RedisString};
 
 use crate::config;
 use crate::ffi::{self, Key, KeyKind};
 use crate::rules::args::parse_i64;
 use crate::rules::error::LockError;
-use crate::rules::keys::{notify_channel, token_key};
+use crate::rules::keys::{key_slot, notify_channel, token_key, token_key_in_slot};
 use crate::rules::lock::{LockState, Write};
+use crate::rules::server::myself_serves_slot;
 
 /// Set while this module fires keyspace notifications for its own writes, so
 /// its own listener can tell them from outside changes.
@@ -21,10 +23,36 @@ pub fn is_own_notification() -> bool {
     NOTIFYING.load(Relaxed)
 }
 
-fn notify_own(ctx: &Context, class: std::ffi::c_int, event: &std::ffi::CStr, name: &RedisString) {
+/// The keyspace event the native command would fire.
+fn notify_own(ctx: &Context, class: c_int, event: &CStr, name: &RedisString) {
     NOTIFYING.store(true, Relaxed);
     ffi::notify(ctx, class, event, name);
     NOTIFYING.store(false, Relaxed);
+}
+
+fn in_cluster(ctx: &Context) -> bool {
+    ctx.get_flags().contains(ContextFlags::CLUSTER)
+}
+
+/// Where this node stands in a cluster (`CLUSTER NODES`), read once for a
+/// batch of keys; outside cluster mode every key is served here.
+pub struct Placement(Option<String>);
+
+impl Placement {
+    pub fn read(ctx: &Context) -> Self {
+        if !in_cluster(ctx) {
+            return Self(None);
+        }
+        let nodes = ctx.call("CLUSTER", &["NODES"]).and_then(String::try_from);
+        Self(Some(nodes.unwrap_or_default()))
+    }
+
+    /// Whether this node serves `key`'s slot and is not migrating it away.
+    pub fn serves(&self, key: &[u8]) -> bool {
+        self.0
+            .as_deref()
+            .is_none_or(|nodes| myself_serves_slot(nodes, key_slot(key)))
+    }
 }
 
 /// A lock key opened for writing.
@@ -76,18 +104,28 @@ impl<'c> LockKey<'c> {
                     notify_own(ctx, ffi::NOTIFY_GENERIC, c"del", self.name);
                     modified = true;
                 }
-                Write::IncrToken => incr_token(ctx, name),
-                Write::Notify => {
-                    if config::redisson_notify() {
-                        let sharded = ctx.get_flags().contains(ContextFlags::CLUSTER);
-                        ffi::publish(ctx, &notify_channel(name), b"0", sharded);
-                    }
-                }
+                Write::IncrToken { to } => incr_token(ctx, name, *to),
+                Write::Notify => publish_release(ctx, name),
             }
         }
         if modified {
             ffi::signal_modified(ctx, self.name);
         }
+    }
+}
+
+/// Redisson's unlock message. Like Redisson's own PUBLISH it also reaches
+/// subscribers on replicas: SPUBLISH travels with the shard in a cluster,
+/// and a standalone master sends PUBLISH down the replication stream.
+fn publish_release(ctx: &Context, lock: &[u8]) {
+    if !config::redisson_notify() {
+        return;
+    }
+    let channel = notify_channel(lock);
+    let sharded = in_cluster(ctx);
+    ffi::publish(ctx, &channel, b"0", sharded);
+    if !sharded {
+        ffi::replicate_publish(ctx, &channel, b"0");
     }
 }
 
@@ -118,42 +156,46 @@ fn read_state(key: &Key) -> Result<LockState, LockError> {
 }
 
 /// The current value of the lock's fencing counter: 0 when it does not
-/// exist yet, an error if it holds something INCR would refuse.
+/// exist yet, an error if it holds something INCR would refuse. In a cluster
+/// whose slot is migrating, a missing token key may already be on the other
+/// node, so its value is unknown here.
 pub fn read_token(ctx: &Context, lock: &[u8]) -> Result<i64, LockError> {
     let name = ffi::string(ctx, &token_key(lock));
-    let Some(key) = Key::open(ctx, &name, false) else {
-        return Ok(0);
-    };
-    match key.kind() {
-        KeyKind::Empty => Ok(0),
-        KeyKind::String => parse_i64(&key.string_value()).ok_or_else(LockError::token_not_integer),
-        KeyKind::Hash | KeyKind::Other => Err(LockError::token_wrong_type()),
+    let value = Key::open(ctx, &name, false).map(|key| (key.kind(), key.string_value()));
+    match value {
+        Some((KeyKind::String, value)) => {
+            parse_i64(&value).ok_or_else(LockError::token_not_integer)
+        }
+        Some((KeyKind::Hash | KeyKind::Other, _)) => Err(LockError::token_wrong_type()),
+        Some((KeyKind::Empty, _)) | None if Placement::read(ctx).serves(lock) => Ok(0),
+        Some((KeyKind::Empty, _)) | None => Err(LockError::token_unavailable()),
     }
 }
 
-/// The fencing counter for LOCK.INFO: only when it exists and is valid.
+/// The fencing counter for LOCK.INFO: only when it exists, holds an integer
+/// and is in the lock's slot.
 pub fn existing_token(ctx: &Context, lock: &[u8]) -> Option<i64> {
-    let name = ffi::string(ctx, &token_key(lock));
+    let name = ffi::string(ctx, &token_key_in_slot(lock).ok()?);
     let key = Key::open(ctx, &name, false)?;
     (key.kind() == KeyKind::String)
         .then(|| parse_i64(&key.string_value()))
         .flatten()
 }
 
-/// INCR through the server itself, so the token key behaves on the master
-/// exactly as the replicated INCR will on replicas (encoding, kept TTL).
-fn incr_token(ctx: &Context, lock: &[u8]) {
-    let key = token_key(lock);
-    let options = CallOptionsBuilder::new()
-        .replicate()
-        .errors_as_replies()
-        .build();
-    NOTIFYING.store(true, Relaxed);
-    let result: CallResult = ctx.call_ext("INCR", &options, &[key.as_slice()]);
-    NOTIFYING.store(false, Relaxed);
-    if let Err(e) = result {
-        // The rules checked the value before deciding; reaching this means
-        // the check and the server disagree.
-        ctx.log_warning(&format!("lock: INCR of the fencing token failed: {e:?}"));
+/// Brings the token key to `to` with the key API and replicates `INCR`.
+/// The rules computed `to` from the value read before, so the replayed INCR
+/// lands on the same number; the key keeps its TTL, as with INCR.
+fn incr_token(ctx: &Context, lock: &[u8], to: i64) {
+    let name = ffi::string(ctx, &token_key(lock));
+    let Some(key) = Key::open(ctx, &name, true) else {
+        return ffi::log_warning(ctx, "lock: cannot open the fencing token key");
+    };
+    let expires_at = key.expires_at();
+    key.string_set(ctx, to.to_string().as_bytes());
+    if let Some(at) = expires_at {
+        key.expire_at(at);
     }
+    ctx.replicate("INCR", &[name.as_slice()]);
+    notify_own(ctx, ffi::NOTIFY_STRING, c"incrby", &name);
+    ffi::signal_modified(ctx, &name);
 }

@@ -114,6 +114,11 @@ impl Registry {
         self.queue(lock).map_or(0, |q| q.fenced)
     }
 
+    /// How many locks have a queue.
+    pub fn lock_count(&self) -> usize {
+        self.queues.values().map(HashMap::len).sum()
+    }
+
     /// Every lock someone waits for in `db` (all databases for -1).
     pub fn locks_in(&self, db: i32) -> Vec<LockId> {
         self.queues
@@ -128,19 +133,20 @@ impl Registry {
             .collect()
     }
 
+    /// Queues `waiter` under a fresh `id` (from [`Registry::next_serial`]).
     pub fn enqueue(&mut self, lock: LockId, id: WaiterId, waiter: Waiter) {
-        self.handles.insert(waiter.bc, id);
         let queue = self
             .queues
             .entry(lock.db)
             .or_default()
             .entry(lock.key.clone())
             .or_default();
-        if waiter.request.fence {
-            queue.fenced += 1;
+        let (bc, fence) = (waiter.bc, waiter.request.fence);
+        if queue.fifo.push_back(id, waiter) {
+            queue.fenced += usize::from(fence);
+            self.handles.insert(bc, id);
+            self.locations.insert(id, lock);
         }
-        queue.fifo.push_back(id, waiter);
-        self.locations.insert(id, lock);
     }
 
     /// Runs `rules` on the queue of `lock` (an empty one if nobody waits).

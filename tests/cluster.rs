@@ -285,3 +285,47 @@ fn waiter_of_a_migrated_slot_gets_tryagain_and_nothing_is_rewritten() {
     assert_eq!(q::<i64>(&mut b.client(), &["LOCK.RELEASE", key, "o1"]), 0);
     assert!(!a.log().contains("internal error caught"), "{}", a.log());
 }
+
+#[test]
+fn fence_while_the_slot_migrates_and_the_token_is_elsewhere_is_tryagain() {
+    // The lock key is still here (so the command is served here), the token
+    // key is not: its value is unknown here and must not restart at 1.
+    let cluster = Cluster::start(3);
+    let key = "fenced-migrating";
+    let s = slot(&cluster, key).to_string();
+    let a = cluster.node_for(key);
+    let b = other_node(&cluster, key);
+    let (a_id, b_id) = (node_id(a), node_id(b));
+    let mut con = a.client();
+    assert_eq!(q::<i64>(&mut con, &["LOCK.ACQUIRE", key, "o1", "FENCE"]), 1);
+    assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", key, "o1"]), 0);
+    assert_eq!(q::<i64>(&mut con, &["LOCK.ACQUIRE", key, "o1", "FENCE"]), 2);
+
+    let _: () = q(
+        &mut b.client(),
+        &["CLUSTER", "SETSLOT", &s, "IMPORTING", &a_id],
+    );
+    let _: () = q(&mut con, &["CLUSTER", "SETSLOT", &s, "MIGRATING", &b_id]);
+    let token = format!("redisson_lock_token:{{{key}}}");
+    let _: () = q(
+        &mut con,
+        &[
+            "MIGRATE",
+            "127.0.0.1",
+            &b.port.to_string(),
+            &token,
+            "0",
+            "5000",
+        ],
+    );
+    let e = err(&mut con, &["LOCK.ACQUIRE", key, "o1", "FENCE"]);
+    assert!(e.starts_with("TRYAGAIN"), "{e}");
+    assert_eq!(lock_field(&mut con, key, "holds").as_deref(), Some("1"));
+    assert_eq!(
+        q::<i64>(&mut con, &["CLUSTER", "COUNTKEYSINSLOT", &s]),
+        1,
+        "only the lock: no new counter on the old node"
+    );
+    // Without FENCE the lock itself still works here.
+    assert_eq!(q::<i64>(&mut con, &["LOCK.ACQUIRE", key, "o1"]), 2);
+}

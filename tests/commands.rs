@@ -1283,3 +1283,80 @@ fn short_timeout(con: &Connection) {
     con.set_read_timeout(Some(Duration::from_secs(5)))
         .expect("read timeout");
 }
+
+#[test]
+fn client_text_in_errors_is_escaped_and_never_breaks_the_server() {
+    // Code points that are multiples of 256 (Ā U+0100, 一 U+4E00) once
+    // turned into NUL bytes on their way into an error reply.
+    let server = Server::start();
+    let mut con = server.client();
+    assert_eq!(
+        err(&mut con, &["LOCK.ACQUIRE", "k", "o", "一"]),
+        "ERR syntax error: unknown option '\\xe4\\xb8\\x80'"
+    );
+    assert_eq!(
+        err(&mut con, &["LOCK.ACQUIRE", "k", "o", "PX", "Ā%s\r\n"]),
+        "ERR invalid PX '\\xc4\\x80%s\\x0d\\x0a': not an integer or out of range"
+    );
+    let _: i64 = q(&mut con, &["HSET", "h", "Ā", "x"]);
+    assert_eq!(
+        err(&mut con, &["LOCK.INFO", "h"]),
+        "WRONGTYPE key holds a hash that is not a lock: field '\\xc4\\x80' holds 'x', not a positive hold count"
+    );
+    let crossslot = err(&mut con, &["LOCK.ACQUIRE", "{}一", "o", "FENCE"]);
+    assert!(
+        crossslot
+            .starts_with("CROSSSLOT fencing token key 'redisson_lock_token:{}\\xe4\\xb8\\x80'"),
+        "{crossslot}"
+    );
+    let pong: String = q(&mut con, &["PING"]);
+    assert_eq!(pong, "PONG");
+
+    // A waiter answered with such a text gets it whole, and only it.
+    let _: Value = acquire(&mut con, "k", "holder", &["PX", "60000"]);
+    let mut w: Connection = queue_waiter(&server, &mut con, "k", "w", &["BLOCK", "0"], 1);
+    let _: () = q(&mut con, &["MULTI"]);
+    let _: String = q(&mut con, &["DEL", "k"]);
+    let _: String = q(&mut con, &["HSET", "k", "Ā", "x"]);
+    let _: Value = q(&mut con, &["EXEC"]);
+    assert_eq!(
+        recv_error(&mut w),
+        "WRONGTYPE key holds a hash that is not a lock: field '\\xc4\\x80' holds 'x', not a positive hold count"
+    );
+    let pong: String = q(&mut w, &["PING"]);
+    assert_eq!(pong, "PONG");
+    assert!(!server.log().contains("internal error"), "{}", server.log());
+}
+
+#[test]
+fn fence_with_a_broken_token_is_an_error_even_when_the_lock_is_busy() {
+    let server = Server::start();
+    let mut con = server.client();
+    let _: Value = acquire(&mut con, "k", "holder", &["PX", "60000"]);
+    let _: () = q(&mut con, &["SET", "redisson_lock_token:{k}", "abc"]);
+    let want = "ERR fencing token key holds a value that is not an integer or out of range";
+    assert_eq!(
+        err(&mut con, &["LOCK.ACQUIRE", "k", "other", "FENCE"]),
+        want
+    );
+    assert_eq!(
+        err(
+            &mut con,
+            &["LOCK.ACQUIRE", "k", "other", "FENCE", "BLOCK", "0"]
+        ),
+        want
+    );
+    assert_eq!(waiters(&mut con, "k"), 0);
+}
+
+#[test]
+fn info_never_reads_a_token_key_of_another_slot() {
+    // For `{}x` the token key would hash elsewhere: FENCE refuses it, and
+    // LOCK.INFO does not look at a key of that name either.
+    let server = Server::start();
+    let mut con = server.client();
+    let _: Value = acquire(&mut con, "{}x", "o", &["PX", "60000"]);
+    let _: () = q(&mut con, &["SET", "redisson_lock_token:{}x", "7"]);
+    assert_eq!(lock_field(&mut con, "{}x", "token"), None);
+    assert_eq!(lock_field(&mut con, "{}x", "owner").as_deref(), Some("o"));
+}

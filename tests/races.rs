@@ -99,3 +99,26 @@ fn a_waiter_that_disconnects_after_its_answer_keeps_the_lock() {
     let left: i64 = q(&mut server.client(), &["LOCK.RELEASE", "k", "w"]);
     assert_eq!(left, 0);
 }
+
+#[test]
+fn a_waiter_that_pipelined_quit_keeps_the_lock_it_was_answered() {
+    // QUIT behind the blocked acquire closes the connection in the same
+    // event loop turn as the answer, but only after writing it.
+    let server = Server::start();
+    let mut holder = server.client();
+    let n: i64 = q(&mut holder, &["LOCK.ACQUIRE", "k", "holder", "PX", "60000"]);
+    assert_eq!(n, 1);
+    let mut w = TcpStream::connect(server.addr()).expect("connect");
+    w.write_all(b"*5\r\n$12\r\nLOCK.ACQUIRE\r\n$1\r\nk\r\n$1\r\nw\r\n$5\r\nBLOCK\r\n$1\r\n0\r\n*1\r\n$4\r\nQUIT\r\n")
+        .expect("send");
+    wait_for_waiters(&mut holder, "k", 1);
+    let left: i64 = q(&mut holder, &["LOCK.RELEASE", "k", "holder"]);
+    assert_eq!(left, 0);
+    let mut answer = Vec::new();
+    std::io::Read::read_to_end(&mut w, &mut answer).expect("read until closed");
+    assert_eq!(answer, b":1\r\n+OK\r\n");
+    let pong: String = q(&mut holder, &["PING"]);
+    assert_eq!(pong, "PONG");
+    assert_eq!(lock_field(&mut holder, "k", "owner").as_deref(), Some("w"));
+    assert_eq!(server.stat("lost_grants_released"), 0);
+}

@@ -556,3 +556,78 @@ fn replica_timers_do_nothing_expiry_comes_from_master() {
     assert_clean_log(&with_module);
     assert_clean_log(&master);
 }
+
+#[test]
+fn release_message_reaches_subscribers_on_replicas() {
+    // Redisson clients may subscribe on replicas; a standalone master sends
+    // PUBLISH down the replication stream, and so does the module.
+    let master = master_config().start();
+    let replica = master.start_replica(Config::default().without_module());
+    let mut sub = replica.client();
+    let channel = "redisson_lock__channel:{k}";
+    send(&mut sub, &["SUBSCRIBE", channel]);
+    assert_eq!(
+        recv(&mut sub).unwrap(),
+        Value::Array(vec![
+            Value::BulkString(b"subscribe".to_vec()),
+            Value::BulkString(channel.into()),
+            Value::Int(1)
+        ])
+    );
+    let mut con = master.client();
+    assert_eq!(q::<i64>(&mut con, &["LOCK.ACQUIRE", "k", "o1"]), 1);
+    assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "k", "o1"]), 0);
+    assert_eq!(
+        recv(&mut sub).unwrap(),
+        Value::Array(vec![
+            Value::BulkString(b"message".to_vec()),
+            Value::BulkString(channel.into()),
+            Value::BulkString(b"0".to_vec())
+        ])
+    );
+    sync_replicas(&master, 1);
+    assert_eq!(digest(&master), digest(&replica));
+}
+
+#[test]
+fn a_replica_that_accepts_writes_still_refuses_lock_writes() {
+    let master = master_config().start();
+    let replica = master.start_replica(Config::default().arg("replica-read-only", "no"));
+    let mut rcon = replica.client();
+    let _: () = q(&mut rcon, &["SET", "plain", "writes work here"]);
+    for args in [
+        &["LOCK.ACQUIRE", "k", "o1", "BLOCK", "0"][..],
+        &["LOCK.RELEASE", "k", "o1"],
+        &["LOCK.RENEW", "k", "o1"],
+        &["LOCK.FORCERELEASE", "k"],
+    ] {
+        assert_eq!(
+            err(&mut rcon, args),
+            "READONLY lock commands cannot run on a replica",
+            "{args:?}"
+        );
+    }
+    assert_eq!(waiters(&mut rcon, "k"), 0);
+    assert!(!exists(&mut rcon, "k"));
+}
+
+#[test]
+fn token_key_with_a_ttl_keeps_it_on_master_and_replicas() {
+    // INCR keeps a key's TTL: the module's token write must too, or the
+    // replicated INCR would leave the replica with a TTL the master lacks.
+    let master = master_config().start();
+    let replica = master.start_replica(Config::default().without_module());
+    let mut con = master.client();
+    let token = "redisson_lock_token:{k}";
+    let _: () = q(&mut con, &["SET", token, "41", "PX", "600000"]);
+    assert_eq!(
+        q::<i64>(&mut con, &["LOCK.ACQUIRE", "k", "o1", "FENCE"]),
+        42
+    );
+    sync_replicas(&master, 1);
+    let at = pexpiretime(&mut con, token);
+    assert!(at > 0, "the token key lost its TTL");
+    assert_eq!(pexpiretime(&mut replica.client(), token), at);
+    assert_eq!(q::<String>(&mut replica.client(), &["GET", token]), "42");
+    assert_eq!(digest(&master), digest(&replica));
+}

@@ -4,15 +4,15 @@
 
 use redis_module::{Context, ContextFlags, RedisResult, RedisString, RedisValue};
 
-use super::run;
+use super::{refuse_on_replica, run};
 use crate::config;
 use crate::ffi::{self, Field};
-use crate::handoff::{self, Blocked, Outcome, WaitTimeout};
+use crate::handoff::{self, begin, Blocked, Outcome, WaitTimeout};
 use crate::rules::args::{parse_acquire_options, parse_owner, parse_renew_options, Wait};
 use crate::rules::error::LockError;
 use crate::rules::keys::token_key_in_slot;
-use crate::rules::lock::{Acquired, LockState, Request, Transition};
-use crate::store::{self, LockKey};
+use crate::rules::lock::{Acquired, LockState, Request};
+use crate::store;
 use crate::waiters::{registry, LockId, Waiter};
 
 fn lock_id(ctx: &Context, name: &RedisString) -> LockId {
@@ -20,19 +20,6 @@ fn lock_id(ctx: &Context, name: &RedisString) -> LockId {
         db: ffi::selected_db(ctx),
         key: name.as_slice().to_vec(),
     }
-}
-
-/// Opens and reads the lock, and starts a transition from what it holds.
-fn begin<'c>(
-    ctx: &'c Context,
-    name: &'c RedisString,
-    lock: &LockId,
-    caller_fences: bool,
-) -> Result<(LockKey<'c>, Transition<Waiter>), LockError> {
-    let key = LockKey::open(ctx, name)?;
-    let state = key.read()?;
-    let token = handoff::load_token(ctx, lock, caller_fences);
-    Ok((key, Transition::new(state, ffi::now_ms(), token)))
 }
 
 /// `COMMAND key owner [options...]`, split.
@@ -73,30 +60,33 @@ pub fn acquire(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             fence: options.fence,
         };
         // Like BLPOP: inside MULTI, Lua or RM_Call a busy lock answers nil.
-        let may_wait =
-            options.wait.is_some() && !ctx.get_flags().contains(ContextFlags::DENY_BLOCKING);
+        let wait = options
+            .wait
+            .filter(|_| !ctx.get_flags().contains(ContextFlags::DENY_BLOCKING));
 
+        refuse_on_replica(ctx)?;
         let lock = lock_id(ctx, name);
         let (key, mut tx) = begin(ctx, name, &lock, request.fence)?;
-        let acquired = registry()?.with_queue(&lock, |queue| tx.acquire(queue, &request, may_wait));
+        let acquired =
+            registry()?.with_queue(&lock, |queue| tx.acquire(queue, &request, wait.is_some()));
         handoff::commit(ctx, &lock, &key, tx);
-        match acquired? {
-            Acquired::Now(reply) => Ok(RedisValue::Integer(reply)),
-            Acquired::Busy => Ok(RedisValue::Null),
-            Acquired::Wait => {
-                wait(ctx, lock, request, options.wait, key.ttl_ms())?;
+        match (acquired?, wait) {
+            (Acquired::Now(reply), _) => Ok(RedisValue::Integer(reply)),
+            (Acquired::Wait, Some(wait)) => {
+                enqueue(ctx, lock, request, wait, key.ttl_ms())?;
                 Ok(RedisValue::NoReply)
             }
+            (Acquired::Busy | Acquired::Wait, _) => Ok(RedisValue::Null),
         }
     })
 }
 
 /// Blocks the caller at the tail of the lock's queue.
-fn wait(
+fn enqueue(
     ctx: &Context,
     lock: LockId,
     request: Request,
-    wait: Option<Wait>,
+    wait: Wait,
     lease_ttl: Option<i64>,
 ) -> Result<(), LockError> {
     let bc = ffi::block_client::<Blocked>(ctx)
@@ -110,8 +100,8 @@ fn wait(
     };
     let id = reg.next_serial();
     let wait_timer = match wait {
-        Some(Wait::Millis(ms)) => ffi::create_timer::<WaitTimeout>(ctx, ms, id),
-        Some(Wait::Forever) | None => None,
+        Wait::Millis(ms) => ffi::create_timer::<WaitTimeout>(ctx, ms, id),
+        Wait::Forever => None,
     };
     reg.enqueue(
         lock.clone(),
@@ -134,6 +124,7 @@ pub fn release(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             return Err(LockError::arity("lock.release"));
         };
         let owner = parse_owner(owner.as_slice())?;
+        refuse_on_replica(ctx)?;
         let lock = lock_id(ctx, name);
         let (key, mut tx) = begin(ctx, name, &lock, false)?;
         let left = registry()?.with_queue(&lock, |queue| tx.release(queue, owner));
@@ -153,6 +144,7 @@ pub fn renew(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         let lease = parse_renew_options(&options)?
             .lease_ms
             .unwrap_or_else(config::default_lease_ms);
+        refuse_on_replica(ctx)?;
         let lock = lock_id(ctx, name);
         let (key, mut tx) = begin(ctx, name, &lock, false)?;
         let renewed = tx.renew(owner, lease);
@@ -167,6 +159,7 @@ pub fn force_release(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         let [_, name] = args.as_slice() else {
             return Err(LockError::arity("lock.forcerelease"));
         };
+        refuse_on_replica(ctx)?;
         let lock = lock_id(ctx, name);
         let (key, mut tx) = begin(ctx, name, &lock, false)?;
         let removed = registry()?.with_queue(&lock, |queue| tx.force_release(queue));

@@ -2,7 +2,7 @@
 
 pub mod lock;
 
-use redis_module::{Context, RedisError, RedisResult, RedisValue};
+use redis_module::{Context, ContextFlags, RedisResult, RedisValue};
 
 use crate::ffi;
 use crate::rules::error::LockError;
@@ -12,7 +12,23 @@ use crate::rules::error::LockError;
 fn run(ctx: &Context, body: impl FnOnce() -> Result<RedisValue, LockError>) -> RedisResult {
     match ffi::guard(ctx, body) {
         Some(Ok(value)) => Ok(value),
-        Some(Err(e)) => Err(RedisError::String(e.to_string())),
-        None => Err(RedisError::Str("ERR internal error, see the server log")),
+        Some(Err(e)) => {
+            ffi::reply_error(ctx, &e.to_string());
+            Ok(RedisValue::NoReply)
+        }
+        None => {
+            ffi::reply_error(ctx, "ERR internal error, see the server log");
+            Ok(RedisValue::NoReply)
+        }
+    }
+}
+
+/// Lock writes on a replica that accepts writes would be overwritten by its
+/// master, and its timers never act: refuse them, as a read-only one does.
+fn refuse_on_replica(ctx: &Context) -> Result<(), LockError> {
+    if ctx.get_flags().contains(ContextFlags::MASTER) {
+        Ok(())
+    } else {
+        Err(LockError::replica())
     }
 }

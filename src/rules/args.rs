@@ -38,18 +38,15 @@ pub fn parse_acquire_options(args: &[&[u8]]) -> Result<AcquireOptions, LockError
     let mut parser = Options::new(args);
     let mut out = AcquireOptions::default();
     while let Some(name) = parser.next_name()? {
-        match name {
-            "PX" | "EX" => out.lease_ms = Some(parser.lease(name)?),
-            "BLOCK" => {
-                let ms = parser.duration(name, 0)?;
-                out.wait = Some(if ms == 0 {
-                    Wait::Forever
-                } else {
-                    Wait::Millis(ms)
-                });
-            }
-            "FENCE" => out.fence = true,
-            _ => unreachable_option(name)?,
+        if name == "FENCE" {
+            out.fence = true;
+        } else if name == "BLOCK" {
+            out.wait = Some(match parser.duration(name, 0)? {
+                0 => Wait::Forever,
+                ms => Wait::Millis(ms),
+            });
+        } else {
+            out.lease_ms = Some(parser.lease(name)?);
         }
     }
     Ok(out)
@@ -158,10 +155,6 @@ impl<'a> Options<'a> {
     fn lease(&mut self, name: &str) -> Result<i64, LockError> {
         self.duration(name, 1)
     }
-}
-
-fn unreachable_option(name: &str) -> Result<(), LockError> {
-    Err(LockError::syntax(format_args!("unknown option '{name}'")))
 }
 
 /// Parses an integer exactly as Redis does (`string2ll`): optional `-`,

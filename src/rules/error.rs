@@ -17,6 +17,7 @@ impl LockError {
         }
     }
 
+    #[cfg(test)]
     pub fn code(&self) -> &'static str {
         self.code
     }
@@ -113,6 +114,20 @@ impl LockError {
         )
     }
 
+    /// FENCE during a slot migration, with the token key not on this node:
+    /// its value is unknown here.
+    pub fn token_unavailable() -> Self {
+        Self::new(
+            "TRYAGAIN",
+            "the lock's hash slot is migrating and its fencing token key is not on this node; retry",
+        )
+    }
+
+    /// A lock write sent to a replica that accepts writes.
+    pub fn replica() -> Self {
+        Self::new("READONLY", "lock commands cannot run on a replica")
+    }
+
     pub fn busy() -> Self {
         Self::new("BUSY", "module state is in use, try again")
     }
@@ -127,25 +142,20 @@ impl fmt::Display for LockError {
 impl std::error::Error for LockError {}
 
 /// Client bytes quoted in an error line: error replies are single lines of
-/// text, so control bytes and non-UTF-8 are escaped and long input is cut.
+/// text, so everything but printable ASCII is escaped (`\xNN`) and long
+/// input is cut.
 pub fn printable(raw: &[u8]) -> String {
     const MAX: usize = 64;
     let mut out = String::new();
-    for chunk in raw.utf8_chunks() {
-        for c in chunk.valid().chars() {
-            if c.is_control() {
-                out.extend(c.escape_default());
-            } else {
-                out.push(c);
-            }
-        }
-        for b in chunk.invalid() {
+    for &b in raw.iter().take(MAX) {
+        if b.is_ascii_graphic() || b == b' ' {
+            out.push(char::from(b));
+        } else {
             out.push_str(&format!("\\x{b:02x}"));
         }
-        if out.chars().count() > MAX {
-            let cut: String = out.chars().take(MAX).collect();
-            return cut + "...";
-        }
+    }
+    if raw.len() > MAX {
+        out.push_str("...");
     }
     out
 }
@@ -172,6 +182,8 @@ mod tests {
             LockError::holds_overflow(),
             LockError::internal("x"),
             LockError::slot_not_served(),
+            LockError::token_unavailable(),
+            LockError::replica(),
             LockError::busy(),
         ];
         for e in all {
@@ -184,11 +196,21 @@ mod tests {
     }
 
     #[test]
-    fn printable_escapes_and_cuts() {
-        assert_eq!(printable(b"a\r\nb"), "a\\r\\nb");
-        assert_eq!(printable(b"\xff\x00z"), "\\xff\\u{0}z");
+    fn printable_is_ascii_escapes_and_cuts() {
+        assert_eq!(printable(b"a b\r\n"), "a b\\x0d\\x0a");
+        assert_eq!(printable(b"\xff\x00z"), "\\xff\\x00z");
+        // Code points that are multiples of 256 must not become NUL bytes.
+        assert_eq!(printable("Ā一".as_bytes()), "\\xc4\\x80\\xe4\\xb8\\x80");
         let long = printable(&[b'x'; 200]);
         assert_eq!(long.len(), 64 + 3);
-        assert_eq!(printable("é".as_bytes()), "é");
+        for text in [
+            printable(&[0, 1, 0x7f, 0x80, 0xff]),
+            printable("é%s".as_bytes()),
+        ] {
+            assert!(
+                text.bytes().all(|b| b.is_ascii_graphic() || b == b' '),
+                "{text}"
+            );
+        }
     }
 }

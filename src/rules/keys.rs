@@ -53,36 +53,6 @@ pub fn key_slot(key: &[u8]) -> u16 {
     crc16(hashed) & 0x3fff
 }
 
-/// Whether the `myself` line of `CLUSTER NODES` serves `slot` and is not
-/// migrating it away: only then may this node write a key of that slot on
-/// its own initiative (a timer, not a routed command).
-pub fn myself_serves_slot(cluster_nodes: &str, slot: u16) -> bool {
-    let Some(line) = cluster_nodes.lines().find(|line| {
-        line.split(' ')
-            .nth(2)
-            .is_some_and(|flags| flags.split(',').any(|f| f == "myself"))
-    }) else {
-        return false;
-    };
-    let mut served = false;
-    for field in line.split(' ').skip(8) {
-        if let Some(state) = field.strip_prefix('[') {
-            // "[slot->-node]" migrating away, "[slot-<-node]" importing.
-            if let Some((s, _)) = state.split_once("->-") {
-                if s.parse() == Ok(slot) {
-                    return false;
-                }
-            }
-            continue;
-        }
-        let (lo, hi) = field.split_once('-').unwrap_or((field, field));
-        if let (Ok(lo), Ok(hi)) = (lo.parse::<u16>(), hi.parse::<u16>()) {
-            served |= (lo..=hi).contains(&slot);
-        }
-    }
-    served
-}
-
 fn crc16(data: &[u8]) -> u16 {
     let mut crc: u16 = 0;
     for &byte in data {
@@ -125,21 +95,6 @@ mod tests {
         assert_eq!(key_slot(b"foo{}{bar}"), key_slot(b"foo{}{bar}"));
         assert_ne!(key_slot(b"foo{}{bar}"), key_slot(b"bar"));
         assert_eq!(key_slot(b"foo{{bar}}zap"), key_slot(b"{bar"));
-    }
-
-    #[test]
-    fn reads_slot_ownership_from_cluster_nodes() {
-        let nodes = "\
-07c3 127.0.0.1:30002@40002 master - 0 1 2 connected 5461-10922\n\
-e7d1 127.0.0.1:30001@40001 myself,master - 0 0 1 connected 0-5460 12000 [5000->-07c3] [6000-<-07c3]\n";
-        assert!(myself_serves_slot(nodes, 0));
-        assert!(myself_serves_slot(nodes, 5460));
-        assert!(myself_serves_slot(nodes, 12000));
-        assert!(!myself_serves_slot(nodes, 5000), "migrating away");
-        assert!(!myself_serves_slot(nodes, 6000), "importing, not ours yet");
-        assert!(!myself_serves_slot(nodes, 5461));
-        assert!(!myself_serves_slot(nodes, 16383));
-        assert!(!myself_serves_slot("", 0));
     }
 
     #[test]

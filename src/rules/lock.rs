@@ -78,8 +78,8 @@ pub enum Write {
     ExpireAt(i64),
     /// `DEL key`
     Delete,
-    /// `INCR token-key`
-    IncrToken,
+    /// `INCR token-key`, which brings it `to` this value.
+    IncrToken { to: i64 },
     /// `PUBLISH redisson_lock__channel:{key} 0`, for Redisson's waiters.
     Notify,
 }
@@ -152,14 +152,6 @@ impl<T: Queued> Transition<T> {
         &self.state
     }
 
-    /// The absolute deadline the last write set, if any.
-    pub fn new_deadline(&self) -> Option<i64> {
-        self.writes.iter().rev().find_map(|w| match w {
-            Write::ExpireAt(at) => Some(*at),
-            _ => None,
-        })
-    }
-
     /// LOCK.ACQUIRE: free or already ours (re-entry) is granted; otherwise
     /// the caller waits if it may. Waiters queued earlier are served first.
     pub fn acquire(
@@ -168,6 +160,11 @@ impl<T: Queued> Transition<T> {
         req: &Request,
         may_wait: bool,
     ) -> Result<Acquired, LockError> {
+        // A caller whose fencing token cannot be issued is told so at once,
+        // busy lock or not, before anything (even a hand-off) is written.
+        if req.fence {
+            self.next_token()?;
+        }
         self.settle(queue);
         match &self.state {
             LockState::Free => {
@@ -274,7 +271,7 @@ impl<T: Queued> Transition<T> {
         self.set_holds(&req.owner, holds);
         self.writes.push(Write::ExpireAt(at));
         if let Some(t) = token {
-            self.writes.push(Write::IncrToken);
+            self.writes.push(Write::IncrToken { to: t });
             self.token = Some(Ok(t));
         }
         Ok(token.unwrap_or(holds))
@@ -387,7 +384,6 @@ mod tests {
         assert_eq!(t.writes, vec![set("a", 1), Write::ExpireAt(NOW + 500)]);
         assert_eq!(t.state(), &held("a", 1));
         assert_eq!(t.tally.acquired, 1);
-        assert_eq!(t.new_deadline(), Some(NOW + 500));
     }
 
     #[test]
@@ -505,7 +501,11 @@ mod tests {
         assert_eq!(r, Ok(Acquired::Now(42)));
         assert_eq!(
             t.writes,
-            vec![set("a", 1), Write::ExpireAt(NOW + 9), Write::IncrToken]
+            vec![
+                set("a", 1),
+                Write::ExpireAt(NOW + 9),
+                Write::IncrToken { to: 42 }
+            ]
         );
         // A fenced re-entry gets a newer token still.
         let r = t.acquire(&mut Fifo::default(), &fenced("a", 9), false);
@@ -528,6 +528,23 @@ mod tests {
             assert!(t.writes.is_empty());
             assert_eq!(t.state(), &LockState::Free);
         }
+    }
+
+    #[test]
+    fn a_broken_token_is_an_error_even_on_a_busy_lock_and_before_any_hand_off() {
+        let mut q = queue(&[req("w1", 10)]);
+        let mut t = Transition::new(
+            LockState::Free,
+            NOW,
+            Some(Err(LockError::token_not_integer())),
+        );
+        let r = t.acquire(&mut q, &fenced("c", 9), true);
+        assert_eq!(r, Err(LockError::token_not_integer()));
+        assert!(t.writes.is_empty() && t.wakes.is_empty());
+        assert_eq!(q.len(), 1);
+        let mut t: Transition<Request> = Transition::new(held("a", 1), NOW, Some(Ok(i64::MAX)));
+        let r = t.acquire(&mut Fifo::default(), &fenced("c", 9), true);
+        assert_eq!(r, Err(LockError::token_overflow()));
     }
 
     #[test]

@@ -5,3 +5,4 @@ pub mod error;
 pub mod keys;
 pub mod lock;
 pub mod queue;
+pub mod server;

@@ -42,6 +42,7 @@ impl<T> Fifo<T> {
         self.nodes.is_empty()
     }
 
+    #[cfg(test)]
     pub fn contains(&self, id: WaiterId) -> bool {
         self.nodes.contains_key(&id)
     }
@@ -66,6 +67,7 @@ impl<T> Fifo<T> {
         true
     }
 
+    #[cfg(test)]
     pub fn front(&self) -> Option<(WaiterId, &T)> {
         let id = self.head?;
         self.nodes.get(&id).map(|n| (id, &n.value))
@@ -76,6 +78,7 @@ impl<T> Fifo<T> {
         self.remove(id).map(|v| (id, v))
     }
 
+    #[cfg(test)]
     pub fn get(&self, id: WaiterId) -> Option<&T> {
         self.nodes.get(&id).map(|n| &n.value)
     }
@@ -94,6 +97,7 @@ impl<T> Fifo<T> {
     }
 
     /// Ids from head to tail.
+    #[cfg(test)]
     pub fn ids(&self) -> impl Iterator<Item = WaiterId> + '_ {
         std::iter::successors(self.head, move |id| self.nodes.get(id).and_then(|n| n.next))
     }
