@@ -554,6 +554,50 @@ pub fn stop_timer(ctx: &Context, id: TimerId) -> bool {
 }
 
 // ---------------------------------------------------------------------------
+// Keyspace notifications
+
+pub trait KeyspaceHandler: 'static {
+    /// A keyspace event (`del`, `expired`, `hset`...) on `key` in the
+    /// context's selected db. Runs inside the command or expiry that caused
+    /// it: must not write.
+    fn event(ctx: &Context, event: &[u8], key: &[u8]);
+}
+
+unsafe extern "C" fn on_keyspace_event<H: KeyspaceHandler>(
+    ctx: *mut raw::RedisModuleCtx,
+    _class: c_int,
+    event: *const std::ffi::c_char,
+    key: *mut raw::RedisModuleString,
+) -> c_int {
+    let context = Context::new(ctx);
+    let event = if event.is_null() {
+        &[][..]
+    } else {
+        // SAFETY: Redis passes a NUL-terminated event name valid for the call.
+        unsafe { CStr::from_ptr(event) }.to_bytes()
+    };
+    let key = string_bytes(key);
+    guard(&context, || H::event(&context, event, &key));
+    OK
+}
+
+/// Every keyspace event class that can change or remove a key.
+pub fn subscribe_keyspace_events<H: KeyspaceHandler>(ctx: &Context) -> bool {
+    let classes = raw::REDISMODULE_NOTIFY_GENERIC
+        | raw::REDISMODULE_NOTIFY_STRING
+        | raw::REDISMODULE_NOTIFY_LIST
+        | raw::REDISMODULE_NOTIFY_SET
+        | raw::REDISMODULE_NOTIFY_HASH
+        | raw::REDISMODULE_NOTIFY_ZSET
+        | raw::REDISMODULE_NOTIFY_EXPIRED
+        | raw::REDISMODULE_NOTIFY_EVICTED
+        | raw::REDISMODULE_NOTIFY_STREAM;
+    // SAFETY: OnLoad context; the callback is monomorphised for H.
+    api!(RedisModule_SubscribeToKeyspaceEvents)
+        .is_some_and(|f| unsafe { f(ctx.ctx, classes, Some(on_keyspace_event::<H>)) } == OK)
+}
+
+// ---------------------------------------------------------------------------
 // Server events
 
 pub trait ServerEventHandler: 'static {

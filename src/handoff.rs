@@ -13,9 +13,11 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
-use redis_module::{Context, ContextFlags, NotifyEvent, RedisString};
+use redis_module::{Context, ContextFlags, RedisString};
 
-use crate::ffi::{self, BlockHandler, BlockedClient, ServerEventHandler, TimerHandler};
+use crate::ffi::{
+    self, BlockHandler, BlockedClient, KeyspaceHandler, ServerEventHandler, TimerHandler,
+};
 use crate::info::{Stats, STATS};
 use crate::rules::args::MAX_DURATION_MS;
 use crate::rules::error::LockError;
@@ -391,10 +393,12 @@ impl TimerHandler for WaitTimeout {
 // ---------------------------------------------------------------------------
 // Events that may end a lock someone waits for
 
-/// Keyspace notification callback. Must not write (see the module notes):
-/// it only notes the key for the 0 ms drain.
-pub fn on_keyspace_event(ctx: &Context, _class: NotifyEvent, event: &str, key: &[u8]) {
-    ffi::guard(ctx, || {
+/// Keyspace notifications. Writing here is unsafe (see the module notes):
+/// a key someone waits for is only noted for the 0 ms drain.
+pub struct KeyspaceEvents;
+
+impl KeyspaceHandler for KeyspaceEvents {
+    fn event(ctx: &Context, event: &[u8], key: &[u8]) {
         if store::is_own_notification() {
             return;
         }
@@ -407,7 +411,7 @@ pub fn on_keyspace_event(ctx: &Context, _class: NotifyEvent, event: &str, key: &
         // Whoever noticed first (the lease timer, Redis's active or lazy
         // expiry, a command opening the key), the lease ran out while
         // callers waited.
-        if event == "expired" {
+        if event == b"expired" {
             Stats::bump(&STATS.expired_with_waiters);
         }
         let lock = LockId {
@@ -415,7 +419,7 @@ pub fn on_keyspace_event(ctx: &Context, _class: NotifyEvent, event: &str, key: &
             key: key.to_vec(),
         };
         defer_key(ctx, lock);
-    });
+    }
 }
 
 pub struct ServerEvents;

@@ -139,8 +139,13 @@ mod module {
                 return Status::Err;
             }
         }
-        if !ffi::subscribe_server_events::<handoff::ServerEvents>(ctx) {
-            ffi::log_warning(ctx, "lock: could not subscribe to server events");
+        if !ffi::subscribe_keyspace_events::<handoff::KeyspaceEvents>(ctx)
+            || !ffi::subscribe_server_events::<handoff::ServerEvents>(ctx)
+        {
+            ffi::log_warning(
+                ctx,
+                "lock: could not subscribe to keyspace and server events",
+            );
             return Status::Err;
         }
         Status::Ok
@@ -189,9 +194,6 @@ mod module {
             ["lock.renew", lock::renew, "write fast", 1, 1, 1, "", "write hash fast"],
             ["lock.forcerelease", lock::force_release, "write fast", 1, 1, 1, "", "write hash fast"],
             ["lock.info", lock::info, "readonly fast", 1, 1, 1, "", "read hash fast"],
-        ],
-        event_handlers: [
-            [@GENERIC @EXPIRED @EVICTED @HASH @STRING @LIST @SET @ZSET @STREAM: handoff::on_keyspace_event],
         ],
         configurations: [
             i64: [
