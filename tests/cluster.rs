@@ -22,6 +22,52 @@ fn other_node<'a>(cluster: &'a Cluster, key: &str) -> &'a Server {
         .expect("another node")
 }
 
+/// The slot of `key` moving from the node serving it (`from`) to another
+/// (`to`), both marked with CLUSTER SETSLOT IMPORTING / MIGRATING.
+struct Migration<'a> {
+    slot: String,
+    from: &'a Server,
+    to: &'a Server,
+    to_id: String,
+}
+
+impl<'a> Migration<'a> {
+    fn start(cluster: &'a Cluster, key: &str) -> Self {
+        let slot = slot(cluster, key).to_string();
+        let (from, to) = (cluster.node_for(key), other_node(cluster, key));
+        let (from_id, to_id) = (node_id(from), node_id(to));
+        let setslot = |node: &Server, state: &str, id: &str| {
+            let _: () = q(
+                &mut node.client(),
+                &["CLUSTER", "SETSLOT", &slot, state, id],
+            );
+        };
+        setslot(to, "IMPORTING", &from_id);
+        setslot(from, "MIGRATING", &to_id);
+        Migration {
+            slot,
+            from,
+            to,
+            to_id,
+        }
+    }
+
+    /// MIGRATE of one key from `from` to `to`.
+    fn migrate(&self, key: &str) {
+        let port = self.to.port.to_string();
+        let args = ["MIGRATE", "127.0.0.1", &port, key, "0", "5000"];
+        let _: () = q(&mut self.from.client(), &args);
+    }
+
+    /// The slot now belongs to `to`, on both nodes.
+    fn finish(&self) {
+        for node in [self.to, self.from] {
+            let args = ["CLUSTER", "SETSLOT", &self.slot, "NODE", &self.to_id];
+            let _: () = q(&mut node.client(), &args);
+        }
+    }
+}
+
 /// A pub/sub message or confirmation as its text parts.
 fn texts(v: Value) -> Vec<String> {
     match v {
@@ -226,11 +272,7 @@ fn blocked_waiter_is_handed_the_lock_on_a_node() {
 fn waiter_of_a_migrated_slot_gets_tryagain_and_nothing_is_rewritten() {
     let cluster = Cluster::start(3);
     let key = "migrating-lock";
-    let s = slot(&cluster, key).to_string();
     let a = cluster.node_for(key);
-    let b = other_node(&cluster, key);
-    let (a_id, b_id) = (node_id(a), node_id(b));
-
     let mut con = a.client();
     assert_eq!(
         q::<i64>(&mut con, &["LOCK.ACQUIRE", key, "o1", "PX", "60000"]),
@@ -238,34 +280,16 @@ fn waiter_of_a_migrated_slot_gets_tryagain_and_nothing_is_rewritten() {
     );
     let mut w = queue_waiter(a, &mut con, key, "o2", &["PX", "60000", "BLOCK", "0"], 1);
 
-    let _: () = q(
-        &mut b.client(),
-        &["CLUSTER", "SETSLOT", &s, "IMPORTING", &a_id],
-    );
-    let _: () = q(&mut con, &["CLUSTER", "SETSLOT", &s, "MIGRATING", &b_id]);
-    let _: () = q(
-        &mut con,
-        &[
-            "MIGRATE",
-            "127.0.0.1",
-            &b.port.to_string(),
-            key,
-            "0",
-            "5000",
-        ],
-    );
+    let migration = Migration::start(&cluster, key);
+    let (s, b) = (&migration.slot, migration.to);
+    migration.migrate(key);
     // The key left a; the waiter on a cannot be served there any more.
     let e = recv_error(&mut w);
     assert!(e.starts_with("TRYAGAIN"), "waiter on the old node: {e}");
 
-    for node in [b, a] {
-        let _: () = q(
-            &mut node.client(),
-            &["CLUSTER", "SETSLOT", &s, "NODE", &b_id],
-        );
-    }
+    migration.finish();
     assert_eq!(
-        q::<i64>(&mut con, &["CLUSTER", "COUNTKEYSINSLOT", &s]),
+        q::<i64>(&mut con, &["CLUSTER", "COUNTKEYSINSLOT", s]),
         0,
         "a did not write the lock back"
     );
@@ -292,37 +316,19 @@ fn fence_while_the_slot_migrates_and_the_token_is_elsewhere_is_tryagain() {
     // key is not: its value is unknown here and must not restart at 1.
     let cluster = Cluster::start(3);
     let key = "fenced-migrating";
-    let s = slot(&cluster, key).to_string();
-    let a = cluster.node_for(key);
-    let b = other_node(&cluster, key);
-    let (a_id, b_id) = (node_id(a), node_id(b));
-    let mut con = a.client();
+    let mut con = cluster.node_for(key).client();
     assert_eq!(q::<i64>(&mut con, &["LOCK.ACQUIRE", key, "o1", "FENCE"]), 1);
     assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", key, "o1"]), 0);
     assert_eq!(q::<i64>(&mut con, &["LOCK.ACQUIRE", key, "o1", "FENCE"]), 2);
 
-    let _: () = q(
-        &mut b.client(),
-        &["CLUSTER", "SETSLOT", &s, "IMPORTING", &a_id],
-    );
-    let _: () = q(&mut con, &["CLUSTER", "SETSLOT", &s, "MIGRATING", &b_id]);
-    let token = format!("redisson_lock_token:{{{key}}}");
-    let _: () = q(
-        &mut con,
-        &[
-            "MIGRATE",
-            "127.0.0.1",
-            &b.port.to_string(),
-            &token,
-            "0",
-            "5000",
-        ],
-    );
+    let migration = Migration::start(&cluster, key);
+    let s = &migration.slot;
+    migration.migrate(&format!("redisson_lock_token:{{{key}}}"));
     let e = err(&mut con, &["LOCK.ACQUIRE", key, "o1", "FENCE"]);
     assert!(e.starts_with("TRYAGAIN"), "{e}");
     assert_eq!(lock_field(&mut con, key, "holds").as_deref(), Some("1"));
     assert_eq!(
-        q::<i64>(&mut con, &["CLUSTER", "COUNTKEYSINSLOT", &s]),
+        q::<i64>(&mut con, &["CLUSTER", "COUNTKEYSINSLOT", s]),
         1,
         "only the lock: no new counter on the old node"
     );
