@@ -85,7 +85,7 @@ pub fn commit(ctx: &Context, lock: &LockId, key: &LockKey, tx: Transition<Waiter
     let held_after = *tx.state() != LockState::Free;
     deliver(ctx, lock, tx.wakes);
     if held_after {
-        ensure_lease_timer(ctx, lock, key.ttl_ms());
+        ensure_lease_timer(ctx, lock, || key.ttl_ms());
     }
 }
 
@@ -124,9 +124,16 @@ fn stop(ctx: &Context, timer: Option<ffi::TimerId>) {
 
 /// Makes sure a lock with waiters has a timer at (or before) its lease
 /// deadline. A timer that fires early finds the lock still held and is
-/// re-armed; so a renewal that extends the lease costs nothing here.
-pub fn ensure_lease_timer(ctx: &Context, lock: &LockId, ttl_ms: Option<i64>) {
-    let Some(ttl) = ttl_ms else {
+/// re-armed; so a renewal that extends the lease costs nothing here. The
+/// TTL is only read when someone waits, which most commands skip.
+pub fn ensure_lease_timer(ctx: &Context, lock: &LockId, ttl_ms: impl FnOnce() -> Option<i64>) {
+    let Ok(mut reg) = registry() else {
+        return;
+    };
+    if reg.queue_len(lock) == 0 {
+        return;
+    }
+    let Some(ttl) = ttl_ms() else {
         return;
     };
     // Redis expires a key once now > deadline, so aim 1 ms past it. A TTL
@@ -134,12 +141,6 @@ pub fn ensure_lease_timer(ctx: &Context, lock: &LockId, ttl_ms: Option<i64>) {
     // allows: such a timer fires early and is re-armed.
     let delay = ttl.saturating_add(1).min(MAX_DURATION_MS);
     let fires_at = ffi::now_ms() + delay;
-    let Ok(mut reg) = registry() else {
-        return;
-    };
-    if reg.queue_len(lock) == 0 {
-        return;
-    }
     if reg
         .lease_timer(lock)
         .is_some_and(|t| t.fires_at <= fires_at)

@@ -113,7 +113,7 @@ fn enqueue(
         },
     );
     drop(reg);
-    handoff::ensure_lease_timer(ctx, &lock, lease_ttl);
+    handoff::ensure_lease_timer(ctx, &lock, || lease_ttl);
     Ok(())
 }
 
