@@ -26,7 +26,7 @@ fmt:
 	cargo fmt --all
 
 lint: deps
-	cargo clippy --all-targets -- -D warnings
+	cargo clippy --workspace --all-targets -- -D warnings
 
 clean:
 	cargo clean

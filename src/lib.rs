@@ -6,7 +6,7 @@
 //! - `commands/`: one file per command family.
 //! - `handoff.rs`: committing transitions, timers and events that end locks.
 //! - `store.rs` (the lock key), `waiters.rs` (who waits for what).
-//! - `rules/`: the lock rules, pure Rust with unit tests.
+//! - `lock_rules` (the `rules/` crate): the lock rules, pure Rust with unit tests.
 //! - `ffi.rs`: every `unsafe` call into the module API.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
@@ -17,9 +17,10 @@ mod config;
 mod ffi;
 mod handoff;
 mod info;
-mod rules;
 mod store;
 mod waiters;
+
+use lock_rules as rules;
 
 mod module {
     use redis_module::configuration::ConfigurationFlags;
