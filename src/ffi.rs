@@ -16,6 +16,7 @@ use std::ffi::{c_int, c_void, CStr, CString};
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 
 use redis_module::{raw, Context, RedisString};
 
@@ -269,20 +270,72 @@ impl<'c> Key<'c> {
         out
     }
 
-    pub fn hash_set(&self, ctx: &Context, field: &[u8], value: &[u8]) -> bool {
-        let field = string(ctx, field);
-        let value = string(ctx, value);
-        // SAFETY: open writable key; the variadic list is field, value, then
-        // the NULL terminator RM_HashSet requires.
-        api!(RedisModule_HashSet).is_some_and(|f| unsafe {
+    /// The value of one hash field, `None` if the field (or key) is absent.
+    pub fn hash_get(&self, ctx: &Context, field: &RedisString) -> Option<Vec<u8>> {
+        let mut value: *mut raw::RedisModuleString = ptr::null_mut();
+        // SAFETY: open key; the variadic list is one (field, out) pair and
+        // the NULL terminator RM_HashGet requires.
+        let found = api!(RedisModule_HashGet).is_some_and(|f| unsafe {
             f(
                 self.raw(),
                 raw::REDISMODULE_HASH_NONE as c_int,
                 field.inner,
-                value.inner,
+                &mut value as *mut *mut raw::RedisModuleString,
+                ptr::null_mut::<raw::RedisModuleString>(),
+            ) == OK
+        });
+        if !found || value.is_null() {
+            return None;
+        }
+        let bytes = string_bytes(value);
+        // SAFETY: HashGet handed us a new string (no auto memory); freed once.
+        if let Some(free) = api!(RedisModule_FreeString) {
+            unsafe { free(ctx.ctx, value) };
+        }
+        Some(bytes)
+    }
+
+    /// `HSET key field value` with the key API (no notification).
+    pub fn hash_set(&self, ctx: &Context, field: &RedisString, value: i64) -> bool {
+        // A new lock's hold count, 1, is nearly every value written: that
+        // string is made once and kept.
+        static ONE: AtomicPtr<raw::RedisModuleString> = AtomicPtr::new(ptr::null_mut());
+        let create = |ctx: *mut raw::RedisModuleCtx, n: i64| match api!(
+            RedisModule_CreateStringFromLongLong
+        ) {
+            // SAFETY: with a live ctx, or NULL for a string no context owns.
+            Some(f) => unsafe { f(ctx, n as std::ffi::c_longlong) },
+            None => ptr::null_mut(),
+        };
+        let (value, owned) = if value == 1 {
+            let mut one = ONE.load(Relaxed);
+            if one.is_null() {
+                one = create(ptr::null_mut(), 1);
+                ONE.store(one, Relaxed);
+            }
+            (one, false)
+        } else {
+            (create(ctx.ctx, value), true)
+        };
+        if value.is_null() {
+            return false;
+        }
+        // SAFETY: open writable key; the variadic list is field, value, then
+        // the NULL terminator RM_HashSet requires. Redis copies both.
+        let set = api!(RedisModule_HashSet).is_some_and(|f| unsafe {
+            f(
+                self.raw(),
+                raw::REDISMODULE_HASH_NONE as c_int,
+                field.inner,
+                value,
                 ptr::null_mut::<raw::RedisModuleString>(),
             ) >= 0
-        })
+        });
+        // SAFETY: created above for this call without auto memory; freed once.
+        if let (true, Some(free)) = (owned, api!(RedisModule_FreeString)) {
+            unsafe { free(ctx.ctx, value) };
+        }
+        set
     }
 
     pub fn delete(&self) -> bool {
@@ -581,18 +634,15 @@ unsafe extern "C" fn on_keyspace_event<H: KeyspaceHandler>(
     OK
 }
 
-/// Every keyspace event class that can change or remove a key.
+/// The keyspace event classes that can end a lock: `del` (DEL, UNLINK, the
+/// last HDEL, an EXPIRE in the past), RENAME, MOVE, RESTORE, and expiry and
+/// eviction. Commands that overwrite a key with another type (SET, LPUSH...)
+/// are not listened to: every SET or HSET on the server would pay for it.
 pub fn subscribe_keyspace_events<H: KeyspaceHandler>(ctx: &Context) -> bool {
     let classes = raw::REDISMODULE_NOTIFY_GENERIC
-        | raw::REDISMODULE_NOTIFY_STRING
-        | raw::REDISMODULE_NOTIFY_LIST
-        | raw::REDISMODULE_NOTIFY_SET
-        | raw::REDISMODULE_NOTIFY_HASH
-        | raw::REDISMODULE_NOTIFY_ZSET
         | raw::REDISMODULE_NOTIFY_EXPIRED
-        | raw::REDISMODULE_NOTIFY_EVICTED
-        | raw::REDISMODULE_NOTIFY_STREAM;
-    // SAFETY: OnLoad context; the callback is monomorphised for H.
+        | raw::REDISMODULE_NOTIFY_EVICTED;
+    // SAFETY: ctx is live; the callback is monomorphised for H.
     api!(RedisModule_SubscribeToKeyspaceEvents)
         .is_some_and(|f| unsafe { f(ctx.ctx, classes, Some(on_keyspace_event::<H>)) } == OK)
 }
@@ -605,6 +655,10 @@ pub trait ServerEventHandler: 'static {
     fn flushed(ctx: &Context, db: i32);
     /// SWAPDB a b finished.
     fn swapped(ctx: &Context, a: i32, b: i32);
+    /// Something that decides who receives replicated commands may have
+    /// changed: a role change, a replica coming or going, a fork (a full
+    /// sync starts with one), the end of loading.
+    fn replication_changed(ctx: &Context);
     /// A client connection is being freed.
     fn client_gone(ctx: &Context, client_id: u64);
     /// The event loop woke up, before it reads from any client.
@@ -618,27 +672,41 @@ unsafe extern "C" fn on_server_event<H: ServerEventHandler>(
     data: *mut c_void,
 ) {
     let context = Context::new(ctx);
-    if data.is_null() {
-        return;
-    }
-    if event.id == raw::REDISMODULE_EVENT_FLUSHDB {
-        if subevent == raw::REDISMODULE_SUBEVENT_FLUSHDB_END {
+    match event.id {
+        raw::REDISMODULE_EVENT_FLUSHDB
+            if subevent == raw::REDISMODULE_SUBEVENT_FLUSHDB_END && !data.is_null() =>
+        {
             // SAFETY: for FLUSHDB events Redis passes a RedisModuleFlushInfoV1.
             let db = unsafe { (*data.cast::<raw::RedisModuleFlushInfo>()).dbnum };
             guard(&context, || H::flushed(&context, db));
         }
-    } else if event.id == raw::REDISMODULE_EVENT_SWAPDB {
-        // SAFETY: for SWAPDB events Redis passes a RedisModuleSwapDbInfoV1.
-        let info = unsafe { *data.cast::<raw::RedisModuleSwapDbInfo>() };
-        guard(&context, || {
-            H::swapped(&context, info.dbnum_first, info.dbnum_second)
-        });
-    } else if event.id == raw::REDISMODULE_EVENT_CLIENT_CHANGE
-        && subevent == raw::REDISMODULE_SUBEVENT_CLIENT_CHANGE_DISCONNECTED
-    {
-        // SAFETY: for CLIENT_CHANGE events Redis passes a RedisModuleClientInfoV1.
-        let id = unsafe { (*data.cast::<raw::RedisModuleClientInfo>()).id };
-        guard(&context, || H::client_gone(&context, id));
+        raw::REDISMODULE_EVENT_SWAPDB if !data.is_null() => {
+            // SAFETY: for SWAPDB events Redis passes a RedisModuleSwapDbInfoV1.
+            let info = unsafe { *data.cast::<raw::RedisModuleSwapDbInfo>() };
+            guard(&context, || {
+                H::swapped(&context, info.dbnum_first, info.dbnum_second)
+            });
+        }
+        raw::REDISMODULE_EVENT_CLIENT_CHANGE
+            if subevent == raw::REDISMODULE_SUBEVENT_CLIENT_CHANGE_DISCONNECTED
+                && !data.is_null() =>
+        {
+            // SAFETY: for CLIENT_CHANGE events Redis passes a RedisModuleClientInfoV1.
+            let id = unsafe { (*data.cast::<raw::RedisModuleClientInfo>()).id };
+            guard(&context, || H::client_gone(&context, id));
+        }
+        raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED | raw::REDISMODULE_EVENT_REPLICA_CHANGE => {
+            guard(&context, || H::replication_changed(&context));
+        }
+        raw::REDISMODULE_EVENT_FORK_CHILD
+            if subevent == raw::REDISMODULE_SUBEVENT_FORK_CHILD_BORN =>
+        {
+            guard(&context, || H::replication_changed(&context));
+        }
+        raw::REDISMODULE_EVENT_LOADING if subevent == raw::REDISMODULE_SUBEVENT_LOADING_ENDED => {
+            guard(&context, || H::replication_changed(&context));
+        }
+        _ => {}
     }
 }
 
@@ -654,24 +722,136 @@ unsafe extern "C" fn on_event_loop<H: ServerEventHandler>(
     }
 }
 
-/// FLUSHDB/FLUSHALL, SWAPDB, client disconnections and event loop wake-ups.
-pub fn subscribe_server_events<H: ServerEventHandler>(ctx: &Context) -> bool {
+type ServerEventCallback =
+    unsafe extern "C" fn(*mut raw::RedisModuleCtx, raw::RedisModuleEvent, u64, *mut c_void);
+
+fn subscribe_server_events(ctx: &Context, events: &[(u64, ServerEventCallback)]) -> bool {
     let Some(f) = api!(RedisModule_SubscribeToServerEvent) else {
         return false;
     };
-    type Callback =
-        unsafe extern "C" fn(*mut raw::RedisModuleCtx, raw::RedisModuleEvent, u64, *mut c_void);
-    let events: [(u64, Callback); 4] = [
-        (raw::REDISMODULE_EVENT_FLUSHDB, on_server_event::<H>),
-        (raw::REDISMODULE_EVENT_SWAPDB, on_server_event::<H>),
-        (raw::REDISMODULE_EVENT_CLIENT_CHANGE, on_server_event::<H>),
-        (raw::REDISMODULE_EVENT_EVENTLOOP, on_event_loop::<H>),
-    ];
-    events.into_iter().all(|(id, callback)| {
+    events.iter().all(|&(id, callback)| {
         let event = raw::RedisModuleEvent { id, dataver: 1 };
-        // SAFETY: OnLoad context; the callbacks are monomorphised for H.
+        // SAFETY: ctx is live; the callbacks are monomorphised handlers.
         unsafe { f(ctx.ctx, event, Some(callback)) == OK }
     })
+}
+
+/// Events that change data or replication as a whole: FLUSHDB/FLUSHALL,
+/// SWAPDB, role changes, replicas, forks, the end of loading. All rare.
+pub fn subscribe_data_events<H: ServerEventHandler>(ctx: &Context) -> bool {
+    subscribe_server_events(
+        ctx,
+        &[
+            (raw::REDISMODULE_EVENT_FLUSHDB, on_server_event::<H>),
+            (raw::REDISMODULE_EVENT_SWAPDB, on_server_event::<H>),
+            (
+                raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
+                on_server_event::<H>,
+            ),
+            (raw::REDISMODULE_EVENT_REPLICA_CHANGE, on_server_event::<H>),
+            (raw::REDISMODULE_EVENT_FORK_CHILD, on_server_event::<H>),
+            (raw::REDISMODULE_EVENT_LOADING, on_server_event::<H>),
+        ],
+    )
+}
+
+/// Client disconnections and event loop wake-ups, which only matter once
+/// callers wait: the second fires on every turn of the event loop.
+pub fn subscribe_waiter_events<H: ServerEventHandler>(ctx: &Context) -> bool {
+    subscribe_server_events(
+        ctx,
+        &[
+            (raw::REDISMODULE_EVENT_CLIENT_CHANGE, on_server_event::<H>),
+            (raw::REDISMODULE_EVENT_EVENTLOOP, on_event_loop::<H>),
+        ],
+    )
+}
+
+/// Whether `INFO replication` shows anything that could receive replicated
+/// commands: a replica role, connected replicas, or a replication backlog
+/// (kept for partial resyncs after replicas leave). `true` when unsure.
+pub fn replication_may_listen(ctx: &Context) -> bool {
+    let (Some(get), Some(field), Some(signed), Some(free)) = (
+        api!(RedisModule_GetServerInfo),
+        api!(RedisModule_ServerInfoGetFieldC),
+        api!(RedisModule_ServerInfoGetFieldSigned),
+        api!(RedisModule_FreeServerInfo),
+    ) else {
+        return true;
+    };
+    // SAFETY: ctx is live; the info data is read, then freed once.
+    unsafe {
+        let info = get(ctx.ctx, c"replication".as_ptr());
+        if info.is_null() {
+            return true;
+        }
+        let role = field(info, c"role".as_ptr());
+        let master = !role.is_null() && CStr::from_ptr(role).to_bytes() == b"master";
+        let mut err: c_int = 0;
+        let replicas = signed(info, c"connected_slaves".as_ptr(), &mut err);
+        let replicas_known = err == 0;
+        let backlog = signed(info, c"repl_backlog_active".as_ptr(), &mut err);
+        let known = replicas_known && err == 0;
+        free(ctx.ctx, info);
+        !(master && known && replicas == 0 && backlog == 0)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Replication of effects as native commands
+
+/// `HSET key field value`.
+pub fn replicate_hset(ctx: &Context, key: &RedisString, field: &[u8], value: i64) {
+    // SAFETY: "sbl": a live RedisModuleString, a (pointer, length) pair and a
+    // long long, in that order; Redis copies them before returning.
+    if let Some(f) = api!(RedisModule_Replicate) {
+        unsafe {
+            f(
+                ctx.ctx,
+                c"HSET".as_ptr(),
+                c"sbl".as_ptr(),
+                key.inner,
+                field.as_ptr(),
+                field.len(),
+                value as std::ffi::c_longlong,
+            )
+        };
+    }
+}
+
+/// `PEXPIREAT key at`.
+pub fn replicate_pexpireat(ctx: &Context, key: &RedisString, at_ms: i64) {
+    // SAFETY: "sl": a live RedisModuleString and a long long.
+    if let Some(f) = api!(RedisModule_Replicate) {
+        unsafe {
+            f(
+                ctx.ctx,
+                c"PEXPIREAT".as_ptr(),
+                c"sl".as_ptr(),
+                key.inner,
+                at_ms as std::ffi::c_longlong,
+            )
+        };
+    }
+}
+
+/// A one-key command: `DEL key`, `INCR key`.
+pub fn replicate_key_command(ctx: &Context, command: &CStr, key: &RedisString) {
+    // SAFETY: "s": one live RedisModuleString.
+    if let Some(f) = api!(RedisModule_Replicate) {
+        unsafe { f(ctx.ctx, command.as_ptr(), c"s".as_ptr(), key.inner) };
+    }
+}
+
+/// Counts a change towards the `save` points without building a command,
+/// for when nothing receives replicated commands. (It asks Redis to
+/// propagate the call verbatim, which Redis drops at once with no AOF and
+/// no replica; the dirty counter still moves.)
+pub fn count_unpropagated_change(ctx: &Context) {
+    // SAFETY: ctx is the live context of the current command or callback.
+    if let Some(f) = api!(RedisModule_ReplicateVerbatim) {
+        unsafe { f(ctx.ctx) };
+    }
 }
 
 /// The id of the context's client (the real client in a blocked-reply

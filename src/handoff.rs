@@ -9,6 +9,7 @@
 //! replicas before the DEL that caused it); timers write only on a master
 //! that is not loading and not paused.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{LazyLock, Mutex, MutexGuard};
@@ -19,12 +20,13 @@ use crate::ffi::{
     self, BlockHandler, BlockedClient, KeyspaceHandler, ServerEventHandler, TimerHandler,
 };
 use crate::info::{Stats, STATS};
+use crate::replication::{self, Replication};
 use crate::rules::args::MAX_DURATION_MS;
 use crate::rules::error::LockError;
 use crate::rules::lock::{Answer, LockState, TokenValue, Transition, Wake};
 use crate::rules::server::has_unsent_output;
 use crate::store::{self, LockKey, Placement};
-use crate::waiters::{registry, LeaseTimer, LockId, Waiter};
+use crate::waiters::{anyone_waits, registry, LeaseTimer, LockId, Waiter};
 
 /// What a blocked caller is finally told.
 #[derive(Debug)]
@@ -37,7 +39,7 @@ pub enum Outcome {
 /// A hold handed to a waiter, to be released if the waiter never heard.
 #[derive(Debug)]
 pub struct Grant {
-    lock: LockId,
+    lock: LockId<'static>,
     owner: Vec<u8>,
 }
 
@@ -54,24 +56,40 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 // ---------------------------------------------------------------------------
 // Starting and committing a transition
 
+/// Who starts a transition.
+#[derive(Clone, Copy)]
+pub enum Origin<'c> {
+    /// A LOCK.* command, with the caller's owner argument when it has one.
+    Command {
+        owner: Option<&'c RedisString>,
+        fences: bool,
+    },
+    /// A timer or an event.
+    Event,
+}
+
 /// Opens the lock in the context's db and starts a transition from what it
 /// holds, with the fencing counter loaded if a grant may need it.
 pub fn begin<'c>(
     ctx: &'c Context,
     name: &'c RedisString,
-    lock: &LockId,
-    caller_fences: bool,
+    lock: &LockId<'_>,
+    origin: Origin<'c>,
 ) -> Result<(LockKey<'c>, Transition<Waiter>), LockError> {
-    let key = LockKey::open(ctx, name)?;
-    let state = key.read()?;
-    let token = load_token(ctx, lock, caller_fences);
+    let (owner, fences, replication) = match origin {
+        Origin::Command { owner, fences } => (owner, fences, Replication::for_command(ctx)),
+        Origin::Event => (None, false, Replication::Native),
+    };
+    let key = LockKey::open(ctx, name, owner, replication)?;
+    let state = key.read(ctx)?;
+    let token = load_token(ctx, lock, fences);
     Ok((key, Transition::new(state, ffi::now_ms(), token)))
 }
 
 /// The fencing counter, read only when a grant may need it: the caller
 /// asked for FENCE, or a queued waiter did.
-fn load_token(ctx: &Context, lock: &LockId, caller_fences: bool) -> TokenValue {
-    let waiters_fence = registry().is_ok_and(|r| r.fenced_waiters(lock) > 0);
+fn load_token(ctx: &Context, lock: &LockId<'_>, caller_fences: bool) -> TokenValue {
+    let waiters_fence = anyone_waits() && registry().is_ok_and(|r| r.fenced_waiters(lock) > 0);
     (caller_fences || waiters_fence).then(|| store::read_token(ctx, &lock.key))
 }
 
@@ -79,7 +97,7 @@ fn load_token(ctx: &Context, lock: &LockId, caller_fences: bool) -> TokenValue {
 /// answers to woken waiters (Redis sends them after this execution unit, so
 /// the new owner is already written and replicated when it hears), then the
 /// lease timer if waiters remain.
-pub fn commit(ctx: &Context, lock: &LockId, key: &LockKey, tx: Transition<Waiter>) {
+pub fn commit(ctx: &Context, lock: &LockId<'_>, key: &LockKey, tx: Transition<Waiter>) {
     key.apply(ctx, &tx.writes);
     STATS.add(&tx.tally);
     let held_after = *tx.state() != LockState::Free;
@@ -89,7 +107,7 @@ pub fn commit(ctx: &Context, lock: &LockId, key: &LockKey, tx: Transition<Waiter
     }
 }
 
-fn deliver(ctx: &Context, lock: &LockId, wakes: Vec<Wake<Waiter>>) {
+fn deliver(ctx: &Context, lock: &LockId<'_>, wakes: Vec<Wake<Waiter>>) {
     if wakes.is_empty() {
         return;
     }
@@ -105,7 +123,7 @@ fn deliver(ctx: &Context, lock: &LockId, wakes: Vec<Wake<Waiter>>) {
         let outcome = match wake.answer {
             Answer::Granted(reply) => Outcome::Granted(
                 Grant {
-                    lock: lock.clone(),
+                    lock: lock.to_owned(),
                     owner: wake.waiter.request.owner,
                 },
                 reply,
@@ -126,7 +144,10 @@ fn stop(ctx: &Context, timer: Option<ffi::TimerId>) {
 /// deadline. A timer that fires early finds the lock still held and is
 /// re-armed; so a renewal that extends the lease costs nothing here. The
 /// TTL is only read when someone waits, which most commands skip.
-pub fn ensure_lease_timer(ctx: &Context, lock: &LockId, ttl_ms: impl FnOnce() -> Option<i64>) {
+pub fn ensure_lease_timer(ctx: &Context, lock: &LockId<'_>, ttl_ms: impl FnOnce() -> Option<i64>) {
+    if !anyone_waits() {
+        return;
+    }
     let Ok(mut reg) = registry() else {
         return;
     };
@@ -180,7 +201,7 @@ fn writable(ctx: &Context) -> Writable {
 /// Re-reads a lock that has waiters and hands it on if it is free. In a
 /// cluster a timer may only write keys of slots this node serves (commands
 /// are routed by the server, timers are not).
-fn settle(ctx: &Context, placement: &Placement, lock: &LockId) {
+fn settle(ctx: &Context, placement: &Placement, lock: &LockId<'_>) {
     if !registry().is_ok_and(|r| r.queue_len(lock) > 0) || !ffi::select_db(ctx, lock.db) {
         return;
     }
@@ -188,7 +209,7 @@ fn settle(ctx: &Context, placement: &Placement, lock: &LockId) {
         return reject_all(ctx, lock, &LockError::slot_not_served());
     }
     let name = ffi::string(ctx, &lock.key);
-    let (key, mut tx) = match begin(ctx, &name, lock, false) {
+    let (key, mut tx) = match begin(ctx, &name, lock, Origin::Event) {
         Ok(started) => started,
         // The key now holds another type: waiting on would never end.
         Err(e) => return reject_all(ctx, lock, &e),
@@ -200,7 +221,7 @@ fn settle(ctx: &Context, placement: &Placement, lock: &LockId) {
     commit(ctx, lock, &key, tx);
 }
 
-fn reject_all(ctx: &Context, lock: &LockId, error: &LockError) {
+fn reject_all(ctx: &Context, lock: &LockId<'_>, error: &LockError) {
     let mut tx = Transition::new(LockState::Free, ffi::now_ms(), None);
     if let Ok(mut reg) = registry() {
         reg.with_queue(lock, |queue| tx.reject_all(queue, error));
@@ -216,7 +237,7 @@ fn release_lost_grant(ctx: &Context, placement: &Placement, grant: &Grant) {
         return;
     }
     let name = ffi::string(ctx, &lock.key);
-    let Ok((key, mut tx)) = begin(ctx, &name, lock, false) else {
+    let Ok((key, mut tx)) = begin(ctx, &name, lock, Origin::Event) else {
         return;
     };
     let released = match registry() {
@@ -235,7 +256,7 @@ fn release_lost_grant(ctx: &Context, placement: &Placement, grant: &Grant) {
 
 #[derive(Default)]
 struct Deferred {
-    keys: HashSet<LockId>,
+    keys: HashSet<LockId<'static>>,
     lost_grants: Vec<Grant>,
     armed: bool,
 }
@@ -251,7 +272,7 @@ fn defer(ctx: &Context, add: impl FnOnce(&mut Deferred)) {
     }
 }
 
-fn defer_key(ctx: &Context, lock: LockId) {
+fn defer_key(ctx: &Context, lock: LockId<'static>) {
     defer(ctx, |d| {
         d.keys.insert(lock);
     });
@@ -417,15 +438,41 @@ impl KeyspaceHandler for KeyspaceEvents {
         }
         let lock = LockId {
             db,
-            key: key.to_vec(),
+            key: Cow::Owned(key.to_vec()),
         };
         defer_key(ctx, lock);
+    }
+}
+
+/// Set once the module listens to the events that only matter to waiters.
+static WATCHING: AtomicBool = AtomicBool::new(false);
+
+/// Starts listening, at the first wait, to keyspace events that can end a
+/// lock, client disconnections and event-loop wake-ups. Until a caller has
+/// waited, no lock can need them, and the rest of Redis pays nothing for
+/// them; Redis offers no way to stop listening to keyspace events later.
+pub fn watch_for_waiters(ctx: &Context) {
+    if WATCHING.swap(true, Relaxed) {
+        return;
+    }
+    if !ffi::subscribe_keyspace_events::<KeyspaceEvents>(ctx)
+        || !ffi::subscribe_waiter_events::<ServerEvents>(ctx)
+    {
+        ffi::log_warning(
+            ctx,
+            "lock: could not subscribe to keyspace and client events; \
+             waiters are served at lease deadlines only",
+        );
     }
 }
 
 pub struct ServerEvents;
 
 impl ServerEventHandler for ServerEvents {
+    fn replication_changed(_ctx: &Context) {
+        replication::forget_listeners();
+    }
+
     fn flushed(ctx: &Context, db: i32) {
         defer_locks_in(ctx, &[db]);
     }
@@ -459,7 +506,7 @@ impl ServerEventHandler for ServerEvents {
 }
 
 fn defer_locks_in(ctx: &Context, dbs: &[i32]) {
-    let locks: Vec<LockId> = match registry() {
+    let locks: Vec<LockId<'static>> = match registry() {
         Ok(reg) => dbs.iter().flat_map(|db| reg.locks_in(*db)).collect(),
         Err(_) => return,
     };

@@ -17,6 +17,7 @@ mod config;
 mod ffi;
 mod handoff;
 mod info;
+mod replication;
 mod store;
 mod waiters;
 
@@ -140,13 +141,9 @@ mod module {
                 return Status::Err;
             }
         }
-        if !ffi::subscribe_keyspace_events::<handoff::KeyspaceEvents>(ctx)
-            || !ffi::subscribe_server_events::<handoff::ServerEvents>(ctx)
-        {
-            ffi::log_warning(
-                ctx,
-                "lock: could not subscribe to keyspace and server events",
-            );
+        // Keyspace and event-loop events follow at the first wait.
+        if !ffi::subscribe_data_events::<handoff::ServerEvents>(ctx) {
+            ffi::log_warning(ctx, "lock: could not subscribe to server events");
             return Status::Err;
         }
         Status::Ok

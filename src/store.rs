@@ -9,6 +9,7 @@ use redis_module::{Context, ContextFlags, RedisString};
 
 use crate::config;
 use crate::ffi::{self, Key, KeyKind};
+use crate::replication::Replication;
 use crate::rules::args::parse_i64;
 use crate::rules::error::LockError;
 use crate::rules::keys::{key_slot, notify_channel, token_key, token_key_in_slot};
@@ -59,18 +60,48 @@ impl Placement {
 pub struct LockKey<'c> {
     name: &'c RedisString,
     key: Key<'c>,
+    /// The caller's owner argument, when there is a caller: its hold is
+    /// read and written with this string instead of a copy.
+    owner: Option<&'c RedisString>,
+    replication: Replication,
 }
 
 impl<'c> LockKey<'c> {
     /// Opens `name` in the context's selected db. On a master this runs lazy
     /// expiry first, so an expired lease reads as a free lock.
-    pub fn open(ctx: &'c Context, name: &'c RedisString) -> Result<Self, LockError> {
+    pub fn open(
+        ctx: &'c Context,
+        name: &'c RedisString,
+        owner: Option<&'c RedisString>,
+        replication: Replication,
+    ) -> Result<Self, LockError> {
         let key =
             Key::open(ctx, name, true).ok_or_else(|| LockError::internal("cannot open key"))?;
-        Ok(Self { name, key })
+        Ok(Self {
+            name,
+            key,
+            owner,
+            replication,
+        })
     }
 
-    pub fn read(&self) -> Result<LockState, LockError> {
+    /// The lock's state. A one-field hash is first looked up by the caller's
+    /// owner (release, re-entry, renewal: the common cases), and only
+    /// scanned when that is not the field.
+    pub fn read(&self, ctx: &Context) -> Result<LockState, LockError> {
+        if let (Some(owner), KeyKind::Hash) = (self.owner, self.key.kind()) {
+            if self.key.len() == 1 {
+                if let Some(count) = self.key.hash_get(ctx, owner) {
+                    return match parse_i64(&count) {
+                        Some(holds) if holds > 0 => Ok(LockState::Held {
+                            owner: owner.as_slice().to_vec(),
+                            holds,
+                        }),
+                        _ => LockState::from_hash(&[(owner.as_slice().to_vec(), count)]),
+                    };
+                }
+            }
+        }
         read_state(&self.key)
     }
 
@@ -81,31 +112,45 @@ impl<'c> LockKey<'c> {
     /// Applies `writes` in order and replicates each one. The caller's
     /// execution unit wraps them in one MULTI/EXEC.
     pub fn apply(&self, ctx: &Context, writes: &[Write]) {
-        let name = self.name.as_slice();
+        let native = self.replication == Replication::Native;
         let mut modified = false;
         for write in writes {
             match write {
                 Write::SetHolds { owner, holds } => {
-                    let holds = holds.to_string();
-                    self.key.hash_set(ctx, owner, holds.as_bytes());
-                    ctx.replicate("HSET", &[name, owner.as_slice(), holds.as_bytes()]);
+                    match self.owner.filter(|arg| arg.as_slice() == owner.as_slice()) {
+                        Some(arg) => self.key.hash_set(ctx, arg, *holds),
+                        None => self.key.hash_set(ctx, &ffi::string(ctx, owner), *holds),
+                    };
+                    if native {
+                        ffi::replicate_hset(ctx, self.name, owner, *holds);
+                    }
                     notify_own(ctx, ffi::NOTIFY_HASH, c"hset", self.name);
                     modified = true;
                 }
                 Write::ExpireAt(at) => {
                     self.key.expire_at(*at);
-                    ctx.replicate("PEXPIREAT", &[name, at.to_string().as_bytes()]);
+                    if native {
+                        ffi::replicate_pexpireat(ctx, self.name, *at);
+                    }
                     notify_own(ctx, ffi::NOTIFY_GENERIC, c"expire", self.name);
                     modified = true;
                 }
                 Write::Delete => {
                     self.key.delete();
-                    ctx.replicate("DEL", &[name]);
+                    if native {
+                        ffi::replicate_key_command(ctx, c"DEL", self.name);
+                    }
                     notify_own(ctx, ffi::NOTIFY_GENERIC, c"del", self.name);
                     modified = true;
                 }
-                Write::IncrToken { to } => incr_token(ctx, name, *to),
-                Write::Notify => publish_release(ctx, name),
+                Write::IncrToken { to } => incr_token(ctx, self.name.as_slice(), *to, native),
+                Write::Notify => {
+                    publish_release(ctx, self.name.as_slice(), native);
+                    continue;
+                }
+            }
+            if !native {
+                ffi::count_unpropagated_change(ctx);
             }
         }
         if modified {
@@ -117,14 +162,14 @@ impl<'c> LockKey<'c> {
 /// Redisson's unlock message. Like Redisson's own PUBLISH it also reaches
 /// subscribers on replicas: SPUBLISH travels with the shard in a cluster,
 /// and a standalone master sends PUBLISH down the replication stream.
-fn publish_release(ctx: &Context, lock: &[u8]) {
+fn publish_release(ctx: &Context, lock: &[u8], native: bool) {
     if !config::redisson_notify() {
         return;
     }
     let channel = notify_channel(lock);
     let sharded = in_cluster(ctx);
     ffi::publish(ctx, &channel, b"0", sharded);
-    if !sharded {
+    if !sharded && native {
         ffi::replicate_publish(ctx, &channel, b"0");
     }
 }
@@ -185,7 +230,7 @@ pub fn existing_token(ctx: &Context, lock: &[u8]) -> Option<i64> {
 /// Brings the token key to `to` with the key API and replicates `INCR`.
 /// The rules computed `to` from the value read before, so the replayed INCR
 /// lands on the same number; the key keeps its TTL, as with INCR.
-fn incr_token(ctx: &Context, lock: &[u8], to: i64) {
+fn incr_token(ctx: &Context, lock: &[u8], to: i64, native: bool) {
     let name = ffi::string(ctx, &token_key(lock));
     let Some(key) = Key::open(ctx, &name, true) else {
         return ffi::log_warning(ctx, "lock: cannot open the fencing token key");
@@ -195,7 +240,9 @@ fn incr_token(ctx: &Context, lock: &[u8], to: i64) {
     if let Some(at) = expires_at {
         key.expire_at(at);
     }
-    ctx.replicate("INCR", &[name.as_slice()]);
+    if native {
+        ffi::replicate_key_command(ctx, c"INCR", &name);
+    }
     notify_own(ctx, ffi::NOTIFY_STRING, c"incrby", &name);
     ffi::signal_modified(ctx, &name);
 }

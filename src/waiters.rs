@@ -7,7 +7,9 @@
 //! never held across a call that can run a keyspace-event callback (opening a
 //! key, RM_Call), since that callback reads it too.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{LazyLock, Mutex, MutexGuard, TryLockError};
 
 use crate::ffi::{BlockedClient, TimerId};
@@ -15,11 +17,30 @@ use crate::rules::error::LockError;
 use crate::rules::lock::{Queued, Request, Wake};
 use crate::rules::queue::{Fifo, WaiterId};
 
-/// A lock is a key in a database.
+/// A lock is a key in a database. Commands borrow the key from their
+/// arguments; what is kept (queues, timers, deferred work) owns it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct LockId {
+pub struct LockId<'k> {
     pub db: i32,
-    pub key: Vec<u8>,
+    pub key: Cow<'k, [u8]>,
+}
+
+impl LockId<'_> {
+    pub fn to_owned(&self) -> LockId<'static> {
+        LockId {
+            db: self.db,
+            key: Cow::Owned(self.key.to_vec()),
+        }
+    }
+}
+
+/// Locks with a queue, kept beside the registry so that commands on locks
+/// nobody waits for (nearly all of them) need not take its mutex at all.
+static QUEUED_LOCKS: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether anyone waits for any lock.
+pub fn anyone_waits() -> bool {
+    QUEUED_LOCKS.load(Relaxed) > 0
 }
 
 /// A caller blocked in LOCK.ACQUIRE ... BLOCK.
@@ -56,9 +77,9 @@ struct LockQueue {
 #[derive(Default)]
 pub struct Registry {
     queues: HashMap<i32, HashMap<Vec<u8>, LockQueue>>,
-    locations: HashMap<WaiterId, LockId>,
+    locations: HashMap<WaiterId, LockId<'static>>,
     handles: HashMap<BlockedClient, WaiterId>,
-    lease_jobs: HashMap<u64, LockId>,
+    lease_jobs: HashMap<u64, LockId<'static>>,
     next_serial: u64,
 }
 
@@ -94,23 +115,23 @@ impl Registry {
         self.locations.len()
     }
 
-    fn queue(&self, lock: &LockId) -> Option<&LockQueue> {
-        self.queues.get(&lock.db)?.get(&lock.key)
+    fn queue(&self, lock: &LockId<'_>) -> Option<&LockQueue> {
+        self.queues.get(&lock.db)?.get(&lock.key[..])
     }
 
-    fn queue_mut(&mut self, lock: &LockId) -> Option<&mut LockQueue> {
-        self.queues.get_mut(&lock.db)?.get_mut(&lock.key)
+    fn queue_mut(&mut self, lock: &LockId<'_>) -> Option<&mut LockQueue> {
+        self.queues.get_mut(&lock.db)?.get_mut(&lock.key[..])
     }
 
     pub fn has_waiters(&self, db: i32, key: &[u8]) -> bool {
         self.queues.get(&db).is_some_and(|q| q.contains_key(key))
     }
 
-    pub fn queue_len(&self, lock: &LockId) -> usize {
+    pub fn queue_len(&self, lock: &LockId<'_>) -> usize {
         self.queue(lock).map_or(0, |q| q.fifo.len())
     }
 
-    pub fn fenced_waiters(&self, lock: &LockId) -> usize {
+    pub fn fenced_waiters(&self, lock: &LockId<'_>) -> usize {
         self.queue(lock).map_or(0, |q| q.fenced)
     }
 
@@ -120,32 +141,31 @@ impl Registry {
     }
 
     /// Every lock someone waits for in `db` (all databases for -1).
-    pub fn locks_in(&self, db: i32) -> Vec<LockId> {
+    pub fn locks_in(&self, db: i32) -> Vec<LockId<'static>> {
         self.queues
             .iter()
             .filter(|(d, _)| db == -1 || **d == db)
             .flat_map(|(d, keys)| {
                 keys.keys().map(|k| LockId {
                     db: *d,
-                    key: k.clone(),
+                    key: Cow::Owned(k.clone()),
                 })
             })
             .collect()
     }
 
     /// Queues `waiter` under a fresh `id` (from [`Registry::next_serial`]).
-    pub fn enqueue(&mut self, lock: LockId, id: WaiterId, waiter: Waiter) {
-        let queue = self
-            .queues
-            .entry(lock.db)
-            .or_default()
-            .entry(lock.key.clone())
-            .or_default();
+    pub fn enqueue(&mut self, lock: &LockId<'_>, id: WaiterId, waiter: Waiter) {
+        let keys = self.queues.entry(lock.db).or_default();
+        if !keys.contains_key(&lock.key[..]) {
+            QUEUED_LOCKS.fetch_add(1, Relaxed);
+        }
+        let queue = keys.entry(lock.key.to_vec()).or_default();
         let (bc, fence) = (waiter.bc, waiter.request.fence);
         if queue.fifo.push_back(id, waiter) {
             queue.fenced += usize::from(fence);
             self.handles.insert(bc, id);
-            self.locations.insert(id, lock);
+            self.locations.insert(id, lock.to_owned());
         }
     }
 
@@ -153,7 +173,7 @@ impl Registry {
     /// Waiters it pops must then be passed to [`Registry::forget_woken`].
     pub fn with_queue<R>(
         &mut self,
-        lock: &LockId,
+        lock: &LockId<'_>,
         rules: impl FnOnce(&mut Fifo<Waiter>) -> R,
     ) -> R {
         match self.queue_mut(lock) {
@@ -163,7 +183,7 @@ impl Registry {
     }
 
     /// Drops the bookkeeping of waiters the rules took off the queue.
-    pub fn forget_woken(&mut self, lock: &LockId, wakes: &[Wake<Waiter>]) -> Released {
+    pub fn forget_woken(&mut self, lock: &LockId<'_>, wakes: &[Wake<Waiter>]) -> Released {
         for wake in wakes {
             self.locations.remove(&wake.id);
             self.handles.remove(&wake.waiter.bc);
@@ -193,14 +213,15 @@ impl Registry {
         self.handles.get(&bc).copied()
     }
 
-    fn drop_if_empty(&mut self, lock: &LockId) -> Released {
+    fn drop_if_empty(&mut self, lock: &LockId<'_>) -> Released {
         let Some(keys) = self.queues.get_mut(&lock.db) else {
             return Released::default();
         };
-        if !keys.get(&lock.key).is_some_and(|q| q.fifo.is_empty()) {
+        if !keys.get(&lock.key[..]).is_some_and(|q| q.fifo.is_empty()) {
             return Released::default();
         }
-        let queue = keys.remove(&lock.key);
+        let queue = keys.remove(&lock.key[..]);
+        QUEUED_LOCKS.fetch_sub(1, Relaxed);
         if keys.is_empty() {
             self.queues.remove(&lock.db);
         }
@@ -211,25 +232,25 @@ impl Registry {
         Released { lease_timer }
     }
 
-    pub fn lease_timer(&self, lock: &LockId) -> Option<LeaseTimer> {
+    pub fn lease_timer(&self, lock: &LockId<'_>) -> Option<LeaseTimer> {
         self.queue(lock).and_then(|q| q.lease_timer)
     }
 
     /// Records the lease timer of a lock that has waiters; returns the one it
     /// replaces, for the caller to stop. Without waiters nothing is recorded
     /// (the timer will find no job and do nothing).
-    pub fn set_lease_timer(&mut self, lock: &LockId, timer: LeaseTimer) -> Option<LeaseTimer> {
+    pub fn set_lease_timer(&mut self, lock: &LockId<'_>, timer: LeaseTimer) -> Option<LeaseTimer> {
         let queue = self.queue_mut(lock)?;
         let old = queue.lease_timer.replace(timer);
         if let Some(old) = old {
             self.lease_jobs.remove(&old.job);
         }
-        self.lease_jobs.insert(timer.job, lock.clone());
+        self.lease_jobs.insert(timer.job, lock.to_owned());
         old
     }
 
     /// The lock whose lease timer `job` just fired, clearing its record.
-    pub fn take_lease_job(&mut self, job: u64) -> Option<LockId> {
+    pub fn take_lease_job(&mut self, job: u64) -> Option<LockId<'static>> {
         let lock = self.lease_jobs.remove(&job)?;
         if let Some(q) = self.queue_mut(&lock) {
             if q.lease_timer.is_some_and(|t| t.job == job) {
@@ -260,18 +281,18 @@ mod tests {
         }
     }
 
-    fn lock(key: &str) -> LockId {
+    fn lock(key: &str) -> LockId<'static> {
         LockId {
             db: 0,
-            key: key.into(),
+            key: Cow::Owned(key.as_bytes().to_vec()),
         }
     }
 
     #[test]
     fn tracks_waiters_until_they_leave() {
         let mut r = Registry::default();
-        r.enqueue(lock("k"), 1, waiter(1, true));
-        r.enqueue(lock("k"), 2, waiter(2, false));
+        r.enqueue(&lock("k"), 1, waiter(1, true));
+        r.enqueue(&lock("k"), 2, waiter(2, false));
         assert!(r.has_waiters(0, b"k"));
         assert!(!r.has_waiters(1, b"k"));
         assert_eq!(r.queue_len(&lock("k")), 2);
@@ -302,7 +323,7 @@ mod tests {
     #[test]
     fn rules_pop_and_woken_waiters_are_forgotten() {
         let mut r = Registry::default();
-        r.enqueue(lock("k"), 1, waiter(1, false));
+        r.enqueue(&lock("k"), 1, waiter(1, false));
         let popped = r.with_queue(&lock("k"), |q| q.pop_front());
         let (id, w) = popped.unwrap();
         let wakes = vec![Wake {
@@ -321,11 +342,11 @@ mod tests {
     #[test]
     fn lists_locks_by_db() {
         let mut r = Registry::default();
-        r.enqueue(lock("a"), 1, waiter(1, false));
+        r.enqueue(&lock("a"), 1, waiter(1, false));
         r.enqueue(
-            LockId {
+            &LockId {
                 db: 3,
-                key: b"b".to_vec(),
+                key: Cow::Borrowed(b"b"),
             },
             2,
             waiter(2, false),

@@ -631,3 +631,85 @@ fn token_key_with_a_ttl_keeps_it_on_master_and_replicas() {
     assert_eq!(q::<String>(&mut replica.client(), &["GET", token]), "42");
     assert_eq!(digest(&master), digest(&replica));
 }
+
+/// Lock writes on a master with no AOF and no replica are not built as
+/// replicated commands (nothing would receive them). A replica that
+/// attaches later, including one whose sync starts while lock commands run,
+/// must still end identical, and never see a LOCK.* command.
+#[test]
+fn replica_attached_later_ends_identical() {
+    // The full sync waits 1 s after the replica connects: commands run in
+    // that window, before the fork that starts the snapshot.
+    let master = Config::default()
+        .arg("repl-diskless-sync-delay", "1")
+        .start();
+    let mut con = master.client();
+    let lock = |con: &mut Connection, key: &str, owner: &str| -> i64 {
+        q(con, &["LOCK.ACQUIRE", key, owner, "PX", "60000"])
+    };
+    assert_eq!(lock(&mut con, "before", "o1"), 1);
+    assert_eq!(lock(&mut con, "before", "o1"), 2);
+    assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "before", "o1"]), 1);
+    let fenced: i64 = q(&mut con, &["LOCK.ACQUIRE", "f", "o1", "FENCE"]);
+    assert_eq!(fenced, 1);
+
+    let replica = Config::default()
+        .without_module()
+        .arg("replicaof", &format!("127.0.0.1 {}", master.port))
+        .start();
+    wait_until("replica connected, sync not started", || {
+        master
+            .info_field("replication", "connected_slaves")
+            .as_deref()
+            == Some("1")
+    });
+    assert_eq!(lock(&mut con, "window", "o2"), 1);
+    assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "f", "o1"]), 0);
+    assert_eq!(lock(&mut con, "f", "o3"), 1);
+    wait_until("replica link up", || {
+        replica
+            .info_field("replication", "master_link_status")
+            .as_deref()
+            == Some("up")
+    });
+
+    assert_eq!(lock(&mut con, "after", "o4"), 1);
+    hand_off_by_release(&master, &mut con, "handed");
+    let fenced: i64 = q(&mut con, &["LOCK.ACQUIRE", "f2", "o1", "FENCE"]);
+    assert_eq!(fenced, 1);
+    sync_replicas(&master, 1);
+
+    assert_eq!(digest(&replica), digest(&master));
+    for key in ["before", "window", "f", "after", "handed", "f2"] {
+        assert_eq!(
+            digest_value(&replica, key),
+            digest_value(&master, key),
+            "{key}"
+        );
+    }
+    assert_clean_log(&replica);
+    assert!(
+        !replica.log().contains("unknown command"),
+        "replica got a LOCK.* command:\n{}",
+        replica.log()
+    );
+}
+
+/// Without replication, every lock write still counts towards the `save`
+/// points, as the native commands would.
+#[test]
+fn unreplicated_lock_writes_count_for_save_points() {
+    let master = Server::start();
+    let mut con = master.client();
+    let changes = |m: &Server| -> i64 {
+        m.info_field("persistence", "rdb_changes_since_last_save")
+            .and_then(|v| v.parse().ok())
+            .expect("rdb_changes_since_last_save")
+    };
+    let before = changes(&master);
+    assert_eq!(q::<i64>(&mut con, &["LOCK.ACQUIRE", "k", "o1"]), 1);
+    let acquired = changes(&master);
+    assert!(acquired > before, "{before} -> {acquired}");
+    assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "k", "o1"]), 0);
+    assert!(changes(&master) > acquired);
+}

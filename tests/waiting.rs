@@ -417,11 +417,13 @@ fn client_unblock_removes_the_waiter() {
     assert_eq!(server.stat("waiters"), 0);
 }
 
+/// Overwrites with another type fire no event the module listens to (that
+/// would tax every SET on the server); the lease timer notices them.
 #[test]
-fn overwritten_key_answers_waiters_with_wrongtype() {
+fn overwritten_key_answers_waiters_with_wrongtype_at_the_lease_deadline() {
     let server = Server::start();
     let mut con = server.client();
-    acquire(&mut con, "k", "holder", &[]);
+    acquire(&mut con, "k", "holder", &["PX", "300"]);
     let mut w1: Waiter = queue_waiter(&server, &mut con, "k", "w1", &["BLOCK", "0"], 1);
     let mut w2: Waiter = queue_waiter(&server, &mut con, "k", "w2", &["BLOCK", "0"], 2);
 

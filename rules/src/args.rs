@@ -2,6 +2,8 @@
 //! Options are case-insensitive and may come in any order; each may be given
 //! once.
 
+use std::ops::Deref;
+
 use super::error::LockError;
 
 /// Upper bound for every duration argument (PX, EX in ms, BLOCK) and for the
@@ -34,7 +36,11 @@ pub struct RenewOptions {
 }
 
 /// Parses the options after `key owner` of LOCK.ACQUIRE.
-pub fn parse_acquire_options(args: &[&[u8]]) -> Result<AcquireOptions, LockError> {
+/// Arguments are anything that derefs to bytes: `&[u8]`, or the server's
+/// own argument strings, so a command parses without copying them.
+pub fn parse_acquire_options<A: Deref<Target = [u8]>>(
+    args: &[A],
+) -> Result<AcquireOptions, LockError> {
     let mut parser = Options::new(args);
     let mut out = AcquireOptions::default();
     while let Some(name) = parser.next_name()? {
@@ -53,7 +59,7 @@ pub fn parse_acquire_options(args: &[&[u8]]) -> Result<AcquireOptions, LockError
 }
 
 /// Parses the options after `key owner` of LOCK.RENEW.
-pub fn parse_renew_options(args: &[&[u8]]) -> Result<RenewOptions, LockError> {
+pub fn parse_renew_options<A: Deref<Target = [u8]>>(args: &[A]) -> Result<RenewOptions, LockError> {
     let mut parser = Options::new(args).only(&["PX", "EX"]);
     let mut out = RenewOptions::default();
     while let Some(name) = parser.next_name()? {
@@ -71,20 +77,28 @@ pub fn parse_owner(raw: &[u8]) -> Result<&[u8], LockError> {
 
 const ACQUIRE_OPTIONS: &[&str] = &["PX", "EX", "BLOCK", "FENCE"];
 
-struct Options<'a> {
-    args: &'a [&'a [u8]],
+struct Options<'a, A> {
+    args: &'a [A],
     pos: usize,
     allowed: &'static [&'static str],
-    seen: Vec<&'static str>,
+    /// Options given so far, as bits by their index in `ACQUIRE_OPTIONS`.
+    seen: u32,
 }
 
-impl<'a> Options<'a> {
-    fn new(args: &'a [&'a [u8]]) -> Self {
+fn bit(name: &str) -> u32 {
+    ACQUIRE_OPTIONS
+        .iter()
+        .position(|known| *known == name)
+        .map_or(0, |i| 1 << i)
+}
+
+impl<'a, A: Deref<Target = [u8]>> Options<'a, A> {
+    fn new(args: &'a [A]) -> Self {
         Self {
             args,
             pos: 0,
             allowed: ACQUIRE_OPTIONS,
-            seen: Vec::new(),
+            seen: 0,
         }
     }
 
@@ -103,24 +117,24 @@ impl<'a> Options<'a> {
         let name = self
             .allowed
             .iter()
-            .find(|known| known.as_bytes().eq_ignore_ascii_case(raw))
+            .find(|known| known.as_bytes().eq_ignore_ascii_case(&raw[..]))
             .copied()
             .ok_or_else(|| {
                 LockError::syntax(format_args!(
                     "unknown option '{}'",
-                    super::error::printable(raw)
+                    super::error::printable(&raw[..])
                 ))
             })?;
-        if self.seen.contains(&name) {
+        if self.seen & bit(name) != 0 {
             return Err(LockError::syntax(format_args!(
                 "{name} given more than once"
             )));
         }
-        let lease_options = ["PX", "EX"];
-        if lease_options.contains(&name) && self.seen.iter().any(|s| lease_options.contains(s)) {
+        let lease_options = bit("PX") | bit("EX");
+        if bit(name) & lease_options != 0 && self.seen & lease_options != 0 {
             return Err(LockError::syntax("PX and EX cannot be combined"));
         }
-        self.seen.push(name);
+        self.seen |= bit(name);
         Ok(Some(name))
     }
 
@@ -130,7 +144,7 @@ impl<'a> Options<'a> {
             .get(self.pos)
             .ok_or_else(|| LockError::syntax(format_args!("{name} needs a value")))?;
         self.pos += 1;
-        Ok(raw)
+        Ok(&raw[..])
     }
 
     /// A duration in ms, at least `min`; `EX` is read in seconds.

@@ -2,31 +2,55 @@
 //! Each is a straight line: parse, open and read the key, run the rules on
 //! the key's wait queue, commit the transition, reply.
 
+use std::borrow::Cow;
+
 use redis_module::{Context, ContextFlags, RedisResult, RedisString, RedisValue};
 
 use super::{refuse_on_replica, run};
 use crate::config;
 use crate::ffi::{self, Field};
-use crate::handoff::{self, begin, Blocked, Outcome, WaitTimeout};
+use crate::handoff::{self, begin, Blocked, Origin, Outcome, WaitTimeout};
 use crate::rules::args::{parse_acquire_options, parse_owner, parse_renew_options, Wait};
 use crate::rules::error::LockError;
 use crate::rules::keys::token_key_in_slot;
 use crate::rules::lock::{Acquired, LockState, Request};
+use crate::rules::queue::Fifo;
 use crate::store;
-use crate::waiters::{registry, LockId, Waiter};
+use crate::waiters::{anyone_waits, registry, LockId, Waiter};
 
-fn lock_id(ctx: &Context, name: &RedisString) -> LockId {
+fn lock_id<'k>(ctx: &Context, name: &'k RedisString) -> LockId<'k> {
     LockId {
         db: ffi::selected_db(ctx),
-        key: name.as_slice().to_vec(),
+        key: Cow::Borrowed(name.as_slice()),
+    }
+}
+
+/// Runs `rules` on the lock's wait queue; without waiters anywhere, on an
+/// empty queue without touching the registry.
+fn with_queue<R>(
+    lock: &LockId<'_>,
+    rules: impl FnOnce(&mut Fifo<Waiter>) -> R,
+) -> Result<R, LockError> {
+    if anyone_waits() {
+        Ok(registry()?.with_queue(lock, rules))
+    } else {
+        Ok(rules(&mut Fifo::default()))
+    }
+}
+
+/// A command's transition, by `owner` when the command names one.
+fn by(owner: Option<&RedisString>) -> Origin<'_> {
+    Origin::Command {
+        owner,
+        fences: false,
     }
 }
 
 /// `COMMAND key owner [options...]`, split.
 struct OwnerCall<'a> {
     name: &'a RedisString,
-    owner: &'a [u8],
-    options: Vec<&'a [u8]>,
+    owner: &'a RedisString,
+    options: &'a [RedisString],
 }
 
 /// Splits the arguments of a command taking a key, an owner and options,
@@ -35,10 +59,11 @@ fn owner_call<'a>(command: &str, args: &'a [RedisString]) -> Result<OwnerCall<'a
     let [_, name, owner, options @ ..] = args else {
         return Err(LockError::arity(command));
     };
+    parse_owner(owner.as_slice())?;
     Ok(OwnerCall {
         name,
-        owner: parse_owner(owner.as_slice())?,
-        options: options.iter().map(|a| a.as_slice()).collect(),
+        owner,
+        options,
     })
 }
 
@@ -50,12 +75,12 @@ pub fn acquire(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             owner,
             options,
         } = owner_call("lock.acquire", &args)?;
-        let options = parse_acquire_options(&options)?;
+        let options = parse_acquire_options(options)?;
         if options.fence {
             token_key_in_slot(name.as_slice())?;
         }
         let request = Request {
-            owner: owner.to_vec(),
+            owner: owner.as_slice().to_vec(),
             lease_ms: options.lease_ms.unwrap_or_else(config::default_lease_ms),
             fence: options.fence,
         };
@@ -66,9 +91,12 @@ pub fn acquire(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 
         refuse_on_replica(ctx)?;
         let lock = lock_id(ctx, name);
-        let (key, mut tx) = begin(ctx, name, &lock, request.fence)?;
-        let acquired =
-            registry()?.with_queue(&lock, |queue| tx.acquire(queue, &request, wait.is_some()));
+        let origin = Origin::Command {
+            owner: Some(owner),
+            fences: request.fence,
+        };
+        let (key, mut tx) = begin(ctx, name, &lock, origin)?;
+        let acquired = with_queue(&lock, |queue| tx.acquire(queue, &request, wait.is_some()))?;
         handoff::commit(ctx, &lock, &key, tx);
         match (acquired?, wait) {
             (Acquired::Now(reply), _) => Ok(RedisValue::Integer(reply)),
@@ -84,11 +112,12 @@ pub fn acquire(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 /// Blocks the caller at the tail of the lock's queue.
 fn enqueue(
     ctx: &Context,
-    lock: LockId,
+    lock: LockId<'_>,
     request: Request,
     wait: Wait,
     lease_ttl: Option<i64>,
 ) -> Result<(), LockError> {
+    handoff::watch_for_waiters(ctx);
     let bc = ffi::block_client::<Blocked>(ctx)
         .ok_or_else(|| LockError::internal("the server refused to block the client"))?;
     let mut reg = match registry() {
@@ -104,7 +133,7 @@ fn enqueue(
         Wait::Forever => None,
     };
     reg.enqueue(
-        lock.clone(),
+        &lock,
         id,
         Waiter {
             request,
@@ -120,14 +149,14 @@ fn enqueue(
 /// `LOCK.RELEASE key owner`
 pub fn release(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     run(ctx, || {
-        let [_, name, owner] = args.as_slice() else {
+        let [_, name, owner_arg] = args.as_slice() else {
             return Err(LockError::arity("lock.release"));
         };
-        let owner = parse_owner(owner.as_slice())?;
+        let owner = parse_owner(owner_arg.as_slice())?;
         refuse_on_replica(ctx)?;
         let lock = lock_id(ctx, name);
-        let (key, mut tx) = begin(ctx, name, &lock, false)?;
-        let left = registry()?.with_queue(&lock, |queue| tx.release(queue, owner));
+        let (key, mut tx) = begin(ctx, name, &lock, by(Some(owner_arg)))?;
+        let left = with_queue(&lock, |queue| tx.release(queue, owner))?;
         handoff::commit(ctx, &lock, &key, tx);
         Ok(RedisValue::Integer(left?))
     })
@@ -141,13 +170,13 @@ pub fn renew(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             owner,
             options,
         } = owner_call("lock.renew", &args)?;
-        let lease = parse_renew_options(&options)?
+        let lease = parse_renew_options(options)?
             .lease_ms
             .unwrap_or_else(config::default_lease_ms);
         refuse_on_replica(ctx)?;
         let lock = lock_id(ctx, name);
-        let (key, mut tx) = begin(ctx, name, &lock, false)?;
-        let renewed = tx.renew(owner, lease);
+        let (key, mut tx) = begin(ctx, name, &lock, by(Some(owner)))?;
+        let renewed = tx.renew(owner.as_slice(), lease);
         handoff::commit(ctx, &lock, &key, tx);
         Ok(RedisValue::Integer(renewed?))
     })
@@ -161,8 +190,8 @@ pub fn force_release(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         };
         refuse_on_replica(ctx)?;
         let lock = lock_id(ctx, name);
-        let (key, mut tx) = begin(ctx, name, &lock, false)?;
-        let removed = registry()?.with_queue(&lock, |queue| tx.force_release(queue));
+        let (key, mut tx) = begin(ctx, name, &lock, by(None))?;
+        let removed = with_queue(&lock, |queue| tx.force_release(queue))?;
         handoff::commit(ctx, &lock, &key, tx);
         Ok(RedisValue::Integer(removed))
     })

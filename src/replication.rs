@@ -1,0 +1,64 @@
+//! Whether anything receives replicated commands, so that a LOCK.* command
+//! builds its native HSET / PEXPIREAT / DEL only when someone will read them.
+//!
+//! `RM_Replicate` looks the command up by name and builds its argv before
+//! Redis checks whether an AOF or a replica exists; with neither, that was
+//! most of an uncontended acquire's cost. Redis itself propagates to the AOF
+//! when it is on (any state but off) and to replicas when it has replicas or
+//! a replication backlog. The AOF state is in the context flags of every
+//! call; replicas and backlog are read from `INFO replication` once, and
+//! again after any event that can change them: a role change, a replica
+//! coming or going, a fork (a full sync forks before any replica is owed a
+//! command), the end of loading.
+//!
+//! Only LOCK.* commands take the shortcut, and they still count each change
+//! for the `save` points. Timers and events (rare) always replicate.
+
+use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
+
+use redis_module::{Context, ContextFlags};
+
+use crate::ffi;
+
+const UNKNOWN: u8 = 0;
+const NOBODY: u8 = 1;
+const SOMEONE: u8 = 2;
+
+static REPLICATION: AtomicU8 = AtomicU8::new(UNKNOWN);
+
+/// How the writes of one execution unit reach replicas and the AOF.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replication {
+    /// Replicated as native commands.
+    Native,
+    /// Nothing would receive them: only counted as changes.
+    Unheard,
+}
+
+impl Replication {
+    /// For a LOCK.* command running now.
+    pub fn for_command(ctx: &Context) -> Self {
+        if ctx.get_flags().contains(ContextFlags::AOF) || replicas_may_listen(ctx) {
+            Self::Native
+        } else {
+            Self::Unheard
+        }
+    }
+}
+
+fn replicas_may_listen(ctx: &Context) -> bool {
+    match REPLICATION.load(Relaxed) {
+        NOBODY => false,
+        SOMEONE => true,
+        _ => {
+            let listens = ffi::replication_may_listen(ctx);
+            REPLICATION.store(if listens { SOMEONE } else { NOBODY }, Relaxed);
+            listens
+        }
+    }
+}
+
+/// Called on every event that can add or remove replication listeners.
+pub fn forget_listeners() {
+    REPLICATION.store(UNKNOWN, Relaxed);
+}
