@@ -14,11 +14,12 @@
 
 use std::ffi::{c_int, c_void, CStr, CString};
 use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 
-use redis_module::{raw, Context, RedisString};
+use redis_module::{raw, Context, RedisResult, RedisString};
 
 /// Reads an API function pointer. `None` on a server that lacks the call.
 macro_rules! api {
@@ -153,6 +154,100 @@ pub fn signal_modified_keys_explicitly(ctx: &Context) {
             )
         };
     }
+}
+
+// ---------------------------------------------------------------------------
+// Commands
+
+/// A command body: the context and the arguments, name first.
+pub type CommandBody = fn(&Context, &[RedisString]) -> RedisResult;
+
+pub trait CommandHandler: 'static {
+    const BODY: CommandBody;
+}
+
+/// Up to this many arguments are passed without a heap allocation.
+const INLINE_ARGS: usize = 8;
+
+/// Views Redis's argument strings as `RedisString`s without retaining them
+/// (the crate's own wrapper retains, frees and collects every argument).
+/// `ManuallyDrop` keeps them from being freed: Redis owns them.
+extern "C" fn on_command<H: CommandHandler>(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    let context = Context::new(ctx);
+    let argc = usize::try_from(argc).unwrap_or(0);
+    let raw_args: &[*mut raw::RedisModuleString] = if argv.is_null() {
+        &[]
+    } else {
+        // SAFETY: Redis passes `argc` argument strings that live for the
+        // whole call.
+        unsafe { std::slice::from_raw_parts(argv, argc) }
+    };
+    let view = |s: *mut raw::RedisModuleString| {
+        ManuallyDrop::new(RedisString::from_redis_module_string(ctx, s))
+    };
+    let reply = if raw_args.len() <= INLINE_ARGS {
+        let args: [ManuallyDrop<RedisString>; INLINE_ARGS] =
+            std::array::from_fn(|i| view(raw_args.get(i).copied().unwrap_or(ptr::null_mut())));
+        H::BODY(&context, as_strings(&args[..raw_args.len()]))
+    } else {
+        let args: Vec<ManuallyDrop<RedisString>> = raw_args.iter().map(|s| view(*s)).collect();
+        H::BODY(&context, as_strings(&args))
+    };
+    context.reply(reply) as c_int
+}
+
+fn as_strings(args: &[ManuallyDrop<RedisString>]) -> &[RedisString] {
+    // SAFETY: ManuallyDrop<T> is repr(transparent) over T, so the slices
+    // have the same layout; the borrow keeps `args` alive.
+    unsafe { std::slice::from_raw_parts(args.as_ptr().cast::<RedisString>(), args.len()) }
+}
+
+/// Registers a command served by `H` (RM_CreateCommand), then, on servers
+/// that have them (7.2+), its ACL categories.
+pub fn create_command<H: CommandHandler>(
+    ctx: &Context,
+    name: &CStr,
+    flags: &CStr,
+    keys: (c_int, c_int, c_int),
+    acl_categories: &CStr,
+) -> bool {
+    let Some(create) = api!(RedisModule_CreateCommand) else {
+        return false;
+    };
+    // SAFETY: OnLoad context; name and flags are NUL-terminated and copied
+    // by Redis; the handler is monomorphised for H.
+    let created = unsafe {
+        create(
+            ctx.ctx,
+            name.as_ptr(),
+            Some(on_command::<H>),
+            flags.as_ptr(),
+            keys.0,
+            keys.1,
+            keys.2,
+        )
+    } == OK;
+    if !created {
+        return false;
+    }
+    if let (Some(get), Some(set_categories)) = (
+        api!(RedisModule_GetCommand),
+        api!(RedisModule_SetCommandACLCategories),
+    ) {
+        // SAFETY: the command was just created; categories are copied.
+        let set = unsafe {
+            let command = get(ctx.ctx, name.as_ptr());
+            !command.is_null() && set_categories(command, acl_categories.as_ptr()) == OK
+        };
+        if !set {
+            log_warning(ctx, &format!("lock: no ACL categories for {name:?}"));
+        }
+    }
+    true
 }
 
 // ---------------------------------------------------------------------------

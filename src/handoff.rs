@@ -23,7 +23,7 @@ use crate::info::{Stats, STATS};
 use crate::replication::{self, Replication};
 use crate::rules::args::MAX_DURATION_MS;
 use crate::rules::error::LockError;
-use crate::rules::lock::{Answer, LockState, TokenValue, Transition, Wake};
+use crate::rules::lock::{Answer, LockState, Owner, TokenValue, Transition, Wake};
 use crate::rules::server::has_unsent_output;
 use crate::store::{self, LockKey, Placement};
 use crate::waiters::{anyone_waits, registry, LeaseTimer, LockId, Waiter};
@@ -40,7 +40,7 @@ pub enum Outcome {
 #[derive(Debug)]
 pub struct Grant {
     lock: LockId<'static>,
-    owner: Vec<u8>,
+    owner: Owner,
 }
 
 /// Delay before retrying deferred writes while the server refuses them

@@ -133,7 +133,62 @@ mod module {
         },
     ];
 
+    macro_rules! handler {
+        ($name:ident, $body:path) => {
+            struct $name;
+            impl ffi::CommandHandler for $name {
+                const BODY: ffi::CommandBody = $body;
+            }
+        };
+    }
+    handler!(Acquire, lock::acquire);
+    handler!(Release, lock::release);
+    handler!(Renew, lock::renew);
+    handler!(ForceRelease, lock::force_release);
+    handler!(Info, lock::info);
+
+    /// Registers the commands. ACL categories are set from Redis 7.2 on; 7.0
+    /// gives module commands none (grant them by name).
+    fn create_commands(ctx: &Context) -> bool {
+        let key = (1, 1, 1);
+        ffi::create_command::<Acquire>(
+            ctx,
+            c"lock.acquire",
+            c"write deny-oom blocking",
+            key,
+            c"write hash blocking",
+        ) && ffi::create_command::<Release>(
+            ctx,
+            c"lock.release",
+            c"write fast",
+            key,
+            c"write hash fast",
+        ) && ffi::create_command::<Renew>(
+            ctx,
+            c"lock.renew",
+            c"write fast",
+            key,
+            c"write hash fast",
+        ) && ffi::create_command::<ForceRelease>(
+            ctx,
+            c"lock.forcerelease",
+            c"write fast",
+            key,
+            c"write hash fast",
+        ) && ffi::create_command::<Info>(
+            ctx,
+            c"lock.info",
+            c"readonly fast",
+            key,
+            c"read hash fast",
+        )
+    }
+
     fn init(ctx: &Context, _args: &[RedisString]) -> Status {
+        if !create_commands(ctx) {
+            ffi::log_warning(ctx, "lock: could not register the commands");
+            return Status::Err;
+        }
         ffi::signal_modified_keys_explicitly(ctx);
         for doc in DOCS {
             if !ffi::set_command_doc(ctx, doc) {
@@ -184,15 +239,9 @@ mod module {
         allocator: (Allocator, ALLOCATOR),
         data_types: [],
         init: init,
-        // ACL categories are optional: set from Redis 7.2, skipped on 7.0
-        // (where module commands have none; grant them by name).
-        commands: [
-            ["lock.acquire", lock::acquire, "write deny-oom blocking", 1, 1, 1, "", "write hash blocking"],
-            ["lock.release", lock::release, "write fast", 1, 1, 1, "", "write hash fast"],
-            ["lock.renew", lock::renew, "write fast", 1, 1, 1, "", "write hash fast"],
-            ["lock.forcerelease", lock::force_release, "write fast", 1, 1, 1, "", "write hash fast"],
-            ["lock.info", lock::info, "readonly fast", 1, 1, 1, "", "read hash fast"],
-        ],
+        // Registered in `init`, with a dispatcher that does not copy the
+        // arguments.
+        commands: [],
         configurations: [
             i64: [
                 ["default-lease-ms", &config::DEFAULT_LEASE_MS, config::DEFAULT_LEASE, 1, MAX_DURATION_MS, ConfigurationFlags::DEFAULT, None],

@@ -94,7 +94,7 @@ impl<'c> LockKey<'c> {
                 if let Some(count) = self.key.hash_get(ctx, owner) {
                     return match parse_i64(&count) {
                         Some(holds) if holds > 0 => Ok(LockState::Held {
-                            owner: owner.as_slice().to_vec(),
+                            owner: owner.as_slice().into(),
                             holds,
                         }),
                         _ => LockState::from_hash(&[(owner.as_slice().to_vec(), count)]),
@@ -117,7 +117,7 @@ impl<'c> LockKey<'c> {
         for write in writes {
             match write {
                 Write::SetHolds { owner, holds } => {
-                    match self.owner.filter(|arg| arg.as_slice() == owner.as_slice()) {
+                    match self.owner.filter(|arg| arg.as_slice() == &owner[..]) {
                         Some(arg) => self.key.hash_set(ctx, arg, *holds),
                         None => self.key.hash_set(ctx, &ffi::string(ctx, owner), *holds),
                     };

@@ -272,7 +272,7 @@ mod tests {
     fn waiter(n: usize, fence: bool) -> Waiter {
         Waiter {
             request: Request {
-                owner: format!("o{n}").into_bytes(),
+                owner: format!("o{n}").as_bytes().into(),
                 lease_ms: 10,
                 fence,
             },

@@ -81,15 +81,18 @@ struct Options<'a, A> {
     args: &'a [A],
     pos: usize,
     allowed: &'static [&'static str],
-    /// Options given so far, as bits by their index in `ACQUIRE_OPTIONS`.
+    /// Options given so far, as bits (see `bit`).
     seen: u32,
 }
 
+/// The bit of an option in `seen`: its index in `ACQUIRE_OPTIONS`.
 fn bit(name: &str) -> u32 {
-    ACQUIRE_OPTIONS
-        .iter()
-        .position(|known| *known == name)
-        .map_or(0, |i| 1 << i)
+    match name {
+        "PX" => 1,
+        "EX" => 2,
+        "BLOCK" => 4,
+        _ => 8,
+    }
 }
 
 impl<'a, A: Deref<Target = [u8]>> Options<'a, A> {
@@ -125,16 +128,17 @@ impl<'a, A: Deref<Target = [u8]>> Options<'a, A> {
                     super::error::printable(&raw[..])
                 ))
             })?;
-        if self.seen & bit(name) != 0 {
+        let this = bit(name);
+        if self.seen & this != 0 {
             return Err(LockError::syntax(format_args!(
                 "{name} given more than once"
             )));
         }
-        let lease_options = bit("PX") | bit("EX");
-        if bit(name) & lease_options != 0 && self.seen & lease_options != 0 {
+        const LEASE: u32 = 1 | 2;
+        if this & LEASE != 0 && self.seen & LEASE != 0 {
             return Err(LockError::syntax("PX and EX cannot be combined"));
         }
-        self.seen |= bit(name);
+        self.seen |= this;
         Ok(Some(name))
     }
 

@@ -6,15 +6,21 @@
 //! vanishing) goes through [`Transition::settle`], so hand-off order is the
 //! same FIFO whatever freed the lock.
 
+use std::sync::Arc;
+
 use super::args::parse_i64;
 use super::error::{printable, LockError};
 use super::queue::{Fifo, WaiterId};
+
+/// An owner id, shared by the request, the state and the writes that name
+/// it (one allocation per caller instead of one per copy).
+pub type Owner = Arc<[u8]>;
 
 /// What the lock key holds, as far as the rules care.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LockState {
     Free,
-    Held { owner: Vec<u8>, holds: i64 },
+    Held { owner: Owner, holds: i64 },
 }
 
 impl LockState {
@@ -25,7 +31,7 @@ impl LockState {
             [] => Ok(Self::Free),
             [(owner, count)] => match parse_i64(count) {
                 Some(holds) if holds > 0 => Ok(Self::Held {
-                    owner: owner.clone(),
+                    owner: owner.as_slice().into(),
                     holds,
                 }),
                 _ => Err(LockError::not_a_lock(format_args!(
@@ -44,7 +50,7 @@ impl LockState {
 
     pub fn holds_of(&self, who: &[u8]) -> Option<i64> {
         match self {
-            Self::Held { owner, holds } if owner.as_slice() == who => Some(*holds),
+            Self::Held { owner, holds } if owner[..] == *who => Some(*holds),
             _ => None,
         }
     }
@@ -53,7 +59,7 @@ impl LockState {
 /// What one caller asks for, whether it is served at once or queued.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
-    pub owner: Vec<u8>,
+    pub owner: Owner,
     pub lease_ms: i64,
     pub fence: bool,
 }
@@ -73,7 +79,7 @@ impl Queued for Request {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Write {
     /// `HSET key owner holds`
-    SetHolds { owner: Vec<u8>, holds: i64 },
+    SetHolds { owner: Owner, holds: i64 },
     /// `PEXPIREAT key at`
     ExpireAt(i64),
     /// `DEL key`
@@ -185,9 +191,15 @@ impl<T: Queued> Transition<T> {
     /// LOCK.RELEASE: drops one hold; the last one frees the lock and hands it
     /// to the head waiter within the same transition. Returns holds left.
     pub fn release(&mut self, queue: &mut Fifo<T>, who: &[u8]) -> Result<i64, LockError> {
-        let holds = self.state.holds_of(who).ok_or_else(LockError::not_owner)?;
+        let LockState::Held { owner, holds } = &self.state else {
+            return Err(LockError::not_owner());
+        };
+        if owner[..] != *who {
+            return Err(LockError::not_owner());
+        }
+        let (owner, holds) = (owner.clone(), *holds);
         if holds > 1 {
-            self.set_holds(who, holds - 1);
+            self.set_holds(owner, holds - 1);
             return Ok(holds - 1);
         }
         self.free();
@@ -268,7 +280,7 @@ impl<T: Queued> Transition<T> {
         } else {
             None
         };
-        self.set_holds(&req.owner, holds);
+        self.set_holds(req.owner.clone(), holds);
         self.writes.push(Write::ExpireAt(at));
         if let Some(t) = token {
             self.writes.push(Write::IncrToken { to: t });
@@ -277,15 +289,12 @@ impl<T: Queued> Transition<T> {
         Ok(token.unwrap_or(holds))
     }
 
-    fn set_holds(&mut self, owner: &[u8], holds: i64) {
+    fn set_holds(&mut self, owner: Owner, holds: i64) {
         self.writes.push(Write::SetHolds {
-            owner: owner.to_vec(),
+            owner: owner.clone(),
             holds,
         });
-        self.state = LockState::Held {
-            owner: owner.to_vec(),
-            holds,
-        };
+        self.state = LockState::Held { owner, holds };
     }
 
     fn free(&mut self) {
@@ -317,7 +326,7 @@ mod tests {
 
     fn req(owner: &str, lease_ms: i64) -> Request {
         Request {
-            owner: owner.into(),
+            owner: owner.as_bytes().into(),
             lease_ms,
             fence: false,
         }
@@ -332,14 +341,14 @@ mod tests {
 
     fn held(owner: &str, holds: i64) -> LockState {
         LockState::Held {
-            owner: owner.into(),
+            owner: owner.as_bytes().into(),
             holds,
         }
     }
 
     fn set(owner: &str, holds: i64) -> Write {
         Write::SetHolds {
-            owner: owner.into(),
+            owner: owner.as_bytes().into(),
             holds,
         }
     }
@@ -488,7 +497,7 @@ mod tests {
             assert_eq!(t.release(&mut q, releaser.as_bytes()), Ok(0));
             let wake = &t.wakes[0];
             order.push(wake.id);
-            releaser = String::from_utf8(wake.waiter.owner.clone()).unwrap();
+            releaser = String::from_utf8(wake.waiter.owner.to_vec()).unwrap();
             state = t.state().clone();
         }
         assert_eq!(order, (1..=50).collect::<Vec<_>>());

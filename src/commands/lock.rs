@@ -68,19 +68,19 @@ fn owner_call<'a>(command: &str, args: &'a [RedisString]) -> Result<OwnerCall<'a
 }
 
 /// `LOCK.ACQUIRE key owner [PX ms | EX s] [BLOCK ms] [FENCE]`
-pub fn acquire(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
     run(ctx, || {
         let OwnerCall {
             name,
             owner,
             options,
-        } = owner_call("lock.acquire", &args)?;
+        } = owner_call("lock.acquire", args)?;
         let options = parse_acquire_options(options)?;
         if options.fence {
             token_key_in_slot(name.as_slice())?;
         }
         let request = Request {
-            owner: owner.as_slice().to_vec(),
+            owner: owner.as_slice().into(),
             lease_ms: options.lease_ms.unwrap_or_else(config::default_lease_ms),
             fence: options.fence,
         };
@@ -147,9 +147,9 @@ fn enqueue(
 }
 
 /// `LOCK.RELEASE key owner`
-pub fn release(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+pub fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
     run(ctx, || {
-        let [_, name, owner_arg] = args.as_slice() else {
+        let [_, name, owner_arg] = args else {
             return Err(LockError::arity("lock.release"));
         };
         let owner = parse_owner(owner_arg.as_slice())?;
@@ -163,13 +163,13 @@ pub fn release(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 }
 
 /// `LOCK.RENEW key owner [PX ms | EX s]`
-pub fn renew(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+pub fn renew(ctx: &Context, args: &[RedisString]) -> RedisResult {
     run(ctx, || {
         let OwnerCall {
             name,
             owner,
             options,
-        } = owner_call("lock.renew", &args)?;
+        } = owner_call("lock.renew", args)?;
         let lease = parse_renew_options(options)?
             .lease_ms
             .unwrap_or_else(config::default_lease_ms);
@@ -183,9 +183,9 @@ pub fn renew(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 }
 
 /// `LOCK.FORCERELEASE key`
-pub fn force_release(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+pub fn force_release(ctx: &Context, args: &[RedisString]) -> RedisResult {
     run(ctx, || {
-        let [_, name] = args.as_slice() else {
+        let [_, name] = args else {
             return Err(LockError::arity("lock.forcerelease"));
         };
         refuse_on_replica(ctx)?;
@@ -198,9 +198,9 @@ pub fn force_release(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 }
 
 /// `LOCK.INFO key`
-pub fn info(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+pub fn info(ctx: &Context, args: &[RedisString]) -> RedisResult {
     run(ctx, || {
-        let [_, name] = args.as_slice() else {
+        let [_, name] = args else {
             return Err(LockError::arity("lock.info"));
         };
         let Some((LockState::Held { owner, holds }, ttl)) = store::read_only(ctx, name)? else {
