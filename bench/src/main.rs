@@ -1,1 +1,634 @@
-fn main() {}
+//! lock-bench: the load generator for the `lock` Redis module. Starts its own
+//! redis-server(s) with the module, drives the module's commands, Redisson's
+//! Lua + pub/sub protocol, spin locks and raw SET NX against the same server in
+//! the same run, and prints a table with every bar (see bench/README.md).
+
+mod benchmark;
+mod chart;
+mod compare;
+mod expiry;
+mod load;
+mod report;
+mod resp;
+mod scale;
+mod server;
+mod stats;
+mod throughput;
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::json;
+
+use crate::load::{LoadSpec, Proto, Scripts};
+use crate::report::Section;
+use crate::resp::Conn;
+use crate::server::{Pinning, Server, ServerSpec};
+
+const USAGE: &str = "\
+lock-bench: benchmark of the lock module against Redisson's protocol, spin locks and raw SET NX
+
+usage: lock-bench [options]
+  --quick                 smoke run: 1 repetition, short runs, smaller S1b/S4/S6
+  --only S2,S3            run only these scenarios (S1 S1b S2 S3 S4 S5 S6)
+  --reps N                repetitions of every measurement (default 3; median reported)
+  --warmup SECS           warm-up before each measured run (default 0.5)
+  --measure SECS          length of each measured run (default 2)
+  --threads-per-process N Redisson client threads per simulated process (default 4)
+  --out DIR               where latest.txt, latest.json, chart.svg go (default bench/results,
+                          bench/results/quick with --quick)
+  --module PATH           liblock.so (default target/release/liblock.so of this workspace)
+  --redis-server PATH     default redis-server from PATH
+  --redis-benchmark PATH  default redis-benchmark from PATH
+  --protocols LIST        only these protocols in S1/S2/S5 (module,redisson,spin-10ms,spin-100ms,raw)
+  --s2-clients LIST       S2 client counts (default 1,4,16,64,256)
+  --compare-models        measure tokio tasks vs blocking threads as the client model, then exit
+  -h, --help";
+
+#[derive(Clone, Debug)]
+pub struct Opts {
+    pub quick: bool,
+    pub only: Option<Vec<String>>,
+    pub reps: usize,
+    pub warmup: Duration,
+    pub measure: Duration,
+    pub threads_per_process: usize,
+    pub out: PathBuf,
+    pub module: PathBuf,
+    pub redis_server: String,
+    pub redis_benchmark: String,
+    pub compare_models: bool,
+    pub protocols: Option<Vec<String>>,
+    pub s2_clients: Vec<usize>,
+    pub pinning: Pinning,
+    /// Requests per redis-benchmark run and repetitions, S1b.
+    pub bench_requests: u64,
+    pub bench_reps: usize,
+    /// Requests per redis-benchmark run and repetitions, S6.
+    pub s6_requests: u64,
+    pub s6_reps: usize,
+    /// Locks written for S4's memory figure.
+    pub s4_locks: u64,
+    pub s4_waiters: usize,
+    pub s4_releases: usize,
+    /// S3 repetitions (each gives 16 grants).
+    pub s3_reps: usize,
+}
+
+fn workspace_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+fn parse_args() -> Result<Opts, String> {
+    let mut args = std::env::args().skip(1);
+    let mut quick = false;
+    let mut only = None;
+    let mut reps = None;
+    let mut warmup = None;
+    let mut measure = None;
+    let mut tpp = 4;
+    let mut out = None;
+    let mut module = None;
+    let mut redis_server = "redis-server".to_string();
+    let mut redis_benchmark = "redis-benchmark".to_string();
+    let mut compare_models = false;
+    let mut protocols = None;
+    let mut s2_clients = vec![1, 4, 16, 64, 256];
+    fn value(args: &mut impl Iterator<Item = String>, name: &str) -> Result<String, String> {
+        args.next().ok_or_else(|| format!("{name} needs a value"))
+    }
+    fn secs(s: &str, name: &str) -> Result<Duration, String> {
+        s.parse::<f64>()
+            .ok()
+            .filter(|x| *x > 0.0 && x.is_finite())
+            .map(Duration::from_secs_f64)
+            .ok_or_else(|| format!("{name}: not a positive number of seconds: {s}"))
+    }
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--quick" => quick = true,
+            "--only" => {
+                let v = value(&mut args, &a)?;
+                let list: Vec<String> = v
+                    .split(',')
+                    .map(|s| s.trim().to_uppercase().replace("S1B", "S1b"))
+                    .filter(|s| !s.is_empty())
+                    .collect();
+                for s in &list {
+                    if !["S1", "S1b", "S2", "S3", "S4", "S5", "S6"].contains(&s.as_str()) {
+                        return Err(format!("--only: unknown scenario {s}"));
+                    }
+                }
+                only = Some(list);
+            }
+            "--reps" => {
+                let v = value(&mut args, &a)?;
+                reps = Some(
+                    v.parse::<usize>()
+                        .ok()
+                        .filter(|n| *n >= 1)
+                        .ok_or_else(|| format!("--reps: not a positive integer: {v}"))?,
+                );
+            }
+            "--warmup" => warmup = Some(secs(&value(&mut args, &a)?, &a)?),
+            "--measure" => measure = Some(secs(&value(&mut args, &a)?, &a)?),
+            "--threads-per-process" => {
+                let v = value(&mut args, &a)?;
+                tpp =
+                    v.parse::<usize>().ok().filter(|n| *n >= 1).ok_or_else(|| {
+                        format!("--threads-per-process: not a positive integer: {v}")
+                    })?;
+            }
+            "--out" => out = Some(PathBuf::from(value(&mut args, &a)?)),
+            "--module" => module = Some(PathBuf::from(value(&mut args, &a)?)),
+            "--redis-server" => redis_server = value(&mut args, &a)?,
+            "--redis-benchmark" => redis_benchmark = value(&mut args, &a)?,
+            "--compare-models" => compare_models = true,
+            "--protocols" => {
+                let v = value(&mut args, &a)?;
+                let list: Vec<String> = v.split(',').map(|s| s.trim().to_string()).collect();
+                for p in &list {
+                    if !["module", "redisson", "spin-10ms", "spin-100ms", "raw"]
+                        .contains(&p.as_str())
+                    {
+                        return Err(format!("--protocols: unknown protocol {p}"));
+                    }
+                }
+                protocols = Some(list);
+            }
+            "--s2-clients" => {
+                let v = value(&mut args, &a)?;
+                s2_clients = v
+                    .split(',')
+                    .map(|s| s.trim().parse::<usize>().ok().filter(|n| *n >= 1))
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or_else(|| format!("--s2-clients: not a list of positive integers: {v}"))?;
+            }
+            "-h" | "--help" => return Err(String::new()),
+            other => return Err(format!("unknown option {other}")),
+        }
+    }
+    let module = module
+        .or_else(|| std::env::var_os("LOCK_MODULE").map(PathBuf::from))
+        .unwrap_or_else(|| workspace_dir().join("target/release/liblock.so"));
+    let out = out.unwrap_or_else(|| {
+        let base = workspace_dir().join("bench/results");
+        if quick {
+            base.join("quick")
+        } else {
+            base
+        }
+    });
+    Ok(Opts {
+        quick,
+        only,
+        reps: reps.unwrap_or(if quick { 1 } else { 5 }),
+        warmup: warmup.unwrap_or(Duration::from_millis(if quick { 200 } else { 300 })),
+        measure: measure.unwrap_or(Duration::from_millis(if quick { 500 } else { 1000 })),
+        threads_per_process: tpp,
+        out,
+        module: server::absolute(&module),
+        redis_server,
+        redis_benchmark,
+        compare_models,
+        protocols,
+        s2_clients,
+        pinning: Pinning::detect(),
+        bench_requests: if quick { 100_000 } else { 400_000 },
+        bench_reps: if quick { 1 } else { reps.unwrap_or(7).max(3) },
+        s6_requests: if quick { 100_000 } else { 250_000 },
+        s6_reps: if quick { 1 } else { reps.unwrap_or(9).max(3) },
+        s4_locks: if quick { 200_000 } else { 1_000_000 },
+        s4_waiters: 10_000,
+        s4_releases: if quick { 50 } else { 200 },
+        s3_reps: if quick { 1 } else { 5 },
+    })
+}
+
+/// What a scenario runs against: a fresh server with the module.
+pub struct Ctx {
+    pub opts: Opts,
+    pub server: Server,
+    pub addr: String,
+    pub server_pid: Option<u32>,
+    pub scripts: Scripts,
+    runs: std::cell::Cell<u64>,
+    started: Instant,
+}
+
+impl Ctx {
+    pub fn server_spec(opts: &Opts, with_module: bool) -> ServerSpec {
+        ServerSpec {
+            binary: opts.redis_server.clone(),
+            module: with_module.then(|| opts.module.clone()),
+            core: opts.pinning.server,
+            // S4 queues 10k waiters; every server is started the same way.
+            extra: vec!["--maxclients".into(), "20100".into()],
+        }
+    }
+
+    async fn new(opts: &Opts, tag: &str, started: Instant) -> io::Result<Ctx> {
+        let server = Server::start(&Ctx::server_spec(opts, true), tag)?;
+        let addr = server.addr();
+        let mut conn = Conn::connect(&addr).await?;
+        let scripts = Scripts::load(&mut conn).await?;
+        Ok(Ctx {
+            opts: opts.clone(),
+            server_pid: server.pid(),
+            server,
+            addr,
+            scripts,
+            runs: std::cell::Cell::new(0),
+            started,
+        })
+    }
+
+    pub fn spec(&self, proto: Proto, clients: usize, keys: usize) -> LoadSpec {
+        let n = self.runs.get() + 1;
+        self.runs.set(n);
+        LoadSpec {
+            proto,
+            clients,
+            keys,
+            threads_per_process: self.opts.threads_per_process,
+            warmup: self.opts.warmup,
+            measure: self.opts.measure,
+            lease_ms: 30_000,
+            block_ms: 10_000,
+            prefix: format!("b{n}-{}", proto.name()),
+            seed: n,
+        }
+    }
+
+    /// The protocols of `all` that `--protocols` keeps.
+    pub fn protocols(&self, all: &[Proto]) -> Vec<Proto> {
+        all.iter()
+            .copied()
+            .filter(|p| {
+                self.opts
+                    .protocols
+                    .as_ref()
+                    .is_none_or(|l| l.iter().any(|n| *n == p.name()))
+            })
+            .collect()
+    }
+
+    pub fn progress(&self, msg: &str) {
+        eprintln!("[{:>6.1}s] {msg}", self.started.elapsed().as_secs_f64());
+    }
+
+    /// After a run: the server is alive and no caller is left queued.
+    pub async fn settle(&self, section: &mut Section) {
+        let deadline = Instant::now() + Duration::from_secs(3);
+        loop {
+            match self.info_field("lock", "lock_waiters").await {
+                Ok(Some(v)) if v == "0" => return,
+                Ok(v) if Instant::now() > deadline => {
+                    section.errors.push(format!(
+                        "lock_waiters is {} after every client of the run disconnected",
+                        v.unwrap_or_else(|| "missing".into())
+                    ));
+                    return;
+                }
+                Err(e) => {
+                    section
+                        .errors
+                        .push(format!("server not answering after a run: {e}"));
+                    return;
+                }
+                _ => tokio::time::sleep(Duration::from_millis(5)).await,
+            }
+        }
+    }
+
+    pub async fn info_field(&self, section: &str, field: &str) -> io::Result<Option<String>> {
+        let mut c = Conn::connect(&self.addr).await?;
+        info_field(&mut c, section, field).await
+    }
+}
+
+/// A field of `INFO section`, as text.
+pub async fn info_field(c: &mut Conn, section: &str, field: &str) -> io::Result<Option<String>> {
+    let info = c.ok(&["INFO", section]).await?.text();
+    Ok(info.lines().find_map(|line| {
+        line.strip_prefix(field)
+            .and_then(|rest| rest.strip_prefix(':'))
+            .map(|v| v.trim().to_string())
+    }))
+}
+
+fn wanted(opts: &Opts, id: &str) -> bool {
+    opts.only.as_ref().is_none_or(|l| l.iter().any(|s| s == id))
+}
+
+/// `YYYY-MM-DD HH:MM:SS UTC` for a unix time.
+fn utc(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+fn first_line(path: &str, prefix: &str) -> Option<String> {
+    fs::read_to_string(path).ok().and_then(|s| {
+        s.lines()
+            .find(|l| l.starts_with(prefix))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+    })
+}
+
+fn command_output(cmd: &str, arg: &str) -> String {
+    std::process::Command::new(cmd)
+        .arg(arg)
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|e| format!("({cmd}: {e})"))
+}
+
+fn command_line() -> String {
+    std::env::args()
+        .map(|a| {
+            if a.is_empty() || a.contains(|c: char| c.is_whitespace() || c == '\'') {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            } else {
+                a
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+struct Header {
+    text: String,
+    json: serde_json::Value,
+}
+
+fn header(opts: &Opts, date: &str, load_before: &str) -> Header {
+    let cores = server::online_cores();
+    let cpu = first_line("/proc/cpuinfo", "model name").unwrap_or_else(|| "unknown".into());
+    let kernel = fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into());
+    let redis = command_output(&opts.redis_server, "--version");
+    let text = format!(
+        "lock-bench: the lock module vs Redisson's protocol, spin locks and raw SET NX\n\
+         date:     {date}\n\
+         command:  {}\n\
+         machine:  {cores} cores, {cpu}, Linux {kernel}, load average at start {load_before}\n\
+         server:   {redis}\n\
+         module:   {}\n\
+         pinning:  {}\n\
+         runs:     {} repetitions of every measurement, median shown (all runs in latest.json); \
+         throughput runs {:.1} s measured after {:.1} s warm-up{}\n\
+         clients:  one tokio current_thread runtime (one core), a task per client, own RESP2 codec over TCP_NODELAY sockets\n",
+        command_line(),
+        opts.module.display(),
+        opts.pinning.describe(),
+        opts.reps,
+        opts.measure.as_secs_f64(),
+        opts.warmup.as_secs_f64(),
+        if opts.quick { " (--quick)" } else { "" },
+    );
+    let json = json!({
+        "date": date, "command": command_line(), "cores": cores, "cpu": cpu,
+        "kernel": kernel, "redis_server": redis, "module": opts.module.display().to_string(),
+        "pinning": opts.pinning.describe(), "reps": opts.reps,
+        "measure_s": opts.measure.as_secs_f64(), "warmup_s": opts.warmup.as_secs_f64(),
+        "quick": opts.quick, "threads_per_process": opts.threads_per_process,
+        "load_average_at_start": load_before,
+    });
+    Header { text, json }
+}
+
+/// The CPU probe on the server's and the generator's cores, as text and JSON.
+fn probe(opts: &Opts) -> (String, serde_json::Value) {
+    let mut text = Vec::new();
+    let mut js = serde_json::Map::new();
+    for (name, core) in [
+        ("server core", opts.pinning.server),
+        ("generator core", opts.pinning.generator),
+    ] {
+        let v = server::cpu_probe(core, 8);
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().copied().fold(0.0, f64::max);
+        text.push(format!(
+            "{name} {:.0} ms median [{lo:.0} .. {hi:.0}]",
+            stats::median(&v)
+        ));
+        js.insert(name.replace(' ', "_"), json!(v));
+    }
+    (
+        format!(
+            "same fixed work timed 8 times per core: {} (slowest/fastest shows the machine's own noise)",
+            text.join(", ")
+        ),
+        serde_json::Value::Object(js),
+    )
+}
+
+fn loadavg() -> String {
+    fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+async fn run(opts: Opts) -> io::Result<bool> {
+    if !opts.module.is_file() {
+        return Err(io::Error::other(format!(
+            "module not found: {} (build it with `cargo build --release -p redis-lock`)",
+            opts.module.display()
+        )));
+    }
+    let started = Instant::now();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let date = utc(now);
+    let probe_start = probe(&opts);
+    let mut head = header(&opts, &date, &loadavg());
+    head.text
+        .push_str(&format!("cpu probe: {}\n", probe_start.0));
+    head.json["cpu_probe_start"] = probe_start.1;
+    eprint!("{}", head.text);
+
+    let mut sections: Vec<Section> = Vec::new();
+    let mut chart_data = None;
+    let ids = ["S1", "S1b", "S2", "S3", "S4", "S5", "S6"];
+    for id in ids {
+        if !wanted(&opts, id) {
+            continue;
+        }
+        let t0 = Instant::now();
+        let result: io::Result<Section> = async {
+            if id == "S6" {
+                return benchmark::s6(&opts, started).await;
+            }
+            let ctx = Ctx::new(&opts, id, started).await?;
+            let section = match id {
+                "S1" => throughput::s1(&ctx).await,
+                "S1b" => benchmark::s1b(&ctx).await,
+                "S2" => {
+                    let (s, c) = throughput::s2(&ctx).await?;
+                    chart_data = Some(c);
+                    Ok(s)
+                }
+                "S3" => expiry::s3(&ctx).await,
+                "S4" => scale::s4(&ctx).await,
+                _ => throughput::s5(&ctx).await,
+            };
+            let mut ctx = ctx;
+            if !ctx.server.alive() {
+                return Err(io::Error::other(format!(
+                    "redis-server died during {id}; log:\n{}",
+                    ctx.server.log_tail()
+                )));
+            }
+            section
+        }
+        .await;
+        let mut section = match result {
+            Ok(s) => s,
+            Err(e) => {
+                let mut s = Section::new(id, "did not complete");
+                s.errors.push(e.to_string());
+                s
+            }
+        };
+        section.line(format!(
+            "scenario time: {:.0} s",
+            t0.elapsed().as_secs_f64()
+        ));
+        eprint!("{}", section.render());
+        sections.push(section);
+    }
+
+    let probe_end = probe(&opts);
+    head.json["cpu_probe_end"] = probe_end.1;
+    let total = started.elapsed().as_secs_f64();
+    let bars: Vec<&report::Bar> = sections.iter().flat_map(|s| s.bars.iter()).collect();
+    let passed = bars.iter().filter(|b| b.pass()).count();
+    let violations: usize = sections.iter().map(|s| s.violations.len()).sum();
+    let errors: usize = sections.iter().map(|s| s.errors.len()).sum();
+    let mut text = head.text.clone();
+    text.push_str(&format!(
+        "          Redisson simulated as processes of {} threads (one pub/sub connection per process); spin retries after 10 ms / 100 ms\n\n",
+        opts.threads_per_process
+    ));
+    for s in &sections {
+        text.push_str(&s.render());
+        text.push('\n');
+    }
+    text.push_str(&format!("cpu probe at the end: {}\n", probe_end.0));
+    text.push_str(&format!(
+        "summary: {passed} of {} bars PASS, {} FALL SHORT; mutual-exclusion violations: {violations}; errors: {errors}; total time {:.0} s; load average at end {}\n",
+        bars.len(),
+        bars.len() - passed,
+        total,
+        loadavg()
+    ));
+    print!("{text}");
+
+    fs::create_dir_all(&opts.out)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", opts.out.display())))?;
+    let doc = json!({
+        "header": head.json,
+        "scenarios": sections.iter().map(Section::to_json).collect::<Vec<_>>(),
+        "bars": sections.iter().flat_map(|s| s.bars.iter().map(move |b| {
+            let mut j = b.json();
+            j["scenario"] = json!(s.id);
+            j
+        })).collect::<Vec<_>>(),
+        "summary": {"bars": bars.len(), "pass": passed, "violations": violations,
+                    "errors": errors, "total_s": total},
+    });
+    let write = |name: &str, body: &[u8]| -> io::Result<()> {
+        let p = opts.out.join(name);
+        fs::write(&p, body).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", p.display())))
+    };
+    write("latest.txt", text.as_bytes())?;
+    let pretty = serde_json::to_string_pretty(&doc).map_err(io::Error::other)?;
+    write("latest.json", pretty.as_bytes())?;
+    let mut files = vec!["latest.txt", "latest.json"];
+    if let Some(c) = &chart_data {
+        let p = opts.out.join("chart.svg");
+        chart::draw(c, &p, &date).map_err(|e| io::Error::other(format!("chart: {e}")))?;
+        files.push("chart.svg");
+    }
+    eprintln!("wrote {} in {}", files.join(", "), opts.out.display());
+    Ok(violations == 0 && errors == 0)
+}
+
+fn main() -> ExitCode {
+    let opts = match parse_args() {
+        Ok(o) => o,
+        Err(e) => {
+            if e.is_empty() {
+                println!("{USAGE}");
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("lock-bench: {e}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(core) = opts.pinning.generator {
+        if let Err(e) = server::pin_self(core) {
+            eprintln!("lock-bench: cannot pin the generator to core {core}: {e}");
+        }
+    }
+    if let Err(e) = server::raise_nofile() {
+        eprintln!("lock-bench: cannot raise the open-file limit: {e}");
+    }
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("lock-bench: tokio runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let local = tokio::task::LocalSet::new();
+    if opts.compare_models {
+        return match local.block_on(&rt, compare::run(&opts)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("lock-bench: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    match local.block_on(&rt, run(opts)) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => {
+            eprintln!("lock-bench: FAILED: mutual-exclusion violations or errors (see above)");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("lock-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

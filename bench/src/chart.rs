@@ -1,0 +1,162 @@
+//! chart.svg: S2 (one hot lock) acquisitions/s and p99 wait against client
+//! count, one line per protocol, with the ping floor. SVG text is left to the
+//! viewer's fonts (plotters without a font backend), so no system font is read.
+
+use std::error::Error;
+use std::path::Path;
+
+use plotters::prelude::*;
+
+use crate::throughput::S2Chart;
+
+const COLORS: [RGBColor; 4] = [
+    RGBColor(0x1f, 0x77, 0xb4),
+    RGBColor(0xd6, 0x27, 0x28),
+    RGBColor(0x2c, 0xa0, 0x2c),
+    RGBColor(0xff, 0x7f, 0x0e),
+];
+
+fn range(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    let v: Vec<f64> = values.filter(|x| x.is_finite() && *x > 0.0).collect();
+    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().copied().fold(0.0, f64::max);
+    if !lo.is_finite() || hi <= 0.0 {
+        return (0.1, 10.0);
+    }
+    // Whole decades around the data.
+    (
+        10f64.powf((lo * 0.7).log10().floor()),
+        10f64.powf((hi.log10() + 0.05).ceil()),
+    )
+}
+
+pub fn draw(data: &S2Chart, path: &Path, date: &str) -> Result<(), Box<dyn Error>> {
+    let root = SVGBackend::new(path, (1200, 520)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let (title, body) = root.split_vertically(50);
+    title.draw(&Text::new(
+        format!(
+            "S2: one hot lock, empty critical section ({date}; medians; redisson = processes of {} threads)",
+            data.threads_per_process
+        ),
+        (20, 18),
+        ("sans-serif", 18).into_font(),
+    ))?;
+    let (left, right) = body.split_horizontally(600);
+    let x_max = data.counts.iter().copied().max().unwrap_or(256) as f64 * 1.3;
+    let xs: Vec<f64> = data.counts.iter().map(|&c| c as f64).collect();
+
+    // Acquisitions per second.
+    let (lo, hi) = range(
+        data.series
+            .iter()
+            .flat_map(|s| s.1.iter().copied())
+            .chain(std::iter::once(data.ping)),
+    );
+    let mut chart = ChartBuilder::on(&left)
+        .caption("acquisitions/s (log)", ("sans-serif", 16))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(
+            (0.8f64..x_max).log_scale().with_key_points(xs.clone()),
+            (lo..hi).log_scale(),
+        )?;
+    chart
+        .configure_mesh()
+        .x_desc("clients")
+        .x_labels(10)
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&|y| {
+            if *y >= 1000.0 {
+                format!("{:.0}k", y / 1000.0)
+            } else {
+                format!("{y:.0}")
+            }
+        })
+        .draw()?;
+    chart
+        .draw_series(LineSeries::new(
+            [(0.8, data.ping), (x_max, data.ping)],
+            ShapeStyle::from(&BLACK).stroke_width(1),
+        ))?
+        .label(format!("ping floor ({:.0}/s)", data.ping))
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLACK));
+    for (i, (name, rates, _)) in data.series.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let pts: Vec<(f64, f64)> = xs
+            .iter()
+            .zip(rates)
+            .filter(|(_, r)| r.is_finite() && **r > 0.0)
+            .map(|(x, r)| (*x, *r))
+            .collect();
+        chart
+            .draw_series(LineSeries::new(
+                pts.clone(),
+                ShapeStyle::from(&color).stroke_width(2),
+            ))?
+            .label(name.as_str())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+            });
+        chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+
+    // p99 wait.
+    let (lo, hi) = range(data.series.iter().flat_map(|s| s.2.iter().copied()));
+    let mut chart = ChartBuilder::on(&right)
+        .caption("p99 wait, ms (log)", ("sans-serif", 16))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(
+            (0.8f64..x_max).log_scale().with_key_points(xs.clone()),
+            (lo..hi).log_scale(),
+        )?;
+    chart
+        .configure_mesh()
+        .x_desc("clients")
+        .x_labels(10)
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&|y| {
+            if *y >= 1.0 {
+                format!("{y:.0}")
+            } else {
+                format!("{y}")
+            }
+        })
+        .draw()?;
+    for (i, (name, _, p99)) in data.series.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let pts: Vec<(f64, f64)> = xs
+            .iter()
+            .zip(p99)
+            .filter(|(_, r)| r.is_finite() && **r > 0.0)
+            .map(|(x, r)| (*x, *r))
+            .collect();
+        chart
+            .draw_series(LineSeries::new(
+                pts.clone(),
+                ShapeStyle::from(&color).stroke_width(2),
+            ))?
+            .label(name.as_str())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+            });
+        chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}

@@ -1,0 +1,370 @@
+//! redis-server processes owned by the benchmark (killed by PID when dropped,
+//! also on panic or error), CPU pinning and the file-descriptor limit.
+
+use std::fs;
+use std::io;
+use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::resp::SyncConn;
+
+/// Which core the server and the generator run on (`None`: not pinned).
+#[derive(Clone, Copy, Debug)]
+pub struct Pinning {
+    pub server: Option<usize>,
+    pub generator: Option<usize>,
+}
+
+impl Pinning {
+    pub fn detect() -> Pinning {
+        if online_cores() >= 2 {
+            Pinning {
+                server: Some(0),
+                generator: Some(1),
+            }
+        } else {
+            Pinning {
+                server: None,
+                generator: None,
+            }
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match (self.server, self.generator) {
+            (Some(s), Some(g)) => {
+                format!("redis-server on core {s}; generator and redis-benchmark on core {g}")
+            }
+            _ => "not pinned (fewer than 2 cores)".into(),
+        }
+    }
+}
+
+/// Cores online on the machine (not this thread's affinity mask).
+pub fn online_cores() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    if n > 0 {
+        n as usize
+    } else {
+        1
+    }
+}
+
+/// Pins the calling thread (and the threads it creates later) to `core`.
+pub fn pin_self(core: usize) -> io::Result<()> {
+    set_affinity(0, core)
+}
+
+fn set_affinity(pid: libc::pid_t, core: usize) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET only write into it and
+    // sched_setaffinity reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_ZERO(&mut set);
+        libc::CPU_SET(core, &mut set);
+        if libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Makes `cmd` run pinned to `core` (when given) and die with this process.
+pub fn prepare_child(cmd: &mut Command, core: Option<usize>) {
+    // SAFETY: the closure runs in the forked child before exec and calls only
+    // async-signal-safe functions (sched_setaffinity, prctl).
+    unsafe {
+        cmd.pre_exec(move || {
+            if let Some(core) = core {
+                set_affinity(0, core)?;
+            }
+            // Killed if the benchmark dies without running its destructors
+            // (SIGKILL, Ctrl-C).
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+}
+
+/// Raises the soft RLIMIT_NOFILE to the hard limit; returns the new limit.
+pub fn raise_nofile() -> io::Result<u64> {
+    // SAFETY: getrlimit/setrlimit read and write a plain struct.
+    unsafe {
+        let mut lim: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        lim.rlim_cur = lim.rlim_max;
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(lim.rlim_cur as u64)
+    }
+}
+
+fn free_port() -> io::Result<u16> {
+    TcpListener::bind("127.0.0.1:0")?
+        .local_addr()
+        .map(|a| a.port())
+}
+
+#[derive(Clone, Debug)]
+pub struct ServerSpec {
+    pub binary: String,
+    /// Absolute path of liblock.so; `None` starts a plain server.
+    pub module: Option<PathBuf>,
+    pub core: Option<usize>,
+    pub extra: Vec<String>,
+}
+
+pub struct Server {
+    pub port: u16,
+    pub dir: PathBuf,
+    pub with_module: bool,
+    child: Option<Child>,
+}
+
+impl Server {
+    pub fn start(spec: &ServerSpec, tag: &str) -> io::Result<Server> {
+        let mut last = String::new();
+        for attempt in 0..5 {
+            let port = free_port()?;
+            let dir = std::env::temp_dir().join(format!(
+                "lock-bench-{}-{tag}-{attempt}-{port}",
+                std::process::id()
+            ));
+            let _ = fs::remove_dir_all(&dir);
+            fs::create_dir_all(&dir)?;
+            let mut cmd = Command::new(&spec.binary);
+            cmd.arg("--port")
+                .arg(port.to_string())
+                .arg("--bind")
+                .arg("127.0.0.1")
+                .arg("--save")
+                .arg("")
+                .arg("--appendonly")
+                .arg("no")
+                .arg("--dir")
+                .arg(&dir)
+                .arg("--logfile")
+                .arg(dir.join("redis.log"))
+                .arg("--daemonize")
+                .arg("no");
+            if let Some(m) = &spec.module {
+                cmd.arg("--loadmodule").arg(m);
+            }
+            cmd.args(&spec.extra);
+            cmd.stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            prepare_child(&mut cmd, spec.core);
+            let child = cmd
+                .spawn()
+                .map_err(|e| io::Error::new(e.kind(), format!("start {}: {e}", spec.binary)))?;
+            let mut server = Server {
+                port,
+                dir,
+                with_module: spec.module.is_some(),
+                child: Some(child),
+            };
+            match server.wait_ready() {
+                Ok(()) => return Ok(server),
+                Err(e) => last = format!("{e}; log: {}", server.log_tail()),
+            }
+        }
+        Err(io::Error::other(format!(
+            "redis-server did not start: {last}"
+        )))
+    }
+
+    fn wait_ready(&mut self) -> io::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    return Err(io::Error::other(format!("exited with {status}")));
+                }
+            }
+            if let Ok(mut c) = SyncConn::connect(&self.addr()) {
+                if let Ok(r) = c.raw(b"*1\r\n$4\r\nPING\r\n") {
+                    if r.text() == "PONG" {
+                        return Ok(());
+                    }
+                }
+            }
+            if Instant::now() > deadline {
+                return Err(io::Error::other("not answering PING after 10 s"));
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
+    /// Still running?
+    pub fn alive(&mut self) -> bool {
+        match self.child.as_mut() {
+            Some(c) => matches!(c.try_wait(), Ok(None)),
+            None => false,
+        }
+    }
+
+    pub fn log_tail(&self) -> String {
+        let log = fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    }
+
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+        if thread::panicking() {
+            eprintln!("server {} log kept in {}", self.port, self.dir.display());
+        } else {
+            let _ = fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// CPU time (user + system) of a process, in seconds, from /proc.
+pub fn cpu_seconds(pid: Option<u32>) -> f64 {
+    let path = match pid {
+        Some(p) => format!("/proc/{p}/stat"),
+        None => "/proc/self/stat".into(),
+    };
+    let Ok(stat) = fs::read_to_string(path) else {
+        return 0.0;
+    };
+    // Fields after the command name (which is in parentheses and may hold spaces).
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
+        return 0.0;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // utime, stime, cutime, cstime are fields 14-17 of the line, 12-15
+    // here: children count once they have been waited for (redis-benchmark).
+    let ticks: f64 = f
+        .get(11..15)
+        .map(|v| v.iter().filter_map(|x| x.parse::<f64>().ok()).sum())
+        .unwrap_or(0.0);
+    ticks / clock_ticks()
+}
+
+fn clock_ticks() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    if hz > 0.0 {
+        hz
+    } else {
+        100.0
+    }
+}
+
+/// CPU time the whole machine spent in user and system mode, in seconds.
+fn machine_busy_seconds() -> f64 {
+    let Ok(stat) = fs::read_to_string("/proc/stat") else {
+        return 0.0;
+    };
+    let Some(line) = stat.lines().next() else {
+        return 0.0;
+    };
+    let ticks: f64 = line
+        .split_whitespace()
+        .skip(1)
+        .take(3)
+        .filter_map(|x| x.parse::<f64>().ok())
+        .sum();
+    ticks / clock_ticks()
+}
+
+/// CPU use, in % of one core, over a measured window.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CpuUse {
+    pub server: f64,
+    pub generator: f64,
+    /// Everything else on the machine (other processes: a sign of
+    /// interference).
+    pub others: f64,
+}
+
+/// CPU use of the server, the generator and the rest of the machine between
+/// two points in time.
+pub struct CpuMeter {
+    server_pid: Option<u32>,
+    start: Instant,
+    server0: f64,
+    self0: f64,
+    machine0: f64,
+}
+
+impl CpuMeter {
+    pub fn start(server_pid: Option<u32>) -> CpuMeter {
+        CpuMeter {
+            server_pid,
+            start: Instant::now(),
+            server0: cpu_seconds(server_pid),
+            self0: cpu_seconds(None),
+            machine0: machine_busy_seconds(),
+        }
+    }
+
+    pub fn stop(&self) -> CpuUse {
+        let dt = self.start.elapsed().as_secs_f64().max(1e-9);
+        let server = cpu_seconds(self.server_pid) - self.server0;
+        let generator = cpu_seconds(None) - self.self0;
+        let machine = machine_busy_seconds() - self.machine0;
+        CpuUse {
+            server: 100.0 * server / dt,
+            generator: 100.0 * generator / dt,
+            others: (100.0 * (machine - server - generator) / dt).max(0.0),
+        }
+    }
+}
+
+pub fn absolute(p: &Path) -> PathBuf {
+    fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// Times a fixed amount of pure CPU work `samples` times on `core`
+/// (milliseconds each): on a shared virtual machine the same work takes
+/// visibly different times from one moment to the next.
+pub fn cpu_probe(core: Option<usize>, samples: usize) -> Vec<f64> {
+    let work = move || {
+        if let Some(c) = core {
+            let _ = set_affinity(0, c);
+        }
+        let mut out = Vec::with_capacity(samples);
+        for _ in 0..samples {
+            let t0 = Instant::now();
+            let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+            for i in 0..20_000_000u64 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x = x.wrapping_add(i);
+            }
+            std::hint::black_box(x);
+            out.push(t0.elapsed().as_secs_f64() * 1000.0);
+        }
+        out
+    };
+    thread::spawn(work).join().unwrap_or_default()
+}

@@ -1,0 +1,446 @@
+//! S1 (uncontended cycles), S2 (one hot lock) and S5 (64 keys, 256 clients):
+//! closed-loop clients from `load`, every protocol in the same run, reps
+//! interleaved so that drift spreads over all protocols.
+
+use std::io;
+
+use serde_json::{json, Value};
+
+use crate::load::{commandstats, ping_rate, run_load, LoadResult, Proto};
+use crate::report::{finite, ms, rate, Bar, Section, INTERFERENCE_PCT, RETRIES};
+use crate::resp::Conn;
+use crate::stats::{median, paired_ratio, spread_pct};
+use crate::Ctx;
+
+/// Runs of one (protocol, clients) cell.
+struct Cell {
+    proto: Proto,
+    clients: usize,
+    runs: Vec<LoadResult>,
+}
+
+impl Cell {
+    /// Median µs per call in the server of the commands this protocol sent
+    /// (those with at least as many calls as a tenth of the busiest).
+    fn server_time(&self) -> String {
+        let mut names: Vec<String> = Vec::new();
+        for r in &self.runs {
+            let top = r.commandstats.iter().map(|c| c.1).max().unwrap_or(0);
+            for (name, calls, _) in &r.commandstats {
+                if *calls * 10 >= top && name != "config" && name != "info" && !names.contains(name)
+                {
+                    names.push(name.clone());
+                }
+            }
+        }
+        names
+            .iter()
+            .map(|n| {
+                let v: Vec<f64> = self
+                    .runs
+                    .iter()
+                    .filter_map(|r| r.commandstats.iter().find(|c| &c.0 == n).map(|c| c.2))
+                    .collect();
+                format!("{n} {:.2}", median(&v))
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    fn med(&self, f: impl Fn(&LoadResult) -> f64) -> f64 {
+        let v: Vec<f64> = self.runs.iter().map(f).collect();
+        median(&v)
+    }
+
+    fn rate(&self) -> f64 {
+        self.med(|r| r.rate)
+    }
+
+    fn rates(&self) -> Vec<f64> {
+        self.runs.iter().map(|r| r.rate).collect()
+    }
+
+    /// Median of this cell's rate / `other`'s, repetition by repetition.
+    fn vs(&self, other: &Cell) -> f64 {
+        paired_ratio(&self.rates(), &other.rates())
+    }
+
+    fn bar_vs(&self, what: String, other: &Cell, at_least: f64) -> Bar {
+        Bar::paired(what, &self.rates(), &other.rates(), at_least)
+    }
+
+    fn p99(&self) -> f64 {
+        self.med(|r| r.lat.p99)
+    }
+
+    fn jain(&self) -> f64 {
+        self.med(|r| r.jain)
+    }
+
+    fn tries_per_acq(&self) -> f64 {
+        self.med(|r| {
+            if r.acquisitions == 0 {
+                f64::NAN
+            } else {
+                (r.acquisitions + r.failed_tries) as f64 / r.acquisitions as f64
+            }
+        })
+    }
+
+    fn line(&self, unit_clients: bool) -> String {
+        let who = if unit_clients {
+            format!("{:<11} {:>4}", self.proto.name(), self.clients)
+        } else {
+            format!("{:<11}", self.proto.name())
+        };
+        format!(
+            "{who} {:>11} {:>5.0}% {:>9} {:>9} {:>9} {:>7.4} {:>7.2} {:>6.0}% {:>6.0}% {:>6.0}%",
+            rate(self.rate()),
+            spread_pct(&self.rates()),
+            ms(self.med(|r| r.lat.p50)),
+            ms(self.p99()),
+            ms(self.med(|r| r.lat.p999)),
+            self.jain(),
+            self.tries_per_acq(),
+            self.med(|r| r.server_cpu),
+            self.med(|r| r.generator_cpu),
+            self.med(|r| r.others_cpu),
+        )
+    }
+
+    fn json(&self) -> Value {
+        json!({
+            "protocol": self.proto.name(), "clients": self.clients,
+            "median": {
+                "rate_per_s": finite(self.rate()),
+                "p50_ms": finite(self.med(|r| r.lat.p50)),
+                "p99_ms": finite(self.p99()),
+                "p999_ms": finite(self.med(|r| r.lat.p999)),
+                "jain": finite(self.jain()),
+                "tries_per_acquisition": finite(self.tries_per_acq()),
+                "server_cpu_pct": finite(self.med(|r| r.server_cpu)),
+                "generator_cpu_pct": finite(self.med(|r| r.generator_cpu)),
+                "others_cpu_pct": finite(self.med(|r| r.others_cpu)),
+            },
+            "runs": self.runs.iter().map(LoadResult::json).collect::<Vec<_>>(),
+        })
+    }
+}
+
+fn header(unit_clients: bool, what: &str) -> String {
+    let who = if unit_clients {
+        format!("{:<11} {:>4}", "protocol", "cli")
+    } else {
+        format!("{:<11}", "protocol")
+    };
+    format!(
+        "{who} {:>11} {:>6} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7} {:>7} {:>7}",
+        what, "spread", "p50 ms", "p99 ms", "p999 ms", "jain", "try/acq", "server", "gen", "others"
+    )
+}
+
+fn absorb(section: &mut Section, r: &LoadResult) {
+    section.violations.extend(r.violations.iter().cloned());
+    section.errors.extend(r.errors.iter().cloned());
+}
+
+async fn measure(
+    ctx: &Ctx,
+    section: &mut Section,
+    proto: Proto,
+    clients: usize,
+    keys: usize,
+) -> io::Result<LoadResult> {
+    let mut attempt = 0;
+    loop {
+        let spec = ctx.spec(proto, clients, keys);
+        let mut admin = Conn::connect(&ctx.addr).await?;
+        admin.ok(&["CONFIG", "RESETSTAT"]).await?;
+        let mut r = run_load(&ctx.addr, ctx.server_pid, &spec, &ctx.scripts).await?;
+        r.commandstats = commandstats(&mut admin).await?;
+        // Violations and errors count in every run, kept or not.
+        absorb(section, &r);
+        ctx.settle(section).await;
+        ctx.progress(&format!(
+            "{} {} clients={} keys={}: {}/s p99 {} ms (server {:.0}%, gen {:.0}%, others {:.0}%)",
+            section.id,
+            proto.name(),
+            clients,
+            keys,
+            rate(r.rate),
+            ms(r.lat.p99),
+            r.server_cpu,
+            r.generator_cpu,
+            r.others_cpu
+        ));
+        if r.others_cpu > INTERFERENCE_PCT && attempt < RETRIES {
+            ctx.progress("  other processes were busy: measuring again");
+            section.discarded.push(r.json());
+            attempt += 1;
+            continue;
+        }
+        return Ok(r);
+    }
+}
+
+fn run_note(ctx: &Ctx) -> String {
+    format!(
+        "each figure: median of {} runs of {:.1} s measured after {:.1} s warm-up, protocols interleaved; spread = (max - min) / median of the runs' rates; ratios in bars = median of the ratios within each repetition; waits still open at the end count with their length so far",
+        ctx.opts.reps,
+        ctx.opts.measure.as_secs_f64(),
+        ctx.opts.warmup.as_secs_f64()
+    )
+}
+
+fn find(cells: &[Cell], proto: Proto, clients: usize) -> Option<&Cell> {
+    cells
+        .iter()
+        .find(|c| c.proto == proto && c.clients == clients)
+}
+
+pub async fn s1(ctx: &Ctx) -> io::Result<Section> {
+    let clients = 64;
+    let keys = 100_000;
+    let protos = ctx.protocols(&[
+        Proto::Module,
+        Proto::Raw,
+        Proto::Redisson,
+        Proto::Spin(10),
+        Proto::Spin(100),
+    ]);
+    let mut section = Section::new(
+        "S1",
+        format!(
+            "uncontended cycles: {clients} clients, random keys of {keys}, acquire then release"
+        ),
+    );
+    let mut cells: Vec<Cell> = protos
+        .iter()
+        .map(|&proto| Cell {
+            proto,
+            clients,
+            runs: Vec::new(),
+        })
+        .collect();
+    for _ in 0..ctx.opts.reps {
+        for cell in cells.iter_mut() {
+            let r = measure(ctx, &mut section, cell.proto, clients, keys).await?;
+            cell.runs.push(r);
+        }
+    }
+    section.line(run_note(ctx));
+    section.line(header(false, "cycles/s"));
+    for c in &cells {
+        section.line(c.line(false));
+    }
+    let vs = |p| match (
+        find(&cells, Proto::Module, clients),
+        find(&cells, p, clients),
+    ) {
+        (Some(m), Some(o)) => m.vs(o),
+        _ => f64::NAN,
+    };
+    for (p, what, want) in [
+        (Proto::Raw, "module cycles/s vs raw SET NX PX + DEL", 0.95),
+        (Proto::Redisson, "module cycles/s vs redisson", 1.8),
+    ] {
+        if let (Some(m), Some(o)) = (
+            find(&cells, Proto::Module, clients),
+            find(&cells, p, clients),
+        ) {
+            section.bars.push(m.bar_vs(what.into(), o, want));
+        }
+    }
+    section.line("server time per call, us (INFO commandstats usec_per_call, median of runs):");
+    for c in &cells {
+        section.line(format!("  {:<11} {}", c.proto.name(), c.server_time()));
+    }
+    section.line(format!(
+        "module vs spin-10ms: {:.2}x, vs spin-100ms: {:.2}x",
+        vs(Proto::Spin(10)),
+        vs(Proto::Spin(100))
+    ));
+    section.json = json!({"clients": clients, "keys": keys,
+        "cells": cells.iter().map(Cell::json).collect::<Vec<_>>()});
+    Ok(section)
+}
+
+/// S2's data for the chart.
+pub struct S2Chart {
+    pub counts: Vec<usize>,
+    /// (protocol, acquisitions/s per count, p99 ms per count)
+    pub series: Vec<(String, Vec<f64>, Vec<f64>)>,
+    pub ping: f64,
+    pub threads_per_process: usize,
+}
+
+pub async fn s2(ctx: &Ctx) -> io::Result<(Section, S2Chart)> {
+    let counts: Vec<usize> = ctx.opts.s2_clients.clone();
+    let protos = ctx.protocols(&[
+        Proto::Module,
+        Proto::Redisson,
+        Proto::Spin(10),
+        Proto::Spin(100),
+    ]);
+    let mut section = Section::new(
+        "S2",
+        "one hot lock, empty critical section: acquisitions/s, wait (send acquire -> grant), Jain fairness",
+    );
+    // pings[count index][rep]: measured right before that count's runs.
+    let mut pings: Vec<Vec<f64>> = counts.iter().map(|_| Vec::new()).collect();
+    let mut cells: Vec<Cell> = Vec::new();
+    for &clients in &counts {
+        for &proto in &protos {
+            cells.push(Cell {
+                proto,
+                clients,
+                runs: Vec::new(),
+            });
+        }
+    }
+    for _ in 0..ctx.opts.reps {
+        for (ci, &n) in counts.iter().enumerate() {
+            let p = ping_rate(&ctx.addr, ctx.opts.warmup, ctx.opts.measure).await?;
+            ctx.progress(&format!("S2 ping: {}/s", rate(p)));
+            pings[ci].push(p);
+            for cell in cells.iter_mut().filter(|c| c.clients == n) {
+                let r = measure(ctx, &mut section, cell.proto, cell.clients, 1).await?;
+                cell.runs.push(r);
+            }
+        }
+    }
+    let all_pings: Vec<f64> = pings.iter().flatten().copied().collect();
+    let ping = median(&all_pings);
+    section.line(run_note(ctx));
+    section.line(format!(
+        "ping floor: one client's sequential PING, measured before each client count's runs: median {}/s, spread {:.0}% over {} runs",
+        rate(ping),
+        spread_pct(&all_pings),
+        all_pings.len()
+    ));
+    section.line(format!(
+        "redisson: processes of {} client threads (one pub/sub connection each; fewer clients = one process)",
+        ctx.opts.threads_per_process
+    ));
+    section.line(header(true, "acq/s"));
+    for c in &cells {
+        section.line(c.line(true));
+    }
+    for (ci, &n) in counts.iter().enumerate() {
+        if let Some(m) = find(&cells, Proto::Module, n) {
+            if n >= 4 {
+                section.bars.push(Bar::paired(
+                    format!("module acq/s at {n} clients vs ping"),
+                    &m.rates(),
+                    &pings[ci],
+                    0.9,
+                ));
+            }
+        }
+    }
+    for (n, want) in [(16, 1.8), (64, 6.0)] {
+        if let (Some(m), Some(r)) = (
+            find(&cells, Proto::Module, n),
+            find(&cells, Proto::Redisson, n),
+        ) {
+            section.bars.push(m.bar_vs(
+                format!("module acq/s at {n} clients vs redisson"),
+                r,
+                want,
+            ));
+        }
+    }
+    if let Some(m) = find(&cells, Proto::Module, 64) {
+        section.bars.push(Bar::at_most_ms(
+            "module p99 wait at 64 clients",
+            m.p99(),
+            12.0,
+        ));
+    }
+    for &n in &counts {
+        if let Some(m) = find(&cells, Proto::Module, n) {
+            let jains: Vec<f64> = m.runs.iter().map(|r| r.jain).collect();
+            section.bars.push(
+                Bar::at_least(format!("module Jain index at {n} clients"), m.jain(), 0.99)
+                    .with_range(&jains),
+            );
+        }
+    }
+    let chart = S2Chart {
+        counts: counts.clone(),
+        series: protos
+            .iter()
+            .map(|&p| {
+                let of = |f: fn(&Cell) -> f64| {
+                    counts
+                        .iter()
+                        .map(|&n| find(&cells, p, n).map(f).unwrap_or(f64::NAN))
+                        .collect::<Vec<f64>>()
+                };
+                (p.name(), of(Cell::rate), of(Cell::p99))
+            })
+            .collect(),
+        ping,
+        threads_per_process: ctx.opts.threads_per_process,
+    };
+    section.json = json!({
+        "ping_per_s": {"median": finite(ping),
+            "runs_by_clients": counts.iter().zip(&pings).map(|(n, p)| json!({"clients": n, "runs": p})).collect::<Vec<_>>()},
+        "threads_per_process": ctx.opts.threads_per_process,
+        "cells": cells.iter().map(Cell::json).collect::<Vec<_>>(),
+    });
+    Ok((section, chart))
+}
+
+pub async fn s5(ctx: &Ctx) -> io::Result<Section> {
+    let clients = 256;
+    let keys = 64;
+    let protos = ctx.protocols(&[
+        Proto::Module,
+        Proto::Redisson,
+        Proto::Spin(10),
+        Proto::Spin(100),
+    ]);
+    let mut section = Section::new(
+        "S5",
+        format!("moderate contention: {keys} keys, {clients} clients, each cycle on a random key"),
+    );
+    let mut cells: Vec<Cell> = protos
+        .iter()
+        .map(|&proto| Cell {
+            proto,
+            clients,
+            runs: Vec::new(),
+        })
+        .collect();
+    for _ in 0..ctx.opts.reps {
+        for cell in cells.iter_mut() {
+            let r = measure(ctx, &mut section, cell.proto, clients, keys).await?;
+            cell.runs.push(r);
+        }
+    }
+    section.line(run_note(ctx));
+    section.line(format!(
+        "redisson: processes of {} client threads",
+        ctx.opts.threads_per_process
+    ));
+    section.line(header(false, "acq/s"));
+    for c in &cells {
+        section.line(c.line(false));
+    }
+    let m = find(&cells, Proto::Module, clients);
+    let r = find(&cells, Proto::Redisson, clients);
+    if let (Some(m), Some(r)) = (m, r) {
+        section
+            .bars
+            .push(m.bar_vs("module acq/s vs redisson".into(), r, 10.0));
+        section.line(format!(
+            "p99 wait: module {} ms, redisson {} ms",
+            ms(m.p99()),
+            ms(r.p99())
+        ));
+    }
+    section.json = json!({"clients": clients, "keys": keys,
+        "cells": cells.iter().map(Cell::json).collect::<Vec<_>>()});
+    Ok(section)
+}
