@@ -45,13 +45,18 @@ fn benchmark_run(
                 .push(json!({"command": tail.join(" "), "ops_per_s": m.rps,
                 "server_cpu_pct": cpu.server, "benchmark_cpu_pct": cpu.generator,
                 "others_cpu_pct": cpu.others}));
+            let waited = crate::server::wait_for_quiet(server.pid(), INTERFERENCE_PCT);
             eprintln!(
-                "  redis-benchmark {}: other processes used {:.0}% of a core: measuring again",
+                "  redis-benchmark {}: other processes used {:.0}% of a core: waited {:.1} s for quiet, measuring again",
                 tail.join(" "),
-                cpu.others
+                cpu.others,
+                waited.as_secs_f64()
             );
             attempt += 1;
             continue;
+        }
+        if cpu.others > INTERFERENCE_PCT {
+            section.disturbed_kept += 1;
         }
         return Ok(m);
     }
@@ -121,7 +126,7 @@ async fn dbsize(conn: &mut Conn) -> io::Result<i64> {
 pub async fn s1b(ctx: &Ctx) -> io::Result<Section> {
     let opts = &ctx.opts;
     let n = opts.bench_requests;
-    let reps = opts.bench_reps;
+    let reps = opts.reps(crate::REPS_S1B);
     let mut section = Section::new(
         "S1b",
         "server-bound acquires: redis-benchmark -c 50 -P 16, keys k:__rand_int__ of 10^9 (practically never repeating)",
@@ -233,7 +238,7 @@ pub async fn s6(opts: &Opts, started: Instant) -> io::Result<Section> {
             &["SET", "k:__rand_int__", "v", "PX", "60000"],
         ),
     ];
-    let reps = opts.s6_reps;
+    let reps = opts.reps(crate::REPS_S6);
     let n = opts.s6_requests;
     // runs[server][test]
     let mut runs = vec![vec![Vec::<f64>::new(); tests.len()]; 2];

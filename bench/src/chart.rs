@@ -33,14 +33,20 @@ fn range(values: impl Iterator<Item = f64>) -> (f64, f64) {
 pub fn draw(data: &S2Chart, path: &Path, date: &str) -> Result<(), Box<dyn Error>> {
     let root = SVGBackend::new(path, (1200, 520)).into_drawing_area();
     root.fill(&WHITE)?;
-    let (title, body) = root.split_vertically(50);
+    let (title, body) = root.split_vertically(62);
     title.draw(&Text::new(
         format!(
             "S2: one hot lock, empty critical section ({date}; medians; redisson = processes of {} threads)",
             data.threads_per_process
         ),
-        (20, 18),
+        (20, 14),
         ("sans-serif", 18).into_font(),
+    ))?;
+    title.draw(&Text::new(
+        "p99 over acquisitions; waits still open when a run ends count with their length so far; \
+         a spinner that re-takes the lock at once starves the others (see Jain's index in latest.txt)",
+        (20, 40),
+        ("sans-serif", 12).into_font(),
     ))?;
     let (left, right) = body.split_horizontally(600);
     let x_max = data.counts.iter().copied().max().unwrap_or(256) as f64 * 1.3;

@@ -175,7 +175,7 @@ pub async fn run(opts: &Opts) -> io::Result<()> {
     let _keep: &Server = &ctx.server;
     let (w, m) = (opts.warmup, opts.measure);
     let mut rows: Vec<Row> = Vec::new();
-    for rep in 0..opts.reps {
+    for rep in 0..opts.reps(3) {
         eprintln!("rep {}", rep + 1);
         let cpu = CpuMeter::start(ctx.server_pid);
         let p = ping_rate(&ctx.addr, w, m).await?;
@@ -244,7 +244,7 @@ pub async fn run(opts: &Opts) -> io::Result<()> {
     }
     println!(
         "client models, {} reps of {:.1} s (median):",
-        opts.reps,
+        opts.reps(3),
         m.as_secs_f64()
     );
     println!(

@@ -34,7 +34,8 @@ lock-bench: benchmark of the lock module against Redisson's protocol, spin locks
 usage: lock-bench [options]
   --quick                 smoke run: 1 repetition, short runs, smaller S1b/S4/S6
   --only S2,S3            run only these scenarios (S1 S1b S2 S3 S4 S5 S6)
-  --reps N                repetitions of every measurement (default 3; median reported)
+  --reps N                repetitions of every measurement (default: S1/S5/S1b 7, S2/S3/S4 5,
+                          S4 memory 3, S6 9; median reported)
   --warmup SECS           warm-up before each measured run (default 0.5)
   --measure SECS          length of each measured run (default 2)
   --threads-per-process N Redisson client threads per simulated process (default 4)
@@ -48,11 +49,21 @@ usage: lock-bench [options]
   --compare-models        measure tokio tasks vs blocking threads as the client model, then exit
   -h, --help";
 
+pub const REPS_S1: usize = 7;
+pub const REPS_S1B: usize = 7;
+pub const REPS_S2: usize = 5;
+pub const REPS_S3: usize = 5;
+pub const REPS_S4_MEMORY: usize = 3;
+pub const REPS_S4_RELEASE: usize = 5;
+pub const REPS_S5: usize = 7;
+pub const REPS_S6: usize = 9;
+
 #[derive(Clone, Debug)]
 pub struct Opts {
     pub quick: bool,
     pub only: Option<Vec<String>>,
-    pub reps: usize,
+    /// `--reps`, when given, for every scenario.
+    pub reps_given: Option<usize>,
     pub warmup: Duration,
     pub measure: Duration,
     pub threads_per_process: usize,
@@ -64,18 +75,25 @@ pub struct Opts {
     pub protocols: Option<Vec<String>>,
     pub s2_clients: Vec<usize>,
     pub pinning: Pinning,
-    /// Requests per redis-benchmark run and repetitions, S1b.
+    /// Requests per redis-benchmark run, S1b and S6.
     pub bench_requests: u64,
-    pub bench_reps: usize,
-    /// Requests per redis-benchmark run and repetitions, S6.
     pub s6_requests: u64,
-    pub s6_reps: usize,
     /// Locks written for S4's memory figure.
     pub s4_locks: u64,
     pub s4_waiters: usize,
     pub s4_releases: usize,
-    /// S3 repetitions (each gives 16 grants).
-    pub s3_reps: usize,
+}
+
+impl Opts {
+    /// Repetitions of a measurement whose default is `default`: `--reps`
+    /// when given, 1 with `--quick`.
+    pub fn reps(&self, default: usize) -> usize {
+        match self.reps_given {
+            Some(n) => n,
+            None if self.quick => 1,
+            None => default,
+        }
+    }
 }
 
 fn workspace_dir() -> PathBuf {
@@ -188,7 +206,7 @@ fn parse_args() -> Result<Opts, String> {
     Ok(Opts {
         quick,
         only,
-        reps: reps.unwrap_or(if quick { 1 } else { 5 }),
+        reps_given: reps,
         warmup: warmup.unwrap_or(Duration::from_millis(if quick { 200 } else { 300 })),
         measure: measure.unwrap_or(Duration::from_millis(if quick { 500 } else { 1000 })),
         threads_per_process: tpp,
@@ -201,13 +219,10 @@ fn parse_args() -> Result<Opts, String> {
         s2_clients,
         pinning: Pinning::detect(),
         bench_requests: if quick { 100_000 } else { 400_000 },
-        bench_reps: if quick { 1 } else { reps.unwrap_or(7).max(3) },
         s6_requests: if quick { 100_000 } else { 250_000 },
-        s6_reps: if quick { 1 } else { reps.unwrap_or(9).max(3) },
         s4_locks: if quick { 200_000 } else { 1_000_000 },
         s4_waiters: 10_000,
         s4_releases: if quick { 50 } else { 200 },
-        s3_reps: if quick { 1 } else { 5 },
     })
 }
 
@@ -399,21 +414,30 @@ fn header(opts: &Opts, date: &str, load_before: &str) -> Header {
          server:   {redis}\n\
          module:   {}\n\
          pinning:  {}\n\
-         runs:     {} repetitions of every measurement, median shown (all runs in latest.json); \
+         runs:     every figure is the median of repeated runs (S1 {}, S1b {}, S2 {}, S3 {}, S4 {}/{}, S5 {}, S6 {}; all runs in latest.json); \
          throughput runs {:.1} s measured after {:.1} s warm-up{}\n\
-         clients:  one tokio current_thread runtime (one core), a task per client, own RESP2 codec over TCP_NODELAY sockets\n",
+         clients:  one tokio current_thread runtime (one core), a task per client, own RESP2 codec over TCP_NODELAY sockets;\n          \
+         Redisson simulated as processes of {} threads (one pub/sub connection per process); spin retries after 10 ms / 100 ms\n",
         command_line(),
         opts.module.display(),
         opts.pinning.describe(),
-        opts.reps,
+        opts.reps(REPS_S1),
+        opts.reps(REPS_S1B),
+        opts.reps(REPS_S2),
+        opts.reps(REPS_S3),
+        opts.reps(REPS_S4_MEMORY),
+        opts.reps(REPS_S4_RELEASE),
+        opts.reps(REPS_S5),
+        opts.reps(REPS_S6),
         opts.measure.as_secs_f64(),
         opts.warmup.as_secs_f64(),
         if opts.quick { " (--quick)" } else { "" },
+        opts.threads_per_process,
     );
     let json = json!({
         "date": date, "command": command_line(), "cores": cores, "cpu": cpu,
         "kernel": kernel, "redis_server": redis, "module": opts.module.display().to_string(),
-        "pinning": opts.pinning.describe(), "reps": opts.reps,
+        "pinning": opts.pinning.describe(), "reps_given": opts.reps_given,
         "measure_s": opts.measure.as_secs_f64(), "warmup_s": opts.warmup.as_secs_f64(),
         "quick": opts.quick, "threads_per_process": opts.threads_per_process,
         "load_average_at_start": load_before,
@@ -532,10 +556,7 @@ async fn run(opts: Opts) -> io::Result<bool> {
     let violations: usize = sections.iter().map(|s| s.violations.len()).sum();
     let errors: usize = sections.iter().map(|s| s.errors.len()).sum();
     let mut text = head.text.clone();
-    text.push_str(&format!(
-        "          Redisson simulated as processes of {} threads (one pub/sub connection per process); spin retries after 10 ms / 100 ms\n\n",
-        opts.threads_per_process
-    ));
+    text.push('\n');
     for s in &sections {
         text.push_str(&s.render());
         text.push('\n');
@@ -568,8 +589,8 @@ async fn run(opts: Opts) -> io::Result<bool> {
         fs::write(&p, body).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", p.display())))
     };
     write("latest.txt", text.as_bytes())?;
-    let pretty = serde_json::to_string_pretty(&doc).map_err(io::Error::other)?;
-    write("latest.json", pretty.as_bytes())?;
+    let compact = serde_json::to_string(&doc).map_err(io::Error::other)?;
+    write("latest.json", compact.as_bytes())?;
     let mut files = vec!["latest.txt", "latest.json"];
     if let Some(c) = &chart_data {
         let p = opts.out.join("chart.svg");

@@ -90,6 +90,7 @@ impl Bar {
     fn fmt(&self, x: f64, rule: bool) -> String {
         match self.unit {
             "x" if rule => format!("{}x", num(x)),
+            "x" if x < 10.0 => format!("{x:.3}x"),
             "x" => format!("{x:.2}x"),
             "ms" if rule => format!("{} ms", num(x)),
             "ms" => format!("{x:.2} ms"),
@@ -174,6 +175,8 @@ pub struct Section {
     pub errors: Vec<String>,
     /// Runs measured again because other processes used the CPU meanwhile.
     pub discarded: Vec<Value>,
+    /// Runs kept although other processes were busy (retries used up).
+    pub disturbed_kept: usize,
     pub json: Value,
 }
 
@@ -187,6 +190,7 @@ impl Section {
             violations: Vec::new(),
             errors: Vec::new(),
             discarded: Vec::new(),
+            disturbed_kept: 0,
             json: Value::Null,
         }
     }
@@ -206,11 +210,12 @@ impl Section {
             out.push_str(&b.line());
             out.push('\n');
         }
-        if !self.discarded.is_empty() {
+        if !self.discarded.is_empty() || self.disturbed_kept > 0 {
             out.push_str(&format!(
-                "  {} run(s) measured again: other processes used > {:.0}% of a core meanwhile (discarded runs in latest.json)\n",
+                "  interference: {} run(s) measured again because other processes used > {:.0}% of a core meanwhile (discarded runs in latest.json); {} kept run(s) still disturbed\n",
                 self.discarded.len(),
-                INTERFERENCE_PCT
+                INTERFERENCE_PCT,
+                self.disturbed_kept
             ));
         }
         if self.violations.is_empty() {
@@ -236,6 +241,7 @@ impl Section {
             "bars": self.bars.iter().map(Bar::json).collect::<Vec<_>>(),
             "violations": self.violations, "errors": self.errors,
             "discarded_for_interference": self.discarded,
+            "kept_runs_disturbed": self.disturbed_kept,
             "data": self.json,
         })
     }

@@ -368,3 +368,27 @@ pub fn cpu_probe(core: Option<usize>, samples: usize) -> Vec<f64> {
     };
     thread::spawn(work).join().unwrap_or_default()
 }
+
+/// Milliseconds left for waiting on other processes during the whole run.
+static QUIET_BUDGET_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(150_000);
+
+/// After a run disturbed by other processes: waits until they use less than
+/// `pct` % of a core over a 250 ms sample, at most 20 s at a time and 150 s
+/// over the whole benchmark. Returns how long it waited.
+pub fn wait_for_quiet(server_pid: Option<u32>, pct: f64) -> Duration {
+    use std::sync::atomic::Ordering;
+    let start = Instant::now();
+    let budget = Duration::from_millis(QUIET_BUDGET_MS.load(Ordering::Relaxed));
+    let limit = budget.min(Duration::from_secs(20));
+    while start.elapsed() < limit {
+        let meter = CpuMeter::start(server_pid);
+        thread::sleep(Duration::from_millis(250));
+        if meter.stop().others < pct {
+            break;
+        }
+    }
+    let waited = start.elapsed();
+    let left = budget.saturating_sub(waited).as_millis() as u64;
+    QUIET_BUDGET_MS.store(left, Ordering::Relaxed);
+    waited
+}

@@ -174,19 +174,26 @@ async fn measure(
             r.others_cpu
         ));
         if r.others_cpu > INTERFERENCE_PCT && attempt < RETRIES {
-            ctx.progress("  other processes were busy: measuring again");
             section.discarded.push(r.json());
+            let waited = crate::server::wait_for_quiet(ctx.server_pid, INTERFERENCE_PCT);
+            ctx.progress(&format!(
+                "  other processes were busy: waited {:.1} s for quiet, measuring again",
+                waited.as_secs_f64()
+            ));
             attempt += 1;
             continue;
+        }
+        if r.others_cpu > INTERFERENCE_PCT {
+            section.disturbed_kept += 1;
         }
         return Ok(r);
     }
 }
 
-fn run_note(ctx: &Ctx) -> String {
+fn run_note(ctx: &Ctx, reps: usize) -> String {
     format!(
         "each figure: median of {} runs of {:.1} s measured after {:.1} s warm-up, protocols interleaved; spread = (max - min) / median of the runs' rates; ratios in bars = median of the ratios within each repetition; waits still open at the end count with their length so far",
-        ctx.opts.reps,
+        reps,
         ctx.opts.measure.as_secs_f64(),
         ctx.opts.warmup.as_secs_f64()
     )
@@ -199,6 +206,7 @@ fn find(cells: &[Cell], proto: Proto, clients: usize) -> Option<&Cell> {
 }
 
 pub async fn s1(ctx: &Ctx) -> io::Result<Section> {
+    let reps = ctx.opts.reps(crate::REPS_S1);
     let clients = 64;
     let keys = 100_000;
     let protos = ctx.protocols(&[
@@ -222,13 +230,13 @@ pub async fn s1(ctx: &Ctx) -> io::Result<Section> {
             runs: Vec::new(),
         })
         .collect();
-    for _ in 0..ctx.opts.reps {
+    for _ in 0..reps {
         for cell in cells.iter_mut() {
             let r = measure(ctx, &mut section, cell.proto, clients, keys).await?;
             cell.runs.push(r);
         }
     }
-    section.line(run_note(ctx));
+    section.line(run_note(ctx, reps));
     section.line(header(false, "cycles/s"));
     for c in &cells {
         section.line(c.line(false));
@@ -275,6 +283,7 @@ pub struct S2Chart {
 }
 
 pub async fn s2(ctx: &Ctx) -> io::Result<(Section, S2Chart)> {
+    let reps = ctx.opts.reps(crate::REPS_S2);
     let counts: Vec<usize> = ctx.opts.s2_clients.clone();
     let protos = ctx.protocols(&[
         Proto::Module,
@@ -298,7 +307,7 @@ pub async fn s2(ctx: &Ctx) -> io::Result<(Section, S2Chart)> {
             });
         }
     }
-    for _ in 0..ctx.opts.reps {
+    for _ in 0..reps {
         for (ci, &n) in counts.iter().enumerate() {
             let p = ping_rate(&ctx.addr, ctx.opts.warmup, ctx.opts.measure).await?;
             ctx.progress(&format!("S2 ping: {}/s", rate(p)));
@@ -311,7 +320,7 @@ pub async fn s2(ctx: &Ctx) -> io::Result<(Section, S2Chart)> {
     }
     let all_pings: Vec<f64> = pings.iter().flatten().copied().collect();
     let ping = median(&all_pings);
-    section.line(run_note(ctx));
+    section.line(run_note(ctx, reps));
     section.line(format!(
         "ping floor: one client's sequential PING, measured before each client count's runs: median {}/s, spread {:.0}% over {} runs",
         rate(ping),
@@ -351,11 +360,10 @@ pub async fn s2(ctx: &Ctx) -> io::Result<(Section, S2Chart)> {
         }
     }
     if let Some(m) = find(&cells, Proto::Module, 64) {
-        section.bars.push(Bar::at_most_ms(
-            "module p99 wait at 64 clients",
-            m.p99(),
-            12.0,
-        ));
+        let p99s: Vec<f64> = m.runs.iter().map(|r| r.lat.p99).collect();
+        section.bars.push(
+            Bar::at_most_ms("module p99 wait at 64 clients", m.p99(), 12.0).with_range(&p99s),
+        );
     }
     for &n in &counts {
         if let Some(m) = find(&cells, Proto::Module, n) {
@@ -393,6 +401,7 @@ pub async fn s2(ctx: &Ctx) -> io::Result<(Section, S2Chart)> {
 }
 
 pub async fn s5(ctx: &Ctx) -> io::Result<Section> {
+    let reps = ctx.opts.reps(crate::REPS_S5);
     let clients = 256;
     let keys = 64;
     let protos = ctx.protocols(&[
@@ -413,13 +422,13 @@ pub async fn s5(ctx: &Ctx) -> io::Result<Section> {
             runs: Vec::new(),
         })
         .collect();
-    for _ in 0..ctx.opts.reps {
+    for _ in 0..reps {
         for cell in cells.iter_mut() {
             let r = measure(ctx, &mut section, cell.proto, clients, keys).await?;
             cell.runs.push(r);
         }
     }
-    section.line(run_note(ctx));
+    section.line(run_note(ctx, reps));
     section.line(format!(
         "redisson: processes of {} client threads",
         ctx.opts.threads_per_process
