@@ -5,32 +5,15 @@
 mod common;
 use common::*;
 
-/// Redisson-style tryLock: takes a free lock or re-enters one's own; returns
-/// nil on success, else the PTTL of the busy lock.
-/// KEYS[1] = lock, ARGV[1] = lease ms, ARGV[2] = owner.
-const ACQUIRE_SCRIPT: &str = "\
-if (redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then \
-  redis.call('hincrby', KEYS[1], ARGV[2], 1); \
-  redis.call('pexpire', KEYS[1], ARGV[1]); \
-  return nil; \
-end; \
-return redis.call('pttl', KEYS[1]);";
+/// Redisson-style tryLock (shared with the bench): nil on success, else the
+/// PTTL of the busy lock. KEYS[1] = lock, ARGV[1] = lease ms, ARGV[2] = owner.
+const ACQUIRE_SCRIPT: &str = include_str!("../scripts/redisson-acquire.lua");
 
-/// Redisson-style unlock: nil if not the owner, 0 if holds remain (lease
-/// reset), 1 when released (key deleted and "0" published).
-/// KEYS[1] = lock, KEYS[2] = channel, ARGV[1] = message, ARGV[2] = lease ms,
-/// ARGV[3] = owner.
-const RELEASE_SCRIPT: &str = "\
-if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then return nil end; \
-local c = redis.call('hincrby', KEYS[1], ARGV[3], -1); \
-if c > 0 then \
-  redis.call('pexpire', KEYS[1], ARGV[2]); \
-  return 0; \
-else \
-  redis.call('del', KEYS[1]); \
-  redis.call('publish', KEYS[2], ARGV[1]); \
-  return 1; \
-end";
+/// Redisson-style unlock (shared with the bench): nil if not the owner, 0 if
+/// holds remain (lease reset), 1 when released (key deleted and "0"
+/// published). KEYS[1] = lock, KEYS[2] = channel, ARGV[1] = message,
+/// ARGV[2] = lease ms, ARGV[3] = owner.
+const RELEASE_SCRIPT: &str = include_str!("../scripts/redisson-release.lua");
 
 const OWNER_A: &str = "8743c9c0-0795-4907-87fd-6c719a6b4586:1";
 const OWNER_B: &str = "8743c9c0-0795-4907-87fd-6c719a6b4586:57";

@@ -90,12 +90,7 @@ pub fn draw(data: &S2Chart, path: &Path, date: &str) -> Result<(), Box<dyn Error
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLACK));
     for (i, (name, rates, _)) in data.series.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
-        let pts: Vec<(f64, f64)> = xs
-            .iter()
-            .zip(rates)
-            .filter(|(_, r)| r.is_finite() && **r > 0.0)
-            .map(|(x, r)| (*x, *r))
-            .collect();
+        let pts = points(&xs, rates);
         chart
             .draw_series(LineSeries::new(
                 pts.clone(),
@@ -140,12 +135,7 @@ pub fn draw(data: &S2Chart, path: &Path, date: &str) -> Result<(), Box<dyn Error
         .draw()?;
     for (i, (name, _, p99)) in data.series.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
-        let pts: Vec<(f64, f64)> = xs
-            .iter()
-            .zip(p99)
-            .filter(|(_, r)| r.is_finite() && **r > 0.0)
-            .map(|(x, r)| (*x, *r))
-            .collect();
+        let pts = points(&xs, p99);
         chart
             .draw_series(LineSeries::new(
                 pts.clone(),
@@ -165,4 +155,13 @@ pub fn draw(data: &S2Chart, path: &Path, date: &str) -> Result<(), Box<dyn Error
         .draw()?;
     root.present()?;
     Ok(())
+}
+
+/// The (clients, value) points worth drawing on log axes.
+fn points(xs: &[f64], values: &[f64]) -> Vec<(f64, f64)> {
+    xs.iter()
+        .zip(values)
+        .filter(|(_, v)| v.is_finite() && **v > 0.0)
+        .map(|(x, v)| (*x, *v))
+        .collect()
 }

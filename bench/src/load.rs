@@ -31,31 +31,15 @@ use crate::server::CpuMeter;
 use crate::stats::{self, jain, Lat};
 
 /// Redisson's acquire (RLock `tryLockInnerAsync`, as described in
-/// redisson-protocol.md): KEYS[1] lock, ARGV[1] lease ms, ARGV[2] owner.
-/// Nil = acquired, otherwise the lock's PTTL.
-pub const REDISSON_ACQUIRE: &str = "\
-if (redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then \
-redis.call('hincrby', KEYS[1], ARGV[2], 1); \
-redis.call('pexpire', KEYS[1], ARGV[1]); \
-return nil; \
-end; \
-return redis.call('pttl', KEYS[1]);";
+/// redisson-protocol.md), the same script the interop tests run: KEYS[1]
+/// lock, ARGV[1] lease ms, ARGV[2] owner. Nil = acquired, otherwise the
+/// lock's PTTL.
+pub const REDISSON_ACQUIRE: &str = include_str!("../../scripts/redisson-acquire.lua");
 
-/// Redisson's release: KEYS[1] lock, KEYS[2] channel, ARGV[1] lease ms,
-/// ARGV[2] owner, ARGV[3] message. Nil = not the owner, otherwise the holds
-/// left (0 = released: deleted and published).
-pub const REDISSON_RELEASE: &str = "\
-if (redis.call('hexists', KEYS[1], ARGV[2]) == 0) then \
-return nil; \
-end; \
-local left = redis.call('hincrby', KEYS[1], ARGV[2], -1); \
-if (left > 0) then \
-redis.call('pexpire', KEYS[1], ARGV[1]); \
-return left; \
-end; \
-redis.call('del', KEYS[1]); \
-redis.call('publish', KEYS[2], ARGV[3]); \
-return 0;";
+/// Redisson's release: KEYS[1] lock, KEYS[2] channel, ARGV[1] message,
+/// ARGV[2] lease ms, ARGV[3] owner. Nil = not the owner, 0 = holds remain,
+/// 1 = released (deleted and published).
+pub const REDISSON_RELEASE: &str = include_str!("../../scripts/redisson-release.lua");
 
 /// Compare-and-delete (redis-py's Lock release): 1 = deleted.
 pub const COMPARE_AND_DELETE: &str = "\
@@ -436,7 +420,8 @@ impl Client {
                     }
                 }
             }
-            Proto::Spin(ms) => loop {
+            // Raw retries at once; spin sleeps between tries.
+            Proto::Spin(_) | Proto::Raw => loop {
                 let r = self
                     .conn
                     .cmd(&[b"SET", key, &self.owner, b"NX", b"PX", &sh.lease])
@@ -450,27 +435,14 @@ impl Client {
                 if sh.stopping.get() {
                     return Ok(Outcome::Stopped);
                 }
-                tokio::select! {
-                    _ = sleep(Duration::from_millis(ms)) => {}
-                    _ = sh.stop.notified() => {}
-                }
-                if sh.stopping.get() {
-                    return Ok(Outcome::Stopped);
-                }
-            },
-            Proto::Raw => loop {
-                let r = self
-                    .conn
-                    .cmd(&[b"SET", key, &self.owner, b"NX", b"PX", &sh.lease])
-                    .await?;
-                match r {
-                    Reply::Status(s) if s == b"OK" => return Ok(Outcome::Granted),
-                    Reply::Nil => {}
-                    other => return Err(unexpected("SET NX PX", &other)),
-                }
-                sh.failed_try();
-                if sh.stopping.get() {
-                    return Ok(Outcome::Stopped);
+                if let Proto::Spin(ms) = sh.proto {
+                    tokio::select! {
+                        _ = sleep(Duration::from_millis(ms)) => {}
+                        _ = sh.stop.notified() => {}
+                    }
+                    if sh.stopping.get() {
+                        return Ok(Outcome::Stopped);
+                    }
                 }
             },
         }
@@ -494,12 +466,12 @@ impl Client {
                         b"2",
                         key,
                         &sh.channels[k],
+                        b"0",
                         &sh.lease,
                         &self.owner,
-                        b"0",
                     ])
                     .await?,
-                0,
+                1,
             ),
             Proto::Spin(_) => (
                 "compare-and-delete script",

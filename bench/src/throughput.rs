@@ -190,6 +190,33 @@ async fn measure(
     }
 }
 
+/// `reps` rounds of one run per protocol, interleaved so that slow spells of
+/// the machine fall on every protocol alike.
+async fn measure_interleaved(
+    ctx: &Ctx,
+    section: &mut Section,
+    protos: &[Proto],
+    clients: usize,
+    keys: usize,
+    reps: usize,
+) -> io::Result<Vec<Cell>> {
+    let mut cells: Vec<Cell> = protos
+        .iter()
+        .map(|&proto| Cell {
+            proto,
+            clients,
+            runs: Vec::new(),
+        })
+        .collect();
+    for _ in 0..reps {
+        for cell in cells.iter_mut() {
+            let r = measure(ctx, section, cell.proto, clients, keys).await?;
+            cell.runs.push(r);
+        }
+    }
+    Ok(cells)
+}
+
 fn run_note(ctx: &Ctx, reps: usize) -> String {
     format!(
         "each figure: median of {} runs of {:.1} s measured after {:.1} s warm-up, protocols interleaved; spread = (max - min) / median of the runs' rates; ratios in bars = median of the ratios within each repetition; waits still open at the end count with their length so far",
@@ -222,20 +249,7 @@ pub async fn s1(ctx: &Ctx) -> io::Result<Section> {
             "uncontended cycles: {clients} clients, random keys of {keys}, acquire then release"
         ),
     );
-    let mut cells: Vec<Cell> = protos
-        .iter()
-        .map(|&proto| Cell {
-            proto,
-            clients,
-            runs: Vec::new(),
-        })
-        .collect();
-    for _ in 0..reps {
-        for cell in cells.iter_mut() {
-            let r = measure(ctx, &mut section, cell.proto, clients, keys).await?;
-            cell.runs.push(r);
-        }
-    }
+    let cells = measure_interleaved(ctx, &mut section, &protos, clients, keys, reps).await?;
     section.line(run_note(ctx, reps));
     section.line(header(false, "cycles/s"));
     for c in &cells {
@@ -414,20 +428,7 @@ pub async fn s5(ctx: &Ctx) -> io::Result<Section> {
         "S5",
         format!("moderate contention: {keys} keys, {clients} clients, each cycle on a random key"),
     );
-    let mut cells: Vec<Cell> = protos
-        .iter()
-        .map(|&proto| Cell {
-            proto,
-            clients,
-            runs: Vec::new(),
-        })
-        .collect();
-    for _ in 0..reps {
-        for cell in cells.iter_mut() {
-            let r = measure(ctx, &mut section, cell.proto, clients, keys).await?;
-            cell.runs.push(r);
-        }
-    }
+    let cells = measure_interleaved(ctx, &mut section, &protos, clients, keys, reps).await?;
     section.line(run_note(ctx, reps));
     section.line(format!(
         "redisson: processes of {} client threads",
