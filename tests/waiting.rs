@@ -531,6 +531,7 @@ fn check_lease_expiry_hand_off(server: &Server) {
     let granted = Instant::now();
     acquire(&mut con, "k", "holder", &["PX", "300"]);
     let mut w: Waiter = queue_waiter(server, &mut con, "k", "w", &["PX", "5000", "BLOCK", "0"], 1);
+    let deadline: i64 = q(&mut con, &["PEXPIRETIME", "k"]);
     assert!(
         granted.elapsed() < Duration::from_millis(300),
         "setup outlasted the lease; the test proves nothing"
@@ -540,6 +541,13 @@ fn check_lease_expiry_hand_off(server: &Server) {
     assert_eq!(owner(&mut con, "k").as_deref(), Some("w"));
     let t = ttl(&mut con, "k");
     assert!(4000 < t && t <= 5000, "ttl after hand-off {t}");
+    // The new lease started at the grant: never before the old deadline.
+    let new_deadline: i64 = q(&mut con, &["PEXPIRETIME", "k"]);
+    assert!(
+        new_deadline - 5000 >= deadline,
+        "granted at {} before the deadline {deadline}",
+        new_deadline - 5000
+    );
     assert_eq!(server.stat("handed_off"), handed_before + 1);
     assert_eq!(server.stat("expired_with_waiters"), expired_before + 1);
 }
