@@ -433,6 +433,24 @@ impl<'c> Key<'c> {
         set
     }
 
+    /// Removes one field of a hash (a hash left empty is deleted, as with
+    /// HDEL).
+    pub fn hash_delete(&self, field: &RedisString) -> bool {
+        // REDISMODULE_HASH_DELETE in redismodule.h: the value pointer 1.
+        let delete = ptr::without_provenance_mut::<raw::RedisModuleString>(1);
+        // SAFETY: open writable key; field, the HASH_DELETE marker, then the
+        // NULL terminator RM_HashSet requires.
+        api!(RedisModule_HashSet).is_some_and(|f| unsafe {
+            f(
+                self.raw(),
+                raw::REDISMODULE_HASH_NONE as c_int,
+                field.inner,
+                delete,
+                ptr::null_mut::<raw::RedisModuleString>(),
+            ) > 0
+        })
+    }
+
     pub fn delete(&self) -> bool {
         // SAFETY: the key handle is open.
         api!(RedisModule_DeleteKey).is_some_and(|f| unsafe { f(self.raw()) } == OK)
@@ -910,6 +928,24 @@ pub fn replicate_hset(ctx: &Context, key: &RedisString, field: &[u8], value: i64
                 field.as_ptr(),
                 field.len(),
                 value as std::ffi::c_longlong,
+            )
+        };
+    }
+}
+
+/// `HDEL key field`.
+pub fn replicate_hdel(ctx: &Context, key: &RedisString, field: &[u8]) {
+    // SAFETY: "sb": a live RedisModuleString and a (pointer, length) pair;
+    // Redis copies them before returning.
+    if let Some(f) = api!(RedisModule_Replicate) {
+        unsafe {
+            f(
+                ctx.ctx,
+                c"HDEL".as_ptr(),
+                c"sb".as_ptr(),
+                key.inner,
+                field.as_ptr(),
+                field.len(),
             )
         };
     }

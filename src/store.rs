@@ -147,6 +147,17 @@ impl<'c> LockKey<'c> {
                     notify_own(ctx, ffi::NOTIFY_HASH, c"hset", self.name);
                     modified = true;
                 }
+                Write::RemoveHolder { owner } => {
+                    match self.owner.filter(|arg| arg.as_slice() == &owner[..]) {
+                        Some(arg) => self.key.hash_delete(arg),
+                        None => self.key.hash_delete(&ffi::string(ctx, owner)),
+                    };
+                    if native {
+                        ffi::replicate_hdel(ctx, self.name, owner);
+                    }
+                    notify_own(ctx, ffi::NOTIFY_HASH, c"hdel", self.name);
+                    modified = true;
+                }
                 Write::ExpireAt(at) => {
                     self.key.expire_at(*at);
                     if native {

@@ -260,6 +260,30 @@ fn forcerelease_publishes_on_the_redisson_channel() {
 }
 
 #[test]
+fn hand_off_to_a_queued_caller_publishes_nothing() {
+    let server = Server::start();
+    let mut con = server.client();
+    let mut sub_con = server.client();
+    let mut sub = sub_con.as_pubsub();
+    let ch = channel("res");
+    sub.subscribe(&ch).expect("subscribe");
+
+    assert_eq!(q::<i64>(&mut con, &["LOCK.ACQUIRE", "res", OWNER_A]), 1);
+    let mut waiter = queue_waiter(&server, &mut con, "res", OWNER_B, &["BLOCK", "0"], 1);
+    // The lock goes straight to the waiter: it was never free.
+    assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "res", OWNER_A]), 0);
+    assert_eq!(recv(&mut waiter).expect("waiter reply"), Value::Int(1));
+    assert_eq!(
+        q::<Vec<String>>(&mut con, &["HKEYS", "res"]),
+        vec![OWNER_B.to_string()]
+    );
+    assert_nothing_published(&mut sub, &mut con, &ch, "marker");
+    // Freed with nobody queued: Redisson's waiters are told.
+    assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "res", OWNER_B]), 0);
+    assert_eq!(next_message(&mut sub), (ch, "0".to_string()));
+}
+
+#[test]
 fn script_release_hands_the_lock_to_a_blocked_waiter() {
     let server = Server::start();
     let mut con = server.client();

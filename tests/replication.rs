@@ -338,9 +338,10 @@ fn aof_holds_handoff_as_one_native_transaction() {
     let mut con = master.client();
     hand_off_by_release(&master, &mut con, "k");
     let at = pexpiretime(&mut master.client(), "k");
+    // Rewritten in place: the key never disappears.
     let handoff = vec![
-        strings(&["DEL", "k"]),
         strings(&["HSET", "k", "o2", "1"]),
+        strings(&["HDEL", "k", "o1"]),
         strings(&["PEXPIREAT", "k", &at.to_string()]),
     ];
     let mut commands = Vec::new();

@@ -84,6 +84,10 @@ pub enum Write {
     ExpireAt(i64),
     /// `DEL key`
     Delete,
+    /// `HDEL key owner`: the previous holder's field, removed after the
+    /// next holder's was added, so that a hand-off rewrites the hash in
+    /// place and the key never disappears.
+    RemoveHolder { owner: Owner },
     /// `INCR token-key`, which brings it `to` this value.
     IncrToken { to: i64 },
     /// `PUBLISH redisson_lock__channel:{key} 0`, for Redisson's waiters.
@@ -137,6 +141,9 @@ pub struct Transition<T> {
     state: LockState,
     now_ms: i64,
     token: TokenValue,
+    /// The holder whose last hold this transition dropped, until the lock
+    /// is either handed on or left free.
+    vacated: Option<Owner>,
     pub writes: Vec<Write>,
     pub wakes: Vec<Wake<T>>,
     pub tally: Tally,
@@ -148,7 +155,8 @@ impl<T: Queued> Transition<T> {
             state,
             now_ms,
             token,
-            writes: Vec::new(),
+            vacated: None,
+            writes: Vec::with_capacity(4),
             wakes: Vec::new(),
             tally: Tally::default(),
         }
@@ -205,6 +213,7 @@ impl<T: Queued> Transition<T> {
         self.free();
         self.tally.released += 1;
         self.settle(queue);
+        self.leave_free();
         Ok(0)
     }
 
@@ -228,6 +237,7 @@ impl<T: Queued> Transition<T> {
             }
         };
         self.settle(queue);
+        self.leave_free();
         removed
     }
 
@@ -281,6 +291,11 @@ impl<T: Queued> Transition<T> {
             None
         };
         self.set_holds(req.owner.clone(), holds);
+        if let Some(previous) = self.vacated.take() {
+            if previous != req.owner {
+                self.writes.push(Write::RemoveHolder { owner: previous });
+            }
+        }
         self.writes.push(Write::ExpireAt(at));
         if let Some(t) = token {
             self.writes.push(Write::IncrToken { to: t });
@@ -297,10 +312,21 @@ impl<T: Queued> Transition<T> {
         self.state = LockState::Held { owner, holds };
     }
 
+    /// Drops the holder. What that writes depends on whether a waiter
+    /// takes the lock in the same transition (see [`Self::leave_free`]).
     fn free(&mut self) {
-        self.writes.push(Write::Delete);
-        self.writes.push(Write::Notify);
-        self.state = LockState::Free;
+        if let LockState::Held { owner, .. } = std::mem::replace(&mut self.state, LockState::Free) {
+            self.vacated = Some(owner);
+        }
+    }
+
+    /// A lock freed and handed to nobody is deleted, and Redisson's waiters
+    /// are told. A hand-off tells them nothing: the lock never came free.
+    fn leave_free(&mut self) {
+        if self.vacated.take().is_some() {
+            self.writes.push(Write::Delete);
+            self.writes.push(Write::Notify);
+        }
     }
 
     fn deadline(&self, lease_ms: i64) -> Result<i64, LockError> {
@@ -469,12 +495,14 @@ mod tests {
         let mut q = queue(&[req("w1", 700), req("w2", 800)]);
         let mut t = tx(held("a", 1));
         assert_eq!(t.release(&mut q, b"a"), Ok(0));
+        // In place, and no unlock message: the lock never came free.
         assert_eq!(
             t.writes,
             vec![
-                Write::Delete,
-                Write::Notify,
                 set("w1", 1),
+                Write::RemoveHolder {
+                    owner: b"a"[..].into()
+                },
                 Write::ExpireAt(NOW + 700)
             ]
         );
@@ -482,6 +510,27 @@ mod tests {
         assert_eq!(t.state(), &held("w1", 1));
         assert_eq!(t.tally.handed_off, 1);
         assert_eq!(q.len(), 1);
+    }
+
+    #[test]
+    fn hand_off_to_the_same_owner_keeps_its_field() {
+        let mut q = queue(&[req("a", 700)]);
+        let mut t = tx(held("a", 1));
+        assert_eq!(t.release(&mut q, b"a"), Ok(0));
+        assert_eq!(t.writes, vec![set("a", 1), Write::ExpireAt(NOW + 700)]);
+        assert_eq!(t.state(), &held("a", 1));
+    }
+
+    #[test]
+    fn a_release_no_waiter_can_take_deletes_and_notifies() {
+        let mut q = queue(&[fenced("w1", 10)]);
+        let mut t = Transition::new(held("a", 1), NOW, Some(Err(LockError::token_wrong_type())));
+        assert_eq!(t.release(&mut q, b"a"), Ok(0));
+        assert_eq!(t.writes, vec![Write::Delete, Write::Notify]);
+        assert_eq!(
+            woken(&t),
+            vec![(1, Answer::Failed(LockError::token_wrong_type()))]
+        );
     }
 
     #[test]
@@ -596,7 +645,15 @@ mod tests {
         let mut q = queue(&[req("w1", 10)]);
         let mut t = tx(held("a", 5));
         assert_eq!(t.force_release(&mut q), 1);
-        assert_eq!(t.writes[..2], [Write::Delete, Write::Notify]);
+        assert_eq!(
+            t.writes[..2],
+            [
+                set("w1", 1),
+                Write::RemoveHolder {
+                    owner: b"a"[..].into()
+                }
+            ]
+        );
         assert_eq!(woken(&t), vec![(1, Answer::Granted(1))]);
         assert_eq!(t.tally.force_released, 1);
         let mut t = tx(LockState::Free);
