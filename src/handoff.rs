@@ -13,6 +13,7 @@ use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{LazyLock, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use redis_module::{Context, ContextFlags, RedisString};
 
@@ -26,7 +27,9 @@ use crate::rules::error::LockError;
 use crate::rules::lock::{Answer, LockState, Owner, TokenValue, Transition, Wake};
 use crate::rules::server::has_unsent_output;
 use crate::store::{self, LockKey, Placement};
-use crate::waiters::{anyone_waits, registry, LeaseTimer, LockId, Waiter};
+use crate::waiters::{
+    anyone_waits, registry, LeaseTimer, LockId, Registry, Released, WaitTimer, Waiter,
+};
 
 /// What a blocked caller is finally told.
 #[derive(Debug)]
@@ -118,12 +121,11 @@ fn deliver(ctx: &Context, lock: &LockId<'_>, wakes: Vec<Wake<Waiter>>) {
     match registry() {
         Ok(mut reg) => {
             let released = reg.forget_woken(lock, &wakes);
-            stop(ctx, released.lease_timer);
+            stop_timers(ctx, released);
         }
         Err(e) => ffi::log_warning(ctx, &format!("lock: waiter bookkeeping skipped: {e}")),
     }
     for wake in wakes {
-        stop(ctx, wake.waiter.wait_timer);
         let outcome = match wake.answer {
             Answer::Granted(reply) => Outcome::Granted(
                 Grant {
@@ -136,6 +138,11 @@ fn deliver(ctx: &Context, lock: &LockId<'_>, wakes: Vec<Wake<Waiter>>) {
         };
         ffi::unblock::<Blocked>(wake.waiter.bc, Some(outcome));
     }
+}
+
+fn stop_timers(ctx: &Context, released: Released) {
+    stop(ctx, released.lease_timer);
+    stop(ctx, released.wait_timer);
 }
 
 fn stop(ctx: &Context, timer: Option<ffi::TimerId>) {
@@ -394,26 +401,60 @@ fn leave_queue(ctx: &Context, bc: BlockedClient) -> bool {
     let Ok(mut reg) = registry() else {
         return false;
     };
-    let Some((waiter, released)) = reg.waiter_of(bc).and_then(|id| reg.remove(id)) else {
+    let Some((_, released)) = reg.waiter_of(bc).and_then(|id| reg.remove(id)) else {
         return false;
     };
     drop(reg);
-    stop(ctx, waiter.wait_timer);
-    stop(ctx, released.lease_timer);
+    stop_timers(ctx, released);
     true
 }
 
-/// Fires at the end of a waiter's BLOCK time; `data` is its waiter id.
+/// Makes sure the wait timer fires by the earliest BLOCK deadline.
+pub fn arm_wait_timer(ctx: &Context, reg: &mut Registry) {
+    let Some(next) = reg.next_deadline() else {
+        return;
+    };
+    if reg.wait_timer.is_some_and(|t| t.fires_at <= next) {
+        return;
+    }
+    let now = Instant::now();
+    // Whole milliseconds, rounded up: a timer never fires before the
+    // deadline it was armed for.
+    let delay_ms = next
+        .saturating_duration_since(now)
+        .as_micros()
+        .div_ceil(1000)
+        .min(MAX_DURATION_MS as u128) as i64;
+    let Some(id) = ffi::create_timer::<WaitTimeout>(ctx, delay_ms, 0) else {
+        return;
+    };
+    let fires_at = now + Duration::from_millis(delay_ms as u64);
+    if let Some(old) = reg.wait_timer.replace(WaitTimer { id, fires_at }) {
+        ffi::stop_timer(ctx, old.id);
+    }
+}
+
+/// Fires at the earliest BLOCK deadline: answers nil to every waiter whose
+/// time is over, then re-arms for the next one.
 pub struct WaitTimeout;
 
 impl TimerHandler for WaitTimeout {
-    fn fire(ctx: &Context, id: u64) {
-        let Some((waiter, released)) = registry().ok().and_then(|mut r| r.remove(id)) else {
-            return;
+    fn fire(ctx: &Context, _: u64) {
+        let due = match registry() {
+            Ok(mut reg) => {
+                reg.wait_timer = None;
+                reg.remove_due(Instant::now())
+            }
+            Err(_) => return,
         };
-        stop(ctx, released.lease_timer);
-        Stats::bump(&STATS.wait_timeouts);
-        ffi::unblock::<Blocked>(waiter.bc, Some(Outcome::TimedOut));
+        for (waiter, released) in due {
+            stop_timers(ctx, released);
+            Stats::bump(&STATS.wait_timeouts);
+            ffi::unblock::<Blocked>(waiter.bc, Some(Outcome::TimedOut));
+        }
+        if let Ok(mut reg) = registry() {
+            arm_wait_timer(ctx, &mut reg);
+        }
     }
 }
 

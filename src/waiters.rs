@@ -8,9 +8,10 @@
 //! key, RM_Call), since that callback reads it too.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{LazyLock, Mutex, MutexGuard, TryLockError};
+use std::time::Instant;
 
 use crate::ffi::{BlockedClient, TimerId};
 use crate::rules::error::LockError;
@@ -48,8 +49,8 @@ pub fn anyone_waits() -> bool {
 pub struct Waiter {
     pub request: Request,
     pub bc: BlockedClient,
-    /// Fires at the end of BLOCK ms; `None` for BLOCK 0.
-    pub wait_timer: Option<TimerId>,
+    /// The end of BLOCK ms; `None` for BLOCK 0.
+    pub deadline: Option<Instant>,
 }
 
 impl Queued for Waiter {
@@ -74,12 +75,25 @@ struct LockQueue {
     lease_timer: Option<LeaseTimer>,
 }
 
+/// The one server timer for every waiter's BLOCK time: armed at the
+/// earliest deadline, and moved only when a new waiter's deadline comes
+/// earlier. A waiter served before its deadline just leaves the set; the
+/// timer, if it then fires for nobody, re-arms itself. So the usual waiter
+/// (served in time, BLOCK times alike) costs no timer call at all.
+#[derive(Debug, Clone, Copy)]
+pub struct WaitTimer {
+    pub id: TimerId,
+    pub fires_at: Instant,
+}
+
 #[derive(Default)]
 pub struct Registry {
     queues: HashMap<i32, HashMap<Vec<u8>, LockQueue>>,
     locations: HashMap<WaiterId, LockId<'static>>,
     handles: HashMap<BlockedClient, WaiterId>,
     lease_jobs: HashMap<u64, LockId<'static>>,
+    deadlines: BTreeSet<(Instant, WaiterId)>,
+    pub wait_timer: Option<WaitTimer>,
     next_serial: u64,
 }
 
@@ -102,6 +116,8 @@ pub fn registry() -> Result<MutexGuard<'static, Registry>, LockError> {
 #[derive(Debug, Default)]
 pub struct Released {
     pub lease_timer: Option<TimerId>,
+    /// The wait timer, once no queued caller has a BLOCK deadline left.
+    pub wait_timer: Option<TimerId>,
 }
 
 impl Registry {
@@ -161,11 +177,14 @@ impl Registry {
             QUEUED_LOCKS.fetch_add(1, Relaxed);
         }
         let queue = keys.entry(lock.key.to_vec()).or_default();
-        let (bc, fence) = (waiter.bc, waiter.request.fence);
+        let (bc, fence, deadline) = (waiter.bc, waiter.request.fence, waiter.deadline);
         if queue.fifo.push_back(id, waiter) {
             queue.fenced += usize::from(fence);
             self.handles.insert(bc, id);
             self.locations.insert(id, lock.to_owned());
+            if let Some(at) = deadline {
+                self.deadlines.insert((at, id));
+            }
         }
     }
 
@@ -187,13 +206,26 @@ impl Registry {
         for wake in wakes {
             self.locations.remove(&wake.id);
             self.handles.remove(&wake.waiter.bc);
+            if let Some(at) = wake.waiter.deadline {
+                self.deadlines.remove(&(at, wake.id));
+            }
             if wake.waiter.request.fence {
                 if let Some(q) = self.queue_mut(lock) {
                     q.fenced = q.fenced.saturating_sub(1);
                 }
             }
         }
-        self.drop_if_empty(lock)
+        let mut released = self.drop_if_empty(lock);
+        released.wait_timer = self.idle_wait_timer();
+        released
+    }
+
+    fn idle_wait_timer(&mut self) -> Option<TimerId> {
+        if self.deadlines.is_empty() {
+            self.wait_timer.take().map(|t| t.id)
+        } else {
+            None
+        }
     }
 
     /// Takes a waiter out of its queue (timeout, disconnect).
@@ -205,8 +237,30 @@ impl Registry {
             queue.fenced = queue.fenced.saturating_sub(1);
         }
         self.handles.remove(&waiter.bc);
-        let released = self.drop_if_empty(&lock);
+        if let Some(at) = waiter.deadline {
+            self.deadlines.remove(&(at, id));
+        }
+        let mut released = self.drop_if_empty(&lock);
+        released.wait_timer = self.idle_wait_timer();
         Some((waiter, released))
+    }
+
+    /// The earliest BLOCK deadline of anyone queued.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.deadlines.first().map(|(at, _)| *at)
+    }
+
+    /// Takes out every waiter whose BLOCK time is over at `now`.
+    pub fn remove_due(&mut self, now: Instant) -> Vec<(Waiter, Released)> {
+        let mut due = Vec::new();
+        while let Some(&(at, id)) = self.deadlines.first() {
+            if at > now {
+                break;
+            }
+            self.deadlines.pop_first();
+            due.extend(self.remove(id));
+        }
+        due
     }
 
     pub fn waiter_of(&self, bc: BlockedClient) -> Option<WaiterId> {
@@ -229,7 +283,10 @@ impl Registry {
             self.lease_jobs.remove(&t.job);
             t.id
         });
-        Released { lease_timer }
+        Released {
+            lease_timer,
+            wait_timer: None,
+        }
     }
 
     pub fn lease_timer(&self, lock: &LockId<'_>) -> Option<LeaseTimer> {
@@ -277,7 +334,7 @@ mod tests {
                 fence,
             },
             bc: bc(n),
-            wait_timer: None,
+            deadline: None,
         }
     }
 
@@ -337,6 +394,38 @@ mod tests {
         assert_eq!(r.waiter_of(bc(1)), None);
         // No queue: rules see an empty one.
         assert_eq!(r.with_queue(&lock("x"), |q| q.len()), 0);
+    }
+
+    #[test]
+    fn due_waiters_leave_in_deadline_order_and_the_timer_goes_when_none_is_left() {
+        let mut r = Registry::default();
+        let t0 = Instant::now();
+        let at = |ms| t0 + std::time::Duration::from_millis(ms);
+        let with_deadline = |n, ms| Waiter {
+            deadline: Some(at(ms)),
+            ..waiter(n, false)
+        };
+        r.enqueue(&lock("k"), 1, with_deadline(1, 300));
+        r.enqueue(&lock("k"), 2, with_deadline(2, 100));
+        r.enqueue(&lock("k"), 3, waiter(3, false));
+        r.enqueue(&lock("j"), 4, with_deadline(4, 200));
+        assert_eq!(r.next_deadline(), Some(at(100)));
+        let due: Vec<_> = r
+            .remove_due(at(200))
+            .into_iter()
+            .map(|(w, _)| w.bc)
+            .collect();
+        assert_eq!(due, vec![bc(2), bc(4)]);
+        assert_eq!(r.next_deadline(), Some(at(300)));
+        assert_eq!(r.queue_len(&lock("k")), 2);
+
+        r.wait_timer = Some(WaitTimer {
+            id: 9,
+            fires_at: at(300),
+        });
+        let (_, released) = r.remove(1).unwrap();
+        assert_eq!(released.wait_timer, Some(9));
+        assert!(r.wait_timer.is_none() && r.next_deadline().is_none());
     }
 
     #[test]

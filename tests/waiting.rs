@@ -343,6 +343,49 @@ fn block_timeout_returns_nil_on_time() {
 }
 
 #[test]
+fn block_times_end_in_deadline_order_whatever_the_queue_order() {
+    let server = Config::default().arg("hz", "1").start();
+    let mut con = server.client();
+    acquire(&mut con, "k", "holder", &[]);
+    acquire(&mut con, "o", "x", &[]);
+    let started = Instant::now();
+    // Queued first, times out last; queued later with an earlier deadline;
+    // one that never times out; one served before its deadline.
+    let mut long: Waiter = queue_waiter(&server, &mut con, "k", "long", &["BLOCK", "600"], 1);
+    let mut short: Waiter = queue_waiter(&server, &mut con, "k", "short", &["BLOCK", "150"], 2);
+    let mut forever: Waiter = queue_waiter(&server, &mut con, "k", "forever", &["BLOCK", "0"], 3);
+    let mut other: Waiter = queue_waiter(&server, &mut con, "o", "other", &["BLOCK", "300"], 1);
+
+    assert_eq!(short.reply(), Ok(Value::Nil));
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed >= Duration::from_millis(150) && elapsed < Duration::from_millis(450),
+        "BLOCK 150 ended after {elapsed:?}"
+    );
+    assert!(!long.has_reply_now(), "BLOCK 600 ended with BLOCK 150");
+    assert_eq!(waiters(&mut con, "k"), 2);
+
+    // "o" is freed before its waiter's deadline: granted, and never told nil.
+    assert_eq!(q::<i64>(&mut con, &["LOCK.FORCERELEASE", "o"]), 1);
+    assert_eq!(other.reply(), Ok(Value::Int(1)));
+
+    assert_eq!(long.reply(), Ok(Value::Nil));
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed >= Duration::from_millis(600) && elapsed < Duration::from_millis(900),
+        "BLOCK 600 ended after {elapsed:?}"
+    );
+    other.assert_silent(
+        Duration::from_millis(50),
+        "a served waiter was timed out too",
+    );
+    assert_eq!(waiters(&mut con, "k"), 1);
+    assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "k", "holder"]), 0);
+    assert_eq!(forever.reply(), Ok(Value::Int(1)));
+    assert_eq!(server.stat("wait_timeouts"), 2);
+}
+
+#[test]
 fn disconnected_waiters_leave_the_queue() {
     let server = Server::start();
     let mut con = server.client();

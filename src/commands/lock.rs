@@ -3,13 +3,14 @@
 //! the key's wait queue, commit the transition, reply.
 
 use std::borrow::Cow;
+use std::time::{Duration, Instant};
 
 use redis_module::{Context, ContextFlags, RedisResult, RedisString, RedisValue};
 
 use super::{refuse_on_replica, run};
 use crate::config;
 use crate::ffi::{self, Field};
-use crate::handoff::{self, begin, Blocked, Origin, Outcome, WaitTimeout};
+use crate::handoff::{self, begin, Blocked, Origin, Outcome};
 use crate::rules::args::{parse_acquire_options, parse_owner, parse_renew_options, Wait};
 use crate::rules::error::LockError;
 use crate::rules::keys::token_key_in_slot;
@@ -128,8 +129,8 @@ fn enqueue(
         }
     };
     let id = reg.next_serial();
-    let wait_timer = match wait {
-        Wait::Millis(ms) => ffi::create_timer::<WaitTimeout>(ctx, ms, id),
+    let deadline = match wait {
+        Wait::Millis(ms) => Instant::now().checked_add(Duration::from_millis(ms.max(0) as u64)),
         Wait::Forever => None,
     };
     reg.enqueue(
@@ -138,9 +139,10 @@ fn enqueue(
         Waiter {
             request,
             bc,
-            wait_timer,
+            deadline,
         },
     );
+    handoff::arm_wait_timer(ctx, &mut reg);
     drop(reg);
     handoff::ensure_lease_timer(ctx, &lock, || lease_ttl);
     Ok(())
