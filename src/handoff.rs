@@ -10,7 +10,7 @@
 //! that is not loading and not paused.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -24,6 +24,7 @@ use crate::info::{Stats, STATS};
 use crate::replication::{self, Replication};
 use crate::rules::args::MAX_DURATION_MS;
 use crate::rules::error::LockError;
+use crate::rules::ids::IdMap;
 use crate::rules::lock::{Answer, LockState, Owner, TokenValue, Transition, Wake};
 use crate::rules::server::has_unsent_output;
 use crate::store::{self, LockKey, Placement};
@@ -385,7 +386,7 @@ impl BlockHandler for Blocked {
 /// with output still unsent (its connection failed, or it was already
 /// closing) never got its answer, so its grant is released. A waiter freed
 /// with everything sent (a pipelined QUIT) got it, and keeps the lock.
-static ANSWERED: LazyLock<Mutex<HashMap<u64, Grant>>> = LazyLock::new(Mutex::default);
+static ANSWERED: LazyLock<Mutex<IdMap<u64, Grant>>> = LazyLock::new(Mutex::default);
 static ANY_ANSWERED: AtomicBool = AtomicBool::new(false);
 
 fn remember_answered(ctx: &Context, grant: &Grant) {

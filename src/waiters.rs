@@ -15,6 +15,7 @@ use std::time::Instant;
 
 use crate::ffi::{BlockedClient, TimerId};
 use crate::rules::error::LockError;
+use crate::rules::ids::IdMap;
 use crate::rules::lock::{Queued, Request, Wake};
 use crate::rules::queue::{Fifo, WaiterId};
 
@@ -88,10 +89,10 @@ pub struct WaitTimer {
 
 #[derive(Default)]
 pub struct Registry {
-    queues: HashMap<i32, HashMap<Vec<u8>, LockQueue>>,
-    locations: HashMap<WaiterId, LockId<'static>>,
-    handles: HashMap<BlockedClient, WaiterId>,
-    lease_jobs: HashMap<u64, LockId<'static>>,
+    queues: IdMap<i32, HashMap<Vec<u8>, LockQueue>>,
+    locations: IdMap<WaiterId, LockId<'static>>,
+    handles: IdMap<BlockedClient, WaiterId>,
+    lease_jobs: IdMap<u64, LockId<'static>>,
     deadlines: BTreeSet<(Instant, WaiterId)>,
     pub wait_timer: Option<WaitTimer>,
     next_serial: u64,
@@ -175,8 +176,11 @@ impl Registry {
         let keys = self.queues.entry(lock.db).or_default();
         if !keys.contains_key(&lock.key[..]) {
             QUEUED_LOCKS.fetch_add(1, Relaxed);
+            keys.insert(lock.key.to_vec(), LockQueue::default());
         }
-        let queue = keys.entry(lock.key.to_vec()).or_default();
+        let Some(queue) = keys.get_mut(&lock.key[..]) else {
+            return;
+        };
         let (bc, fence, deadline) = (waiter.bc, waiter.request.fence, waiter.deadline);
         if queue.fifo.push_back(id, waiter) {
             queue.fenced += usize::from(fence);

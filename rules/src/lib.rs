@@ -6,6 +6,7 @@
 
 pub mod args;
 pub mod error;
+pub mod ids;
 pub mod keys;
 pub mod lock;
 pub mod queue;

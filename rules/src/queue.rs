@@ -5,7 +5,7 @@
 //! doubly linked list threaded through a map: push, pop and removal by id are
 //! all O(1).
 
-use std::collections::HashMap;
+use crate::ids::IdMap;
 
 /// Identifies one waiting caller. Ids are handed out by the caller of
 /// [`Fifo::push_back`] and must be unique among the queued entries.
@@ -18,7 +18,7 @@ struct Node<T> {
 }
 
 pub struct Fifo<T> {
-    nodes: HashMap<WaiterId, Node<T>>,
+    nodes: IdMap<WaiterId, Node<T>>,
     head: Option<WaiterId>,
     tail: Option<WaiterId>,
 }
@@ -26,7 +26,7 @@ pub struct Fifo<T> {
 impl<T> Default for Fifo<T> {
     fn default() -> Self {
         Self {
-            nodes: HashMap::new(),
+            nodes: IdMap::default(),
             head: None,
             tail: None,
         }
