@@ -255,19 +255,24 @@ pub fn create_command<H: CommandHandler>(
 
 /// A copy of the bytes of a string Redis handed to a callback.
 fn string_bytes(s: *const raw::RedisModuleString) -> Vec<u8> {
+    with_string_bytes(s, <[u8]>::to_vec)
+}
+
+/// Runs `f` on the bytes of a live RedisModuleString (empty for NULL).
+fn with_string_bytes<R>(s: *const raw::RedisModuleString, f: impl FnOnce(&[u8]) -> R) -> R {
     if s.is_null() {
-        return Vec::new();
+        return f(&[]);
     }
     let mut len = 0usize;
     // SAFETY: `s` is a live RedisModuleString handed to us by Redis in the
     // current callback.
-    let p = api!(RedisModule_StringPtrLen).map_or(ptr::null(), |f| unsafe { f(s, &mut len) });
+    let p = api!(RedisModule_StringPtrLen).map_or(ptr::null(), |g| unsafe { g(s, &mut len) });
     if p.is_null() {
-        return Vec::new();
+        return f(&[]);
     }
-    // SAFETY: Redis guarantees `len` readable bytes at `p`; they are copied
-    // before the callback returns.
-    unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }.to_vec()
+    // SAFETY: Redis guarantees `len` readable bytes at `p`, unchanged while
+    // the string lives; the slice does not outlive this call.
+    f(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) })
 }
 
 pub fn string(ctx: &Context, bytes: &[u8]) -> RedisString {
@@ -366,7 +371,13 @@ impl<'c> Key<'c> {
     }
 
     /// The value of one hash field, `None` if the field (or key) is absent.
-    pub fn hash_get(&self, ctx: &Context, field: &RedisString) -> Option<Vec<u8>> {
+    /// Runs `read` on the value of one field, without copying it.
+    pub fn hash_get<R>(
+        &self,
+        ctx: &Context,
+        field: &RedisString,
+        read: impl FnOnce(&[u8]) -> R,
+    ) -> Option<R> {
         let mut value: *mut raw::RedisModuleString = ptr::null_mut();
         // SAFETY: open key; the variadic list is one (field, out) pair and
         // the NULL terminator RM_HashGet requires.
@@ -382,12 +393,12 @@ impl<'c> Key<'c> {
         if !found || value.is_null() {
             return None;
         }
-        let bytes = string_bytes(value);
+        let result = with_string_bytes(value, read);
         // SAFETY: HashGet handed us a new string (no auto memory); freed once.
         if let Some(free) = api!(RedisModule_FreeString) {
             unsafe { free(ctx.ctx, value) };
         }
-        Some(bytes)
+        Some(result)
     }
 
     /// `HSET key field value` with the key API (no notification).
@@ -395,22 +406,15 @@ impl<'c> Key<'c> {
         // A new lock's hold count, 1, is nearly every value written: that
         // string is made once and kept.
         static ONE: AtomicPtr<raw::RedisModuleString> = AtomicPtr::new(ptr::null_mut());
-        let create = |ctx: *mut raw::RedisModuleCtx, n: i64| match api!(
-            RedisModule_CreateStringFromLongLong
-        ) {
-            // SAFETY: with a live ctx, or NULL for a string no context owns.
-            Some(f) => unsafe { f(ctx, n as std::ffi::c_longlong) },
-            None => ptr::null_mut(),
-        };
         let (value, owned) = if value == 1 {
-            let mut one = ONE.load(Relaxed);
-            if one.is_null() {
-                one = create(ptr::null_mut(), 1);
-                ONE.store(one, Relaxed);
-            }
-            (one, false)
+            (kept_string(&ONE, b"1"), false)
         } else {
-            (create(ctx.ctx, value), true)
+            let created = match api!(RedisModule_CreateStringFromLongLong) {
+                // SAFETY: ctx is live; the string is freed below.
+                Some(f) => unsafe { f(ctx.ctx, value as std::ffi::c_longlong) },
+                None => ptr::null_mut(),
+            };
+            (created, true)
         };
         if value.is_null() {
             return false;
@@ -531,9 +535,15 @@ pub const NOTIFY_EXPIRED: c_int = raw::REDISMODULE_NOTIFY_EXPIRED;
 pub const NOTIFY_STRING: c_int = raw::REDISMODULE_NOTIFY_STRING;
 
 /// Publishes to a channel; `sharded` uses SPUBLISH semantics (cluster).
-pub fn publish(ctx: &Context, channel: &[u8], message: &[u8], sharded: bool) {
+/// Publishes Redisson's unlock message, `0`; `sharded` uses SPUBLISH
+/// semantics (cluster).
+pub fn publish_unlock(ctx: &Context, channel: &[u8], sharded: bool) {
+    static ZERO: AtomicPtr<raw::RedisModuleString> = AtomicPtr::new(ptr::null_mut());
+    let message = kept_string(&ZERO, b"0");
+    if message.is_null() {
+        return;
+    }
     let channel = string(ctx, channel);
-    let message = string(ctx, message);
     let f = if sharded {
         api!(RedisModule_PublishMessageShard).or(api!(RedisModule_PublishMessage))
     } else {
@@ -541,8 +551,28 @@ pub fn publish(ctx: &Context, channel: &[u8], message: &[u8], sharded: bool) {
     };
     // SAFETY: ctx and both strings are live for the call.
     if let Some(f) = f {
-        unsafe { f(ctx.ctx, channel.inner, message.inner) };
+        unsafe { f(ctx.ctx, channel.inner, message) };
     }
+}
+
+/// A string made once, owned by no context and never freed, for a value
+/// written over and over. Redis copies what it keeps of it.
+fn kept_string(
+    slot: &'static AtomicPtr<raw::RedisModuleString>,
+    value: &[u8],
+) -> *mut raw::RedisModuleString {
+    let kept = slot.load(Relaxed);
+    if !kept.is_null() {
+        return kept;
+    }
+    let Some(create) = api!(RedisModule_CreateString) else {
+        return ptr::null_mut();
+    };
+    // SAFETY: a NULL context makes a string no context owns; Redis copies
+    // `value`.
+    let made = unsafe { create(ptr::null_mut(), value.as_ptr().cast(), value.len()) };
+    slot.store(made, Relaxed);
+    made
 }
 
 // ---------------------------------------------------------------------------

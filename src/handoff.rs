@@ -81,7 +81,16 @@ pub fn begin<'c>(
     origin: Origin<'c>,
 ) -> Result<(LockKey<'c>, Transition<Waiter>), LockError> {
     let (owner, fences, replication) = match origin {
-        Origin::Command { owner, fences } => (owner, fences, Replication::for_command(ctx)),
+        Origin::Command { owner, fences } => {
+            let flags = ctx.get_flags();
+            // Lock writes on a replica that accepts writes would be
+            // overwritten by its master, and its timers never act: refuse
+            // them, as a read-only one does.
+            if !flags.contains(ContextFlags::MASTER) {
+                return Err(LockError::replica());
+            }
+            (owner, fences, Replication::for_command(ctx, flags))
+        }
         Origin::Event => (None, false, Replication::Native),
     };
     let key = LockKey::open(ctx, name, owner, replication)?;

@@ -37,8 +37,8 @@ pub enum Replication {
 
 impl Replication {
     /// For a LOCK.* command running now.
-    pub fn for_command(ctx: &Context) -> Self {
-        if ctx.get_flags().contains(ContextFlags::AOF) || replicas_may_listen(ctx) {
+    pub fn for_command(ctx: &Context, flags: ContextFlags) -> Self {
+        if flags.contains(ContextFlags::AOF) || replicas_may_listen(ctx) {
             Self::Native
         } else {
             Self::Unheard

@@ -2,8 +2,10 @@
 //! the rules' writes with the key API, replicating each as the native command
 //! a replica (with or without this module) and the AOF will replay.
 
+use std::cell::RefCell;
 use std::ffi::{c_int, CStr};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::OnceLock;
 
 use redis_module::{Context, ContextFlags, RedisString};
 
@@ -12,7 +14,7 @@ use crate::ffi::{self, Key, KeyKind};
 use crate::replication::Replication;
 use crate::rules::args::parse_i64;
 use crate::rules::error::LockError;
-use crate::rules::keys::{key_slot, notify_channel, token_key, token_key_in_slot};
+use crate::rules::keys::{key_slot, token_key, token_key_in_slot, write_notify_channel};
 use crate::rules::lock::{LockState, Write};
 use crate::rules::server::myself_serves_slot;
 
@@ -31,8 +33,11 @@ fn notify_own(ctx: &Context, class: c_int, event: &CStr, name: &RedisString) {
     NOTIFYING.store(false, Relaxed);
 }
 
+/// Cluster mode is fixed for the server's life (`cluster-enabled` cannot
+/// be changed at run time), so it is read once.
 fn in_cluster(ctx: &Context) -> bool {
-    ctx.get_flags().contains(ContextFlags::CLUSTER)
+    static CLUSTER: OnceLock<bool> = OnceLock::new();
+    *CLUSTER.get_or_init(|| ctx.get_flags().contains(ContextFlags::CLUSTER))
 }
 
 /// Where this node stands in a cluster (`CLUSTER NODES`), read once for a
@@ -91,14 +96,17 @@ impl<'c> LockKey<'c> {
     pub fn read(&self, ctx: &Context) -> Result<LockState, LockError> {
         if let (Some(owner), KeyKind::Hash) = (self.owner, self.key.kind()) {
             if self.key.len() == 1 {
-                if let Some(count) = self.key.hash_get(ctx, owner) {
-                    return match parse_i64(&count) {
+                let state = self
+                    .key
+                    .hash_get(ctx, owner, |count| match parse_i64(count) {
                         Some(holds) if holds > 0 => Ok(LockState::Held {
                             owner: owner.as_slice().into(),
                             holds,
                         }),
-                        _ => LockState::from_hash(&[(owner.as_slice().to_vec(), count)]),
-                    };
+                        _ => LockState::from_hash(&[(owner.as_slice().to_vec(), count.to_vec())]),
+                    });
+                if let Some(state) = state {
+                    return state;
                 }
             }
         }
@@ -197,12 +205,22 @@ fn publish_release(ctx: &Context, lock: &[u8], native: bool) {
     if !config::redisson_notify() {
         return;
     }
-    let channel = notify_channel(lock);
-    let sharded = in_cluster(ctx);
-    ffi::publish(ctx, &channel, b"0", sharded);
-    if !sharded && native {
-        ffi::replicate_publish(ctx, &channel, b"0");
+    thread_local! {
+        static CHANNEL: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
     }
+    let publish = |channel: &mut Vec<u8>| {
+        write_notify_channel(lock, channel);
+        let sharded = in_cluster(ctx);
+        ffi::publish_unlock(ctx, channel, sharded);
+        if !sharded && native {
+            ffi::replicate_publish(ctx, channel, b"0");
+        }
+    };
+    // The buffer is only ever borrowed here; a fresh one would do as well.
+    CHANNEL.with(|buffer| match buffer.try_borrow_mut() {
+        Ok(mut channel) => publish(&mut channel),
+        Err(_) => publish(&mut Vec::new()),
+    });
 }
 
 /// A lock key opened for reading only (LOCK.INFO, also on replicas); `None`

@@ -7,6 +7,12 @@ use super::error::LockError;
 /// already carries a `{` (its own tag then decides the slot).
 fn prefixed(prefix: &[u8], name: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(prefix.len() + name.len() + 3);
+    write_prefixed(prefix, name, &mut out);
+    out
+}
+
+fn write_prefixed(prefix: &[u8], name: &[u8], out: &mut Vec<u8>) {
+    out.clear();
     out.extend_from_slice(prefix);
     out.push(b':');
     if name.contains(&b'{') {
@@ -16,7 +22,6 @@ fn prefixed(prefix: &[u8], name: &[u8]) -> Vec<u8> {
         out.extend_from_slice(name);
         out.push(b'}');
     }
-    out
 }
 
 /// The counter behind `FENCE`: `redisson_lock_token:{key}`.
@@ -39,6 +44,12 @@ pub fn token_key_in_slot(lock: &[u8]) -> Result<Vec<u8>, LockError> {
 /// Where Redisson clients wait for a release: `redisson_lock__channel:{key}`.
 pub fn notify_channel(lock: &[u8]) -> Vec<u8> {
     prefixed(b"redisson_lock__channel", lock)
+}
+
+/// [`notify_channel`] written into `out` (cleared first), so that a
+/// buffer can be reused from one release to the next.
+pub fn write_notify_channel(lock: &[u8], out: &mut Vec<u8>) {
+    write_prefixed(b"redisson_lock__channel", lock, out);
 }
 
 /// Redis Cluster's key hash slot (CRC16/XMODEM of the hash tag, mod 16384).

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use redis_module::{Context, ContextFlags, RedisResult, RedisString, RedisValue};
 
-use super::{refuse_on_replica, run};
+use super::run;
 use crate::config;
 use crate::ffi::{self, Field};
 use crate::handoff::{self, begin, Blocked, Origin, Outcome};
@@ -90,7 +90,6 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
             .wait
             .filter(|_| !ctx.get_flags().contains(ContextFlags::DENY_BLOCKING));
 
-        refuse_on_replica(ctx)?;
         let lock = lock_id(ctx, name);
         let origin = Origin::Command {
             owner: Some(owner),
@@ -155,7 +154,6 @@ pub fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
             return Err(LockError::arity("lock.release"));
         };
         let owner = parse_owner(owner_arg.as_slice())?;
-        refuse_on_replica(ctx)?;
         let lock = lock_id(ctx, name);
         let (key, mut tx) = begin(ctx, name, &lock, by(Some(owner_arg)))?;
         let left = with_queue(&lock, |queue| tx.release(queue, owner))?;
@@ -175,7 +173,6 @@ pub fn renew(ctx: &Context, args: &[RedisString]) -> RedisResult {
         let lease = parse_renew_options(options)?
             .lease_ms
             .unwrap_or_else(config::default_lease_ms);
-        refuse_on_replica(ctx)?;
         let lock = lock_id(ctx, name);
         let (key, mut tx) = begin(ctx, name, &lock, by(Some(owner)))?;
         let renewed = tx.renew(owner.as_slice(), lease);
@@ -190,7 +187,6 @@ pub fn force_release(ctx: &Context, args: &[RedisString]) -> RedisResult {
         let [_, name] = args else {
             return Err(LockError::arity("lock.forcerelease"));
         };
-        refuse_on_replica(ctx)?;
         let lock = lock_id(ctx, name);
         let (key, mut tx) = begin(ctx, name, &lock, by(None))?;
         let removed = with_queue(&lock, |queue| tx.force_release(queue))?;

@@ -2,7 +2,7 @@
 
 pub mod lock;
 
-use redis_module::{Context, ContextFlags, RedisResult, RedisValue};
+use redis_module::{Context, RedisResult, RedisValue};
 
 use crate::ffi;
 use crate::rules::error::LockError;
@@ -20,15 +20,5 @@ fn run(ctx: &Context, body: impl FnOnce() -> Result<RedisValue, LockError>) -> R
             ffi::reply_error(ctx, "ERR internal error, see the server log");
             Ok(RedisValue::NoReply)
         }
-    }
-}
-
-/// Lock writes on a replica that accepts writes would be overwritten by its
-/// master, and its timers never act: refuse them, as a read-only one does.
-fn refuse_on_replica(ctx: &Context) -> Result<(), LockError> {
-    if ctx.get_flags().contains(ContextFlags::MASTER) {
-        Ok(())
-    } else {
-        Err(LockError::replica())
     }
 }
