@@ -144,7 +144,14 @@ impl Server {
                 .arg(module_path())
                 .args(&self.config.module_args);
         }
-        let mut child = cmd.spawn().map_err(|e| format!("spawn: {e}"))?;
+        let mut child = cmd.spawn().map_err(|e| {
+            format!(
+                "spawn {} in {} (exists: {}): {e}",
+                server_binary(),
+                self.dir.display(),
+                self.dir.is_dir()
+            )
+        })?;
         let deadline = Instant::now() + PATIENCE;
         while Instant::now() < deadline {
             if let Ok(Some(status)) = child.try_wait() {
