@@ -1,5 +1,5 @@
 //! Closed-loop lock clients for the throughput scenarios (S1, S2, S5), one
-//! tokio task per client on a current_thread runtime, and the four protocols:
+//! tokio task per client on a current_thread runtime, and the protocols:
 //!
 //! - module:   `LOCK.ACQUIRE key owner PX lease BLOCK wait` / `LOCK.RELEASE key owner`
 //! - redisson: acquire script by EVALSHA; on a PTTL answer the client's process
@@ -9,6 +9,9 @@
 //! - spin:     `SET key owner NX PX lease`, retried after a fixed sleep;
 //!   compare-and-delete script to release
 //! - raw:      `SET key owner NX PX lease` retried at once / `DEL key`
+//! - blpop:    S2's reference, not a lock: the key is a list holding one
+//!   token (`DEL` + `RPUSH` before the run); `BLPOP key wait` / `RPUSH key
+//!   token`, Redis's own hand-off between blocked clients, no module involved
 //!
 //! Every grant is checked against a holder flag per key (set when the grant
 //! arrives, cleared before the release is sent) and every reply against what
@@ -75,6 +78,8 @@ pub enum Proto {
     /// Retry sleep in ms.
     Spin(u64),
     Raw,
+    /// Redis's native blocked-client hand-off: BLPOP / RPUSH of one token.
+    Blpop,
 }
 
 impl Proto {
@@ -84,7 +89,22 @@ impl Proto {
             Proto::Redisson => "redisson".into(),
             Proto::Spin(ms) => format!("spin-{ms}ms"),
             Proto::Raw => "raw".into(),
+            Proto::Blpop => "blpop".into(),
         }
+    }
+}
+
+/// The one element of a `blpop` key's list.
+pub const BLPOP_TOKEN: &[u8] = b"token";
+
+/// BLPOP's timeout (seconds, decimals allowed since Redis 6) for a BLOCK
+/// wait in ms: 10000 -> "10", 500 -> "0.5", 0 -> "0" (forever, as BLOCK 0).
+pub fn blpop_timeout(block_ms: u64) -> String {
+    let (s, ms) = (block_ms / 1000, block_ms % 1000);
+    if ms == 0 {
+        s.to_string()
+    } else {
+        format!("{s}.{ms:03}").trim_end_matches('0').to_string()
     }
 }
 
@@ -140,7 +160,7 @@ pub struct LoadResult {
     pub open_waits: u64,
     /// Failed tries (PTTL answers, SET NX nil) in the window.
     pub failed_tries: u64,
-    /// BLOCK timeouts (module nil answers).
+    /// BLOCK timeouts (module and blpop nil answers).
     pub timeouts: u64,
     pub violations: Vec<String>,
     pub errors: Vec<String>,
@@ -194,6 +214,8 @@ struct Shared {
     timeouts: Cell<u64>,
     lease: Vec<u8>,
     block: Vec<u8>,
+    /// `block` in seconds (BLPOP's timeout), e.g. "10" or "0.5".
+    block_secs: Vec<u8>,
     scripts: Scripts,
 }
 
@@ -420,6 +442,25 @@ impl Client {
                     }
                 }
             }
+            Proto::Blpop => loop {
+                let r = self.conn.cmd(&[b"BLPOP", key, &sh.block_secs]).await?;
+                match r {
+                    Reply::Array(items)
+                        if items.len() == 2
+                            && items[0] == Reply::Bulk(key.clone())
+                            && items[1] == Reply::Bulk(BLPOP_TOKEN.to_vec()) =>
+                    {
+                        return Ok(Outcome::Granted)
+                    }
+                    Reply::Nil => {
+                        sh.timeouts.set(sh.timeouts.get() + 1);
+                        if sh.stopping.get() {
+                            return Ok(Outcome::Stopped);
+                        }
+                    }
+                    other => return Err(unexpected("BLPOP", &other)),
+                }
+            },
             // Raw retries at once; spin sleeps between tries.
             Proto::Spin(_) | Proto::Raw => loop {
                 let r = self
@@ -487,6 +528,13 @@ impl Client {
                 1,
             ),
             Proto::Raw => ("DEL", self.conn.cmd(&[b"DEL", key]).await?, 1),
+            // The holder popped the only token, so the list is empty: 1 even
+            // when RPUSH serves a blocked BLPOP at once.
+            Proto::Blpop => (
+                "RPUSH",
+                self.conn.cmd(&[b"RPUSH", key, BLPOP_TOKEN]).await?,
+                1,
+            ),
         };
         if r != Reply::Int(want) {
             return Err(unexpected(what, &r));
@@ -595,8 +643,21 @@ impl Harness {
             timeouts: Cell::new(0),
             lease: spec.lease_ms.to_string().into_bytes(),
             block: spec.block_ms.to_string().into_bytes(),
+            block_secs: blpop_timeout(spec.block_ms).into_bytes(),
             scripts: scripts.clone(),
         });
+
+        if spec.proto == Proto::Blpop {
+            // Exactly one token per key.
+            let mut admin = Conn::connect(addr).await?;
+            for key in &shared.keys {
+                admin.cmd(&[b"DEL", key]).await?;
+                let r = admin.cmd(&[b"RPUSH", key, BLPOP_TOKEN]).await?;
+                if r != Reply::Int(1) {
+                    return Err(unexpected("RPUSH of the blpop token", &r));
+                }
+            }
+        }
 
         let tpp = spec.threads_per_process.max(1);
         let nproc = if spec.proto == Proto::Redisson {
@@ -806,4 +867,18 @@ pub async fn ping_rate(addr: &str, warmup: Duration, measure: Duration) -> io::R
         }
     }
     Ok(n as f64 / start.elapsed().as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blpop_timeout_is_block_in_seconds() {
+        assert_eq!(blpop_timeout(10_000), "10");
+        assert_eq!(blpop_timeout(500), "0.5");
+        assert_eq!(blpop_timeout(1_250), "1.25");
+        assert_eq!(blpop_timeout(7), "0.007");
+        assert_eq!(blpop_timeout(0), "0");
+    }
 }

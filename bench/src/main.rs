@@ -44,7 +44,8 @@ usage: lock-bench [options]
   --module PATH           liblock.so (default target/release/liblock.so of this workspace)
   --redis-server PATH     default redis-server from PATH
   --redis-benchmark PATH  default redis-benchmark from PATH
-  --protocols LIST        only these protocols in S1/S2/S5 (module,redisson,spin-10ms,spin-100ms,raw)
+  --protocols LIST        only these protocols in S1/S2/S5 (module,redisson,spin-10ms,spin-100ms,raw;
+                          blpop = S2's reference: Redis's own BLPOP/RPUSH hand-off, no module)
   --s2-clients LIST       S2 client counts (default 1,4,16,64,256)
   --compare-models        measure tokio tasks vs blocking threads as the client model, then exit
   -h, --help";
@@ -172,8 +173,15 @@ fn parse_args() -> Result<Opts, String> {
                 let v = value(&mut args, &a)?;
                 let list: Vec<String> = v.split(',').map(|s| s.trim().to_string()).collect();
                 for p in &list {
-                    if !["module", "redisson", "spin-10ms", "spin-100ms", "raw"]
-                        .contains(&p.as_str())
+                    if ![
+                        "module",
+                        "redisson",
+                        "spin-10ms",
+                        "spin-100ms",
+                        "raw",
+                        "blpop",
+                    ]
+                    .contains(&p.as_str())
                     {
                         return Err(format!("--protocols: unknown protocol {p}"));
                     }

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use crate::load::{commandstats, ping_rate, run_load, LoadResult, Proto};
 use crate::report::{finite, ms, rate, Bar, Section, INTERFERENCE_PCT, RETRIES};
 use crate::resp::Conn;
-use crate::stats::{median, paired_ratio, spread_pct};
+use crate::stats::{median, paired_ratio, ratios, spread_pct};
 use crate::Ctx;
 
 /// Runs of one (protocol, clients) cell.
@@ -304,6 +304,7 @@ pub async fn s2(ctx: &Ctx) -> io::Result<(Section, S2Chart)> {
         Proto::Redisson,
         Proto::Spin(10),
         Proto::Spin(100),
+        Proto::Blpop,
     ]);
     let mut section = Section::new(
         "S2",
@@ -349,6 +350,25 @@ pub async fn s2(ctx: &Ctx) -> io::Result<(Section, S2Chart)> {
     for c in &cells {
         section.line(c.line(true));
     }
+    // Information, not a bar: the module's hand-off against Redis's own.
+    let vs_blpop: Vec<(usize, f64, Vec<f64>)> = counts
+        .iter()
+        .filter_map(|&n| {
+            let m = find(&cells, Proto::Module, n)?;
+            let b = find(&cells, Proto::Blpop, n)?;
+            Some((n, m.vs(b), ratios(&m.rates(), &b.rates())))
+        })
+        .collect();
+    if !vs_blpop.is_empty() {
+        section.line(format!(
+            "module vs blpop (Redis's own blocked-client hand-off, no module): {}",
+            vs_blpop
+                .iter()
+                .map(|(n, r, _)| format!("{n} cli {r:.2}x"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     for (ci, &n) in counts.iter().enumerate() {
         if let Some(m) = find(&cells, Proto::Module, n) {
             if n >= 4 {
@@ -390,8 +410,10 @@ pub async fn s2(ctx: &Ctx) -> io::Result<(Section, S2Chart)> {
     }
     let chart = S2Chart {
         counts: counts.clone(),
+        // blpop is a reference figure in the table, not a lock: not drawn.
         series: protos
             .iter()
+            .filter(|&&p| p != Proto::Blpop)
             .map(|&p| {
                 let of = |f: fn(&Cell) -> f64| {
                     counts
@@ -410,6 +432,9 @@ pub async fn s2(ctx: &Ctx) -> io::Result<(Section, S2Chart)> {
             "runs_by_clients": counts.iter().zip(&pings).map(|(n, p)| json!({"clients": n, "runs": p})).collect::<Vec<_>>()},
         "threads_per_process": ctx.opts.threads_per_process,
         "cells": cells.iter().map(Cell::json).collect::<Vec<_>>(),
+        "module_vs_blpop": vs_blpop.iter().map(|(n, r, rs)| json!({
+            "clients": n, "median_ratio": finite(*r), "ratios_by_rep": rs,
+        })).collect::<Vec<_>>(),
     });
     Ok((section, chart))
 }
