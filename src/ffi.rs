@@ -531,7 +531,6 @@ pub fn notify(ctx: &Context, class: c_int, event: &CStr, name: &RedisString) {
 
 pub const NOTIFY_GENERIC: c_int = raw::REDISMODULE_NOTIFY_GENERIC;
 pub const NOTIFY_HASH: c_int = raw::REDISMODULE_NOTIFY_HASH;
-pub const NOTIFY_EXPIRED: c_int = raw::REDISMODULE_NOTIFY_EXPIRED;
 pub const NOTIFY_STRING: c_int = raw::REDISMODULE_NOTIFY_STRING;
 
 /// Publishes to a channel; `sharded` uses SPUBLISH semantics (cluster).

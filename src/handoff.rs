@@ -94,13 +94,9 @@ pub fn begin<'c>(
         Origin::Event => (None, false, Replication::Native),
     };
     let key = LockKey::open(ctx, name, owner, replication)?;
-    let now = ffi::now_ms();
-    if matches!(origin, Origin::Event) && key.expire_if_due(ctx, now) {
-        Stats::bump(&STATS.expired_with_waiters);
-    }
     let state = key.read(ctx)?;
     let token = load_token(ctx, lock, fences);
-    Ok((key, Transition::new(state, now, token)))
+    Ok((key, Transition::new(state, ffi::now_ms(), token)))
 }
 
 /// The fencing counter, read only when a grant may need it: the caller
@@ -178,11 +174,13 @@ pub fn ensure_lease_timer(ctx: &Context, lock: &LockId<'_>, ttl_ms: impl FnOnce(
     let Some(ttl) = ttl_ms() else {
         return;
     };
-    // Aimed at the deadline itself, where `begin` ends the lease (Redis
-    // would wait until the clock is past it). A TTL set by hand can be far
-    // longer than the server's timer arithmetic allows: such a timer fires
-    // early and is re-armed.
-    let delay = ttl.min(MAX_DURATION_MS);
+    // Redis expires a key once the clock is past its deadline millisecond,
+    // and not before: a lease lasts at least what its holder asked for from
+    // the moment it sent the request (the deadline is the current
+    // millisecond, rounded down, plus the lease). So aim 1 ms past the
+    // deadline. A TTL set by hand can be far longer than the server's timer
+    // arithmetic allows: such a timer fires early and is re-armed.
+    let delay = ttl.saturating_add(1).min(MAX_DURATION_MS);
     let fires_at = ffi::now_ms() + delay;
     if reg
         .lease_timer(lock)

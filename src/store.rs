@@ -117,26 +117,6 @@ impl<'c> LockKey<'c> {
         self.key.ttl_ms()
     }
 
-    /// Ends a lease whose deadline has come. Redis expires a key only once
-    /// the clock is past its deadline's millisecond, but the lease is over
-    /// at its start; waiters need not wait that extra millisecond. The key
-    /// goes the way Redis's own expiry takes it: an `expired` event and a
-    /// replicated DEL.
-    pub fn expire_if_due(&self, ctx: &Context, now_ms: i64) -> bool {
-        if self.key.expires_at().is_none_or(|at| at > now_ms) {
-            return false;
-        }
-        self.key.delete();
-        if self.replication == Replication::Native {
-            ffi::replicate_key_command(ctx, c"DEL", self.name);
-        } else {
-            ffi::count_unpropagated_change(ctx);
-        }
-        notify_own(ctx, ffi::NOTIFY_EXPIRED, c"expired", self.name);
-        ffi::signal_modified(ctx, self.name);
-        true
-    }
-
     /// Applies `writes` in order and replicates each one. The caller's
     /// execution unit wraps them in one MULTI/EXEC.
     pub fn apply(&self, ctx: &Context, writes: &[Write]) {
