@@ -1,0 +1,833 @@
+//! History checker under faults. Many clients run random LOCK.* operations
+//! against one master (AOF on, one replica) while a fault thread injects
+//! force-releases, FLUSHALL, client kills, DEBUG RELOAD, BGREWRITEAOF,
+//! CLIENT PAUSE WRITE windows and default-lease changes. Every operation is
+//! recorded with its client-side send and receive times; afterwards the
+//! whole history is checked:
+//!
+//! - mutual exclusion: no two owners' holds overlap in real time;
+//! - fencing tokens strictly increase in grant order (per FLUSHALL epoch);
+//! - FIFO: no blocked waiter is overtaken by a caller that queued after it;
+//! - liveness: within one lease of the end every lock is free and nobody
+//!   waits;
+//! - the replica and an AOF reload end with the master's `DEBUG DIGEST`.
+//!
+//! A hold counts from the grant's reply to the earliest of: the release
+//! request, a lower bound of its lease deadline, and a revocation
+//! (FORCERELEASE, FLUSHALL) sent while it was held. The lease deadline is
+//! at least `send + lease` (the server starts the lease after the request
+//! was sent) and, for a grant after waiting, at least `reply - MARGIN +
+//! lease`: the grant is written in the event-loop turn that sends its
+//! reply, and MARGIN is the stated bound on that reply's delivery time.
+//!
+//! `make test` runs it for a few seconds; `make chaos` for minutes
+//! (`LOCK_CHAOS_SECS`, `LOCK_CHAOS_CLIENTS`, `LOCK_CHAOS_KEYS`,
+//! `LOCK_CHAOS_SEED`) and prints the totals.
+
+mod common;
+use common::*;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redis::{Connection, Value};
+
+/// Bound on the delivery time of a grant's reply (client-side clock
+/// margin of the checker).
+const MARGIN: Duration = Duration::from_millis(25);
+/// `lock.default-lease-ms` values the fault thread switches between; the
+/// smallest bounds a hold taken without PX.
+const DEFAULT_LEASES: [u64; 3] = [200, 300, 400];
+const MAX_LEASE_MS: u64 = 400;
+
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// splitmix64: small, seedable, good enough to pick operations.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.below(hi - lo + 1)
+    }
+
+    fn chance(&mut self, one_in: u64) -> bool {
+        self.below(one_in) == 0
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Outcome {
+    Int(i64),
+    Nil,
+    /// `OK` and other status replies (faults).
+    Status(String),
+    Error(String),
+    /// The connection broke before the reply: the server may or may not
+    /// have run the command.
+    Unknown,
+}
+
+fn outcome(r: redis::RedisResult<Value>) -> Outcome {
+    match r {
+        Ok(Value::Int(n)) => Outcome::Int(n),
+        Ok(Value::Nil) => Outcome::Nil,
+        Ok(Value::Okay) => Outcome::Status("OK".into()),
+        Ok(Value::SimpleString(s)) => Outcome::Status(s),
+        Ok(v) => Outcome::Error(format!("unexpected reply {v:?}")),
+        Err(e) if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() => {
+            Outcome::Unknown
+        }
+        Err(e) => Outcome::Error(error_line(&e)),
+    }
+}
+
+/// A hold as its owner knew it.
+#[derive(Debug, Clone)]
+struct Hold {
+    key: usize,
+    owner: usize,
+    /// The grant's reply.
+    start: Duration,
+    /// No later than this the owner stopped relying on the lock.
+    end: Duration,
+    token: Option<i64>,
+    /// The acquire's send time (for token epochs).
+    sent: Duration,
+}
+
+/// A LOCK.ACQUIRE ... BLOCK as its caller saw it.
+#[derive(Debug, Clone)]
+struct Wait {
+    key: usize,
+    client: usize,
+    send: Duration,
+    recv: Duration,
+    granted: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum FaultKind {
+    ForceRelease,
+    FlushAll,
+    ClientKill,
+    DebugReload,
+    RewriteAof,
+    PauseWrites,
+    DefaultLease,
+}
+
+#[derive(Debug, Clone)]
+struct Fault {
+    kind: FaultKind,
+    /// The key for a force-release, if it removed a lock.
+    key: Option<usize>,
+    removed: bool,
+    send: Duration,
+    recv: Duration,
+}
+
+/// One request as sent and answered.
+#[derive(Debug, Clone)]
+struct Op {
+    send: Duration,
+    recv: Duration,
+    args: Vec<String>,
+    outcome: Outcome,
+}
+
+#[derive(Default)]
+struct History {
+    ops: Vec<Op>,
+    holds: Vec<Hold>,
+    waits: Vec<Wait>,
+    faults: Vec<Fault>,
+    operations: u64,
+    /// Replies no rule allows (reported as violations).
+    anomalies: Vec<String>,
+}
+
+struct Shared {
+    epoch: Instant,
+    stop: AtomicBool,
+    history: Mutex<History>,
+    /// Current CLIENT ID of each client's connection.
+    client_ids: Mutex<Vec<Option<i64>>>,
+    keys: Vec<String>,
+}
+
+impl Shared {
+    fn now(&self) -> Duration {
+        self.epoch.elapsed()
+    }
+}
+
+fn lock_key(i: usize) -> String {
+    format!("chaos:{i}")
+}
+
+fn connect(server_addr: &str) -> Option<Connection> {
+    let client = redis::Client::open(format!("redis://{server_addr}/")).ok()?;
+    let con = client
+        .get_connection_with_timeout(Duration::from_secs(5))
+        .ok()?;
+    con.set_read_timeout(Some(PATIENCE)).ok()?;
+    Some(con)
+}
+
+fn call(con: &mut Connection, args: &[String]) -> Outcome {
+    let mut cmd = redis::cmd(&args[0]);
+    for a in &args[1..] {
+        cmd.arg(a.as_str());
+    }
+    outcome(cmd.query(con))
+}
+
+struct Client<'s> {
+    id: usize,
+    /// Bumped when the client walks away from a hold: like a process that
+    /// crashed and came back, it has a new owner id (otherwise its next
+    /// acquire of that key would be a re-entry).
+    generation: usize,
+    seed: u64,
+    addr: String,
+    con: Option<Connection>,
+    rng: Rng,
+    shared: &'s Shared,
+}
+
+impl Client<'_> {
+    fn conn(&mut self) -> Option<&mut Connection> {
+        if self.con.is_none() {
+            let mut con = connect(&self.addr)?;
+            let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut con).ok()?;
+            if let Ok(mut ids) = self.shared.client_ids.lock() {
+                ids[self.id] = Some(id);
+            }
+            self.con = Some(con);
+        }
+        self.con.as_mut()
+    }
+
+    /// Sends `args`, returning (send time, reply time, outcome).
+    fn op(&mut self, args: &[String]) -> (Duration, Duration, Outcome) {
+        let shared = self.shared;
+        let send = shared.now();
+        let result = match self.conn() {
+            Some(con) => call(con, args),
+            None => Outcome::Unknown,
+        };
+        let recv = shared.now();
+        if result == Outcome::Unknown {
+            // Whatever it held or was granted may still be held: like a
+            // process that lost its connection and restarted, go on as a
+            // new owner.
+            self.con = None;
+            self.generation += 1;
+        }
+        if let Ok(mut h) = shared.history.lock() {
+            h.operations += 1;
+            h.ops.push(Op {
+                send,
+                recv,
+                args: args.to_vec(),
+                outcome: result.clone(),
+            });
+        }
+        (send, recv, result)
+    }
+
+    fn owner(&self) -> String {
+        format!("{:08x}-chaos:{}:{}", self.seed, self.id, self.generation)
+    }
+
+    /// Identifies the owner (client and generation) in the checker.
+    fn owner_no(&self) -> usize {
+        self.id * 1_000_000 + self.generation
+    }
+
+    fn anomaly(&self, what: String) {
+        if let Ok(mut h) = self.shared.history.lock() {
+            h.anomalies.push(what);
+        }
+    }
+
+    fn run(mut self) {
+        let min_default = *DEFAULT_LEASES.iter().min().unwrap_or(&200);
+        while !self.shared.stop.load(Ordering::Relaxed) {
+            let key = self.rng.below(self.shared.keys.len() as u64) as usize;
+            let name = self.shared.keys[key].clone();
+            let lease = (!self.rng.chance(5)).then(|| self.rng.range(150, MAX_LEASE_MS));
+            let block = (!self.rng.chance(4)).then(|| self.rng.range(10, 250));
+            let fence = self.rng.chance(3);
+            let mut args = vec!["LOCK.ACQUIRE".to_string(), name.clone(), self.owner()];
+            if let Some(ms) = lease {
+                args.extend(["PX".into(), ms.to_string()]);
+            }
+            if let Some(ms) = block {
+                args.extend(["BLOCK".into(), ms.to_string()]);
+            }
+            if fence {
+                args.push("FENCE".into());
+            }
+            let (send, recv, got) = self.op(&args);
+            if block.is_some() && matches!(got, Outcome::Int(_) | Outcome::Nil) {
+                let wait = Wait {
+                    key,
+                    client: self.id,
+                    send,
+                    recv,
+                    granted: matches!(got, Outcome::Int(_)),
+                };
+                if let Ok(mut h) = self.shared.history.lock() {
+                    h.waits.push(wait);
+                }
+            }
+            let reply = match got {
+                Outcome::Int(n) => n,
+                Outcome::Nil | Outcome::Unknown => continue,
+                other => {
+                    self.anomaly(format!("{args:?} answered {other:?}"));
+                    continue;
+                }
+            };
+            if !fence && reply != 1 {
+                self.anomaly(format!("{args:?} granted with hold count {reply}"));
+            }
+            let lease_ms = lease.unwrap_or(min_default);
+            let mut bound = send + Duration::from_millis(lease_ms);
+            if block.is_some() {
+                bound = bound.max((recv + Duration::from_millis(lease_ms)).saturating_sub(MARGIN));
+            }
+            let mut hold = Hold {
+                key,
+                owner: self.owner_no(),
+                start: recv,
+                end: bound,
+                token: fence.then_some(reply),
+                sent: send,
+            };
+            let mut holds = 1;
+            // Re-entry: one more hold and a fresh lease.
+            if self.rng.chance(8) {
+                let again = self.rng.range(150, MAX_LEASE_MS);
+                let args = vec![
+                    "LOCK.ACQUIRE".to_string(),
+                    name.clone(),
+                    self.owner(),
+                    "PX".into(),
+                    again.to_string(),
+                ];
+                match self.op(&args) {
+                    // A re-entry replaces the lease (it may shorten it).
+                    (s, _, Outcome::Int(2)) => {
+                        holds += 1;
+                        bound = s + Duration::from_millis(again);
+                    }
+                    // The lease had run out: the first hold ended before
+                    // this fresh one.
+                    (s, r, Outcome::Int(1)) => {
+                        hold.end = bound.min(s);
+                        if let Ok(mut h) = self.shared.history.lock() {
+                            h.holds.push(hold.clone());
+                        }
+                        hold.start = r;
+                        hold.sent = s;
+                        hold.token = None;
+                        bound = s + Duration::from_millis(again);
+                    }
+                    // Perhaps it ran, and perhaps it shortened the lease.
+                    (s, _, Outcome::Unknown) => {
+                        bound = bound.min(s + Duration::from_millis(again));
+                    }
+                    (_, _, other) => {
+                        // The lease may have run out, or been revoked, and
+                        // someone else may hold it now.
+                        if !matches!(other, Outcome::Nil) {
+                            self.anomaly(format!("re-entry {args:?} answered {other:?}"));
+                        }
+                    }
+                }
+            }
+            // The critical section.
+            thread::sleep(Duration::from_millis(self.rng.below(lease_ms / 3)));
+            if self.rng.chance(5) {
+                let renewal = self.rng.range(150, MAX_LEASE_MS);
+                let args = vec![
+                    "LOCK.RENEW".to_string(),
+                    name.clone(),
+                    self.owner(),
+                    "PX".into(),
+                    renewal.to_string(),
+                ];
+                // A renewal replaces the lease: it may shorten it too.
+                match self.op(&args) {
+                    (s, _, Outcome::Int(_)) => bound = s + Duration::from_millis(renewal),
+                    (s, _, Outcome::Unknown) => {
+                        bound = bound.min(s + Duration::from_millis(renewal));
+                    }
+                    (_, _, Outcome::Error(e)) if e.starts_with("NOTOWNER") => {}
+                    (_, _, other) => self.anomaly(format!("{args:?} answered {other:?}")),
+                }
+            }
+            hold.end = bound;
+            // Sometimes the owner walks away and lets the lease end it.
+            if self.rng.chance(10) {
+                self.generation += 1;
+            } else {
+                let args = vec!["LOCK.RELEASE".to_string(), name.clone(), self.owner()];
+                for _ in 0..holds {
+                    let (s, _, got) = self.op(&args);
+                    match got {
+                        Outcome::Int(n) if n > 0 => continue,
+                        Outcome::Int(_) | Outcome::Unknown => {}
+                        Outcome::Error(e) if e.starts_with("NOTOWNER") => {}
+                        other => self.anomaly(format!("{args:?} answered {other:?}")),
+                    }
+                    hold.end = hold.end.min(s);
+                    break;
+                }
+            }
+            if let Ok(mut h) = self.shared.history.lock() {
+                h.holds.push(hold);
+            }
+        }
+    }
+}
+
+fn inject_faults(shared: &Shared, addr: &str, seed: u64) {
+    let mut rng = Rng(seed);
+    let mut con = None;
+    while !shared.stop.load(Ordering::Relaxed) {
+        thread::sleep(Duration::from_millis(rng.range(40, 200)));
+        if con.is_none() {
+            con = connect(addr);
+        }
+        let Some(c) = con.as_mut() else {
+            continue;
+        };
+        let pick = rng.below(100);
+        let (kind, args, key): (FaultKind, Vec<String>, Option<usize>) = match pick {
+            0..=29 => {
+                let k = rng.below(shared.keys.len() as u64) as usize;
+                let args = vec!["LOCK.FORCERELEASE".into(), shared.keys[k].clone()];
+                (FaultKind::ForceRelease, args, Some(k))
+            }
+            30..=34 => (FaultKind::FlushAll, vec!["FLUSHALL".into()], None),
+            35..=59 => {
+                let ids: Vec<i64> = shared
+                    .client_ids
+                    .lock()
+                    .map(|ids| ids.iter().flatten().copied().collect())
+                    .unwrap_or_default();
+                if ids.is_empty() {
+                    continue;
+                }
+                let victim = ids[rng.below(ids.len() as u64) as usize];
+                let args = vec![
+                    "CLIENT".into(),
+                    "KILL".into(),
+                    "ID".into(),
+                    victim.to_string(),
+                ];
+                (FaultKind::ClientKill, args, None)
+            }
+            60..=69 => (
+                FaultKind::DebugReload,
+                vec!["DEBUG".into(), "RELOAD".into()],
+                None,
+            ),
+            70..=77 => (FaultKind::RewriteAof, vec!["BGREWRITEAOF".into()], None),
+            78..=89 => (
+                FaultKind::PauseWrites,
+                vec![
+                    "CLIENT".into(),
+                    "PAUSE".into(),
+                    rng.range(10, 80).to_string(),
+                    "WRITE".into(),
+                ],
+                None,
+            ),
+            _ => {
+                let ms = DEFAULT_LEASES[rng.below(DEFAULT_LEASES.len() as u64) as usize];
+                let args = vec![
+                    "CONFIG".into(),
+                    "SET".into(),
+                    "lock.default-lease-ms".into(),
+                    ms.to_string(),
+                ];
+                (FaultKind::DefaultLease, args, None)
+            }
+        };
+        let send = shared.now();
+        let mut cmd = redis::cmd(&args[0]);
+        for a in &args[1..] {
+            cmd.arg(a.as_str());
+        }
+        let result: redis::RedisResult<Value> = cmd.query(c);
+        let recv = shared.now();
+        let removed = matches!(result, Ok(Value::Int(1)));
+        if let Err(e) = &result {
+            // A rewrite already running is not a fault of the module.
+            if e.is_io_error() {
+                con = None;
+            } else if kind != FaultKind::RewriteAof {
+                if let Ok(mut h) = shared.history.lock() {
+                    h.anomalies.push(format!("fault {args:?} answered {e}"));
+                }
+            }
+        }
+        if let Ok(mut h) = shared.history.lock() {
+            h.ops.push(Op {
+                send,
+                recv,
+                args: args.clone(),
+                outcome: outcome(result.clone()),
+            });
+            h.faults.push(Fault {
+                kind,
+                key,
+                removed,
+                send,
+                recv,
+            });
+        }
+    }
+}
+
+/// Cuts every hold at the revocations that may have ended it: a
+/// force-release of its key that removed a lock, or a FLUSHALL. A hold
+/// whose grant reply arrived while the revocation was in flight (or within
+/// MARGIN after its reply: both are written in the same event-loop turn)
+/// may have been granted before it: it is counted as empty.
+fn apply_revocations(holds: &mut [Hold], faults: &[Fault]) {
+    for f in faults {
+        let revokes = |h: &Hold| match f.kind {
+            FaultKind::FlushAll => true,
+            FaultKind::ForceRelease => f.removed && f.key == Some(h.key),
+            _ => false,
+        };
+        for h in holds.iter_mut().filter(|h| revokes(h)) {
+            if h.start < f.send {
+                h.end = h.end.min(f.send);
+            } else if h.start < f.recv + MARGIN {
+                h.end = h.end.min(h.start);
+            }
+        }
+    }
+}
+
+fn check_mutual_exclusion(holds: &[Hold], keys: usize) -> Vec<String> {
+    let mut violations = Vec::new();
+    for key in 0..keys {
+        let mut on_key: Vec<&Hold> = holds
+            .iter()
+            .filter(|h| h.key == key && h.end > h.start)
+            .collect();
+        on_key.sort_by_key(|h| h.start);
+        // Sweep: the hold reaching furthest so far, by owner.
+        let mut latest: Option<&Hold> = None;
+        for h in on_key {
+            if let Some(prev) = latest {
+                if prev.owner != h.owner && h.start < prev.end {
+                    violations.push(format!(
+                        "key {key}: owner {} held [{:?}, {:?}) while owner {} held [{:?}, {:?})",
+                        prev.owner, prev.start, prev.end, h.owner, h.start, h.end
+                    ));
+                }
+            }
+            if latest.is_none_or(|p| h.end > p.end) {
+                latest = Some(h);
+            }
+        }
+    }
+    violations
+}
+
+/// Tokens strictly increase in grant order, within each FLUSHALL epoch
+/// (FLUSHALL deletes the counters). Grants whose order is uncertain (reply
+/// times within MARGIN) or that raced a FLUSHALL are not compared.
+fn check_tokens(holds: &[Hold], faults: &[Fault], keys: usize) -> Vec<String> {
+    let flushes: Vec<&Fault> = faults
+        .iter()
+        .filter(|f| f.kind == FaultKind::FlushAll)
+        .collect();
+    let epoch_of = |h: &Hold| -> Option<usize> {
+        let mut epoch = 0;
+        for (i, f) in flushes.iter().enumerate() {
+            if h.start >= f.send && h.sent <= f.recv {
+                return None;
+            }
+            if h.sent > f.recv {
+                epoch = i + 1;
+            }
+        }
+        Some(epoch)
+    };
+    let mut violations = Vec::new();
+    for key in 0..keys {
+        let mut by_epoch: BTreeMap<usize, Vec<&Hold>> = BTreeMap::new();
+        for h in holds.iter().filter(|h| h.key == key && h.token.is_some()) {
+            if let Some(e) = epoch_of(h) {
+                by_epoch.entry(e).or_default().push(h);
+            }
+        }
+        for (_, mut grants) in by_epoch {
+            grants.sort_by_key(|h| h.start);
+            for (i, b) in grants.iter().enumerate() {
+                for a in &grants[..i] {
+                    if a.start + MARGIN < b.start && a.token >= b.token {
+                        violations.push(format!(
+                            "key {key}: token {:?} at {:?} after token {:?} at {:?}",
+                            b.token, b.start, a.token, a.start
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    violations
+}
+
+/// No blocked waiter A is overtaken by a caller B that queued after it:
+/// B sent well after A, and was granted well before A stopped waiting.
+/// Pairs around a DEBUG RELOAD or a pause are skipped: while the server
+/// is stalled, requests that arrive are read in socket order, not in the
+/// order they were sent.
+fn check_fifo(waits: &[Wait], faults: &[Fault]) -> Vec<String> {
+    let stalls: Vec<(Duration, Duration)> = faults
+        .iter()
+        .filter(|f| matches!(f.kind, FaultKind::DebugReload | FaultKind::PauseWrites))
+        .map(|f| (f.send, f.recv + Duration::from_millis(80)))
+        .collect();
+    let mut violations = Vec::new();
+    for a in waits {
+        for b in waits.iter().filter(|b| {
+            b.granted
+                && b.key == a.key
+                && b.client != a.client
+                && b.send > a.send + MARGIN
+                && b.recv + MARGIN < a.recv
+        }) {
+            let from = a.send.saturating_sub(MARGIN);
+            let to = b.send + MARGIN;
+            if stalls.iter().any(|&(s, e)| s < to && from < e) {
+                continue;
+            }
+            violations.push(format!(
+                "key {}: client {} (sent {:?}) granted at {:?} while client {} (sent {:?}) waited until {:?}",
+                a.key, b.client, b.send, b.recv, a.client, a.send, a.recv
+            ));
+        }
+    }
+    violations
+}
+
+fn digest(server: &Server) -> String {
+    q(&mut server.client(), &["DEBUG", "DIGEST"])
+}
+
+#[test]
+fn history_under_faults_keeps_every_guarantee() {
+    let secs = env_or("LOCK_CHAOS_SECS", 4);
+    let clients = env_or("LOCK_CHAOS_CLIENTS", 12) as usize;
+    let keys = env_or("LOCK_CHAOS_KEYS", 3) as usize;
+    let seed = env_or("LOCK_CHAOS_SEED", 0x5EED_0000 + secs);
+    eprintln!(
+        "chaos: {secs} s, {clients} clients, {keys} keys, seed {seed} (LOCK_CHAOS_SEED to replay)"
+    );
+
+    let master = Config::default()
+        .aof()
+        .module_arg("default-lease-ms", "300")
+        .start();
+    let replica = master.start_replica(Config::default());
+    let shared = Arc::new(Shared {
+        epoch: Instant::now(),
+        stop: AtomicBool::new(false),
+        history: Mutex::new(History::default()),
+        client_ids: Mutex::new(vec![None; clients]),
+        keys: (0..keys).map(lock_key).collect(),
+    });
+
+    thread::scope(|s| {
+        for id in 0..clients {
+            let shared = &*shared;
+            let addr = master.addr();
+            s.spawn(move || {
+                Client {
+                    id,
+                    generation: 0,
+                    seed,
+                    addr,
+                    con: None,
+                    rng: Rng(seed ^ (id as u64 + 1).wrapping_mul(0xA24B_AED4_963E_E407)),
+                    shared,
+                }
+                .run()
+            });
+        }
+        let shared = &*shared;
+        let addr = master.addr();
+        s.spawn(move || inject_faults(shared, &addr, seed.rotate_left(17)));
+        thread::sleep(Duration::from_secs(secs));
+        shared.stop.store(true, Ordering::Relaxed);
+    });
+
+    let mut con = master.client();
+    let mut history = std::mem::take(&mut *shared.history.lock().expect("history"));
+
+    // Liveness: no lock outlives its lease, then every lock is free and
+    // nobody waits.
+    for key in &shared.keys {
+        let ttl = pttl(&mut con, key);
+        assert!(
+            ttl <= MAX_LEASE_MS as i64,
+            "{key} still held {ttl} ms after every client stopped"
+        );
+    }
+    wait_until("every lock free", || {
+        shared
+            .keys
+            .iter()
+            .all(|k| lock_info(&mut con, k).is_empty())
+    });
+    assert_eq!(master.stat("waiters"), 0, "waiters left at the end");
+
+    // The checks over the whole history.
+    apply_revocations(&mut history.holds, &history.faults);
+    let mut violations = history.anomalies.clone();
+    violations.extend(check_mutual_exclusion(&history.holds, keys));
+    violations.extend(check_tokens(&history.holds, &history.faults, keys));
+    violations.extend(check_fifo(&history.waits, &history.faults));
+
+    // Replica and AOF end with the master's data.
+    let _: i64 = q(&mut con, &["WAIT", "1", "5000"]);
+    let want = digest(&master);
+    wait_until("replica digest equals the master's", || {
+        digest(&replica) == want
+    });
+    let _: () = q(&mut con, &["DEBUG", "LOADAOF"]);
+    assert_eq!(digest(&master), want, "AOF reload changed the data");
+    assert!(
+        !master.log().contains("crashed by signal"),
+        "server crashed: {}",
+        master.log()
+    );
+
+    let mut faults: BTreeMap<String, usize> = BTreeMap::new();
+    for f in &history.faults {
+        *faults.entry(format!("{:?}", f.kind)).or_default() += 1;
+    }
+    let granted = history.holds.len();
+    let fenced = history.holds.iter().filter(|h| h.token.is_some()).count();
+    let waited = history.waits.len();
+    eprintln!(
+        "chaos totals: {} operations, {granted} grants ({fenced} fenced), {waited} blocked acquires, \
+         {} faults {faults:?}, violations found: {}",
+        history.operations,
+        history.faults.len(),
+        violations.len()
+    );
+    if !violations.is_empty() {
+        let log = std::env::temp_dir().join(format!("lock-chaos-{seed}.log"));
+        let mut ops = history.ops.clone();
+        ops.sort_by_key(|o| o.send);
+        let lines: Vec<String> = ops
+            .iter()
+            .map(|o| format!("{:?} {:?} {:?} {:?}", o.send, o.recv, o.args, o.outcome))
+            .collect();
+        let _ = std::fs::write(&log, lines.join("\n"));
+        eprintln!("history written to {}", log.display());
+    }
+    assert!(
+        violations.is_empty(),
+        "{} violations (seed {seed}):\n{}",
+        violations.len(),
+        violations.join("\n")
+    );
+    // The run must have exercised what it checks.
+    assert!(
+        granted > 0 && fenced > 0 && waited > 0,
+        "too little happened"
+    );
+    assert!(
+        faults.len() >= 4 || secs < 2,
+        "too few kinds of faults: {faults:?}"
+    );
+}
+
+/// The checker itself must catch what it is there to catch.
+#[test]
+fn checker_finds_overlaps_reordered_tokens_and_overtaking() {
+    let ms = Duration::from_millis;
+    let hold = |owner, start, end, token| Hold {
+        key: 0,
+        owner,
+        start: ms(start),
+        end: ms(end),
+        token,
+        sent: ms(start).saturating_sub(ms(1)),
+    };
+    let fine = [hold(1, 0, 100, Some(1)), hold(2, 100, 200, Some(2))];
+    assert!(check_mutual_exclusion(&fine, 1).is_empty());
+    assert!(check_tokens(&fine, &[], 1).is_empty());
+    let overlap = [
+        hold(1, 0, 100, None),
+        hold(1, 10, 50, None),
+        hold(2, 90, 200, None),
+    ];
+    assert_eq!(check_mutual_exclusion(&overlap, 1).len(), 1);
+    let backwards = [hold(1, 0, 100, Some(5)), hold(2, 100, 200, Some(5))];
+    assert_eq!(check_tokens(&backwards, &[], 1).len(), 1);
+
+    // A force-release during the first hold ends it: no overlap.
+    let mut revoked = [hold(1, 0, 300, None), hold(2, 100, 200, None)];
+    let force = Fault {
+        kind: FaultKind::ForceRelease,
+        key: Some(0),
+        removed: true,
+        send: ms(90),
+        recv: ms(95),
+    };
+    apply_revocations(&mut revoked, std::slice::from_ref(&force));
+    assert!(check_mutual_exclusion(&revoked, 1).is_empty());
+    // FLUSHALL restarts the tokens.
+    let flush = Fault {
+        kind: FaultKind::FlushAll,
+        ..force
+    };
+    let restarted = [hold(1, 0, 80, Some(7)), hold(2, 100, 200, Some(1))];
+    assert!(check_tokens(&restarted, std::slice::from_ref(&flush), 1).is_empty());
+
+    let wait = |client, send, recv, granted| Wait {
+        key: 0,
+        client,
+        send: ms(send),
+        recv: ms(recv),
+        granted,
+    };
+    let overtaken = [wait(1, 0, 500, true), wait(2, 100, 200, true)];
+    assert_eq!(check_fifo(&overtaken, &[]).len(), 1);
+    let in_order = [wait(1, 0, 150, true), wait(2, 100, 200, true)];
+    assert!(check_fifo(&in_order, &[]).is_empty());
+}
