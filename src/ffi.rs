@@ -17,7 +17,10 @@ use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{AtomicPtr, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicPtr, AtomicUsize,
+    Ordering::{Relaxed, SeqCst},
+};
 
 use redis_module::{raw, Context, RedisResult, RedisString};
 
@@ -728,6 +731,54 @@ pub fn create_timer<H: TimerHandler>(ctx: &Context, ms: i64, data: u64) -> Optio
     // SAFETY: the data is a number smuggled in the pointer, never
     // dereferenced; the callback is monomorphised for H.
     Some(unsafe { f(ctx.ctx, ms.max(0), Some(on_timer::<H>), data as *mut c_void) })
+}
+
+/// A context of this module for use outside any callback (the main
+/// thread's one-shot events have none), made once at load.
+static DETACHED: AtomicPtr<raw::RedisModuleCtx> = AtomicPtr::new(ptr::null_mut());
+/// One-shot events queued and not run yet: their callback is in this
+/// library, so it must not be unloaded meanwhile.
+static ONE_SHOTS_PENDING: AtomicUsize = AtomicUsize::new(0);
+
+pub fn keep_detached_context(ctx: &Context) {
+    if let Some(f) = api!(RedisModule_GetDetachedThreadSafeContext) {
+        // SAFETY: ctx is the live load context; the detached context lives
+        // until the module is unloaded.
+        DETACHED.store(unsafe { f(ctx.ctx) }, Relaxed);
+    }
+}
+
+/// Whether a one-shot event of this module is still queued.
+pub fn one_shots_pending() -> bool {
+    ONE_SHOTS_PENDING.load(SeqCst) > 0
+}
+
+/// From any thread: runs timer handler `H` with `data` on the main thread
+/// as soon as it is free (a 0 ms timer armed from a one-shot event, which
+/// wakes the event loop through its pipe).
+pub fn run_timer_on_main_thread<H: TimerHandler>(data: u64) {
+    unsafe extern "C" fn arm<H: TimerHandler>(data: *mut c_void) {
+        ONE_SHOTS_PENDING.fetch_sub(1, SeqCst);
+        let ctx = DETACHED.load(Relaxed);
+        if ctx.is_null() {
+            return;
+        }
+        // SAFETY: on the main thread (one-shot events run there); the
+        // detached context is this module's and still alive; data is a
+        // number smuggled in the pointer.
+        if let Some(create) = api!(RedisModule_CreateTimer) {
+            unsafe { create(ctx, 0, Some(on_timer::<H>), data) };
+        }
+    }
+    let Some(add) = api!(RedisModule_EventLoopAddOneShot) else {
+        return;
+    };
+    ONE_SHOTS_PENDING.fetch_add(1, SeqCst);
+    // SAFETY: RM_EventLoopAddOneShot is the API's thread-safe entry point;
+    // the callback is monomorphised for H and data is a plain number.
+    if unsafe { add(Some(arm::<H>), data as *mut c_void) } != OK {
+        ONE_SHOTS_PENDING.fetch_sub(1, SeqCst);
+    }
 }
 
 /// Wakes the event loop if it is about to sleep. A timer armed in the

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use redis_module::{Context, ContextFlags, RedisString};
 
+use crate::alarm;
 use crate::ffi::{
     self, BlockHandler, BlockedClient, KeyspaceHandler, ServerEventHandler, TimerHandler,
 };
@@ -116,7 +117,7 @@ pub fn commit(ctx: &Context, lock: &LockId<'_>, key: &LockKey, tx: Transition<Wa
     let held_after = *tx.state() != LockState::Free;
     deliver(ctx, lock, tx.wakes);
     if held_after {
-        ensure_lease_timer(ctx, lock, || key.ttl_ms());
+        ensure_lease_timer(ctx, lock, || key.expires_at());
     }
 }
 
@@ -161,7 +162,11 @@ fn stop(ctx: &Context, timer: Option<ffi::TimerId>) {
 /// deadline. A timer that fires early finds the lock still held and is
 /// re-armed; so a renewal that extends the lease costs nothing here. The
 /// TTL is only read when someone waits, which most commands skip.
-pub fn ensure_lease_timer(ctx: &Context, lock: &LockId<'_>, ttl_ms: impl FnOnce() -> Option<i64>) {
+pub fn ensure_lease_timer(
+    ctx: &Context,
+    lock: &LockId<'_>,
+    lease_end: impl FnOnce() -> Option<i64>,
+) {
     if !anyone_waits() {
         return;
     }
@@ -171,9 +176,10 @@ pub fn ensure_lease_timer(ctx: &Context, lock: &LockId<'_>, ttl_ms: impl FnOnce(
     if reg.queue_len(lock) == 0 {
         return;
     }
-    let Some(ttl) = ttl_ms() else {
+    let Some(deadline) = lease_end() else {
         return;
     };
+    let ttl = deadline.saturating_sub(ffi::now_ms()).max(0);
     // Redis expires a key once the clock is past its deadline millisecond,
     // and not before: a lease lasts at least what its holder asked for from
     // the moment it sent the request (the deadline is the current
@@ -195,6 +201,8 @@ pub fn ensure_lease_timer(ctx: &Context, lock: &LockId<'_>, ttl_ms: impl FnOnce(
     if let Some(old) = reg.set_lease_timer(lock, LeaseTimer { id, job, fires_at }) {
         ffi::stop_timer(ctx, old.id);
     }
+    // The timer above is the fallback; the alarm is on time.
+    alarm::set(deadline, job);
 }
 
 // ---------------------------------------------------------------------------
@@ -328,7 +336,7 @@ impl TimerHandler for Drain {
     }
 }
 
-struct LeaseExpiry;
+pub struct LeaseExpiry;
 
 impl TimerHandler for LeaseExpiry {
     fn fire(ctx: &Context, job: u64) {

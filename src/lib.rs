@@ -5,13 +5,15 @@
 //! - `lib.rs`: registration (commands, configs, INFO, events).
 //! - `commands/`: one file per command family.
 //! - `handoff.rs`: committing transitions, timers and events that end locks.
-//! - `store.rs` (the lock key), `waiters.rs` (who waits for what).
+//! - `store.rs` (the lock key), `waiters.rs` (who waits for what),
+//!   `alarm.rs` (a thread that wakes the main thread at lease ends).
 //! - `lock_rules` (the `rules/` crate): the lock rules, pure Rust with unit tests.
 //! - `ffi.rs`: every `unsafe` call into the module API.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod alarm;
 mod commands;
 mod config;
 mod ffi;
@@ -33,7 +35,7 @@ mod module {
         self, ArgDoc, ArgKind, CommandDoc, KEY_RO_ACCESS, KEY_RW_DELETE, KEY_RW_UPDATE,
     };
     use crate::rules::args::MAX_DURATION_MS;
-    use crate::{config, handoff, info, waiters};
+    use crate::{alarm, config, handoff, info, waiters};
 
     const fn arg(name: &'static std::ffi::CStr, kind: ArgKind) -> ArgDoc {
         ArgDoc {
@@ -201,6 +203,23 @@ mod module {
             ffi::log_warning(ctx, "lock: could not subscribe to server events");
             return Status::Err;
         }
+        ffi::keep_detached_context(ctx);
+        Status::Ok
+    }
+
+    /// MODULE UNLOAD. Redis already refuses while a timer of the module is
+    /// armed; a wake-up queued for the main thread would run this library's
+    /// code after it is gone, so that refuses too.
+    fn deinit(ctx: &Context) -> Status {
+        if ffi::one_shots_pending() {
+            ffi::log_warning(ctx, "lock: a lease wake-up is queued; unload again later");
+            return Status::Err;
+        }
+        alarm::shutdown();
+        if ffi::one_shots_pending() {
+            ffi::log_warning(ctx, "lock: a lease wake-up is queued; unload again later");
+            return Status::Err;
+        }
         Status::Ok
     }
 
@@ -239,6 +258,7 @@ mod module {
         allocator: (Allocator, ALLOCATOR),
         data_types: [],
         init: init,
+        deinit: deinit,
         // Registered in `init`, with a dispatcher that does not copy the
         // arguments.
         commands: [],

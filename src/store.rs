@@ -113,8 +113,9 @@ impl<'c> LockKey<'c> {
         read_state(&self.key)
     }
 
-    pub fn ttl_ms(&self) -> Option<i64> {
-        self.key.ttl_ms()
+    /// The lease deadline (unix ms, as PEXPIRETIME), `None` without one.
+    pub fn expires_at(&self) -> Option<i64> {
+        self.key.expires_at()
     }
 
     /// Applies `writes` in order and replicates each one. The caller's

@@ -612,6 +612,43 @@ fn lease_expiry_hands_off_without_active_expire() {
     check_lease_expiry_hand_off(&server);
 }
 
+fn thread_names(server: &Server) -> Vec<String> {
+    let pid = server.pid().expect("server pid");
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|tasks| {
+            tasks
+                .flatten()
+                .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+                .map(|name| name.trim().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The lease-end wake-up thread starts at the first lease timer and is
+/// stopped by MODULE UNLOAD, which is accepted once no timer is left.
+#[test]
+fn module_unloads_after_lease_hand_offs_and_stops_its_thread() {
+    let server = Config::default()
+        .arg("enable-module-command", "yes")
+        .start();
+    let mut con = server.client();
+    assert!(!thread_names(&server).iter().any(|n| n == "lock-alarm"));
+    acquire(&mut con, "k", "holder", &["PX", "200"]);
+    let mut w: Waiter = queue_waiter(&server, &mut con, "k", "w", &["PX", "100", "BLOCK", "0"], 1);
+    assert_eq!(w.reply(), Ok(Value::Int(1)));
+    assert!(thread_names(&server).iter().any(|n| n == "lock-alarm"));
+
+    // Refused while a timer of the module is armed, then accepted.
+    wait_until("MODULE UNLOAD accepted", || {
+        raw(&mut con, &["MODULE", "UNLOAD", "lock"]).is_ok()
+    });
+    assert!(!thread_names(&server).iter().any(|n| n == "lock-alarm"));
+    let modules: Vec<Value> = q(&mut con, &["MODULE", "LIST"]);
+    assert!(modules.is_empty(), "still loaded: {modules:?}");
+    assert_eq!(w.call(&["PING"]), Ok(Value::SimpleString("PONG".into())));
+}
+
 #[test]
 fn no_hand_off_while_clients_are_paused() {
     let server = Server::start();

@@ -101,7 +101,7 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
         match (acquired?, wait) {
             (Acquired::Now(reply), _) => Ok(RedisValue::Integer(reply)),
             (Acquired::Wait, Some(wait)) => {
-                enqueue(ctx, lock, request, wait, key.ttl_ms())?;
+                enqueue(ctx, lock, request, wait, key.expires_at())?;
                 Ok(RedisValue::NoReply)
             }
             (Acquired::Busy | Acquired::Wait, _) => Ok(RedisValue::Null),
@@ -115,7 +115,7 @@ fn enqueue(
     lock: LockId<'_>,
     request: Request,
     wait: Wait,
-    lease_ttl: Option<i64>,
+    lease_end: Option<i64>,
 ) -> Result<(), LockError> {
     handoff::watch_for_waiters(ctx);
     let bc = ffi::block_client::<Blocked>(ctx)
@@ -143,7 +143,7 @@ fn enqueue(
     );
     handoff::arm_wait_timer(ctx, &mut reg);
     drop(reg);
-    handoff::ensure_lease_timer(ctx, &lock, || lease_ttl);
+    handoff::ensure_lease_timer(ctx, &lock, || lease_end);
     Ok(())
 }
 
