@@ -12,7 +12,7 @@ use crate::config;
 use crate::ffi::{self, Field};
 use crate::handoff::{self, begin, Blocked, Origin, Outcome};
 use crate::rules::args::{parse_acquire_options, parse_owner, parse_renew_options, Wait};
-use crate::rules::error::LockError;
+use crate::rules::error::{printable, LockError};
 use crate::rules::keys::token_key_in_slot;
 use crate::rules::lock::{Acquired, LockState, Request};
 use crate::rules::queue::Fifo;
@@ -78,7 +78,21 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
         } = owner_call("lock.acquire", args)?;
         let options = parse_acquire_options(options)?;
         if options.fence {
-            token_key_in_slot(name.as_slice())?;
+            // Redis checks the caller's ACL key patterns on the declared key
+            // (the lock) only; the token key is checked here, when the call
+            // is made, also for a caller that then waits: a hand-off later
+            // writes its token on its behalf.
+            let token = token_key_in_slot(name.as_slice())?;
+            if !ffi::may_update_key(ctx, &token) {
+                ffi::reply_error(
+                    ctx,
+                    &format!(
+                        "NOPERM this user has no permissions to access the fencing token key '{}'",
+                        printable(&token)
+                    ),
+                );
+                return Ok(RedisValue::NoReply);
+            }
         }
         let request = Request {
             owner: owner.as_slice().into(),
@@ -212,7 +226,10 @@ pub fn info(ctx: &Context, args: &[RedisString]) -> RedisResult {
             ("ttl", Field::Int(ttl.unwrap_or(-1))),
             ("waiters", Field::Int(waiters as i64)),
         ];
-        let token = store::existing_token(ctx, name.as_slice());
+        // Only for a caller that may read the token key itself.
+        let token = store::existing_token(ctx, name.as_slice()).filter(|_| {
+            token_key_in_slot(name.as_slice()).is_ok_and(|key| ffi::may_read_key(ctx, &key))
+        });
         if let Some(token) = token {
             fields.push(("token", Field::Int(token)));
         }
