@@ -31,7 +31,10 @@ struct State {
 static STATE: LazyLock<(Mutex<State>, Condvar)> = LazyLock::new(Default::default);
 
 fn state() -> MutexGuard<'static, State> {
-    STATE.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    STATE
+        .0
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn unix_micros() -> i64 {
@@ -49,10 +52,7 @@ pub fn set(deadline_ms: i64, job: u64) {
         return;
     }
     if s.thread.is_none() {
-        match thread::Builder::new()
-            .name("lock-alarm".into())
-            .spawn(run)
-        {
+        match thread::Builder::new().name("lock-alarm".into()).spawn(run) {
             Ok(handle) => s.thread = Some(handle),
             Err(_) => {
                 s.unavailable = true;

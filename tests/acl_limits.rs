@@ -941,17 +941,16 @@ fn durations_near_i64_max() {
 fn info_shows_the_token_only_to_readers_of_the_token_key() {
     let server = Server::start();
     let mut admin = server.client();
-    acl_setuser(
-        &mut admin,
-        "reader",
-        &["on", ">pw", "~app:*", "+lock.info"],
-    );
+    acl_setuser(&mut admin, "reader", &["on", ">pw", "~app:*", "+lock.info"]);
     let _: i64 = q(&mut admin, &["LOCK.ACQUIRE", "app:x", "o", "FENCE"]);
     let mut reader = user_client(&server, "reader");
     let info = lock_info(&mut reader, "app:x");
     assert_eq!(field(&info, "owner").as_deref(), Some("o"));
     assert_eq!(field(&info, "token"), None, "token shown: {info:?}");
-    assert_eq!(field(&lock_info(&mut admin, "app:x"), "token").as_deref(), Some("1"));
+    assert_eq!(
+        field(&lock_info(&mut admin, "app:x"), "token").as_deref(),
+        Some("1")
+    );
     acl_setuser(&mut admin, "reader", &["%R~redisson_lock_token:*"]);
     let info = lock_info(&mut reader, "app:x");
     assert_eq!(field(&info, "token").as_deref(), Some("1"));
