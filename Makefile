@@ -1,5 +1,7 @@
 # make run   build the module, start redis-server with it on 127.0.0.1:$(PORT)
 # make test  build the module, run unit and integration tests
+# make chaos build the module, run the history checker under faults for minutes (tests/chaos.rs; LOCK_CHAOS_* to tune)
+# make fuzz  build the module, send 1M random argument vectors to a live server (tests/fuzz.rs; LOCK_FUZZ_SEED to replay)
 # make fmt / make lint / make bench
 # make bench  build module + lock-bench, run every scenario (~10 min, BENCH_ARGS=--quick for a smoke run) into bench/results/, then the rules' criterion benchmark
 
@@ -7,7 +9,7 @@ PORT ?= 6379
 REDIS_SERVER ?= redis-server
 MODULE := target/release/liblock.so
 
-.PHONY: build run test fmt lint deps clean bench
+.PHONY: build run test chaos fuzz fmt lint deps clean bench
 
 build: deps
 	cargo build --release
@@ -22,6 +24,21 @@ run: build
 # Integration tests start their own servers on free ports with $(MODULE).
 test: build
 	cargo test
+
+# tests/chaos.rs for 5 minutes with 32 clients on 4 keys instead of the
+# 4 s sample `make test` runs; it prints the totals.
+LOCK_CHAOS_SECS ?= 300
+LOCK_CHAOS_CLIENTS ?= 32
+LOCK_CHAOS_KEYS ?= 4
+chaos: build
+	LOCK_CHAOS_SECS=$(LOCK_CHAOS_SECS) LOCK_CHAOS_CLIENTS=$(LOCK_CHAOS_CLIENTS) LOCK_CHAOS_KEYS=$(LOCK_CHAOS_KEYS) \
+		cargo test --release --test chaos history -- --nocapture
+
+# tests/fuzz.rs with 1M vectors instead of the sample `make test` runs, and
+# the parser properties (rules/tests/args_props.rs) with 1M cases each.
+fuzz: build
+	LOCK_FUZZ_VECTORS=1000000 cargo test --release --test fuzz -- --nocapture
+	PROPTEST_CASES=1000000 cargo test --release -p lock-rules --test args_props
 
 fmt:
 	cargo fmt --all

@@ -1,0 +1,1373 @@
+//! Fuzzes the command surface against a live server: random argument vectors
+//! for every LOCK.* command (0 to 10 arguments of random bytes, NUL, CR/LF,
+//! non-UTF-8, boundary and huge numbers, option words in any case, unknown
+//! options, keys of every other type, 1 MB owners), sent as raw RESP over a
+//! TCP socket so every byte reaches the server unmodified.
+//!
+//! Every reply must be an error whose first word is an upper-case code or a
+//! valid answer for the command. An error (and a nil ACQUIRE, a LOCK.INFO, a
+//! FORCERELEASE that removed nothing) must change nothing: `DEBUG DIGEST` and
+//! the key's `PEXPIRETIME` are compared before and after. Where the pure
+//! rules (`lock_rules::args`) predict an error (arity, empty owner, options,
+//! a FENCE name whose token key is in another slot) the reply must be exactly
+//! that error. The server must answer PING at the end and its log must hold
+//! no crash report or caught panic. One vector in 16 is sent inside
+//! MULTI/EXEC (where `BLOCK` must answer at once), and each epoch speaks
+//! RESP2 or RESP3 (LOCK.INFO as an array or a map).
+//!
+//! `LOCK_FUZZ_VECTORS` (default 40000, about 9 s; `make fuzz` runs 1M) and
+//! `LOCK_FUZZ_SEED` (decimal or 0x hex; printed at the start and on failure)
+//! override the run. The vectors of a seed are always the same;
+//! `LOCK_FUZZ_TRACE=1` prints each vector and its reply.
+//!
+//! To keep the check exact and the run bounded, three things are held fixed:
+//! - Leases never run out during a run: the default lease is 10^12 ms and a
+//!   valid `PX`/`EX` value under an hour is sent an hour longer, so no key
+//!   expires (lazily, inside an erroring call) between two digests.
+//! - A valid `BLOCK` value is sent as 1 to 5 ms (`BLOCK 0` would wait
+//!   forever on a held lock); invalid ones (negative, huge, not numbers) are
+//!   sent as generated and must fail at once.
+//! - The data set is reset (FLUSHALL, then the fixtures) every
+//!   `EPOCH` vectors and after each vector with a 1 MB argument, so
+//!   `DEBUG DIGEST` stays cheap.
+
+mod common;
+use common::*;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::time::Instant;
+
+use lock_rules::args::{parse_acquire_options, parse_i64, parse_renew_options, MAX_DURATION_MS};
+use lock_rules::keys::token_key_in_slot;
+
+/// `lock.default-lease-ms` of the fuzzed server: no lease runs out in a run.
+const DEFAULT_LEASE_MS: i64 = 1_000_000_000_000;
+/// Vectors between two resets of the data set.
+const EPOCH: u64 = 1000;
+/// Vectors sent in one write (pipelined).
+const BATCH: usize = 64;
+/// 1 MB arguments: 1 option argument in N, 1 owner in N/2, and 1 vector in
+/// N is a valid call with a 1 MB owner or key.
+const HUGE_ONE_IN: u64 = 4000;
+const HUGE_LEN: usize = 1 << 20;
+
+// ------------------------------------------------------------------ PRNG
+
+/// splitmix64: tiny, seedable, good enough to drive a fuzzer.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (`n > 0`).
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    fn one_in(&mut self, n: u64) -> bool {
+        self.below(n) == 0
+    }
+
+    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len() as u64) as usize]
+    }
+
+    fn range(&mut self, lo: i64, hi: i64) -> i64 {
+        lo + self.below((hi - lo + 1) as u64) as i64
+    }
+}
+
+// ------------------------------------------------------------------ RESP
+
+#[derive(Clone, PartialEq)]
+enum Reply {
+    Status(Vec<u8>),
+    Error(Vec<u8>),
+    Int(i64),
+    Bulk(Vec<u8>),
+    Nil,
+    Array(Vec<Reply>),
+    /// RESP3 map, flattened to key, value, key, value...
+    Map(Vec<Reply>),
+    /// Any other RESP3 type: its type byte and line.
+    Other(u8, Vec<u8>),
+}
+
+impl std::fmt::Debug for Reply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Reply::Status(s) => write!(f, "+\"{}\"", show(s)),
+            Reply::Error(e) => write!(f, "-\"{}\"", show(e)),
+            Reply::Int(n) => write!(f, ":{n}"),
+            Reply::Bulk(b) => write!(f, "b\"{}\"", show(b)),
+            Reply::Nil => write!(f, "nil"),
+            Reply::Array(items) => f.debug_list().entries(items).finish(),
+            Reply::Map(items) => write!(f, "map {items:?}"),
+            Reply::Other(kind, line) => write!(f, "{}\"{}\"", char::from(*kind), show(line)),
+        }
+    }
+}
+
+struct Conn {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+}
+
+fn encode(out: &mut Vec<u8>, args: &[Vec<u8>]) {
+    let _ = write!(out, "*{}\r\n", args.len());
+    for a in args {
+        let _ = write!(out, "${}\r\n", a.len());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+impl Conn {
+    fn open(server: &Server) -> Conn {
+        let stream = TcpStream::connect(server.addr()).expect("connect");
+        stream.set_nodelay(true).expect("nodelay");
+        // A vector that blocks for good fails the test instead of hanging it.
+        stream.set_read_timeout(Some(PATIENCE)).expect("timeout");
+        Conn {
+            reader: BufReader::with_capacity(1 << 16, stream.try_clone().expect("clone")),
+            writer: stream,
+        }
+    }
+
+    fn line(&mut self) -> io::Result<Vec<u8>> {
+        let mut line = Vec::new();
+        self.reader.read_until(b'\n', &mut line)?;
+        if !line.ends_with(b"\r\n") {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("connection closed or bad line {:?}", show(&line)),
+            ));
+        }
+        line.truncate(line.len() - 2);
+        Ok(line)
+    }
+
+    fn number(line: &[u8]) -> io::Result<i64> {
+        std::str::from_utf8(line)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| io::Error::other(format!("bad number {:?}", show(line))))
+    }
+
+    fn read(&mut self) -> io::Result<Reply> {
+        let line = self.line()?;
+        let Some((&kind, rest)) = line.split_first() else {
+            return Err(io::Error::other("empty reply line"));
+        };
+        Ok(match kind {
+            b'+' => Reply::Status(rest.to_vec()),
+            b'-' => Reply::Error(rest.to_vec()),
+            b':' => Reply::Int(Self::number(rest)?),
+            b'_' => Reply::Nil,
+            b'$' | b'=' => {
+                let n = Self::number(rest)?;
+                if n < 0 {
+                    Reply::Nil
+                } else {
+                    let mut body = vec![0; n as usize + 2];
+                    self.reader.read_exact(&mut body)?;
+                    body.truncate(n as usize);
+                    Reply::Bulk(body)
+                }
+            }
+            b'*' | b'~' | b'>' => {
+                let n = Self::number(rest)?;
+                if n < 0 {
+                    Reply::Nil
+                } else {
+                    let items = (0..n).map(|_| self.read()).collect::<io::Result<_>>()?;
+                    Reply::Array(items)
+                }
+            }
+            b'%' => {
+                let n = Self::number(rest)?;
+                let items = (0..2 * n).map(|_| self.read()).collect::<io::Result<_>>()?;
+                Reply::Map(items)
+            }
+            other => Reply::Other(other, rest.to_vec()),
+        })
+    }
+
+    fn send(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.writer.write_all(buf)
+    }
+
+    /// One command, for the set-up: the reply must not be an error.
+    fn call(&mut self, args: &[&[u8]]) -> Reply {
+        let args: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
+        let mut buf = Vec::new();
+        encode(&mut buf, &args);
+        self.send(&buf).expect("send");
+        let reply = self.read().expect("reply");
+        assert!(
+            !matches!(reply, Reply::Error(_)),
+            "{:?} -> {reply:?}",
+            args.iter().map(|a| show(a)).collect::<Vec<_>>()
+        );
+        reply
+    }
+}
+
+/// Bytes as a Rust byte-string body: printable ASCII as is, the rest
+/// escaped; long values abbreviated.
+fn show(raw: &[u8]) -> String {
+    let mut out = String::new();
+    for &b in raw.iter().take(80) {
+        match b {
+            b'"' | b'\\' => {
+                out.push('\\');
+                out.push(char::from(b));
+            }
+            0x20..=0x7e => out.push(char::from(b)),
+            _ => {
+                let _ = write!(out, "\\x{b:02x}");
+            }
+        }
+    }
+    if raw.len() > 80 {
+        let _ = write!(out, "...({} bytes)", raw.len());
+    }
+    out
+}
+
+fn show_vector(args: &[Vec<u8>]) -> String {
+    let parts: Vec<String> = args.iter().map(|a| format!("b\"{}\"", show(a))).collect();
+    format!("[{}]", parts.join(", "))
+}
+
+// ------------------------------------------------------------- fixtures
+
+const HOLDER: &[u8] = b"holder";
+
+/// Keys present before every epoch, one of each type and each kind of
+/// not-a-lock hash, a held lock and token keys of every awkward kind.
+fn load_fixtures(con: &mut Conn) {
+    let setup: &[&[&[u8]]] = &[
+        &[b"FLUSHALL"],
+        &[b"SET", b"str", b"value"],
+        &[b"RPUSH", b"list", b"a", b"b"],
+        &[b"SADD", b"set", b"a"],
+        &[b"ZADD", b"zset", b"1", b"a"],
+        &[b"XADD", b"stream", b"*", b"f", b"v"],
+        &[b"HSET", b"hash2", b"a", b"1", b"b", b"2"],
+        &[b"HSET", b"hashbad", HOLDER, b"notanumber"],
+        &[b"HSET", b"hashzero", HOLDER, b"0"],
+        &[b"HSET", b"hashneg", HOLDER, b"-3"],
+        &[b"HSET", b"hashhuge", HOLDER, b"99999999999999999999"],
+        &[b"HSET", b"hashlead0", HOLDER, b"01"],
+        &[b"HSET", b"hashplus", HOLDER, b"+1"],
+        // Locks written by others: an empty owner field, no lease.
+        &[b"HSET", b"emptyowner", b"", b"1"],
+        &[b"PEXPIRE", b"emptyowner", b"3600000000"],
+        &[b"HSET", b"nottl", HOLDER, b"3"],
+        // Not locks, with bytes an error line must escape when it quotes them.
+        &[b"HSET", b"hashweird", b"\r\n\x00\xff", b"x\r\ny\x00"],
+        &[b"HSET", b"hashlong", &[b'\n'; 300], &[0xff; 300]],
+        &[b"LOCK.ACQUIRE", b"held", HOLDER, b"PX", b"3600000000"],
+        &[
+            b"LOCK.ACQUIRE",
+            b"fenced",
+            HOLDER,
+            b"PX",
+            b"3600000000",
+            b"FENCE",
+        ],
+        &[b"HSET", b"maxheld", HOLDER, b"9223372036854775807"],
+        &[b"PEXPIRE", b"maxheld", b"3600000000"],
+        &[b"SET", b"redisson_lock_token:{tokstr}", b"abc"],
+        &[b"RPUSH", b"redisson_lock_token:{toklist}", b"x"],
+        &[
+            b"SET",
+            b"redisson_lock_token:{tokmax}",
+            b"9223372036854775807",
+        ],
+        &[b"SET", b"redisson_lock_token:{tokneg}", b"-5"],
+    ];
+    for args in setup {
+        con.call(args);
+    }
+}
+
+const KEYS: &[&[u8]] = &[
+    b"str",
+    b"list",
+    b"set",
+    b"zset",
+    b"stream",
+    b"hash2",
+    b"hashbad",
+    b"hashzero",
+    b"hashneg",
+    b"hashhuge",
+    b"hashlead0",
+    b"hashplus",
+    b"emptyowner",
+    b"nottl",
+    b"hashweird",
+    b"hashlong",
+    b"held",
+    b"fenced",
+    b"maxheld",
+    b"tokstr",
+    b"toklist",
+    b"tokmax",
+    b"tokneg",
+    b"free",
+    b"free2",
+    b"",
+    b"{}x",
+    b"a{b",
+    b"{t}lock",
+    b"k\x00nul",
+    b"k\r\nx",
+    b"\xff\xfe",
+    b"redisson_lock_token:{fenced}",
+    b"redisson_lock_token:{tokmax}",
+];
+
+const OWNERS: &[&[u8]] = &[
+    HOLDER,
+    b"HOLDER",
+    b"holder\x00",
+    b"o1",
+    b"o2",
+    b"",
+    b"\x00",
+    b"\r\n",
+    b"\xff\xfe\xfd",
+    b"uuid-1:42",
+];
+
+const OPTIONS: &[&str] = &["PX", "EX", "BLOCK", "FENCE"];
+
+const UNKNOWN_OPTIONS: &[&[u8]] = &[
+    b"NX",
+    b"XX",
+    b"KEEPTTL",
+    b"PXAT",
+    b"EXAT",
+    b"GET",
+    b"BLOCKING",
+    b"FENCED",
+    b"P",
+    b"PXX",
+    b"P X",
+    b"PX\x00",
+    b"\x00PX",
+    b" PX",
+    b"PX ",
+    b"-PX",
+    b"",
+    b"\xef\xbc\xb0\xef\xbc\xb8", // fullwidth "PX"
+    b"LEASE",
+    b"TIMEOUT",
+];
+
+const NUMBERS: &[&[u8]] = &[
+    b"0",
+    b"-0",
+    b"1",
+    b"-1",
+    b"2",
+    b"5",
+    b"20",
+    b"1000",
+    b"30000",
+    b"3600",
+    b"3600000",
+    b"9223372036854775807",
+    b"-9223372036854775808",
+    b"9223372036854775808",
+    b"-9223372036854775809",
+    b"18446744073709551615",
+    b"18446744073709551616",
+    b"99999999999999999999999999999999999999",
+    b"1000000000000000",
+    b"1000000000000001",
+    b"999999999999999",
+    b"1000000000000",
+    b"1000000000001",
+    b"9223372036854776",
+    b"1e3",
+    b" 5",
+    b"5 ",
+    b"+5",
+    b"0x10",
+    b"007",
+    b"00",
+    b"1.5",
+    b"-1.5",
+    b"1.0",
+    b"",
+    b"\x005",
+    b"5\x00",
+    b"\xd9\xa1\xd9\xa2", // Arabic-Indic digits
+    b"inf",
+    b"-inf",
+    b"nan",
+    b" ",
+    b"5\r\n",
+    b"--5",
+    b"-",
+];
+
+/// A command name: the five, in any case, and now and then one the server
+/// does not know.
+fn command_name(rng: &mut Rng) -> Vec<u8> {
+    const NAMES: &[&[u8]] = &[
+        b"LOCK.ACQUIRE",
+        b"LOCK.ACQUIRE",
+        b"LOCK.ACQUIRE",
+        b"LOCK.ACQUIRE",
+        b"LOCK.RENEW",
+        b"LOCK.RENEW",
+        b"LOCK.RELEASE",
+        b"LOCK.RELEASE",
+        b"LOCK.FORCERELEASE",
+        b"LOCK.INFO",
+        b"LOCK.INFO",
+    ];
+    if rng.one_in(200) {
+        return rng
+            .pick(&[
+                &b"LOCK.ACQUIREX"[..],
+                b"LOCK.",
+                b"LOCK",
+                b"LOCK.ACQUIRE\x00",
+                b"LOCK.INF",
+            ])
+            .to_vec();
+    }
+    let name = rng.pick(NAMES).to_vec();
+    any_case(rng, &name)
+}
+
+fn any_case(rng: &mut Rng, word: &[u8]) -> Vec<u8> {
+    match rng.below(4) {
+        0 => word.to_ascii_lowercase(),
+        1 => word
+            .iter()
+            .map(|b| {
+                if rng.one_in(2) {
+                    b.to_ascii_lowercase()
+                } else {
+                    b.to_ascii_uppercase()
+                }
+            })
+            .collect(),
+        _ => word.to_vec(),
+    }
+}
+
+fn random_bytes(rng: &mut Rng) -> Vec<u8> {
+    let len = if rng.one_in(10) {
+        rng.below(300)
+    } else {
+        rng.below(16)
+    } as usize;
+    (0..len)
+        .map(|_| match rng.below(8) {
+            0 => *rng.pick(&[0u8, b'\r', b'\n', b' ', 0xff, 0x80, b'{', b'}']),
+            1..=3 => rng.below(256) as u8,
+            _ => *rng.pick(b"PXEBLOCKFNpxeblockfn0123456789-+"),
+        })
+        .collect()
+}
+
+fn number(rng: &mut Rng) -> Vec<u8> {
+    match rng.below(6) {
+        0 | 1 => rng.pick(NUMBERS).to_vec(),
+        2 => rng.range(-100, 5000).to_string().into_bytes(),
+        3 => (rng.next() as i64).to_string().into_bytes(),
+        4 => {
+            // Around the duration limit, in ms and in s.
+            let base = *rng.pick(&[MAX_DURATION_MS, MAX_DURATION_MS / 1000, i64::MAX / 1000]);
+            (base + rng.range(-2, 2)).to_string().into_bytes()
+        }
+        _ => {
+            let digits = rng.range(1, 40) as usize;
+            (0..digits)
+                .map(|_| b'0' + rng.below(10) as u8)
+                .collect::<Vec<u8>>()
+        }
+    }
+}
+
+fn option_word(rng: &mut Rng) -> Vec<u8> {
+    if rng.one_in(5) {
+        rng.pick(UNKNOWN_OPTIONS).to_vec()
+    } else {
+        let word = rng.pick(OPTIONS).as_bytes().to_vec();
+        any_case(rng, &word)
+    }
+}
+
+fn huge(rng: &mut Rng) -> Vec<u8> {
+    let fill = *rng.pick(&[b'o', 0u8, 0xff]);
+    vec![fill; HUGE_LEN]
+}
+
+fn key(rng: &mut Rng) -> Vec<u8> {
+    match rng.below(20) {
+        0 | 1 => random_bytes(rng),
+        2 => any_arg(rng),
+        _ => rng.pick(KEYS).to_vec(),
+    }
+}
+
+fn owner(rng: &mut Rng) -> Vec<u8> {
+    if rng.one_in(HUGE_ONE_IN / 2) {
+        return huge(rng);
+    }
+    match rng.below(10) {
+        0 => random_bytes(rng),
+        1 => any_arg(rng),
+        _ => rng.pick(OWNERS).to_vec(),
+    }
+}
+
+fn option_arg(rng: &mut Rng) -> Vec<u8> {
+    if rng.one_in(HUGE_ONE_IN) {
+        return huge(rng);
+    }
+    match rng.below(20) {
+        0..=8 => option_word(rng),
+        9..=16 => number(rng),
+        _ => random_bytes(rng),
+    }
+}
+
+fn any_arg(rng: &mut Rng) -> Vec<u8> {
+    match rng.below(6) {
+        0 => rng.pick(KEYS).to_vec(),
+        1 => rng.pick(OWNERS).to_vec(),
+        2 => option_word(rng),
+        3 => number(rng),
+        _ => random_bytes(rng),
+    }
+}
+
+fn lease_word(rng: &mut Rng) -> &'static [u8] {
+    if rng.one_in(2) {
+        b"PX"
+    } else {
+        b"EX"
+    }
+}
+
+/// An option as the grammar has it (a name and, but for FENCE, a value),
+/// often with a value the parser accepts.
+fn option_group(rng: &mut Rng, cmd: Cmd, out: &mut Vec<Vec<u8>>) {
+    let word = if cmd == Cmd::Renew && rng.one_in(2) {
+        let word = lease_word(rng);
+        any_case(rng, word)
+    } else {
+        option_word(rng)
+    };
+    let value = match word.to_ascii_uppercase().as_slice() {
+        b"FENCE" => return out.push(word),
+        b"PX" if rng.one_in(2) => rng.range(1, 100_000).to_string().into_bytes(),
+        b"EX" if rng.one_in(2) => rng.range(1, 1_000).to_string().into_bytes(),
+        b"BLOCK" if rng.one_in(2) => rng.range(0, 10).to_string().into_bytes(),
+        _ if rng.one_in(5) => option_arg(rng),
+        _ => number(rng),
+    };
+    out.push(word);
+    out.push(value);
+}
+
+/// A command name and 0 to 10 arguments: mostly shaped like the grammar
+/// (key, owner, options), sometimes with too few or too many, sometimes
+/// anything anywhere.
+fn vector(rng: &mut Rng) -> Vec<Vec<u8>> {
+    let name = command_name(rng);
+    let cmd = command(&name);
+    let mut args = vec![name];
+    match cmd {
+        Some(cmd) if rng.one_in(HUGE_ONE_IN) => {
+            // A valid call with a 1 MB owner or key name.
+            let (key, owner) = if rng.one_in(3) {
+                (huge(rng), HOLDER.to_vec())
+            } else {
+                (
+                    rng.pick(&[&b"free"[..], b"held", b"str"]).to_vec(),
+                    huge(rng),
+                )
+            };
+            args.push(key);
+            if cmd.takes_owner() {
+                args.push(owner);
+            }
+            if matches!(cmd, Cmd::Acquire | Cmd::Renew) && rng.one_in(2) {
+                args.extend([b"PX".to_vec(), b"100000".to_vec()]);
+            }
+        }
+        Some(cmd) if !rng.one_in(4) => {
+            let key = key(rng);
+            let held = [&b"held"[..], b"fenced", b"maxheld", b"nottl"].contains(&&key[..]);
+            args.push(key);
+            if cmd.takes_owner() {
+                // The holder, often, where there is one: renewals, releases
+                // and re-entries get past the owner check.
+                let owner = if held && rng.one_in(2) {
+                    HOLDER.to_vec()
+                } else {
+                    owner(rng)
+                };
+                args.push(owner);
+            }
+            if matches!(cmd, Cmd::Acquire | Cmd::Renew) {
+                for _ in 0..rng.below(4) {
+                    if rng.one_in(6) {
+                        args.push(option_arg(rng));
+                    } else {
+                        option_group(rng, cmd, &mut args);
+                    }
+                }
+            }
+            if rng.one_in(6) {
+                // Arity errors: cut anywhere, or add anything.
+                if rng.one_in(2) {
+                    args.truncate(1 + rng.below(args.len() as u64) as usize);
+                } else {
+                    for _ in 0..rng.range(1, 4) {
+                        args.push(option_arg(rng));
+                    }
+                }
+            }
+        }
+        _ => {
+            for _ in 0..rng.below(11) {
+                args.push(any_arg(rng));
+            }
+        }
+    }
+    args.truncate(11);
+    sanitize(rng, &mut args);
+    args
+}
+
+// ------------------------------------------------------------ the oracle
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Cmd {
+    Acquire,
+    Release,
+    Renew,
+    ForceRelease,
+    Info,
+}
+
+/// A command name up to its first NUL. Redis 7.0 looks command names up in
+/// a dict that hashes all their bytes but compares them with `strcasecmp`,
+/// so `GET\0xyz` runs GET whenever the two hashes fall in the same bucket
+/// (about 1 name in 200, depending on the server's hash seed), and is an
+/// unknown command otherwise.
+fn before_nul(name: &[u8]) -> &[u8] {
+    name.split(|&b| b == 0).next().unwrap_or_default()
+}
+
+fn command(name: &[u8]) -> Option<Cmd> {
+    let name = name.to_ascii_uppercase();
+    Some(match &name[..] {
+        b"LOCK.ACQUIRE" => Cmd::Acquire,
+        b"LOCK.RELEASE" => Cmd::Release,
+        b"LOCK.RENEW" => Cmd::Renew,
+        b"LOCK.FORCERELEASE" => Cmd::ForceRelease,
+        b"LOCK.INFO" => Cmd::Info,
+        _ => return None,
+    })
+}
+
+impl Cmd {
+    fn name(self) -> &'static str {
+        match self {
+            Cmd::Acquire => "lock.acquire",
+            Cmd::Release => "lock.release",
+            Cmd::Renew => "lock.renew",
+            Cmd::ForceRelease => "lock.forcerelease",
+            Cmd::Info => "lock.info",
+        }
+    }
+
+    /// Whether `n` arguments (after the name) fit the command.
+    fn arity_ok(self, n: usize) -> bool {
+        match self {
+            Cmd::Acquire | Cmd::Renew => n >= 2,
+            Cmd::Release => n == 2,
+            Cmd::ForceRelease | Cmd::Info => n == 1,
+        }
+    }
+
+    fn takes_owner(self) -> bool {
+        matches!(self, Cmd::Acquire | Cmd::Release | Cmd::Renew)
+    }
+}
+
+/// Rewrites valid duration values the way the module doc above says
+/// (leases an hour longer, waits 1 to 5 ms), walking the options exactly as
+/// the parser does; anything after the first bad option is left alone.
+fn sanitize(rng: &mut Rng, args: &mut [Vec<u8>]) {
+    let Some(cmd) = command(before_nul(&args[0])) else {
+        return;
+    };
+    let allowed: &[&str] = match cmd {
+        Cmd::Acquire => OPTIONS,
+        Cmd::Renew => &["PX", "EX"],
+        _ => return,
+    };
+    let mut i = 3;
+    while i < args.len() {
+        let Some(name) = allowed
+            .iter()
+            .find(|o| o.as_bytes().eq_ignore_ascii_case(&args[i]))
+        else {
+            return;
+        };
+        if *name == "FENCE" {
+            i += 1;
+            continue;
+        }
+        let Some(value) = args.get_mut(i + 1) else {
+            return;
+        };
+        if let Some(n) = parse_i64(value) {
+            match *name {
+                "BLOCK" if (0..=MAX_DURATION_MS).contains(&n) && !(1..=5).contains(&n) => {
+                    *value = rng.range(1, 5).to_string().into_bytes();
+                }
+                "PX" if (1..3_600_000).contains(&n) => {
+                    *value = (n + 3_600_000).to_string().into_bytes();
+                }
+                "EX" if (1..3_600).contains(&n) => {
+                    *value = (n + 3_600).to_string().into_bytes();
+                }
+                _ => {}
+            }
+        }
+        i += 2;
+    }
+}
+
+/// What the pure rules say of a vector before any key is read.
+enum Expect {
+    /// Exactly this error line.
+    Error(String),
+    /// An unknown command: an `ERR unknown command ...` error.
+    Unknown,
+    /// Arguments are valid: a valid answer, or an error that depends on
+    /// the data.
+    Valid {
+        cmd: Cmd,
+        fence: bool,
+        /// The lease a RENEW must answer.
+        lease_ms: i64,
+        blocks: bool,
+    },
+}
+
+fn expect(args: &[Vec<u8>]) -> Expect {
+    let Some(cmd) = command(&args[0]) else {
+        return Expect::Unknown;
+    };
+    let rest = &args[1..];
+    if !cmd.arity_ok(rest.len()) {
+        return Expect::Error(format!(
+            "ERR wrong number of arguments for '{}' command",
+            cmd.name()
+        ));
+    }
+    if cmd.takes_owner() && rest[1].is_empty() {
+        return Expect::Error("ERR owner must not be empty".into());
+    }
+    let options = &rest[rest.len().min(2)..];
+    let (fence, lease, blocks) = match cmd {
+        Cmd::Acquire => match parse_acquire_options(options) {
+            Ok(o) => (o.fence, o.lease_ms, o.wait.is_some()),
+            Err(e) => return Expect::Error(e.to_string()),
+        },
+        Cmd::Renew => match parse_renew_options(options) {
+            Ok(o) => (false, o.lease_ms, false),
+            Err(e) => return Expect::Error(e.to_string()),
+        },
+        _ => (false, None, false),
+    };
+    if fence {
+        if let Err(e) = token_key_in_slot(&rest[0]) {
+            return Expect::Error(e.to_string());
+        }
+    }
+    Expect::Valid {
+        cmd,
+        fence,
+        lease_ms: lease.unwrap_or(DEFAULT_LEASE_MS),
+        blocks,
+    }
+}
+
+/// `CODE` or `CODE message`, the code in upper case, on one line.
+fn well_formed_error(line: &[u8]) -> bool {
+    let code = line.split(|&b| b == b' ').next().unwrap_or_default();
+    !code.is_empty()
+        && code.iter().all(u8::is_ascii_uppercase)
+        && (line.len() == code.len() || line.len() > code.len() + 1)
+        && !line.contains(&b'\r')
+        && !line.contains(&b'\n')
+}
+
+/// An error line without what it quotes: `ERR invalid PX`.
+fn label(line: &str) -> &str {
+    line.split([':', '\''])
+        .next()
+        .unwrap_or_default()
+        .trim_end()
+}
+
+/// Error lines a valid vector may get, depending on the data.
+fn data_error_allowed(cmd: Cmd, line: &str) -> bool {
+    let key_errors = [
+        "WRONGTYPE Operation against a key holding the wrong kind of value",
+        "WRONGTYPE key holds a hash that is not a lock: ",
+    ];
+    let owner_errors = ["NOTOWNER the owner holds no hold on this lock"];
+    let acquire_errors = [
+        "ERR fencing token key holds a value that is not an integer or out of range",
+        "WRONGTYPE fencing token key holds the wrong kind of value",
+        "ERR fencing token would overflow",
+        "ERR hold count would overflow",
+    ];
+    let starts = |list: &[&str]| list.iter().any(|p| line.starts_with(p));
+    starts(&key_errors)
+        || match cmd {
+            Cmd::Acquire => starts(&acquire_errors),
+            Cmd::Release | Cmd::Renew => starts(&owner_errors),
+            Cmd::ForceRelease | Cmd::Info => false,
+        }
+}
+
+/// A LOCK.INFO answer: owner, holds, ttl, waiters and maybe token, in order.
+/// `from_lua`: the answer went through a script, where integers past 2^53
+/// are rounded (a hold count of i64::MAX comes back as i64::MIN).
+fn valid_info(reply: &Reply, from_lua: bool) -> bool {
+    let items = match reply {
+        Reply::Nil => return true,
+        Reply::Array(items) | Reply::Map(items) => items,
+        _ => return false,
+    };
+    let names: Vec<&[u8]> = items
+        .iter()
+        .step_by(2)
+        .map(|k| match k {
+            Reply::Bulk(b) | Reply::Status(b) => &b[..],
+            _ => &b"?"[..],
+        })
+        .collect();
+    let shape = names == [&b"owner"[..], b"holds", b"ttl", b"waiters"]
+        || names == [&b"owner"[..], b"holds", b"ttl", b"waiters", b"token"];
+    let int = |i: usize| match items.get(i) {
+        Some(Reply::Int(n)) => Some(*n),
+        _ => None,
+    };
+    shape
+        && items.len() == names.len() * 2
+        // A hash written by others can have an empty owner field.
+        && matches!(&items[1], Reply::Bulk(_))
+        && int(3).is_some_and(|h| h >= 1 || (from_lua && h.unsigned_abs() >= 1 << 53))
+        && int(5).is_some_and(|t| t == -1 || t >= 0)
+        // Only this connection sends commands: nobody is left waiting.
+        && int(7) == Some(0)
+        && (names.len() == 4 || int(9).is_some())
+}
+
+// ------------------------------------------------------------- the check
+
+#[derive(Default)]
+struct Tally {
+    vectors: u64,
+    by_outcome: BTreeMap<String, u64>,
+}
+
+impl Tally {
+    fn count(&mut self, what: String) {
+        *self.by_outcome.entry(what).or_default() += 1;
+    }
+
+    fn seen(&self, prefix: &str) -> u64 {
+        self.by_outcome
+            .iter()
+            .filter(|(k, _)| k.starts_with(prefix))
+            .map(|(_, n)| n)
+            .sum()
+    }
+}
+
+/// What was sent for one vector and read back.
+struct Outcome<'a> {
+    index: u64,
+    args: &'a [Vec<u8>],
+    wrap: Wrap,
+    expiry_before: Reply,
+    reply: Reply,
+    digest_before: &'a Reply,
+    digest_after: &'a Reply,
+    expiry_after: Reply,
+}
+
+struct Run {
+    seed: u64,
+    server: Server,
+}
+
+impl Run {
+    fn fail(&self, o: &Outcome<'_>, why: &str) -> ! {
+        let log = self.server.log();
+        let tail: Vec<&str> = log.lines().rev().take(20).collect();
+        panic!(
+            "fuzz vector #{} (LOCK_FUZZ_SEED={} to replay): {why}\n  vector: {}{}\n  reply: {:?}\n  \
+             digest before {:?} after {:?}\n  key expiry before {:?} after {:?}\n  server log tail:\n{}",
+            o.index,
+            self.seed,
+            show_vector(o.args),
+            o.wrap.label(),
+            o.reply,
+            o.digest_before,
+            o.digest_after,
+            o.expiry_before,
+            o.expiry_after,
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
+        );
+    }
+
+    fn check(&self, o: &Outcome<'_>, tally: &mut Tally) {
+        let unchanged = o.digest_before == o.digest_after && o.expiry_before == o.expiry_after;
+        let unknown_command = matches!(&o.reply, Reply::Error(e)
+            if e.starts_with(b"ERR unknown command")
+                || e.starts_with(b"ERR Unknown Redis command called from script"));
+        // A name with a NUL is unknown, or the command before the NUL
+        // (see `before_nul`).
+        let mut oracle_args = o.args.to_vec();
+        if o.args[0].contains(&0) && !unknown_command {
+            oracle_args[0] = before_nul(&o.args[0]).to_vec();
+        }
+        let expected = expect(&oracle_args);
+        let cmd_label = command(&o.args[0]).map_or("unknown", Cmd::name);
+        if o.args.iter().any(|a| a.len() >= HUGE_LEN) {
+            let outcome = match &o.reply {
+                Reply::Error(_) => "error",
+                Reply::Nil => "nil",
+                _ => "answer",
+            };
+            tally.count(format!("vectors with a 1 MB argument: {outcome}"));
+        }
+        if let Reply::Error(line) = &o.reply {
+            if !well_formed_error(line) {
+                self.fail(o, "error reply without an upper-case error code");
+            }
+            if !unchanged {
+                self.fail(o, "an error reply changed the data");
+            }
+            let text = String::from_utf8_lossy(line);
+            // Scripts refuse unknown commands and wrong arities with their
+            // own messages before the command runs.
+            let refused_by_script = o.wrap == Wrap::Script
+                && match &expected {
+                    Expect::Unknown => true,
+                    Expect::Error(want) => want.starts_with("ERR wrong number of arguments"),
+                    Expect::Valid { .. } => false,
+                };
+            match &expected {
+                _ if refused_by_script => {
+                    tally.count(format!("error from a script: {}", label(&text)))
+                }
+                Expect::Error(want) if *want != text => {
+                    self.fail(o, &format!("expected the error {want:?}"))
+                }
+                Expect::Error(want) => tally.count(format!("error {cmd_label}: {}", label(want))),
+                Expect::Unknown if !text.starts_with("ERR unknown command") => {
+                    self.fail(o, "expected an unknown-command error")
+                }
+                Expect::Unknown => tally.count("error unknown command".into()),
+                Expect::Valid { cmd, .. } => {
+                    if !data_error_allowed(*cmd, &text) {
+                        self.fail(o, "an error no valid vector may get");
+                    }
+                    if !line.iter().all(|b| (0x20..=0x7e).contains(b)) {
+                        self.fail(o, "an error line that is not printable ASCII");
+                    }
+                    tally.count(format!("error {cmd_label}: {}", label(&text)));
+                }
+            }
+            return;
+        }
+        let Expect::Valid {
+            cmd,
+            fence,
+            lease_ms,
+            blocks,
+        } = expected
+        else {
+            self.fail(o, "invalid arguments got an answer instead of an error");
+        };
+        // Lua numbers are doubles: a script gets integers past 2^53
+        // rounded, and i64::MAX - 1 comes back as i64::MIN.
+        let rounded_by_lua = o.wrap == Wrap::Script
+            && matches!(o.reply, Reply::Int(n) if n.unsigned_abs() >= 1 << 53);
+        let (valid, must_not_change) = match (cmd, &o.reply) {
+            (Cmd::Acquire | Cmd::Release, Reply::Int(_)) if rounded_by_lua => (true, false),
+            (Cmd::Acquire, Reply::Int(n)) => (fence || *n >= 1, false),
+            (Cmd::Acquire, Reply::Nil) => (true, true),
+            (Cmd::Release, Reply::Int(n)) => (*n >= 0, false),
+            (Cmd::Renew, Reply::Int(n)) => (*n == lease_ms, false),
+            (Cmd::ForceRelease, Reply::Int(n)) => (*n == 0 || *n == 1, *n == 0),
+            (Cmd::Info, reply) => (valid_info(reply, o.wrap == Wrap::Script), true),
+            _ => (false, false),
+        };
+        if !valid {
+            self.fail(o, &format!("not a valid answer to {}", cmd.name()));
+        }
+        if must_not_change && !unchanged {
+            self.fail(
+                o,
+                "a call that changes nothing by its answer changed the data",
+            );
+        }
+        let what = match &o.reply {
+            Reply::Nil if blocks && o.wrap != Wrap::Plain => "nil after BLOCK in MULTI or a script",
+            Reply::Nil if blocks => "nil after BLOCK",
+            Reply::Nil => "nil",
+            _ if fence => "answer with FENCE",
+            _ => "answer",
+        };
+        tally.count(format!("ok {}: {what}", cmd.name()));
+    }
+}
+
+fn env_u64(name: &str) -> Option<u64> {
+    let raw = std::env::var(name).ok()?;
+    let raw = raw.trim();
+    match raw.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => raw.parse().ok(),
+    }
+    .or_else(|| panic!("{name}={raw:?} is not a number"))
+}
+
+/// How a vector is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wrap {
+    Plain,
+    /// `MULTI`, the vector, `EXEC`.
+    Multi,
+    /// `EVAL "return redis.pcall(unpack(ARGV))" 0 <vector>`.
+    Script,
+}
+
+impl Wrap {
+    fn pick(rng: &mut Rng) -> Wrap {
+        match rng.below(32) {
+            0 | 1 => Wrap::Multi,
+            2 => Wrap::Script,
+            _ => Wrap::Plain,
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Wrap::Plain => "",
+            Wrap::Multi => " inside MULTI/EXEC",
+            Wrap::Script => " from a Lua script (EVAL, redis.pcall)",
+        }
+    }
+}
+
+const SCRIPT: &[u8] = b"return redis.pcall(unpack(ARGV))";
+
+/// A vector and how it is sent.
+struct Sent {
+    args: Vec<Vec<u8>>,
+    wrap: Wrap,
+}
+
+/// One pipelined batch: `PEXPIRETIME key`, the vector (see [`Wrap`]),
+/// `DEBUG DIGEST`, `PEXPIRETIME key` for each vector. The digest after a
+/// vector is the digest before the next one.
+fn send_batch(con: &mut Conn, batch: &[Sent]) -> io::Result<()> {
+    let mut buf = Vec::new();
+    for Sent { args, wrap } in batch {
+        let key = args.get(1).cloned().unwrap_or_default();
+        encode(&mut buf, &[b"PEXPIRETIME".to_vec(), key.clone()]);
+        match wrap {
+            Wrap::Plain => encode(&mut buf, args),
+            Wrap::Multi => {
+                encode(&mut buf, &[b"MULTI".to_vec()]);
+                encode(&mut buf, args);
+                encode(&mut buf, &[b"EXEC".to_vec()]);
+            }
+            Wrap::Script => {
+                let mut eval = vec![b"EVAL".to_vec(), SCRIPT.to_vec(), b"0".to_vec()];
+                eval.extend(args.iter().cloned());
+                encode(&mut buf, &eval);
+            }
+        }
+        encode(&mut buf, &[b"DEBUG".to_vec(), b"DIGEST".to_vec()]);
+        encode(&mut buf, &[b"PEXPIRETIME".to_vec(), key]);
+    }
+    con.send(&buf)
+}
+
+fn digest(con: &mut Conn) -> Reply {
+    con.call(&[b"DEBUG", b"DIGEST"])
+}
+
+#[test]
+fn random_argument_vectors_get_an_error_code_or_a_valid_answer_and_errors_change_nothing() {
+    let vectors = env_u64("LOCK_FUZZ_VECTORS").unwrap_or(40_000);
+    let trace = std::env::var_os("LOCK_FUZZ_TRACE").is_some();
+    let seed = env_u64("LOCK_FUZZ_SEED").unwrap_or(0x5EED_F022 ^ vectors);
+    eprintln!("fuzz: {vectors} vectors, seed {seed} (LOCK_FUZZ_SEED to replay)");
+
+    let run = Run {
+        seed,
+        server: Config::default()
+            .module_arg("default-lease-ms", &DEFAULT_LEASE_MS.to_string())
+            .start(),
+    };
+    let mut con = Conn::open(&run.server);
+    let mut rng = Rng(seed);
+    let mut tally = Tally::default();
+    let started = Instant::now();
+
+    let mut index = 0u64;
+    let mut reset = true;
+    let mut resp3 = false;
+    let mut before = Reply::Nil;
+    while index < vectors {
+        if reset || index.is_multiple_of(EPOCH) {
+            resp3 = rng.one_in(2);
+            con.call(&[b"HELLO", if resp3 { b"3" } else { b"2" }]);
+            load_fixtures(&mut con);
+            before = digest(&mut con);
+            reset = false;
+        }
+        // A batch ends at an epoch's end and after a 1 MB argument.
+        let mut batch = Vec::new();
+        while batch.len() < BATCH && index + (batch.len() as u64) < vectors {
+            let args = vector(&mut rng);
+            let huge = args.iter().any(|a| a.len() >= HUGE_LEN);
+            let wrap = Wrap::pick(&mut rng);
+            batch.push(Sent { args, wrap });
+            if huge || (index + batch.len() as u64).is_multiple_of(EPOCH) {
+                reset = huge;
+                break;
+            }
+        }
+        send_batch(&mut con, &batch).unwrap_or_else(|e| {
+            panic!(
+                "fuzz (LOCK_FUZZ_SEED={seed}): sending vectors #{index}.. failed: {e}\n{}",
+                run.server.log()
+            )
+        });
+        for Sent { args, wrap } in &batch {
+            let wrap = *wrap;
+            let mut read = || {
+                con.read().unwrap_or_else(|e| {
+                    panic!(
+                        "fuzz vector #{index} (LOCK_FUZZ_SEED={seed}): no reply ({e}); \
+                         the server died or hung?\n  vector: {}{}\n  resp3: {resp3}\n  server log:\n{}",
+                        show_vector(args),
+                        wrap.label(),
+                        run.server.log()
+                    )
+                })
+            };
+            let expiry_before = read();
+            let reply = if wrap == Wrap::Multi {
+                let multi = read();
+                let queued = read();
+                let exec = read();
+                match (multi, queued, exec) {
+                    // Arity and unknown commands are refused when queued,
+                    // and the transaction with them.
+                    (Reply::Status(ok), Reply::Error(e), Reply::Error(abort))
+                        if ok == b"OK" && abort.starts_with(b"EXECABORT") =>
+                    {
+                        Reply::Error(e)
+                    }
+                    (Reply::Status(ok), Reply::Status(q), Reply::Array(mut items))
+                        if ok == b"OK" && q == b"QUEUED" && items.len() == 1 =>
+                    {
+                        items.remove(0)
+                    }
+                    other => panic!(
+                        "fuzz vector #{index} (LOCK_FUZZ_SEED={seed}) in MULTI: replies {other:?}\n  \
+                         vector: {}",
+                        show_vector(args)
+                    ),
+                }
+            } else {
+                read()
+            };
+            let after = read();
+            let expiry_after = read();
+            if trace {
+                eprintln!(
+                    "#{index}{}: {} -> {reply:?}",
+                    wrap.label(),
+                    show_vector(args)
+                );
+            }
+            run.check(
+                &Outcome {
+                    index,
+                    args,
+                    wrap,
+                    expiry_before,
+                    reply,
+                    digest_before: &before,
+                    digest_after: &after,
+                    expiry_after,
+                },
+                &mut tally,
+            );
+            before = after;
+            index += 1;
+            tally.vectors += 1;
+        }
+    }
+    let elapsed = started.elapsed();
+
+    assert_eq!(
+        con.call(&[b"PING"]),
+        Reply::Status(b"PONG".to_vec()),
+        "PING after the fuzz"
+    );
+    let log = run.server.log();
+    for bad in [
+        "crashed by signal",
+        "BUG REPORT",
+        "ASSERTION",
+        "internal error",
+        "panicked",
+    ] {
+        assert!(
+            !log.contains(bad),
+            "fuzz (LOCK_FUZZ_SEED={seed}): server log has {bad:?}:\n{log}"
+        );
+    }
+    assert_eq!(run.server.stat("waiters"), 0, "waiters left behind");
+
+    let mut summary = String::new();
+    for (what, n) in &tally.by_outcome {
+        let _ = writeln!(summary, "  {n:>9}  {what}");
+    }
+    eprintln!(
+        "fuzz: {} vectors in {:.1?} ({:.0}/s), seed {seed}, by outcome:\n{summary}",
+        tally.vectors,
+        elapsed,
+        tally.vectors as f64 / elapsed.as_secs_f64()
+    );
+    assert_eq!(tally.vectors, vectors);
+    // The generator reaches every kind of outcome; a run too short to be
+    // sure of that checks nothing more.
+    if vectors >= 5000 {
+        for kind in [
+            "error lock.acquire: ERR syntax error",
+            "error lock.acquire: ERR invalid",
+            "error lock.acquire: ERR wrong number",
+            "error lock.renew: ERR syntax error",
+            "error lock.release: NOTOWNER",
+            "error lock.acquire: WRONGTYPE",
+            "error lock.info: WRONGTYPE",
+            "error lock.release: ERR owner must not be empty",
+            "ok lock.acquire: answer",
+            "ok lock.acquire: nil",
+            "ok lock.acquire: nil after BLOCK",
+            "ok lock.renew: answer",
+            "ok lock.release: answer",
+            "ok lock.forcerelease: answer",
+            "ok lock.info: answer",
+        ] {
+            assert!(
+                tally.seen(kind) > 0,
+                "the fuzz never produced {kind:?}:\n{summary}"
+            );
+        }
+    }
+}
+
+/// The largest valid `BLOCK` and lease values (which the fuzz sends short)
+/// queue a caller like any other: it is handed the lock, with a lease of up
+/// to 10^15 ms, when the holder releases, or answered nil when unblocked,
+/// and no deadline overflows.
+#[test]
+fn the_largest_valid_block_and_lease_values_wait_and_are_served() {
+    let server = Server::start();
+    let mut con = server.client();
+    let max = MAX_DURATION_MS.to_string();
+    let max_s = (MAX_DURATION_MS / 1000).to_string();
+    let cases: [(&str, &[&str]); 4] = [
+        ("BLOCK", &["PX", &max]),
+        ("block", &["EX", &max_s, "FENCE"]),
+        ("BLOCK", &["px", "999999999999999"]),
+        ("Block", &[]),
+    ];
+    for (i, (block, lease)) in cases.into_iter().enumerate() {
+        let key = format!("big-{i}");
+        assert_eq!(
+            acquire(&mut con, &key, "holder", &["PX", "600000"]),
+            Value::Int(1)
+        );
+        let mut waiter = server.client();
+        let id = client_id(&mut waiter);
+        let mut args = vec!["LOCK.ACQUIRE", key.as_str(), "waiter", block, &max];
+        args.extend_from_slice(lease);
+        send(&mut waiter, &args);
+        wait_for_waiters(&mut con, &key, 1);
+        if i % 2 == 0 {
+            let left: i64 = q(&mut con, &["LOCK.RELEASE", &key, "holder"]);
+            assert_eq!(left, 0);
+            assert_eq!(recv(&mut waiter).expect("reply"), Value::Int(1), "{args:?}");
+            assert_eq!(
+                lock_field(&mut con, &key, "owner").as_deref(),
+                Some("waiter")
+            );
+            let ttl: i64 = lock_field(&mut con, &key, "ttl")
+                .and_then(|t| t.parse().ok())
+                .expect("ttl");
+            assert!(ttl > 600_000, "{args:?}: lease {ttl}");
+        } else {
+            let unblocked: i64 = q(&mut con, &["CLIENT", "UNBLOCK", &id.to_string()]);
+            assert_eq!(unblocked, 1);
+            assert_eq!(recv(&mut waiter).expect("reply"), Value::Nil, "{args:?}");
+            assert_eq!(
+                lock_field(&mut con, &key, "owner").as_deref(),
+                Some("holder")
+            );
+        }
+        assert_eq!(waiters(&mut con, &key), 0);
+    }
+    assert_eq!(server.stat("waiters"), 0);
+    let log = server.log();
+    for bad in [
+        "crashed by signal",
+        "ASSERTION",
+        "internal error",
+        "panicked",
+    ] {
+        assert!(!log.contains(bad), "server log has {bad:?}:\n{log}");
+    }
+}
