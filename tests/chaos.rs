@@ -1,7 +1,8 @@
 //! History checker under faults. Many clients run random LOCK.* operations
 //! against one master (AOF on, one replica) while a fault thread injects
 //! force-releases, FLUSHALL, client kills, DEBUG RELOAD, BGREWRITEAOF,
-//! CLIENT PAUSE WRITE windows and default-lease changes. Every operation is
+//! CLIENT PAUSE WRITE windows, default-lease changes and restarts from the
+//! AOF. Every operation is
 //! recorded with its client-side send and receive times; afterwards the
 //! whole history is checked:
 //!
@@ -101,6 +102,12 @@ fn outcome(r: redis::RedisResult<Value>) -> Outcome {
     }
 }
 
+/// Redis refuses commands while it loads the AOF after a restart; such a
+/// command did nothing.
+fn loading(error: &str) -> bool {
+    error.starts_with("LOADING")
+}
+
 /// A hold as its owner knew it.
 #[derive(Debug, Clone)]
 struct Hold {
@@ -134,6 +141,9 @@ enum FaultKind {
     RewriteAof,
     PauseWrites,
     DefaultLease,
+    /// SHUTDOWN (the AOF is fsynced on every write) and start again on the
+    /// same port: every client is disconnected, every lock must survive.
+    Restart,
 }
 
 #[derive(Debug, Clone)]
@@ -218,7 +228,11 @@ struct Client<'s> {
 impl Client<'_> {
     fn conn(&mut self) -> Option<&mut Connection> {
         if self.con.is_none() {
-            let mut con = connect(&self.addr)?;
+            let Some(mut con) = connect(&self.addr) else {
+                // The server is restarting: do not spin.
+                thread::sleep(Duration::from_millis(10));
+                return None;
+            };
             let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut con).ok()?;
             if let Ok(mut ids) = self.shared.client_ids.lock() {
                 ids[self.id] = Some(id);
@@ -305,6 +319,7 @@ impl Client<'_> {
             let reply = match got {
                 Outcome::Int(n) => n,
                 Outcome::Nil | Outcome::Unknown => continue,
+                Outcome::Error(e) if loading(&e) => continue,
                 other => {
                     self.anomaly(format!("{args:?} answered {other:?}"));
                     continue;
@@ -362,7 +377,8 @@ impl Client<'_> {
                     (_, _, other) => {
                         // The lease may have run out, or been revoked, and
                         // someone else may hold it now.
-                        if !matches!(other, Outcome::Nil) {
+                        let refused = matches!(&other, Outcome::Error(e) if loading(e));
+                        if other != Outcome::Nil && !refused {
                             self.anomaly(format!("re-entry {args:?} answered {other:?}"));
                         }
                     }
@@ -385,7 +401,7 @@ impl Client<'_> {
                     (s, _, Outcome::Unknown) => {
                         bound = bound.min(s + Duration::from_millis(renewal));
                     }
-                    (_, _, Outcome::Error(e)) if e.starts_with("NOTOWNER") => {}
+                    (_, _, Outcome::Error(e)) if e.starts_with("NOTOWNER") || loading(&e) => {}
                     (_, _, other) => self.anomaly(format!("{args:?} answered {other:?}")),
                 }
             }
@@ -400,7 +416,7 @@ impl Client<'_> {
                     match got {
                         Outcome::Int(n) if n > 0 => continue,
                         Outcome::Int(_) | Outcome::Unknown => {}
-                        Outcome::Error(e) if e.starts_with("NOTOWNER") => {}
+                        Outcome::Error(e) if e.starts_with("NOTOWNER") || loading(&e) => {}
                         other => self.anomaly(format!("{args:?} answered {other:?}")),
                     }
                     hold.end = hold.end.min(s);
@@ -414,13 +430,30 @@ impl Client<'_> {
     }
 }
 
-fn inject_faults(shared: &Shared, addr: &str, seed: u64) {
+fn inject_faults(shared: &Shared, master: &Mutex<Server>, seed: u64) {
     let mut rng = Rng(seed);
     let mut con = None;
+    let addr = master.lock().expect("master").addr();
     while !shared.stop.load(Ordering::Relaxed) {
         thread::sleep(Duration::from_millis(rng.range(40, 200)));
+        if rng.chance(25) {
+            let send = shared.now();
+            master.lock().expect("master").restart();
+            let recv = shared.now();
+            con = None;
+            if let Ok(mut h) = shared.history.lock() {
+                h.faults.push(Fault {
+                    kind: FaultKind::Restart,
+                    key: None,
+                    removed: false,
+                    send,
+                    recv,
+                });
+            }
+            continue;
+        }
         if con.is_none() {
-            con = connect(addr);
+            con = connect(&addr);
         }
         let Some(c) = con.as_mut() else {
             continue;
@@ -616,7 +649,12 @@ fn check_tokens(holds: &[Hold], faults: &[Fault], keys: usize) -> Vec<String> {
 fn check_fifo(waits: &[Wait], faults: &[Fault]) -> Vec<String> {
     let stalls: Vec<(Duration, Duration)> = faults
         .iter()
-        .filter(|f| matches!(f.kind, FaultKind::DebugReload | FaultKind::PauseWrites))
+        .filter(|f| {
+            matches!(
+                f.kind,
+                FaultKind::DebugReload | FaultKind::PauseWrites | FaultKind::Restart
+            )
+        })
         .map(|f| (f.send, f.recv + Duration::from_millis(80)))
         .collect();
     let mut violations = Vec::new();
@@ -661,6 +699,8 @@ fn history_under_faults_keeps_every_guarantee() {
         .module_arg("default-lease-ms", "300")
         .start();
     let replica = master.start_replica(Config::default());
+    let addr = master.addr();
+    let master = Mutex::new(master);
     let shared = Arc::new(Shared {
         epoch: Instant::now(),
         stop: AtomicBool::new(false),
@@ -672,7 +712,7 @@ fn history_under_faults_keeps_every_guarantee() {
     thread::scope(|s| {
         for id in 0..clients {
             let shared = &*shared;
-            let addr = master.addr();
+            let addr = addr.clone();
             s.spawn(move || {
                 Client {
                     id,
@@ -687,12 +727,13 @@ fn history_under_faults_keeps_every_guarantee() {
             });
         }
         let shared = &*shared;
-        let addr = master.addr();
-        s.spawn(move || inject_faults(shared, &addr, seed.rotate_left(17)));
+        let master = &master;
+        s.spawn(move || inject_faults(shared, master, seed.rotate_left(17)));
         thread::sleep(Duration::from_secs(secs));
         shared.stop.store(true, Ordering::Relaxed);
     });
 
+    let master = master.into_inner().expect("master");
     let mut con = master.client();
     let mut history = std::mem::take(&mut *shared.history.lock().expect("history"));
 
