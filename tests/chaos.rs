@@ -9,8 +9,8 @@
 //! - mutual exclusion: no two owners' holds overlap in real time;
 //! - fencing tokens strictly increase in grant order (per FLUSHALL epoch);
 //! - FIFO: no blocked waiter is overtaken by a caller that queued after it;
-//! - liveness: within one lease of the end every lock is free and nobody
-//!   waits;
+//! - liveness: within one lease of the end every lock is free, nobody
+//!   waits, and the module can be unloaded;
 //! - the replica and an AOF reload end with the master's `DEBUG DIGEST`.
 //!
 //! A hold counts from the grant's reply to the earliest of: the release
@@ -696,6 +696,7 @@ fn history_under_faults_keeps_every_guarantee() {
 
     let master = Config::default()
         .aof()
+        .arg("enable-module-command", "yes")
         .module_arg("default-lease-ms", "300")
         .start();
     let replica = master.start_replica(Config::default());
@@ -769,6 +770,11 @@ fn history_under_faults_keeps_every_guarantee() {
     });
     let _: () = q(&mut con, &["DEBUG", "LOADAOF"]);
     assert_eq!(digest(&master), want, "AOF reload changed the data");
+    // Nothing of the module is left running: it can be unloaded (Redis
+    // refuses while any of its timers is armed).
+    wait_until("MODULE UNLOAD accepted", || {
+        raw(&mut con, &["MODULE", "UNLOAD", "lock"]).is_ok()
+    });
     assert!(
         !master.log().contains("crashed by signal"),
         "server crashed: {}",
