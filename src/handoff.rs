@@ -179,7 +179,8 @@ pub fn ensure_lease_timer(
     let Some(deadline) = lease_end() else {
         return;
     };
-    let ttl = deadline.saturating_sub(ffi::now_ms()).max(0);
+    let now = ffi::now_ms();
+    let ttl = deadline.saturating_sub(now).max(0);
     // Redis expires a key once the clock is past its deadline millisecond,
     // and not before: a lease lasts at least what its holder asked for from
     // the moment it sent the request (the deadline is the current
@@ -187,7 +188,7 @@ pub fn ensure_lease_timer(
     // deadline. A TTL set by hand can be far longer than the server's timer
     // arithmetic allows: such a timer fires early and is re-armed.
     let delay = ttl.saturating_add(1).min(MAX_DURATION_MS);
-    let fires_at = ffi::now_ms() + delay;
+    let fires_at = now + delay;
     if reg
         .lease_timer(lock)
         .is_some_and(|t| t.fires_at <= fires_at)

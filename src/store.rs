@@ -247,10 +247,14 @@ pub fn read_token(ctx: &Context, lock: &[u8]) -> Result<i64, LockError> {
     }
 }
 
-/// The fencing counter for LOCK.INFO: only when it exists, holds an integer
-/// and is in the lock's slot.
+/// The fencing counter for LOCK.INFO: only when it exists, holds an integer,
+/// is in the lock's slot, and the caller may read it.
 pub fn existing_token(ctx: &Context, lock: &[u8]) -> Option<i64> {
-    let name = ffi::string(ctx, &token_key_in_slot(lock).ok()?);
+    let token_key = token_key_in_slot(lock).ok()?;
+    if !ffi::may_read_key(ctx, &token_key) {
+        return None;
+    }
+    let name = ffi::string(ctx, &token_key);
     let key = Key::open(ctx, &name, false)?;
     (key.kind() == KeyKind::String)
         .then(|| parse_i64(&key.string_value()))

@@ -51,31 +51,6 @@ fn env_or(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// splitmix64: small, seedable, good enough to pick operations.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-
-    fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.below(hi - lo + 1)
-    }
-
-    fn chance(&mut self, one_in: u64) -> bool {
-        self.below(one_in) == 0
-    }
-}
-
 #[derive(Debug, Clone, PartialEq)]
 enum Outcome {
     Int(i64),
@@ -290,9 +265,9 @@ impl Client<'_> {
         while !self.shared.stop.load(Ordering::Relaxed) {
             let key = self.rng.below(self.shared.keys.len() as u64) as usize;
             let name = self.shared.keys[key].clone();
-            let lease = (!self.rng.chance(5)).then(|| self.rng.range(150, MAX_LEASE_MS));
-            let block = (!self.rng.chance(4)).then(|| self.rng.range(10, 250));
-            let fence = self.rng.chance(3);
+            let lease = (!self.rng.one_in(5)).then(|| self.rng.range(150, MAX_LEASE_MS));
+            let block = (!self.rng.one_in(4)).then(|| self.rng.range(10, 250));
+            let fence = self.rng.one_in(3);
             let mut args = vec!["LOCK.ACQUIRE".to_string(), name.clone(), self.owner()];
             if let Some(ms) = lease {
                 args.extend(["PX".into(), ms.to_string()]);
@@ -343,7 +318,7 @@ impl Client<'_> {
             };
             let mut holds = 1;
             // Re-entry: one more hold and a fresh lease.
-            if self.rng.chance(8) {
+            if self.rng.one_in(8) {
                 let again = self.rng.range(150, MAX_LEASE_MS);
                 let args = vec![
                     "LOCK.ACQUIRE".to_string(),
@@ -386,7 +361,7 @@ impl Client<'_> {
             }
             // The critical section.
             thread::sleep(Duration::from_millis(self.rng.below(lease_ms / 3)));
-            if self.rng.chance(5) {
+            if self.rng.one_in(5) {
                 let renewal = self.rng.range(150, MAX_LEASE_MS);
                 let args = vec![
                     "LOCK.RENEW".to_string(),
@@ -407,7 +382,7 @@ impl Client<'_> {
             }
             hold.end = bound;
             // Sometimes the owner walks away and lets the lease end it.
-            if self.rng.chance(10) {
+            if self.rng.one_in(10) {
                 self.generation += 1;
             } else {
                 let args = vec!["LOCK.RELEASE".to_string(), name.clone(), self.owner()];
@@ -436,7 +411,7 @@ fn inject_faults(shared: &Shared, master: &Mutex<Server>, seed: u64) {
     let addr = master.lock().expect("master").addr();
     while !shared.stop.load(Ordering::Relaxed) {
         thread::sleep(Duration::from_millis(rng.range(40, 200)));
-        if rng.chance(25) {
+        if rng.one_in(25) {
             let send = shared.now();
             master.lock().expect("master").restart();
             let recv = shared.now();

@@ -54,38 +54,6 @@ const BATCH: usize = 64;
 const HUGE_ONE_IN: u64 = 4000;
 const HUGE_LEN: usize = 1 << 20;
 
-// ------------------------------------------------------------------ PRNG
-
-/// splitmix64: tiny, seedable, good enough to drive a fuzzer.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (`n > 0`).
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn one_in(&mut self, n: u64) -> bool {
-        self.below(n) == 0
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len() as u64) as usize]
-    }
-
-    fn range(&mut self, lo: i64, hi: i64) -> i64 {
-        lo + self.below((hi - lo + 1) as u64) as i64
-    }
-}
-
 // ------------------------------------------------------------------ RESP
 
 #[derive(Clone, PartialEq)]
@@ -491,12 +459,12 @@ fn random_bytes(rng: &mut Rng) -> Vec<u8> {
 fn number(rng: &mut Rng) -> Vec<u8> {
     match rng.below(6) {
         0 | 1 => rng.pick(NUMBERS).to_vec(),
-        2 => rng.range(-100, 5000).to_string().into_bytes(),
+        2 => (rng.range(0, 5100) as i64 - 100).to_string().into_bytes(),
         3 => (rng.next() as i64).to_string().into_bytes(),
         4 => {
             // Around the duration limit, in ms and in s.
             let base = *rng.pick(&[MAX_DURATION_MS, MAX_DURATION_MS / 1000, i64::MAX / 1000]);
-            (base + rng.range(-2, 2)).to_string().into_bytes()
+            (base + rng.range(0, 4) as i64 - 2).to_string().into_bytes()
         }
         _ => {
             let digits = rng.range(1, 40) as usize;

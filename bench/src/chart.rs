@@ -88,26 +88,12 @@ pub fn draw(data: &S2Chart, path: &Path, date: &str) -> Result<(), Box<dyn Error
         ))?
         .label(format!("ping floor ({:.0}/s)", data.ping))
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLACK));
-    for (i, (name, rates, _)) in data.series.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()];
-        let pts = points(&xs, rates);
-        chart
-            .draw_series(LineSeries::new(
-                pts.clone(),
-                ShapeStyle::from(&color).stroke_width(2),
-            ))?
-            .label(name.as_str())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
-            });
-        chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
-    }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()?;
+    let rates: Vec<(&str, &[f64])> = data
+        .series
+        .iter()
+        .map(|(name, rates, _)| (name.as_str(), rates.as_slice()))
+        .collect();
+    draw_lines(&mut chart, &xs, &rates, SeriesLabelPosition::LowerLeft)?;
 
     // p99 wait.
     let (lo, hi) = range(data.series.iter().flat_map(|s| s.2.iter().copied()));
@@ -133,15 +119,37 @@ pub fn draw(data: &S2Chart, path: &Path, date: &str) -> Result<(), Box<dyn Error
             }
         })
         .draw()?;
-    for (i, (name, _, p99)) in data.series.iter().enumerate() {
+    let p99s: Vec<(&str, &[f64])> = data
+        .series
+        .iter()
+        .map(|(name, _, p99)| (name.as_str(), p99.as_slice()))
+        .collect();
+    draw_lines(&mut chart, &xs, &p99s, SeriesLabelPosition::UpperLeft)?;
+    root.present()?;
+    Ok(())
+}
+
+/// One line with point marks per protocol, and the legend.
+fn draw_lines<'a, DB, CT>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    xs: &[f64],
+    series: &[(&str, &[f64])],
+    legend: SeriesLabelPosition,
+) -> Result<(), Box<dyn Error>>
+where
+    DB: DrawingBackend + 'a,
+    DB::ErrorType: 'static,
+    CT: CoordTranslate<From = (f64, f64)>,
+{
+    for (i, &(name, values)) in series.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
-        let pts = points(&xs, p99);
+        let pts = points(xs, values);
         chart
             .draw_series(LineSeries::new(
                 pts.clone(),
                 ShapeStyle::from(&color).stroke_width(2),
             ))?
-            .label(name.as_str())
+            .label(name)
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
             });
@@ -149,11 +157,10 @@ pub fn draw(data: &S2Chart, path: &Path, date: &str) -> Result<(), Box<dyn Error
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(legend)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()?;
-    root.present()?;
     Ok(())
 }
 

@@ -226,10 +226,7 @@ pub fn info(ctx: &Context, args: &[RedisString]) -> RedisResult {
             ("ttl", Field::Int(ttl.unwrap_or(-1))),
             ("waiters", Field::Int(waiters as i64)),
         ];
-        // Only for a caller that may read the token key itself.
-        let token = store::existing_token(ctx, name.as_slice()).filter(|_| {
-            token_key_in_slot(name.as_slice()).is_ok_and(|key| ffi::may_read_key(ctx, &key))
-        });
+        let token = store::existing_token(ctx, name.as_slice());
         if let Some(token) = token {
             fields.push(("token", Field::Int(token)));
         }
