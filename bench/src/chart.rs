@@ -5,6 +5,7 @@
 use std::error::Error;
 use std::path::Path;
 
+use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::throughput::S2Chart;
@@ -52,58 +53,66 @@ pub fn draw(data: &S2Chart, path: &Path, date: &str) -> Result<(), Box<dyn Error
     let x_max = data.counts.iter().copied().max().unwrap_or(256) as f64 * 1.3;
     let xs: Vec<f64> = data.counts.iter().map(|&c| c as f64).collect();
 
-    // Acquisitions per second.
-    let (lo, hi) = range(
-        data.series
-            .iter()
-            .flat_map(|s| s.1.iter().copied())
-            .chain(std::iter::once(data.ping)),
-    );
-    let mut chart = ChartBuilder::on(&left)
-        .caption("acquisitions/s (log)", ("sans-serif", 16))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d(
-            (0.8f64..x_max).log_scale().with_key_points(xs.clone()),
-            (lo..hi).log_scale(),
-        )?;
-    chart
-        .configure_mesh()
-        .x_desc("clients")
-        .x_labels(10)
-        .x_label_formatter(&|x| format!("{x:.0}"))
-        .y_label_formatter(&|y| {
+    let rates: Vec<(&str, &[f64])> = data.series.iter().map(|s| (&*s.0, &*s.1)).collect();
+    let p99s: Vec<(&str, &[f64])> = data.series.iter().map(|s| (&*s.0, &*s.2)).collect();
+    panel(
+        &left,
+        "acquisitions/s (log)",
+        (&xs, x_max),
+        &rates,
+        Some((format!("ping floor ({:.0}/s)", data.ping), data.ping)),
+        &|y| {
             if *y >= 1000.0 {
                 format!("{:.0}k", y / 1000.0)
             } else {
                 format!("{y:.0}")
             }
-        })
-        .draw()?;
-    chart
-        .draw_series(LineSeries::new(
-            [(0.8, data.ping), (x_max, data.ping)],
-            ShapeStyle::from(&BLACK).stroke_width(1),
-        ))?
-        .label(format!("ping floor ({:.0}/s)", data.ping))
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLACK));
-    let rates: Vec<(&str, &[f64])> = data
-        .series
-        .iter()
-        .map(|(name, rates, _)| (name.as_str(), rates.as_slice()))
-        .collect();
-    draw_lines(&mut chart, &xs, &rates, SeriesLabelPosition::LowerLeft)?;
+        },
+        SeriesLabelPosition::LowerLeft,
+    )?;
+    panel(
+        &right,
+        "p99 wait, ms (log)",
+        (&xs, x_max),
+        &p99s,
+        None,
+        &|y| {
+            if *y >= 1.0 {
+                format!("{y:.0}")
+            } else {
+                format!("{y}")
+            }
+        },
+        SeriesLabelPosition::UpperLeft,
+    )?;
+    root.present()?;
+    Ok(())
+}
 
-    // p99 wait.
-    let (lo, hi) = range(data.series.iter().flat_map(|s| s.2.iter().copied()));
-    let mut chart = ChartBuilder::on(&right)
-        .caption("p99 wait, ms (log)", ("sans-serif", 16))
+/// One panel on log axes: a line with point marks per protocol, an
+/// optional horizontal floor, and the legend.
+fn panel(
+    area: &DrawingArea<SVGBackend<'_>, Shift>,
+    caption: &str,
+    (xs, x_max): (&[f64], f64),
+    series: &[(&str, &[f64])],
+    floor: Option<(String, f64)>,
+    y_label: &dyn Fn(&f64) -> String,
+    legend: SeriesLabelPosition,
+) -> Result<(), Box<dyn Error>> {
+    let (lo, hi) = range(
+        series
+            .iter()
+            .flat_map(|s| s.1.iter().copied())
+            .chain(floor.as_ref().map(|f| f.1)),
+    );
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 16))
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(70)
         .build_cartesian_2d(
-            (0.8f64..x_max).log_scale().with_key_points(xs.clone()),
+            (0.8f64..x_max).log_scale().with_key_points(xs.to_vec()),
             (lo..hi).log_scale(),
         )?;
     chart
@@ -111,36 +120,17 @@ pub fn draw(data: &S2Chart, path: &Path, date: &str) -> Result<(), Box<dyn Error
         .x_desc("clients")
         .x_labels(10)
         .x_label_formatter(&|x| format!("{x:.0}"))
-        .y_label_formatter(&|y| {
-            if *y >= 1.0 {
-                format!("{y:.0}")
-            } else {
-                format!("{y}")
-            }
-        })
+        .y_label_formatter(y_label)
         .draw()?;
-    let p99s: Vec<(&str, &[f64])> = data
-        .series
-        .iter()
-        .map(|(name, _, p99)| (name.as_str(), p99.as_slice()))
-        .collect();
-    draw_lines(&mut chart, &xs, &p99s, SeriesLabelPosition::UpperLeft)?;
-    root.present()?;
-    Ok(())
-}
-
-/// One line with point marks per protocol, and the legend.
-fn draw_lines<'a, DB, CT>(
-    chart: &mut ChartContext<'a, DB, CT>,
-    xs: &[f64],
-    series: &[(&str, &[f64])],
-    legend: SeriesLabelPosition,
-) -> Result<(), Box<dyn Error>>
-where
-    DB: DrawingBackend + 'a,
-    DB::ErrorType: 'static,
-    CT: CoordTranslate<From = (f64, f64)>,
-{
+    if let Some((label, y)) = floor {
+        chart
+            .draw_series(LineSeries::new(
+                [(0.8, y), (x_max, y)],
+                ShapeStyle::from(&BLACK).stroke_width(1),
+            ))?
+            .label(label)
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLACK));
+    }
     for (i, &(name, values)) in series.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
         let pts = points(xs, values);
