@@ -1,10 +1,10 @@
 //! History checker under faults. Many clients run random LOCK.* operations
 //! against one master (AOF on, one replica) while a fault thread injects
 //! force-releases, FLUSHALL, client kills, DEBUG RELOAD, BGREWRITEAOF,
-//! CLIENT PAUSE WRITE windows, default-lease changes and restarts from the
-//! AOF. Every operation is
-//! recorded with its client-side send and receive times; afterwards the
-//! whole history is checked:
+//! CLIENT PAUSE WRITE windows, default-lease changes, restarts from the AOF
+//! and promotions of the replica after WAIT. Every operation is recorded
+//! with its client-side send and receive times; afterwards the whole
+//! history is checked:
 //!
 //! - mutual exclusion: no two owners' holds overlap in real time;
 //! - fencing tokens strictly increase in grant order (per FLUSHALL epoch);
@@ -77,10 +77,19 @@ fn outcome(r: redis::RedisResult<Value>) -> Outcome {
     }
 }
 
-/// Redis refuses commands while it loads the AOF after a restart; such a
-/// command did nothing.
-fn loading(error: &str) -> bool {
-    error.starts_with("LOADING")
+/// Errors that say the command did nothing: Redis refuses commands while
+/// it loads the AOF after a restart, a demoted master refuses writes
+/// (READONLY) and answers its blocked callers UNBLOCKED.
+fn refused(error: &str) -> bool {
+    ["LOADING", "READONLY", "UNBLOCKED"]
+        .iter()
+        .any(|code| error.starts_with(code))
+}
+
+/// After these the connection is useless: the server closes it after an
+/// UNBLOCKED, and a READONLY server is no longer the master.
+fn moved_on(error: &str) -> bool {
+    error.starts_with("READONLY") || error.starts_with("UNBLOCKED")
 }
 
 /// A hold as its owner knew it.
@@ -119,6 +128,10 @@ enum FaultKind {
     /// SHUTDOWN (the AOF is fsynced on every write) and start again on the
     /// same port: every client is disconnected, every lock must survive.
     Restart,
+    /// A planned failover: writes paused, WAIT until the replica has them,
+    /// `REPLICAOF NO ONE` on the replica, clients sent to it, the old
+    /// master made its replica. Locks and tokens must carry over.
+    Promote,
 }
 
 #[derive(Debug, Clone)]
@@ -158,6 +171,8 @@ struct Shared {
     /// Current CLIENT ID of each client's connection.
     client_ids: Mutex<Vec<Option<i64>>>,
     keys: Vec<String>,
+    /// The master's address, which clients (re)connect to.
+    master_addr: Mutex<String>,
 }
 
 impl Shared {
@@ -194,7 +209,6 @@ struct Client<'s> {
     /// acquire of that key would be a re-entry).
     generation: usize,
     seed: u64,
-    addr: String,
     con: Option<Connection>,
     rng: Rng,
     shared: &'s Shared,
@@ -203,7 +217,8 @@ struct Client<'s> {
 impl Client<'_> {
     fn conn(&mut self) -> Option<&mut Connection> {
         if self.con.is_none() {
-            let Some(mut con) = connect(&self.addr) else {
+            let addr = self.shared.master_addr.lock().ok()?.clone();
+            let Some(mut con) = connect(&addr) else {
                 // The server is restarting: do not spin.
                 thread::sleep(Duration::from_millis(10));
                 return None;
@@ -226,12 +241,17 @@ impl Client<'_> {
             None => Outcome::Unknown,
         };
         let recv = shared.now();
-        if result == Outcome::Unknown {
+        match &result {
             // Whatever it held or was granted may still be held: like a
             // process that lost its connection and restarted, go on as a
             // new owner.
-            self.con = None;
-            self.generation += 1;
+            Outcome::Unknown => {
+                self.con = None;
+                self.generation += 1;
+            }
+            // Nothing ran; the next request goes to the current master.
+            Outcome::Error(e) if moved_on(e) => self.con = None,
+            _ => {}
         }
         if let Ok(mut h) = shared.history.lock() {
             h.operations += 1;
@@ -294,7 +314,7 @@ impl Client<'_> {
             let reply = match got {
                 Outcome::Int(n) => n,
                 Outcome::Nil | Outcome::Unknown => continue,
-                Outcome::Error(e) if loading(&e) => continue,
+                Outcome::Error(e) if refused(&e) => continue,
                 other => {
                     self.anomaly(format!("{args:?} answered {other:?}"));
                     continue;
@@ -352,8 +372,8 @@ impl Client<'_> {
                     (_, _, other) => {
                         // The lease may have run out, or been revoked, and
                         // someone else may hold it now.
-                        let refused = matches!(&other, Outcome::Error(e) if loading(e));
-                        if other != Outcome::Nil && !refused {
+                        let did_nothing = matches!(&other, Outcome::Error(e) if refused(e));
+                        if other != Outcome::Nil && !did_nothing {
                             self.anomaly(format!("re-entry {args:?} answered {other:?}"));
                         }
                     }
@@ -376,7 +396,7 @@ impl Client<'_> {
                     (s, _, Outcome::Unknown) => {
                         bound = bound.min(s + Duration::from_millis(renewal));
                     }
-                    (_, _, Outcome::Error(e)) if e.starts_with("NOTOWNER") || loading(&e) => {}
+                    (_, _, Outcome::Error(e)) if e.starts_with("NOTOWNER") || refused(&e) => {}
                     (_, _, other) => self.anomaly(format!("{args:?} answered {other:?}")),
                 }
             }
@@ -391,7 +411,10 @@ impl Client<'_> {
                     match got {
                         Outcome::Int(n) if n > 0 => continue,
                         Outcome::Int(_) | Outcome::Unknown => {}
-                        Outcome::Error(e) if e.starts_with("NOTOWNER") || loading(&e) => {}
+                        Outcome::Error(e) if e.starts_with("NOTOWNER") => {}
+                        // The release did not run: walk away and let the
+                        // lease end the hold.
+                        Outcome::Error(e) if refused(&e) => self.generation += 1,
                         other => self.anomaly(format!("{args:?} answered {other:?}")),
                     }
                     hold.end = hold.end.min(s);
@@ -405,30 +428,94 @@ impl Client<'_> {
     }
 }
 
-fn inject_faults(shared: &Shared, master: &Mutex<Server>, seed: u64) {
+/// The master and its replica; a promotion swaps them.
+struct Pair {
+    master: Server,
+    replica: Server,
+}
+
+impl Pair {
+    /// A planned failover, as an operator (or Sentinel) runs it: pause
+    /// writes, WAIT until the replica has every write, promote it, point the
+    /// clients at it, make the old master its replica, resume. False (and
+    /// nothing changed) when the replica is not in sync.
+    fn promote(&mut self, shared: &Shared) -> bool {
+        let link = self.replica.info_field("replication", "master_link_status");
+        if link.as_deref() != Some("up") {
+            return false;
+        }
+        let mut old = self.master.client();
+        let _: () = q(&mut old, &["CLIENT", "PAUSE", "10000", "WRITE"]);
+        if q::<i64>(&mut old, &["WAIT", "1", "2000"]) < 1 {
+            let _: () = q(&mut old, &["CLIENT", "UNPAUSE"]);
+            return false;
+        }
+        let _: () = q(&mut self.replica.client(), &["REPLICAOF", "NO", "ONE"]);
+        if let Ok(mut addr) = shared.master_addr.lock() {
+            *addr = self.replica.addr();
+        }
+        // Its blocked callers are answered UNBLOCKED; the paused ones READONLY.
+        let port = self.replica.port.to_string();
+        let _: () = q(&mut old, &["REPLICAOF", "127.0.0.1", &port]);
+        let _: () = q(&mut old, &["CLIENT", "UNPAUSE"]);
+        std::mem::swap(&mut self.master, &mut self.replica);
+        true
+    }
+}
+
+/// Injects random faults for `run`; every run promotes the replica (by a
+/// third of the run) and restarts the master (by two thirds) at least once.
+fn inject_faults(shared: &Shared, servers: &Mutex<Pair>, seed: u64, run: Duration) {
     let mut rng = Rng(seed);
     let mut con = None;
-    let addr = master.lock().expect("master").addr();
+    let mut done_once = (false, false);
     while !shared.stop.load(Ordering::Relaxed) {
         thread::sleep(Duration::from_millis(rng.range(40, 200)));
-        if rng.one_in(25) {
+        let now = shared.now();
+        let whole_server = if !done_once.0 && now > run / 3 {
+            Some(FaultKind::Promote)
+        } else if !done_once.1 && now > run * 2 / 3 {
+            Some(FaultKind::Restart)
+        } else {
+            match rng.below(50) {
+                0 | 1 => Some(FaultKind::Restart),
+                2 | 3 => Some(FaultKind::Promote),
+                _ => None,
+            }
+        };
+        if let Some(kind) = whole_server {
             let send = shared.now();
-            master.lock().expect("master").restart();
+            let mut pair = servers.lock().expect("servers");
+            let done = match kind {
+                FaultKind::Restart => {
+                    pair.master.restart();
+                    true
+                }
+                _ => pair.promote(shared),
+            };
+            drop(pair);
             let recv = shared.now();
             con = None;
-            if let Ok(mut h) = shared.history.lock() {
-                h.faults.push(Fault {
-                    kind: FaultKind::Restart,
-                    key: None,
-                    removed: false,
-                    send,
-                    recv,
-                });
+            if done {
+                match kind {
+                    FaultKind::Promote => done_once.0 = true,
+                    _ => done_once.1 = true,
+                }
+                if let Ok(mut h) = shared.history.lock() {
+                    h.faults.push(Fault {
+                        kind,
+                        key: None,
+                        removed: false,
+                        send,
+                        recv,
+                    });
+                }
             }
             continue;
         }
         if con.is_none() {
-            con = connect(&addr);
+            let addr = shared.master_addr.lock().map(|a| a.clone());
+            con = addr.ok().and_then(|a| connect(&a));
         }
         let Some(c) = con.as_mut() else {
             continue;
@@ -627,7 +714,10 @@ fn check_fifo(waits: &[Wait], faults: &[Fault]) -> Vec<String> {
         .filter(|f| {
             matches!(
                 f.kind,
-                FaultKind::DebugReload | FaultKind::PauseWrites | FaultKind::Restart
+                FaultKind::DebugReload
+                    | FaultKind::PauseWrites
+                    | FaultKind::Restart
+                    | FaultKind::Promote
             )
         })
         .map(|f| (f.send, f.recv + Duration::from_millis(80)))
@@ -669,32 +759,41 @@ fn history_under_faults_keeps_every_guarantee() {
         "chaos: {secs} s, {clients} clients, {keys} keys, seed {seed} (LOCK_CHAOS_SEED to replay)"
     );
 
-    let master = Config::default()
+    // Either may be promoted, so both are configured alike, and the
+    // replica is attached at run time: a restart brings a server back as a
+    // master.
+    let config = Config::default()
         .aof()
         .arg("enable-module-command", "yes")
-        .module_arg("default-lease-ms", "300")
-        .start();
-    let replica = master.start_replica(Config::default());
-    let addr = master.addr();
-    let master = Mutex::new(master);
+        .module_arg("default-lease-ms", "300");
+    let master = config.clone().start();
+    let replica = config.start();
+    let port = master.port.to_string();
+    let _: () = q(&mut replica.client(), &["REPLICAOF", "127.0.0.1", &port]);
+    wait_until("replica link up", || {
+        replica
+            .info_field("replication", "master_link_status")
+            .as_deref()
+            == Some("up")
+    });
     let shared = Arc::new(Shared {
         epoch: Instant::now(),
         stop: AtomicBool::new(false),
         history: Mutex::new(History::default()),
         client_ids: Mutex::new(vec![None; clients]),
         keys: (0..keys).map(lock_key).collect(),
+        master_addr: Mutex::new(master.addr()),
     });
+    let servers = Mutex::new(Pair { master, replica });
 
     thread::scope(|s| {
         for id in 0..clients {
             let shared = &*shared;
-            let addr = addr.clone();
             s.spawn(move || {
                 Client {
                     id,
                     generation: 0,
                     seed,
-                    addr,
                     con: None,
                     rng: Rng(seed ^ (id as u64 + 1).wrapping_mul(0xA24B_AED4_963E_E407)),
                     shared,
@@ -703,13 +802,14 @@ fn history_under_faults_keeps_every_guarantee() {
             });
         }
         let shared = &*shared;
-        let master = &master;
-        s.spawn(move || inject_faults(shared, master, seed.rotate_left(17)));
+        let servers = &servers;
+        let run = Duration::from_secs(secs);
+        s.spawn(move || inject_faults(shared, servers, seed.rotate_left(17), run));
         thread::sleep(Duration::from_secs(secs));
         shared.stop.store(true, Ordering::Relaxed);
     });
 
-    let master = master.into_inner().expect("master");
+    let Pair { master, replica } = servers.into_inner().expect("servers");
     let mut con = master.client();
     let mut history = std::mem::take(&mut *shared.history.lock().expect("history"));
 
@@ -745,16 +845,20 @@ fn history_under_faults_keeps_every_guarantee() {
     });
     let _: () = q(&mut con, &["DEBUG", "LOADAOF"]);
     assert_eq!(digest(&master), want, "AOF reload changed the data");
-    // Nothing of the module is left running: it can be unloaded (Redis
-    // refuses while any of its timers is armed).
-    wait_until("MODULE UNLOAD accepted", || {
-        raw(&mut con, &["MODULE", "UNLOAD", "lock"]).is_ok()
-    });
-    assert!(
-        !master.log().contains("crashed by signal"),
-        "server crashed: {}",
-        master.log()
-    );
+    // Nothing of the module is left running, on the master nor on a
+    // demoted one: it can be unloaded (Redis refuses while any of its
+    // timers is armed).
+    for server in [&master, &replica] {
+        let mut con = server.client();
+        wait_until("MODULE UNLOAD accepted", || {
+            raw(&mut con, &["MODULE", "UNLOAD", "lock"]).is_ok()
+        });
+        assert!(
+            !server.log().contains("crashed by signal"),
+            "server crashed: {}",
+            server.log()
+        );
+    }
 
     let mut faults: BTreeMap<String, usize> = BTreeMap::new();
     for f in &history.faults {
@@ -795,6 +899,10 @@ fn history_under_faults_keeps_every_guarantee() {
     assert!(
         faults.len() >= 4 || secs < 2,
         "too few kinds of faults: {faults:?}"
+    );
+    assert!(
+        faults.contains_key("Promote") && faults.contains_key("Restart"),
+        "no promotion or no restart: {faults:?}"
     );
 }
 

@@ -135,6 +135,9 @@ impl Server {
             .args(["--logfile", "redis.log"])
             .args(["--save", ""])
             .args(["--enable-debug-command", "yes"])
+            // A full sync starts at once instead of after 5 s; SHUTDOWN
+            // waits for replicas in a full sync too.
+            .args(["--repl-diskless-sync-delay", "0"])
             .args(&self.config.args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
