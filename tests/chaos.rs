@@ -2,7 +2,8 @@
 //! against one master (AOF on, one replica) while a fault thread injects
 //! force-releases, FLUSHALL, client kills, DEBUG RELOAD, BGREWRITEAOF,
 //! CLIENT PAUSE WRITE windows, default-lease changes, restarts from the AOF
-//! and promotions of the replica after WAIT. Every operation is recorded
+//! and promotions of the replica after WAIT, and clients sometimes drop
+//! their connection mid-wait. Every operation is recorded
 //! with its client-side send and receive times; afterwards the whole
 //! history is checked:
 //!
@@ -160,6 +161,8 @@ struct History {
     waits: Vec<Wait>,
     faults: Vec<Fault>,
     operations: u64,
+    /// Callers that dropped their connection mid-wait.
+    gave_up: u64,
     /// Replies no rule allows (reported as violations).
     anomalies: Vec<String>,
 }
@@ -234,10 +237,31 @@ impl Client<'_> {
 
     /// Sends `args`, returning (send time, reply time, outcome).
     fn op(&mut self, args: &[String]) -> (Duration, Duration, Outcome) {
+        self.op_or_give_up(args, None)
+    }
+
+    /// [`Self::op`], but with `patience` the client stops reading after
+    /// that long and drops the connection, as a client whose own timeout
+    /// fires mid-wait does.
+    fn op_or_give_up(
+        &mut self,
+        args: &[String],
+        patience: Option<Duration>,
+    ) -> (Duration, Duration, Outcome) {
         let shared = self.shared;
         let send = shared.now();
         let result = match self.conn() {
-            Some(con) => call(con, args),
+            Some(con) => match patience {
+                Some(t) if con.set_read_timeout(Some(t)).is_err() => Outcome::Unknown,
+                Some(_) => {
+                    let result = call(con, args);
+                    if con.set_read_timeout(Some(PATIENCE)).is_err() {
+                        self.con = None;
+                    }
+                    result
+                }
+                None => call(con, args),
+            },
             None => Outcome::Unknown,
         };
         let recv = shared.now();
@@ -255,6 +279,9 @@ impl Client<'_> {
         }
         if let Ok(mut h) = shared.history.lock() {
             h.operations += 1;
+            if patience.is_some() && result == Outcome::Unknown {
+                h.gave_up += 1;
+            }
             h.ops.push(Op {
                 send,
                 recv,
@@ -298,7 +325,12 @@ impl Client<'_> {
             if fence {
                 args.push("FENCE".into());
             }
-            let (send, recv, got) = self.op(&args);
+            // Sometimes the caller gives up before its BLOCK time and drops
+            // the socket mid-wait.
+            let patience = block
+                .filter(|_| self.rng.one_in(10))
+                .map(|ms| Duration::from_millis(self.rng.range(1, ms)));
+            let (send, recv, got) = self.op_or_give_up(&args, patience);
             if block.is_some() && matches!(got, Outcome::Int(_) | Outcome::Nil) {
                 let wait = Wait {
                     key,
@@ -868,9 +900,10 @@ fn history_under_faults_keeps_every_guarantee() {
     let fenced = history.holds.iter().filter(|h| h.token.is_some()).count();
     let waited = history.waits.len();
     eprintln!(
-        "chaos totals: {} operations, {granted} grants ({fenced} fenced), {waited} blocked acquires, \
+        "chaos totals: {} operations, {granted} grants ({fenced} fenced), {waited} blocked acquires answered, {} dropped mid-wait, \
          {} faults {faults:?}, violations found: {}",
         history.operations,
+        history.gave_up,
         history.faults.len(),
         violations.len()
     );
