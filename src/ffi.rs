@@ -853,6 +853,8 @@ pub trait ServerEventHandler: 'static {
     /// changed: a role change, a replica coming or going, a fork (a full
     /// sync starts with one), the end of loading.
     fn replication_changed(ctx: &Context);
+    /// Loading a dataset (at startup, DEBUG RELOAD, a full sync) finished.
+    fn loading_ended(ctx: &Context);
     /// A client connection is being freed.
     fn client_gone(ctx: &Context, client_id: u64);
     /// The event loop woke up, before it reads from any client.
@@ -898,7 +900,7 @@ unsafe extern "C" fn on_server_event<H: ServerEventHandler>(
             guard(&context, || H::replication_changed(&context));
         }
         raw::REDISMODULE_EVENT_LOADING if subevent == raw::REDISMODULE_SUBEVENT_LOADING_ENDED => {
-            guard(&context, || H::replication_changed(&context));
+            guard(&context, || H::loading_ended(&context));
         }
         _ => {}
     }
@@ -988,6 +990,33 @@ pub fn replication_may_listen(ctx: &Context) -> bool {
         let known = replicas_known && err == 0;
         free(ctx.ctx, info);
         !(master && known && replicas == 0 && backlog == 0)
+    }
+}
+
+/// `rdb_last_load_keys_expired` of `INFO persistence`: keys the last load
+/// dropped because their TTL had passed. 0 when unknown.
+pub fn keys_expired_by_last_load(ctx: &Context) -> i64 {
+    let (Some(get), Some(signed), Some(free)) = (
+        api!(RedisModule_GetServerInfo),
+        api!(RedisModule_ServerInfoGetFieldSigned),
+        api!(RedisModule_FreeServerInfo),
+    ) else {
+        return 0;
+    };
+    // SAFETY: ctx is live; the info data is read, then freed once.
+    unsafe {
+        let info = get(ctx.ctx, c"persistence".as_ptr());
+        if info.is_null() {
+            return 0;
+        }
+        let mut err: c_int = 0;
+        let expired = signed(info, c"rdb_last_load_keys_expired".as_ptr(), &mut err);
+        free(ctx.ctx, info);
+        if err == 0 {
+            expired
+        } else {
+            0
+        }
     }
 }
 

@@ -536,6 +536,11 @@ impl ServerEventHandler for ServerEvents {
         replication::forget_listeners();
     }
 
+    fn loading_ended(ctx: &Context) {
+        replication::forget_listeners();
+        replication::note_load(ctx);
+    }
+
     fn flushed(ctx: &Context, db: i32) {
         defer_locks_in(ctx, &[db]);
     }

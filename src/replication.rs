@@ -14,7 +14,7 @@
 //! Only LOCK.* commands take the shortcut, and they still count each change
 //! for the `save` points. Timers and events (rare) always replicate.
 
-use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering::Relaxed};
 
 use redis_module::{Context, ContextFlags};
 
@@ -61,4 +61,28 @@ fn replicas_may_listen(ctx: &Context) -> bool {
 /// Called on every event that can add or remove replication listeners.
 pub fn forget_listeners() {
     REPLICATION.store(UNKNOWN, Relaxed);
+}
+
+/// Set for good once a load on a master dropped expired keys while replicas
+/// or the AOF were listening: `DEBUG RELOAD` drops them without sending
+/// their DEL, so replicas and the AOF may still have such a key. A lock then
+/// taken afresh under its name replicates a `DEL` before its `HSET`, or the
+/// stale hash would keep its old owner beside the new one downstream.
+/// A master's restart from an RDB file drops expired keys too, but sends
+/// their DELs itself; the flag then costs a few bytes per fresh lock.
+static DOWNSTREAM_MAY_KEEP_DROPPED_KEYS: AtomicBool = AtomicBool::new(false);
+
+/// Called when loading a dataset ends.
+pub fn note_load(ctx: &Context) {
+    let flags = ctx.get_flags();
+    if flags.contains(ContextFlags::MASTER)
+        && (flags.contains(ContextFlags::AOF) || replicas_may_listen(ctx))
+        && ffi::keys_expired_by_last_load(ctx) > 0
+    {
+        DOWNSTREAM_MAY_KEEP_DROPPED_KEYS.store(true, Relaxed);
+    }
+}
+
+pub fn downstream_may_keep_dropped_keys() -> bool {
+    DOWNSTREAM_MAY_KEEP_DROPPED_KEYS.load(Relaxed)
 }

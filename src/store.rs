@@ -11,7 +11,7 @@ use redis_module::{Context, ContextFlags, RedisString};
 
 use crate::config;
 use crate::ffi::{self, Key, KeyKind};
-use crate::replication::Replication;
+use crate::replication::{self, Replication};
 use crate::rules::args::parse_i64;
 use crate::rules::error::LockError;
 use crate::rules::keys::{key_slot, token_key, token_key_in_slot, write_notify_channel};
@@ -126,6 +126,12 @@ impl<'c> LockKey<'c> {
         for write in writes {
             match write {
                 Write::SetHolds { owner, holds } => {
+                    if native
+                        && replication::downstream_may_keep_dropped_keys()
+                        && self.key.kind() == KeyKind::Empty
+                    {
+                        ffi::replicate_key_command(ctx, c"DEL", self.name);
+                    }
                     match self.owner.filter(|arg| arg.as_slice() == &owner[..]) {
                         Some(arg) => self.key.hash_set(ctx, arg, *holds),
                         None => self.key.hash_set(ctx, &ffi::string(ctx, owner), *holds),

@@ -714,3 +714,42 @@ fn unreplicated_lock_writes_count_for_save_points() {
     assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "k", "o1"]), 0);
     assert!(changes(&master) > acquired);
 }
+
+/// Redis's `DEBUG RELOAD` drops keys whose TTL has passed without sending
+/// their DEL to replicas or the AOF (any key, not only locks). A lock taken
+/// afresh under that name must not land downstream as a second field of
+/// the stale hash.
+#[test]
+fn lock_taken_after_a_reload_dropped_its_expired_key_is_one_field_downstream() {
+    let master = master_config().aof().start();
+    let replica = master.start_replica(Config::default());
+    let mut con = master.client();
+    // The stale key stays until the reload drops it.
+    let _: () = q(&mut con, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    assert_eq!(
+        q::<i64>(&mut con, &["LOCK.ACQUIRE", "k", "o1", "PX", "20"]),
+        1
+    );
+    let deadline = pexpiretime(&mut con, "k");
+    sync_replicas(&master, 1);
+    wait_until("the lease is over", || now_ms() > deadline + 1);
+    let _: () = q(&mut con, &["DEBUG", "RELOAD"]);
+    assert_eq!(
+        master
+            .info_field("persistence", "rdb_last_load_keys_expired")
+            .as_deref(),
+        Some("1")
+    );
+
+    assert_eq!(
+        q::<i64>(&mut con, &["LOCK.ACQUIRE", "k", "o2", "PX", "60000"]),
+        1
+    );
+    sync_replicas(&master, 1);
+    let one_field = vec![("o2".to_string(), "1".to_string())];
+    assert_eq!(hgetall(&mut replica.client(), "k"), one_field);
+    assert_eq!(digest(&master), digest(&replica));
+    let _: () = q(&mut con, &["DEBUG", "LOADAOF"]);
+    assert_eq!(hgetall(&mut con, "k"), one_field, "AOF replay");
+    assert_clean_log(&master);
+}
