@@ -16,6 +16,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub use redis::{Connection, Value};
 
+pub mod cluster_client;
+
 /// Generous bound for anything a test waits for; reached only on failure.
 pub const PATIENCE: Duration = Duration::from_secs(20);
 
@@ -498,33 +500,120 @@ pub fn now_ms() -> i64 {
         .as_millis() as i64
 }
 
-/// Three (or more) masters covering all slots, with the module, in one
-/// cluster, ready to serve.
+/// Node timeout of the test clusters. No test makes a node fail by
+/// timeout, so it only has to ride out a slow moment of a loaded machine;
+/// a manual failover (`CLUSTER FAILOVER`) does not wait for it.
+pub const CLUSTER_NODE_TIMEOUT_MS: u32 = 5000;
+
+/// Masters covering all slots in equal ranges (master `i` the `i`-th), each
+/// with the same number of replicas, all with the module, in one cluster,
+/// ready to serve.
 pub struct Cluster {
+    /// The masters as started, then the replicas (those of master `i` at
+    /// `masters + i * replicas ..`). A failover changes the roles: ask
+    /// [`Cluster::master_of_slot`] and [`Cluster::replica_of`].
     pub nodes: Vec<Server>,
+    pub masters: usize,
+}
+
+/// One node's line of `CLUSTER NODES`, as every node should agree on it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct NodeView {
+    pub id: String,
+    pub port: u16,
+    pub master: bool,
+    /// The master's id, for a replica.
+    pub master_id: Option<String>,
+    /// Slot ranges as listed (`0-5460`, `5461`); no migration marks.
+    pub slots: Vec<String>,
+    /// Flags other than `myself`, `master`, `slave` (`fail?`, `handshake`...).
+    pub other_flags: Vec<String>,
+    pub connected: bool,
+}
+
+impl NodeView {
+    pub fn serves(&self, slot: u16) -> bool {
+        self.slots.iter().any(|range| {
+            let (lo, hi) = range.split_once('-').unwrap_or((range, range));
+            matches!((lo.parse::<u16>(), hi.parse::<u16>()), (Ok(lo), Ok(hi)) if (lo..=hi).contains(&slot))
+        })
+    }
+}
+
+/// Parses `CLUSTER NODES`, sorted by node id.
+pub fn parse_cluster_nodes(text: &str) -> Vec<NodeView> {
+    let mut views: Vec<NodeView> = text
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| {
+            let f: Vec<&str> = line.split(' ').collect();
+            assert!(f.len() >= 8, "CLUSTER NODES line: {line}");
+            let port = f[1]
+                .split('@')
+                .next()
+                .and_then(|a| a.rsplit_once(':'))
+                .and_then(|(_, p)| p.parse().ok())
+                .unwrap_or(0);
+            let flags: Vec<&str> = f[2].split(',').collect();
+            NodeView {
+                id: f[0].to_string(),
+                port,
+                master: flags.contains(&"master"),
+                master_id: (f[3] != "-").then(|| f[3].to_string()),
+                slots: f[8..]
+                    .iter()
+                    .filter(|s| !s.starts_with('['))
+                    .map(|s| s.to_string())
+                    .collect(),
+                other_flags: flags
+                    .iter()
+                    .filter(|fl| !["myself", "master", "slave", "noflags"].contains(fl))
+                    .map(|fl| fl.to_string())
+                    .collect(),
+                connected: f[7] == "connected",
+            }
+        })
+        .collect();
+    views.sort();
+    views
 }
 
 impl Cluster {
+    /// `masters` masters without replicas.
     pub fn start(masters: usize) -> Cluster {
-        let nodes: Vec<Server> = (0..masters)
-            .map(|_| {
+        Self::start_with_replicas(masters, 0)
+    }
+
+    /// `masters` masters with `replicas` replicas each. Returns when every
+    /// node reports `cluster_state:ok`, every replica's link is up and
+    /// every node sees the same masters and replicas (see
+    /// [`Cluster::wait_until_settled`]).
+    pub fn start_with_replicas(masters: usize, replicas: usize) -> Cluster {
+        assert!(masters >= 1, "a cluster needs a master");
+        let total = masters * (1 + replicas);
+        let mut nodes = Vec::with_capacity(total);
+        let mut bus_ports = Vec::with_capacity(total);
+        for _ in 0..total {
+            // An explicit bus port: the default, port + 10000, is past
+            // 65535 for about a fifth of the ephemeral ports.
+            let bus = free_port();
+            nodes.push(
                 Config::default()
                     .arg("cluster-enabled", "yes")
                     .arg("cluster-config-file", "nodes.conf")
-                    .arg("cluster-node-timeout", "5000")
-                    .start()
-            })
-            .collect();
-        let per = 16384 / masters;
-        for (i, node) in nodes.iter().enumerate() {
-            let first = i * per;
-            let last = if i + 1 == masters {
-                16383
-            } else {
-                first + per - 1
-            };
+                    .arg("cluster-node-timeout", &CLUSTER_NODE_TIMEOUT_MS.to_string())
+                    .arg("cluster-port", &bus.to_string())
+                    // MODULE UNLOAD shows no module timer is left armed.
+                    .arg("enable-module-command", "yes")
+                    .start(),
+            );
+            bus_ports.push(bus);
+        }
+        let cluster = Cluster { nodes, masters };
+        for i in 0..masters {
+            let (first, last) = cluster.slot_range(i);
             let _: () = q(
-                &mut node.client(),
+                &mut cluster.nodes[i].client(),
                 &[
                     "CLUSTER",
                     "ADDSLOTSRANGE",
@@ -533,26 +622,211 @@ impl Cluster {
                 ],
             );
         }
-        for node in &nodes[1..] {
+        let (port0, bus0) = (cluster.nodes[0].port.to_string(), bus_ports[0].to_string());
+        for node in &cluster.nodes[1..] {
             let _: () = q(
                 &mut node.client(),
-                &["CLUSTER", "MEET", "127.0.0.1", &nodes[0].port.to_string()],
+                &["CLUSTER", "MEET", "127.0.0.1", &port0, &bus0],
             );
         }
-        for node in &nodes {
-            wait_until("cluster_state:ok", || {
-                q::<String>(&mut node.client(), &["CLUSTER", "INFO"]).contains("cluster_state:ok")
-            });
+        // A replica can only follow a master it knows.
+        let mut cons: Vec<Connection> = cluster.nodes.iter().map(Server::client).collect();
+        wait_until("every node knows every other", || {
+            cons.iter_mut().all(|con| {
+                let views = parse_cluster_nodes(&q::<String>(con, &["CLUSTER", "NODES"]));
+                views.len() == total && views.iter().all(|v| v.other_flags.is_empty())
+            })
+        });
+        for i in 0..masters {
+            let id = cluster.node_id(&cluster.nodes[i]);
+            for j in 0..replicas {
+                let replica = &cluster.nodes[masters + i * replicas + j];
+                let _: () = q(&mut replica.client(), &["CLUSTER", "REPLICATE", &id]);
+            }
         }
-        Cluster { nodes }
+        cluster.wait_until_settled();
+        cluster
     }
 
-    /// The node serving `key`'s slot.
+    /// The slots master `i` was started with (`first`, `last`).
+    pub fn slot_range(&self, i: usize) -> (u16, u16) {
+        let per = 16384 / self.masters;
+        let first = i * per;
+        let last = if i + 1 == self.masters {
+            16383
+        } else {
+            first + per - 1
+        };
+        (first as u16, last as u16)
+    }
+
+    /// Which of the started slot ranges (shards) holds `slot`.
+    pub fn shard_of_slot(&self, slot: u16) -> usize {
+        (slot as usize / (16384 / self.masters)).min(self.masters - 1)
+    }
+
+    /// The node that served `key`'s slot when the cluster started (before
+    /// any failover or slot migration).
     pub fn node_for(&self, key: &str) -> &Server {
         let slot: i64 = q(&mut self.nodes[0].client(), &["CLUSTER", "KEYSLOT", key]);
-        let per = 16384 / self.nodes.len() as i64;
-        let i = (slot / per).min(self.nodes.len() as i64 - 1) as usize;
-        &self.nodes[i]
+        &self.nodes[self.shard_of_slot(slot as u16)]
+    }
+
+    pub fn node_id(&self, server: &Server) -> String {
+        q(&mut server.client(), &["CLUSTER", "MYID"])
+    }
+
+    /// The node listening on `port`.
+    pub fn node_on(&self, port: u16) -> &Server {
+        self.nodes
+            .iter()
+            .find(|n| n.port == port)
+            .unwrap_or_else(|| panic!("no node of the cluster on port {port}"))
+    }
+
+    /// Whether the cluster is settled, as seen through `cons` (one
+    /// connection per node, in `nodes` order); `Err` says what is not.
+    fn settled(&self, cons: &mut [Connection]) -> Result<(), String> {
+        let replicas = self.nodes.len() - self.masters;
+        let mut first: Option<Vec<NodeView>> = None;
+        for (node, con) in self.nodes.iter().zip(cons.iter_mut()) {
+            let info: String = q(con, &["CLUSTER", "INFO"]);
+            if !info.contains("cluster_state:ok") {
+                return Err(format!("{} cluster_state not ok", node.port));
+            }
+            let view = parse_cluster_nodes(&q::<String>(con, &["CLUSTER", "NODES"]));
+            let masters = view.iter().filter(|v| v.master).count();
+            let slaves = view.iter().filter(|v| !v.master).count();
+            if masters != self.masters || slaves != replicas {
+                return Err(format!(
+                    "{} sees {masters} masters, {slaves} replicas",
+                    node.port
+                ));
+            }
+            if let Some(v) = view
+                .iter()
+                .find(|v| !v.other_flags.is_empty() || !v.connected)
+            {
+                return Err(format!("{} sees {v:?}", node.port));
+            }
+            for v in view.iter().filter(|v| !v.master) {
+                let follows_a_master = view
+                    .iter()
+                    .any(|m| m.master && Some(&m.id) == v.master_id.as_ref());
+                if !follows_a_master || !v.slots.is_empty() {
+                    return Err(format!("{} sees replica {v:?}", node.port));
+                }
+            }
+            let role: String = q(con, &["INFO", "replication"]);
+            let me = view
+                .iter()
+                .find(|v| v.port == node.port)
+                .ok_or_else(|| format!("{} does not list itself", node.port))?;
+            if me.master {
+                if !role.contains("role:master") {
+                    return Err(format!("{} not yet a master", node.port));
+                }
+            } else {
+                let master = view
+                    .iter()
+                    .find(|m| Some(&m.id) == me.master_id.as_ref())
+                    .expect("checked above");
+                let expected = format!("master_port:{}\r", master.port);
+                if !role.contains("role:slave")
+                    || !role.contains(&expected)
+                    || !role.contains("master_link_status:up")
+                {
+                    return Err(format!(
+                        "{} not yet in sync with {}",
+                        node.port, master.port
+                    ));
+                }
+            }
+            match &first {
+                None => first = Some(view),
+                Some(v0) if *v0 == view => {}
+                Some(_) => return Err(format!("{} sees another cluster", node.port)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until every node reports `cluster_state:ok`, every node's
+    /// `CLUSTER NODES` is the same (same masters with the same slots, same
+    /// replicas of the same masters, all connected, no failure or handshake
+    /// flag), and every node's `INFO replication` agrees with it: masters
+    /// are masters, replicas replicate their master with the link up.
+    pub fn wait_until_settled(&self) {
+        let mut cons: Vec<Connection> = self.nodes.iter().map(Server::client).collect();
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let last = match self.settled(&mut cons) {
+                Ok(()) => return,
+                Err(why) => why,
+            };
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for the cluster to settle: {last}"
+            );
+            thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// The master serving `slot`, once every node agrees on it (asked each
+    /// time: failovers move it).
+    pub fn master_of_slot(&self, slot: u16) -> &Server {
+        let mut cons: Vec<Connection> = self.nodes.iter().map(Server::client).collect();
+        let mut port = 0;
+        wait_until(
+            &format!("the nodes agree on the master of slot {slot}"),
+            || {
+                let ports: Vec<Option<u16>> = cons
+                    .iter_mut()
+                    .map(|con| {
+                        parse_cluster_nodes(&q::<String>(con, &["CLUSTER", "NODES"]))
+                            .iter()
+                            .find(|v| v.master && v.serves(slot))
+                            .map(|v| v.port)
+                    })
+                    .collect();
+                match ports[0] {
+                    Some(p) if ports.iter().all(|o| *o == Some(p)) => {
+                        port = p;
+                        true
+                    }
+                    _ => false,
+                }
+            },
+        );
+        self.node_on(port)
+    }
+
+    /// A replica of `master` whose link to it is up.
+    pub fn replica_of(&self, master: &Server) -> &Server {
+        let mut found = None;
+        wait_until(&format!("a replica of {} in sync", master.port), || {
+            found = self.nodes.iter().find(|n| {
+                n.port != master.port && {
+                    let info: String = q(&mut n.client(), &["INFO", "replication"]);
+                    info.contains("role:slave")
+                        && info.contains(&format!("master_port:{}\r", master.port))
+                        && info.contains("master_link_status:up")
+                }
+            });
+            found.is_some()
+        });
+        found.expect("found")
+    }
+
+    /// `CLUSTER FAILOVER` (the coordinated manual failover) on `replica`;
+    /// returns once it is a master and the cluster has settled again (its
+    /// old master now replicating it).
+    pub fn failover(&self, replica: &Server) {
+        let _: () = q(&mut replica.client(), &["CLUSTER", "FAILOVER"]);
+        wait_until(&format!("{} promoted", replica.port), || {
+            replica.info_field("replication", "role").as_deref() == Some("master")
+        });
+        self.wait_until_settled();
     }
 }
 
