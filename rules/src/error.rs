@@ -60,6 +60,23 @@ impl LockError {
         )
     }
 
+    /// A reader asking for the write lock while others read: it would wait
+    /// for itself.
+    pub fn no_upgrade() -> Self {
+        Self::new(
+            "DEADLOCK",
+            "the owner holds read holds and other readers hold the lock: the write lock would wait for its own read holds",
+        )
+    }
+
+    /// LOCK.RELEASE without READ or WRITE by an owner holding both.
+    pub fn ambiguous_release() -> Self {
+        Self::new(
+            "ERR",
+            "the owner holds both read and write holds: name READ or WRITE",
+        )
+    }
+
     pub fn not_owner() -> Self {
         Self::new("NOTOWNER", "the owner holds no hold on this lock")
     }

@@ -10,4 +10,5 @@ pub mod ids;
 pub mod keys;
 pub mod lock;
 pub mod queue;
+pub mod rwlock;
 pub mod server;

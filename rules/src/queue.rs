@@ -67,7 +67,6 @@ impl<T> Fifo<T> {
         true
     }
 
-    #[cfg(test)]
     pub fn front(&self) -> Option<(WaiterId, &T)> {
         let id = self.head?;
         self.nodes.get(&id).map(|n| (id, &n.value))
