@@ -25,6 +25,7 @@ fn other_node<'a>(cluster: &'a Cluster, key: &str) -> &'a Server {
 /// The slot of `key` moving from the node serving it (`from`) to another
 /// (`to`), both marked with CLUSTER SETSLOT IMPORTING / MIGRATING.
 struct Migration<'a> {
+    cluster: &'a Cluster,
     slot: String,
     from: &'a Server,
     to: &'a Server,
@@ -45,6 +46,7 @@ impl<'a> Migration<'a> {
         setslot(to, "IMPORTING", &from_id);
         setslot(from, "MIGRATING", &to_id);
         Migration {
+            cluster,
             slot,
             from,
             to,
@@ -59,12 +61,15 @@ impl<'a> Migration<'a> {
         let _: () = q(&mut self.from.client(), &args);
     }
 
-    /// The slot now belongs to `to`, on both nodes.
+    /// The slot now belongs to `to`, on both nodes; returns when every
+    /// node agrees.
     fn finish(&self) {
         for node in [self.to, self.from] {
             let args = ["CLUSTER", "SETSLOT", &self.slot, "NODE", &self.to_id];
             let _: () = q(&mut node.client(), &args);
         }
+        let slot: u16 = self.slot.parse().expect("slot number");
+        assert_eq!(self.cluster.master_of_slot(slot).port, self.to.port);
     }
 }
 

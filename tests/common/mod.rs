@@ -529,6 +529,7 @@ pub struct NodeView {
     /// Flags other than `myself`, `master`, `slave` (`fail?`, `handshake`...).
     pub other_flags: Vec<String>,
     pub connected: bool,
+    pub config_epoch: u64,
 }
 
 impl NodeView {
@@ -571,6 +572,13 @@ pub fn parse_cluster_nodes(text: &str) -> Vec<NodeView> {
                     .map(|fl| fl.to_string())
                     .collect(),
                 connected: f[7] == "connected",
+                // A replica's epoch as others see it is its master's (the
+                // bus header carries that), so only masters' are compared.
+                config_epoch: if flags.contains(&"master") {
+                    f[6].parse().unwrap_or(0)
+                } else {
+                    0
+                },
             }
         })
         .collect();
@@ -610,6 +618,15 @@ impl Cluster {
             bus_ports.push(bus);
         }
         let cluster = Cluster { nodes, masters };
+        // Distinct config epochs before the nodes meet, as `redis-cli
+        // --cluster create` assigns them: otherwise they all start at 0 and
+        // the collision rule bumps them one by one while tests run, and a
+        // bump landing between the two SETSLOT NODE of a migration can give
+        // the slot back to its old owner.
+        for (i, node) in cluster.nodes.iter().enumerate() {
+            let epoch = (i + 1).to_string();
+            let _: () = q(&mut node.client(), &["CLUSTER", "SET-CONFIG-EPOCH", &epoch]);
+        }
         for i in 0..masters {
             let (first, last) = cluster.slot_range(i);
             let _: () = q(
@@ -708,6 +725,16 @@ impl Cluster {
                 .find(|v| !v.other_flags.is_empty() || !v.connected)
             {
                 return Err(format!("{} sees {v:?}", node.port));
+            }
+            let mut epochs: Vec<u64> = view
+                .iter()
+                .filter(|v| v.master)
+                .map(|v| v.config_epoch)
+                .collect();
+            epochs.sort_unstable();
+            epochs.dedup();
+            if epochs.len() != masters || epochs.contains(&0) {
+                return Err(format!("{} sees masters' epochs {epochs:?}", node.port));
             }
             for v in view.iter().filter(|v| !v.master) {
                 let follows_a_master = view
