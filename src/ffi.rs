@@ -440,6 +440,23 @@ impl<'c> Key<'c> {
         set
     }
 
+    /// `HSET key field value` for a value that is not a count (the `mode`
+    /// of a read-write lock).
+    pub fn hash_set_bytes(&self, ctx: &Context, field: &[u8], value: &[u8]) -> bool {
+        let (field, value) = (string(ctx, field), string(ctx, value));
+        // SAFETY: open writable key; field, value, then the NULL terminator
+        // RM_HashSet requires. Redis copies both.
+        api!(RedisModule_HashSet).is_some_and(|f| unsafe {
+            f(
+                self.raw(),
+                raw::REDISMODULE_HASH_NONE as c_int,
+                field.inner,
+                value.inner,
+                ptr::null_mut::<raw::RedisModuleString>(),
+            ) >= 0
+        })
+    }
+
     /// Removes one field of a hash (a hash left empty is deleted, as with
     /// HDEL).
     pub fn hash_delete(&self, field: &RedisString) -> bool {
@@ -536,12 +553,15 @@ pub const NOTIFY_GENERIC: c_int = raw::REDISMODULE_NOTIFY_GENERIC;
 pub const NOTIFY_HASH: c_int = raw::REDISMODULE_NOTIFY_HASH;
 pub const NOTIFY_STRING: c_int = raw::REDISMODULE_NOTIFY_STRING;
 
-/// Publishes to a channel; `sharded` uses SPUBLISH semantics (cluster).
-/// Publishes Redisson's unlock message, `0`; `sharded` uses SPUBLISH
+/// Publishes Redisson's unlock message, `0` or `1`; `sharded` uses SPUBLISH
 /// semantics (cluster).
-pub fn publish_unlock(ctx: &Context, channel: &[u8], sharded: bool) {
+pub fn publish_unlock(ctx: &Context, channel: &[u8], message: &[u8], sharded: bool) {
     static ZERO: AtomicPtr<raw::RedisModuleString> = AtomicPtr::new(ptr::null_mut());
-    let message = kept_string(&ZERO, b"0");
+    static ONE: AtomicPtr<raw::RedisModuleString> = AtomicPtr::new(ptr::null_mut());
+    let message = match message {
+        b"1" => kept_string(&ONE, b"1"),
+        _ => kept_string(&ZERO, b"0"),
+    };
     if message.is_null() {
         return;
     }
@@ -1042,6 +1062,45 @@ pub fn replicate_hset(ctx: &Context, key: &RedisString, field: &[u8], value: i64
     }
 }
 
+/// `HSET key field value` with a value that is not a number.
+pub fn replicate_hset_bytes(ctx: &Context, key: &RedisString, field: &[u8], value: &[u8]) {
+    // SAFETY: "sbb": a live RedisModuleString and two (pointer, length)
+    // pairs; Redis copies them before returning.
+    if let Some(f) = api!(RedisModule_Replicate) {
+        unsafe {
+            f(
+                ctx.ctx,
+                c"HSET".as_ptr(),
+                c"sbb".as_ptr(),
+                key.inner,
+                field.as_ptr(),
+                field.len(),
+                value.as_ptr(),
+                value.len(),
+            )
+        };
+    }
+}
+
+/// `SET key 1 PXAT at`: a read hold's lease key, with its absolute end.
+pub fn replicate_set_one_pxat(ctx: &Context, key: &RedisString, at_ms: i64) {
+    // SAFETY: "sccl": a live RedisModuleString, two C strings and a long
+    // long; Redis copies them before returning.
+    if let Some(f) = api!(RedisModule_Replicate) {
+        unsafe {
+            f(
+                ctx.ctx,
+                c"SET".as_ptr(),
+                c"sccl".as_ptr(),
+                key.inner,
+                c"1".as_ptr(),
+                c"PXAT".as_ptr(),
+                at_ms as std::ffi::c_longlong,
+            )
+        };
+    }
+}
+
 /// `HDEL key field`.
 pub fn replicate_hdel(ctx: &Context, key: &RedisString, field: &[u8]) {
     // SAFETY: "sb": a live RedisModuleString and a (pointer, length) pair;
@@ -1285,11 +1344,13 @@ fn key_permitted(ctx: &Context, key: &[u8], usage: KeyUse) -> bool {
 pub enum Field<'a> {
     Int(i64),
     Bulk(&'a [u8]),
+    /// A nested map of names to counts.
+    Counts(Vec<(&'a [u8], i64)>),
 }
 
-/// A map reply (RESP3) or flat array of pairs (RESP2), in the given order.
-pub fn reply_map(ctx: &Context, fields: &[(&str, Field)]) {
-    let len = fields.len() as std::ffi::c_long;
+/// A map header (RESP3) or the array header of `len` flat pairs (RESP2).
+fn reply_map_header(ctx: &Context, len: usize) -> bool {
+    let len = len as std::ffi::c_long;
     // SAFETY: ctx may reply; the map header is followed by exactly `len`
     // key/value pairs (RESP2: a flat array of twice as many elements).
     match (
@@ -1298,13 +1359,31 @@ pub fn reply_map(ctx: &Context, fields: &[(&str, Field)]) {
     ) {
         (Some(map), _) => unsafe { map(ctx.ctx, len) },
         (None, Some(array)) => unsafe { array(ctx.ctx, len * 2) },
-        (None, None) => return,
+        (None, None) => return false,
     };
+    true
+}
+
+/// A map reply (RESP3) or flat array of pairs (RESP2), in the given order.
+pub fn reply_map(ctx: &Context, fields: &[(&str, Field)]) {
+    if !reply_map_header(ctx, fields.len()) {
+        return;
+    }
     for (name, value) in fields {
         reply_bulk(ctx, name.as_bytes());
         match value {
             Field::Int(n) => reply_integer(ctx, *n),
             Field::Bulk(b) => reply_bulk(ctx, b),
+            Field::Counts(counts) => {
+                if reply_map_header(ctx, counts.len()) {
+                    for (name, n) in counts {
+                        reply_bulk(ctx, name);
+                        reply_integer(ctx, *n);
+                    }
+                } else {
+                    reply_null(ctx);
+                }
+            }
         }
     }
 }

@@ -27,6 +27,7 @@ use crate::rules::args::MAX_DURATION_MS;
 use crate::rules::error::LockError;
 use crate::rules::ids::IdMap;
 use crate::rules::lock::{Answer, LockState, Owner, TokenValue, Transition, Wake};
+use crate::rules::rwlock::Kind;
 use crate::rules::server::has_unsent_output;
 use crate::store::{self, LockKey, Placement};
 use crate::waiters::{
@@ -46,6 +47,8 @@ pub enum Outcome {
 pub struct Grant {
     lock: LockId<'static>,
     owner: Owner,
+    /// Which hold of a read-write lock; `None` for an exclusive lock.
+    kind: Option<Kind>,
 }
 
 /// Delay before retrying deferred writes while the server refuses them
@@ -115,10 +118,17 @@ pub fn commit(ctx: &Context, lock: &LockId<'_>, key: &LockKey, tx: Transition<Wa
     key.apply(ctx, &tx.writes);
     STATS.add(&tx.tally);
     let held_after = *tx.state() != LockState::Free;
+    let next_end = tx.next_end();
     deliver(ctx, lock, tx.wakes);
     if held_after {
-        ensure_lease_timer(ctx, lock, || key.expires_at());
+        ensure_lease_timer(ctx, lock, || earliest(next_end, key.expires_at()));
     }
+}
+
+/// When a held lock must be looked at again for its waiters: the key's
+/// deadline, or a read-write lock's earliest reader lease end before it.
+pub fn earliest(next_end: Option<i64>, expires_at: Option<i64>) -> Option<i64> {
+    next_end.into_iter().chain(expires_at).min()
 }
 
 fn deliver(ctx: &Context, lock: &LockId<'_>, wakes: Vec<Wake<Waiter>>) {
@@ -137,6 +147,7 @@ fn deliver(ctx: &Context, lock: &LockId<'_>, wakes: Vec<Wake<Waiter>>) {
             Answer::Granted(reply) => Outcome::Granted(
                 Grant {
                     lock: lock.to_owned(),
+                    kind: wake.waiter.request.kind.read_write(),
                     owner: wake.waiter.request.owner,
                 },
                 reply,
@@ -270,7 +281,7 @@ fn release_lost_grant(ctx: &Context, placement: &Placement, grant: &Grant) {
         return;
     };
     let released = match registry() {
-        Ok(mut reg) => reg.with_queue(lock, |queue| tx.release(queue, &grant.owner)),
+        Ok(mut reg) => reg.with_queue(lock, |queue| tx.release(queue, &grant.owner, grant.kind)),
         Err(_) => return,
     };
     // NOTOWNER: the lease ran out or someone removed it already.
@@ -409,6 +420,7 @@ fn remember_answered(ctx: &Context, grant: &Grant) {
     let grant = Grant {
         lock: grant.lock.clone(),
         owner: grant.owner.clone(),
+        kind: grant.kind,
     };
     lock(&ANSWERED).insert(ffi::client_id(ctx), grant);
     ANY_ANSWERED.store(true, Relaxed);

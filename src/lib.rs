@@ -30,7 +30,7 @@ mod module {
     use redis_module::{redis_module, Context, InfoContext, RedisResult, RedisString, Status};
     use redis_module_macros::info_command_handler;
 
-    use crate::commands::lock;
+    use crate::commands::{lock, rwlock};
     use crate::ffi::{
         self, ArgDoc, ArgKind, CommandDoc, KEY_RO_ACCESS, KEY_RW_DELETE, KEY_RW_UPDATE,
     };
@@ -97,13 +97,62 @@ mod module {
             ],
         },
         CommandDoc {
+            name: c"lock.racquire",
+            summary: c"Acquires a read hold on a read-write lock, optionally waiting in its FIFO queue.",
+            complexity: c"O(1) for a first hold; O(N) for a re-entry, N the owner's read holds",
+            since: c"1.1.0",
+            arity: -3,
+            key_flags: KEY_RW_UPDATE,
+            args: &[
+                KEY,
+                OWNER,
+                LEASE,
+                option(c"timeout", ArgKind::Integer, c"BLOCK"),
+                option(c"fence", ArgKind::Flag, c"FENCE"),
+            ],
+        },
+        CommandDoc {
+            name: c"lock.wacquire",
+            summary: c"Acquires the write hold of a read-write lock, optionally waiting in its FIFO queue.",
+            complexity: c"O(N), N the read holds of the lock",
+            since: c"1.1.0",
+            arity: -3,
+            key_flags: KEY_RW_UPDATE,
+            args: &[
+                KEY,
+                OWNER,
+                LEASE,
+                option(c"timeout", ArgKind::Integer, c"BLOCK"),
+                option(c"fence", ArgKind::Flag, c"FENCE"),
+            ],
+        },
+        CommandDoc {
             name: c"lock.release",
             summary: c"Releases one hold on a lock; the last one hands it to the next waiter.",
-            complexity: c"O(1)",
+            complexity: c"O(1) for an exclusive lock; O(N) for a read-write lock, N its read holds",
             since: c"1.0.0",
-            arity: 3,
+            arity: -3,
             key_flags: KEY_RW_DELETE,
-            args: &[KEY, OWNER],
+            args: &[
+                KEY,
+                OWNER,
+                ArgDoc {
+                    name: c"kind",
+                    kind: ArgKind::OneOf,
+                    token: None,
+                    optional: true,
+                    subargs: &[
+                        ArgDoc {
+                            optional: false,
+                            ..option(c"read", ArgKind::Flag, c"READ")
+                        },
+                        ArgDoc {
+                            optional: false,
+                            ..option(c"write", ArgKind::Flag, c"WRITE")
+                        },
+                    ],
+                },
+            ],
         },
         CommandDoc {
             name: c"lock.renew",
@@ -148,6 +197,8 @@ mod module {
     handler!(Renew, lock::renew);
     handler!(ForceRelease, lock::force_release);
     handler!(Info, lock::info);
+    handler!(ReadAcquire, rwlock::read_acquire);
+    handler!(WriteAcquire, rwlock::write_acquire);
 
     /// Registers the commands. ACL categories are set from Redis 7.2 on; 7.0
     /// gives module commands none (grant them by name).
@@ -156,6 +207,18 @@ mod module {
         ffi::create_command::<Acquire>(
             ctx,
             c"lock.acquire",
+            c"write deny-oom blocking",
+            key,
+            c"write hash blocking",
+        ) && ffi::create_command::<ReadAcquire>(
+            ctx,
+            c"lock.racquire",
+            c"write deny-oom blocking",
+            key,
+            c"write hash blocking",
+        ) && ffi::create_command::<WriteAcquire>(
+            ctx,
+            c"lock.wacquire",
             c"write deny-oom blocking",
             key,
             c"write hash blocking",

@@ -14,8 +14,11 @@ use crate::ffi::{self, Key, KeyKind};
 use crate::replication::{self, Replication};
 use crate::rules::args::parse_i64;
 use crate::rules::error::LockError;
-use crate::rules::keys::{key_slot, token_key, token_key_in_slot, write_notify_channel};
+use crate::rules::keys::{
+    key_slot, read_lease_key, rw_notify_channel, token_key, token_key_in_slot, write_notify_channel,
+};
 use crate::rules::lock::{LockState, Write};
+use crate::rules::rwlock::{RwHolds, MODE_FIELD};
 use crate::rules::server::myself_serves_slot;
 
 /// Set while this module fires keyspace notifications for its own writes, so
@@ -110,7 +113,7 @@ impl<'c> LockKey<'c> {
                 }
             }
         }
-        read_state(&self.key)
+        read_state(ctx, self.name.as_slice(), &self.key)
     }
 
     /// The lease deadline (unix ms, as PEXPIRETIME), `None` without one.
@@ -123,15 +126,41 @@ impl<'c> LockKey<'c> {
     pub fn apply(&self, ctx: &Context, writes: &[Write]) {
         let native = self.replication == Replication::Native;
         let mut modified = false;
+        // See replication::note_load: a key a reload dropped silently may
+        // still be downstream, so a lock made afresh deletes it there first.
+        let clear_downstream = || {
+            if native
+                && replication::downstream_may_keep_dropped_keys()
+                && self.key.kind() == KeyKind::Empty
+            {
+                ffi::replicate_key_command(ctx, c"DEL", self.name);
+            }
+        };
         for write in writes {
             match write {
-                Write::SetHolds { owner, holds } => {
-                    if native
-                        && replication::downstream_may_keep_dropped_keys()
-                        && self.key.kind() == KeyKind::Empty
-                    {
-                        ffi::replicate_key_command(ctx, c"DEL", self.name);
+                Write::SetMode(kind) => {
+                    clear_downstream();
+                    self.key.hash_set_bytes(ctx, MODE_FIELD, kind.mode());
+                    if native {
+                        ffi::replicate_hset_bytes(ctx, self.name, MODE_FIELD, kind.mode());
                     }
+                    notify_own(ctx, ffi::NOTIFY_HASH, c"hset", self.name);
+                    modified = true;
+                }
+                Write::SetReadLease { owner, hold, at } => {
+                    set_read_lease(ctx, self.name.as_slice(), owner, *hold, *at, native);
+                }
+                Write::DropReadLease { owner, hold } => {
+                    if !drop_read_lease(ctx, self.name.as_slice(), owner, *hold, native) {
+                        continue;
+                    }
+                }
+                Write::NotifyReadWrite(message) => {
+                    publish(ctx, self.name.as_slice(), message, native, true);
+                    continue;
+                }
+                Write::SetHolds { owner, holds } => {
+                    clear_downstream();
                     match self.owner.filter(|arg| arg.as_slice() == &owner[..]) {
                         Some(arg) => self.key.hash_set(ctx, arg, *holds),
                         None => self.key.hash_set(ctx, &ffi::string(ctx, owner), *holds),
@@ -171,7 +200,7 @@ impl<'c> LockKey<'c> {
                 }
                 Write::IncrToken { to } => incr_token(ctx, self.name.as_slice(), *to, native),
                 Write::Notify => {
-                    publish_release(ctx, self.name.as_slice(), native);
+                    publish(ctx, self.name.as_slice(), b"0", native, false);
                     continue;
                 }
             }
@@ -185,10 +214,43 @@ impl<'c> LockKey<'c> {
     }
 }
 
-/// Redisson's unlock message. Like Redisson's own PUBLISH it also reaches
+/// `SET <lease key> 1 PXAT at` with the key API, replicated as such.
+fn set_read_lease(ctx: &Context, lock: &[u8], owner: &[u8], hold: i64, at: i64, native: bool) {
+    let name = ffi::string(ctx, &read_lease_key(lock, owner, hold));
+    let Some(key) = Key::open(ctx, &name, true) else {
+        return ffi::log_warning(ctx, "lock: cannot open a read hold's lease key");
+    };
+    key.string_set(ctx, b"1");
+    key.expire_at(at);
+    if native {
+        ffi::replicate_set_one_pxat(ctx, &name, at);
+    }
+    notify_own(ctx, ffi::NOTIFY_STRING, c"set", &name);
+    ffi::signal_modified(ctx, &name);
+}
+
+/// Deletes a read hold's lease key; false if it was already gone.
+fn drop_read_lease(ctx: &Context, lock: &[u8], owner: &[u8], hold: i64, native: bool) -> bool {
+    let name = ffi::string(ctx, &read_lease_key(lock, owner, hold));
+    let Some(key) = Key::open(ctx, &name, true) else {
+        return false;
+    };
+    if key.kind() == KeyKind::Empty || !key.delete() {
+        return false;
+    }
+    if native {
+        ffi::replicate_key_command(ctx, c"DEL", &name);
+    }
+    notify_own(ctx, ffi::NOTIFY_GENERIC, c"del", &name);
+    ffi::signal_modified(ctx, &name);
+    true
+}
+
+/// Redisson's unlock message, on the exclusive lock's channel or the
+/// read-write lock's. Like Redisson's own PUBLISH it also reaches
 /// subscribers on replicas: SPUBLISH travels with the shard in a cluster,
 /// and a standalone master sends PUBLISH down the replication stream.
-fn publish_release(ctx: &Context, lock: &[u8], native: bool) {
+fn publish(ctx: &Context, lock: &[u8], message: &[u8], native: bool, read_write: bool) {
     if !config::redisson_notify() {
         return;
     }
@@ -196,11 +258,15 @@ fn publish_release(ctx: &Context, lock: &[u8], native: bool) {
         static CHANNEL: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
     }
     let publish = |channel: &mut Vec<u8>| {
-        write_notify_channel(lock, channel);
+        if read_write {
+            *channel = rw_notify_channel(lock);
+        } else {
+            write_notify_channel(lock, channel);
+        }
         let sharded = in_cluster(ctx);
-        ffi::publish_unlock(ctx, channel, sharded);
+        ffi::publish_unlock(ctx, channel, message, sharded);
         if !sharded && native {
-            ffi::replicate_publish(ctx, channel, b"0");
+            ffi::replicate_publish(ctx, channel, message);
         }
     };
     // The buffer is only ever borrowed here; a fresh one would do as well.
@@ -219,20 +285,46 @@ pub fn read_only(
     let Some(key) = Key::open(ctx, name, false) else {
         return Ok(None);
     };
-    let state = read_state(&key)?;
+    let state = read_state(ctx, name.as_slice(), &key)?;
     Ok(Some((state, key.ttl_ms())))
 }
 
-fn read_state(key: &Key) -> Result<LockState, LockError> {
+fn read_state(ctx: &Context, name: &[u8], key: &Key) -> Result<LockState, LockError> {
     match key.kind() {
         KeyKind::Empty => Ok(LockState::Free),
         KeyKind::Hash => match key.len() {
-            // Only a one-field hash is worth scanning; anything bigger is
-            // not a lock whatever it holds.
             1 => LockState::from_hash(&key.hash_fields()),
-            n => Err(LockState::too_many_fields(n)),
+            n => {
+                let fields = key.hash_fields();
+                let Some(mut rw) = RwHolds::from_hash(&fields)? else {
+                    return Err(LockState::too_many_fields(n));
+                };
+                rw.expires_at = key.expires_at();
+                if rw.writer.is_some() {
+                    rw.write_until = rw.expires_at;
+                }
+                read_leases(ctx, name, &mut rw);
+                Ok(LockState::Shared(rw))
+            }
         },
         KeyKind::String | KeyKind::Other => Err(LockError::wrong_type()),
+    }
+}
+
+/// Each read hold's lease end, from its lease key. A key without a TTL
+/// lasts as long as the hash.
+fn read_leases(ctx: &Context, lock: &[u8], rw: &mut RwHolds) {
+    let forever = rw.expires_at.unwrap_or(i64::MAX);
+    for reader in &mut rw.readers {
+        let holds = reader.holds.min(crate::rules::rwlock::MAX_READ_HOLDS);
+        reader.leases = (1..=holds)
+            .map(|hold| {
+                let name = ffi::string(ctx, &read_lease_key(lock, &reader.owner, hold));
+                Key::open(ctx, &name, false)
+                    .filter(|key| key.kind() != KeyKind::Empty)
+                    .map(|key| key.expires_at().unwrap_or(forever))
+            })
+            .collect();
     }
 }
 

@@ -336,6 +336,7 @@ mod tests {
                 owner: format!("o{n}").as_bytes().into(),
                 lease_ms: 10,
                 fence,
+                kind: crate::rules::lock::LockKind::Exclusive,
             },
             bc: bc(n),
             deadline: None,

@@ -660,7 +660,11 @@ fn arity_errors_for_every_command() {
         (&["LOCK.ACQUIRE", "k"], "lock.acquire"),
         (&["LOCK.RELEASE"], "lock.release"),
         (&["LOCK.RELEASE", "k"], "lock.release"),
-        (&["LOCK.RELEASE", "k", "o", "x"], "lock.release"),
+        (&["LOCK.RELEASE", "k", "o", "READ", "x"], "lock.release"),
+        (&["LOCK.RACQUIRE"], "lock.racquire"),
+        (&["LOCK.RACQUIRE", "k"], "lock.racquire"),
+        (&["LOCK.WACQUIRE"], "lock.wacquire"),
+        (&["LOCK.WACQUIRE", "k"], "lock.wacquire"),
         (&["LOCK.RENEW"], "lock.renew"),
         (&["LOCK.RENEW", "k"], "lock.renew"),
         (&["LOCK.FORCERELEASE"], "lock.forcerelease"),
@@ -801,7 +805,10 @@ fn assert_every_command_refused(con: &mut Connection, key: &str, want: &str) {
         vec!["LOCK.ACQUIRE", key, "a", "PX", "1000"],
         vec!["LOCK.ACQUIRE", key, "a", "FENCE"],
         vec!["LOCK.ACQUIRE", key, "a", "BLOCK", "0"],
+        vec!["LOCK.RACQUIRE", key, "a"],
+        vec!["LOCK.WACQUIRE", key, "a", "BLOCK", "0"],
         vec!["LOCK.RELEASE", key, "a"],
+        vec!["LOCK.RELEASE", key, "a", "READ"],
         vec!["LOCK.RENEW", key, "a"],
         vec!["LOCK.RENEW", key, "a", "PX", "1000"],
         vec!["LOCK.FORCERELEASE", key],
@@ -849,13 +856,40 @@ fn hashes_that_are_not_locks_are_wrongtype() {
     assert_refused(&mut con, &["LOCK.RELEASE", "h2", "a"], want);
     let _: () = q(
         &mut con,
-        &["HSET", "h3", "mode", "read", "u:1", "1", "u:2", "1"],
+        &["HSET", "h3", "u:0", "1", "u:1", "1", "u:2", "1"],
     );
     assert_every_command_refused(
         &mut con,
         "h3",
         "WRONGTYPE key holds a hash that is not a lock: it has 3 fields, a lock has one",
     );
+    // With a `mode` field a hash is read as Redisson's read-write lock.
+    for (fields, why) in [
+        (
+            &["mode", "both", "u:1", "1"][..],
+            "mode is 'both', not read or write",
+        ),
+        (
+            &["mode", "read", "u:1", "x"],
+            "field 'u:1' holds 'x', not a positive hold count",
+        ),
+        (
+            &["mode", "write", "u:1", "1"],
+            "mode is write but there is no writer",
+        ),
+        (
+            &["mode", "read", "u:1:write", "1"],
+            "a writer's field in the wrong mode, or two writers",
+        ),
+    ] {
+        let mut args = vec!["HSET", "h4"];
+        args.extend_from_slice(fields);
+        let _: () = q(&mut con, &args);
+        let want =
+            format!("WRONGTYPE key holds a hash that is not a lock: not a read-write lock: {why}");
+        assert_every_command_refused(&mut con, "h4", &want);
+        let _: () = q(&mut con, &["DEL", "h4"]);
+    }
 }
 
 // ---------------------------------------------------------------- MULTI / EVAL / FCALL
@@ -1045,7 +1079,9 @@ fn command_info_docs_and_getkeys() {
     let mut con = server.client();
     let expected = [
         ("lock.acquire", -3, "write"),
-        ("lock.release", 3, "write"),
+        ("lock.racquire", -3, "write"),
+        ("lock.wacquire", -3, "write"),
+        ("lock.release", -3, "write"),
         ("lock.renew", -3, "write"),
         ("lock.forcerelease", 2, "write"),
         ("lock.info", 2, "readonly"),

@@ -6,7 +6,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use lock_rules::lock::{LockState, Request, Transition};
+use lock_rules::lock::{LockKind, LockState, Request, Transition};
 use lock_rules::queue::Fifo;
 
 const NOW: i64 = 1_700_000_000_000;
@@ -16,6 +16,7 @@ fn req(owner: &str) -> Request {
         owner: owner.as_bytes().to_vec().into(),
         lease_ms: 30_000,
         fence: false,
+        kind: LockKind::Exclusive,
     }
 }
 
@@ -75,7 +76,7 @@ fn release(c: &mut Criterion) {
     g.bench_function("no waiters", |b| {
         b.iter(|| {
             let mut t = Transition::<Request>::new(held("a", 1), NOW, None);
-            black_box(t.release(&mut empty, black_box(b"a"))).ok();
+            black_box(t.release(&mut empty, black_box(b"a"), None)).ok();
             black_box(t.writes.len())
         })
     });
@@ -93,7 +94,7 @@ fn release(c: &mut Criterion) {
                     NOW,
                     None,
                 );
-                black_box(t.release(&mut q, &owner.owner)).ok();
+                black_box(t.release(&mut q, &owner.owner, None)).ok();
                 let woken = t.wakes.pop().map(|w| w.waiter);
                 q.push_back(next_id, std::mem::replace(&mut owner, req("x")));
                 next_id += 1;

@@ -77,6 +77,48 @@ impl LockError {
         )
     }
 
+    pub fn holds_read_write_lock() -> Self {
+        Self::new(
+            "WRONGTYPE",
+            "key holds a read-write lock: use LOCK.RACQUIRE or LOCK.WACQUIRE",
+        )
+    }
+
+    pub fn holds_exclusive_lock() -> Self {
+        Self::new(
+            "WRONGTYPE",
+            "key holds an exclusive lock: use LOCK.ACQUIRE, and LOCK.RELEASE without READ or WRITE",
+        )
+    }
+
+    pub fn reserved_owner(owner: &[u8]) -> Self {
+        Self::new(
+            "ERR",
+            format!(
+                "owner '{}' is reserved in a read-write lock: it must not be 'mode' or end with ':write'",
+                printable(owner)
+            ),
+        )
+    }
+
+    pub fn too_many_read_holds(max: i64) -> Self {
+        Self::new(
+            "ERR",
+            format!("an owner may take at most {max} read holds of one lock (each has its own lease key)"),
+        )
+    }
+
+    pub fn lease_key_cross_slot(key: &[u8]) -> Self {
+        Self::new(
+            "CROSSSLOT",
+            format!(
+                "read hold lease key '{}' hashes to another slot than the lock; use a lock name \
+                 without '{{' or with a non-empty {{hash tag}}",
+                printable(key)
+            ),
+        )
+    }
+
     pub fn not_owner() -> Self {
         Self::new("NOTOWNER", "the owner holds no hold on this lock")
     }
@@ -191,6 +233,13 @@ mod tests {
             LockError::wrong_type(),
             LockError::not_a_lock("x"),
             LockError::not_owner(),
+            LockError::no_upgrade(),
+            LockError::ambiguous_release(),
+            LockError::holds_read_write_lock(),
+            LockError::holds_exclusive_lock(),
+            LockError::reserved_owner(b"mode"),
+            LockError::too_many_read_holds(10),
+            LockError::lease_key_cross_slot(b"k"),
             LockError::token_not_integer(),
             LockError::token_wrong_type(),
             LockError::token_overflow(),

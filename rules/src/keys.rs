@@ -41,6 +41,48 @@ pub fn token_key_in_slot(lock: &[u8]) -> Result<Vec<u8>, LockError> {
     }
 }
 
+/// Redisson's `suffixName`: `{name}:suffix`, or `name:suffix` when the name
+/// already carries a `{`.
+fn suffixed(name: &[u8], suffix: &[&[u8]]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(name.len() + 64);
+    if name.contains(&b'{') {
+        out.extend_from_slice(name);
+    } else {
+        out.push(b'{');
+        out.extend_from_slice(name);
+        out.push(b'}');
+    }
+    out.push(b':');
+    for part in suffix {
+        out.extend_from_slice(part);
+    }
+    out
+}
+
+/// The lease of a read-write lock's read hold number `hold` (from 1) of
+/// `owner`, as Redisson's RReadWriteLock keeps it:
+/// `{name}:<owner>:rwlock_timeout:<hold>`.
+pub fn read_lease_key(lock: &[u8], owner: &[u8], hold: i64) -> Vec<u8> {
+    let hold = hold.to_string();
+    suffixed(lock, &[owner, b":rwlock_timeout:", hold.as_bytes()])
+}
+
+/// [`read_lease_key`], refused when it would hash to another slot than the
+/// lock (only the lock's name decides, so checking hold 1 checks all).
+pub fn read_lease_key_in_slot(lock: &[u8], owner: &[u8]) -> Result<Vec<u8>, LockError> {
+    let key = read_lease_key(lock, owner, 1);
+    if key_slot(&key) == key_slot(lock) {
+        Ok(key)
+    } else {
+        Err(LockError::lease_key_cross_slot(&key))
+    }
+}
+
+/// Where Redisson's read-write lock clients wait: `redisson_rwlock:{key}`.
+pub fn rw_notify_channel(lock: &[u8]) -> Vec<u8> {
+    prefixed(b"redisson_rwlock", lock)
+}
+
 /// Where Redisson clients wait for a release: `redisson_lock__channel:{key}`.
 pub fn notify_channel(lock: &[u8]) -> Vec<u8> {
     prefixed(b"redisson_lock__channel", lock)
@@ -82,6 +124,22 @@ fn crc16(data: &[u8]) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn derives_read_write_lock_names() {
+        assert_eq!(
+            read_lease_key(b"doc", b"u:1", 2),
+            b"{doc}:u:1:rwlock_timeout:2"
+        );
+        assert_eq!(
+            read_lease_key(b"{doc}:x", b"u:1", 1),
+            b"{doc}:x:u:1:rwlock_timeout:1"
+        );
+        assert_eq!(rw_notify_channel(b"doc"), b"redisson_rwlock:{doc}");
+        assert!(read_lease_key_in_slot(b"doc", b"u").is_ok());
+        let e = read_lease_key_in_slot(b"{}doc", b"u").unwrap_err();
+        assert!(e.to_string().starts_with("CROSSSLOT"), "{e}");
+    }
 
     #[test]
     fn derives_redisson_names() {

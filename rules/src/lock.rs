@@ -11,6 +11,7 @@ use std::sync::Arc;
 use super::args::parse_i64;
 use super::error::{printable, LockError};
 use super::queue::{Fifo, WaiterId};
+use super::rwlock::{Admission, Kind, RwHolds};
 
 /// An owner id, shared by the request, the state and the writes that name
 /// it (one allocation per caller instead of one per copy).
@@ -20,7 +21,13 @@ pub type Owner = Arc<[u8]>;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LockState {
     Free,
-    Held { owner: Owner, holds: i64 },
+    /// An exclusive lock (Redisson's RLock).
+    Held {
+        owner: Owner,
+        holds: i64,
+    },
+    /// A read-write lock (Redisson's RReadWriteLock) with at least one hold.
+    Shared(RwHolds),
 }
 
 impl LockState {
@@ -56,12 +63,32 @@ impl LockState {
     }
 }
 
+/// Which lock a caller asks for: LOCK.ACQUIRE's exclusive lock, or a
+/// read-write lock's read or write side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockKind {
+    Exclusive,
+    Read,
+    Write,
+}
+
+impl LockKind {
+    pub fn read_write(self) -> Option<Kind> {
+        match self {
+            Self::Exclusive => None,
+            Self::Read => Some(Kind::Read),
+            Self::Write => Some(Kind::Write),
+        }
+    }
+}
+
 /// What one caller asks for, whether it is served at once or queued.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
     pub owner: Owner,
     pub lease_ms: i64,
     pub fence: bool,
+    pub kind: LockKind,
 }
 
 /// Queue entries carry their request; the Redis layer adds its handles.
@@ -92,6 +119,14 @@ pub enum Write {
     IncrToken { to: i64 },
     /// `PUBLISH redisson_lock__channel:{key} 0`, for Redisson's waiters.
     Notify,
+    /// `HSET key mode read|write`
+    SetMode(Kind),
+    /// `SET {key}:<owner>:rwlock_timeout:<hold> 1 PXAT at`
+    SetReadLease { owner: Owner, hold: i64, at: i64 },
+    /// `DEL {key}:<owner>:rwlock_timeout:<hold>`
+    DropReadLease { owner: Owner, hold: i64 },
+    /// `PUBLISH redisson_rwlock:{key} <message>`, for Redisson's waiters.
+    NotifyReadWrite(&'static [u8]),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -138,12 +173,15 @@ pub type TokenValue = Option<Result<i64, LockError>>;
 /// bring the key to its new state, and the waiters to answer.
 #[derive(Debug)]
 pub struct Transition<T> {
-    state: LockState,
+    pub(crate) state: LockState,
     now_ms: i64,
-    token: TokenValue,
-    /// The holder whose last hold this transition dropped, until the lock
-    /// is either handed on or left free.
-    vacated: Option<Owner>,
+    pub(crate) token: TokenValue,
+    /// The hash fields of the holds this transition dropped, until the lock
+    /// is either handed on (the next holder's fields are written, then these
+    /// removed, so the key never disappears) or left free (deleted).
+    pub(crate) vacated: Vec<Owner>,
+    /// What Redisson's waiters are told if the lock is left free.
+    pub(crate) vacated_notice: Option<Write>,
     pub writes: Vec<Write>,
     pub wakes: Vec<Wake<T>>,
     pub tally: Tally,
@@ -151,19 +189,31 @@ pub struct Transition<T> {
 
 impl<T: Queued> Transition<T> {
     pub fn new(state: LockState, now_ms: i64, token: TokenValue) -> Self {
-        Self {
+        let mut tx = Self {
             state,
             now_ms,
             token,
-            vacated: None,
+            vacated: Vec::new(),
+            vacated_notice: None,
             writes: Vec::with_capacity(4),
             wakes: Vec::new(),
             tally: Tally::default(),
-        }
+        };
+        tx.drop_expired_readers();
+        tx
     }
 
     pub fn state(&self) -> &LockState {
         &self.state
+    }
+
+    /// When a lock with waiters must be looked at again: a read-write
+    /// lock's earliest reader lease end; `None` for the key's own TTL.
+    pub fn next_end(&self) -> Option<i64> {
+        match &self.state {
+            LockState::Shared(rw) => rw.next_end(),
+            _ => None,
+        }
     }
 
     /// LOCK.ACQUIRE: free or already ours (re-entry) is granted; otherwise
@@ -180,7 +230,11 @@ impl<T: Queued> Transition<T> {
             self.next_token()?;
         }
         self.settle(queue);
+        if let Some(kind) = req.kind.read_write() {
+            return self.acquire_shared(queue, req, kind, may_wait);
+        }
         match &self.state {
+            LockState::Shared(_) => Err(LockError::holds_read_write_lock()),
             LockState::Free => {
                 let reply = self.grant(req)?;
                 self.tally.acquired += 1;
@@ -196,11 +250,22 @@ impl<T: Queued> Transition<T> {
         }
     }
 
-    /// LOCK.RELEASE: drops one hold; the last one frees the lock and hands it
-    /// to the head waiter within the same transition. Returns holds left.
-    pub fn release(&mut self, queue: &mut Fifo<T>, who: &[u8]) -> Result<i64, LockError> {
-        let LockState::Held { owner, holds } = &self.state else {
-            return Err(LockError::not_owner());
+    /// LOCK.RELEASE: drops one hold (of `kind`, on a read-write lock); the
+    /// last one frees the lock and hands it to the head waiter within the
+    /// same transition. Returns holds left.
+    pub fn release(
+        &mut self,
+        queue: &mut Fifo<T>,
+        who: &[u8],
+        kind: Option<Kind>,
+    ) -> Result<i64, LockError> {
+        let (owner, holds) = match &self.state {
+            LockState::Shared(_) => return self.release_shared(queue, who, kind),
+            LockState::Held { .. } if kind.is_some() => {
+                return Err(LockError::holds_exclusive_lock())
+            }
+            LockState::Held { owner, holds } => (owner, holds),
+            LockState::Free => return Err(LockError::not_owner()),
         };
         if owner[..] != *who {
             return Err(LockError::not_owner());
@@ -219,6 +284,9 @@ impl<T: Queued> Transition<T> {
 
     /// LOCK.RENEW: a fresh lease for a holder. Returns the lease in ms.
     pub fn renew(&mut self, who: &[u8], lease_ms: i64) -> Result<i64, LockError> {
+        if let LockState::Shared(_) = self.state {
+            return self.renew_shared(who, lease_ms);
+        }
         self.state.holds_of(who).ok_or_else(LockError::not_owner)?;
         let at = self.deadline(lease_ms)?;
         self.writes.push(Write::ExpireAt(at));
@@ -235,21 +303,47 @@ impl<T: Queued> Transition<T> {
                 self.tally.force_released += 1;
                 1
             }
+            LockState::Shared(_) => {
+                self.vacate_shared();
+                self.tally.force_released += 1;
+                1
+            }
         };
         self.settle(queue);
         self.leave_free();
         removed
     }
 
-    /// Hands a free lock to the queued waiters, head first. A waiter the lock
-    /// cannot be given to (its fencing token is broken) is answered with the
-    /// error and the next one is tried.
+    /// Serves the queue from its head for as long as the head can be
+    /// served: a free lock goes to the head waiter; a read-write lock then
+    /// takes every reader behind it (a run of readers is granted together)
+    /// until a waiter that must wait. Nobody is overtaken. A waiter the lock
+    /// cannot be given to (its fencing token is broken, a refused upgrade)
+    /// is answered with the error and the next one is tried.
     pub fn settle(&mut self, queue: &mut Fifo<T>) {
-        while self.state == LockState::Free {
+        loop {
+            let Some((_, head)) = queue.front() else {
+                return;
+            };
+            let req = head.request();
+            let admission = match (&self.state, req.kind.read_write()) {
+                (LockState::Free, _) => Admission::Fresh,
+                (LockState::Held { .. }, _) | (LockState::Shared(_), None) => Admission::Busy,
+                (LockState::Shared(rw), Some(kind)) => rw.admission(kind, &req.owner),
+            };
+            if admission == Admission::Busy {
+                return;
+            }
             let Some((id, waiter)) = queue.pop_front() else {
                 return;
             };
-            let answer = match self.grant(waiter.request()) {
+            let req = waiter.request();
+            let granted = match (admission, req.kind.read_write()) {
+                (Admission::Refused(e), _) => Err(e),
+                (_, None) => self.grant(req),
+                (_, Some(kind)) => self.grant_shared(req, kind),
+            };
+            let answer = match granted {
                 Ok(reply) => {
                     self.tally.acquired += 1;
                     self.tally.handed_off += 1;
@@ -282,7 +376,9 @@ impl<T: Queued> Transition<T> {
             LockState::Held { owner, holds } if *owner == req.owner => {
                 holds.checked_add(1).ok_or_else(LockError::holds_overflow)?
             }
-            LockState::Held { .. } => return Err(LockError::internal("grant on a held lock")),
+            LockState::Held { .. } | LockState::Shared(_) => {
+                return Err(LockError::internal("grant on a held lock"))
+            }
         };
         let at = self.deadline(req.lease_ms)?;
         let token = if req.fence {
@@ -291,11 +387,12 @@ impl<T: Queued> Transition<T> {
             None
         };
         self.set_holds(req.owner.clone(), holds);
-        if let Some(previous) = self.vacated.take() {
+        for previous in std::mem::take(&mut self.vacated) {
             if previous != req.owner {
                 self.writes.push(Write::RemoveHolder { owner: previous });
             }
         }
+        self.vacated_notice = None;
         self.writes.push(Write::ExpireAt(at));
         if let Some(t) = token {
             self.writes.push(Write::IncrToken { to: t });
@@ -316,26 +413,31 @@ impl<T: Queued> Transition<T> {
     /// takes the lock in the same transition (see [`Self::leave_free`]).
     fn free(&mut self) {
         if let LockState::Held { owner, .. } = std::mem::replace(&mut self.state, LockState::Free) {
-            self.vacated = Some(owner);
+            self.vacated = vec![owner];
+            self.vacated_notice = Some(Write::Notify);
         }
     }
 
     /// A lock freed and handed to nobody is deleted, and Redisson's waiters
     /// are told. A hand-off tells them nothing: the lock never came free.
-    fn leave_free(&mut self) {
-        if self.vacated.take().is_some() {
-            self.writes.push(Write::Delete);
-            self.writes.push(Write::Notify);
+    pub(crate) fn leave_free(&mut self) {
+        if self.state != LockState::Free || self.vacated.is_empty() {
+            return;
+        }
+        self.vacated.clear();
+        self.writes.push(Write::Delete);
+        if let Some(notice) = self.vacated_notice.take() {
+            self.writes.push(notice);
         }
     }
 
-    fn deadline(&self, lease_ms: i64) -> Result<i64, LockError> {
+    pub(crate) fn deadline(&self, lease_ms: i64) -> Result<i64, LockError> {
         self.now_ms
             .checked_add(lease_ms)
             .ok_or_else(LockError::lease_overflow)
     }
 
-    fn next_token(&self) -> Result<i64, LockError> {
+    pub(crate) fn next_token(&self) -> Result<i64, LockError> {
         match &self.token {
             None => Err(LockError::internal("fencing token not loaded")),
             Some(Err(e)) => Err(e.clone()),
@@ -355,6 +457,7 @@ mod tests {
             owner: owner.as_bytes().into(),
             lease_ms,
             fence: false,
+            kind: LockKind::Exclusive,
         }
     }
 
@@ -470,9 +573,9 @@ mod tests {
     fn release_counts_down_then_frees_and_notifies() {
         let mut q = Fifo::default();
         let mut t = tx(held("a", 2));
-        assert_eq!(t.release(&mut q, b"a"), Ok(1));
+        assert_eq!(t.release(&mut q, b"a", None), Ok(1));
         assert_eq!(t.writes, vec![set("a", 1)]);
-        assert_eq!(t.release(&mut q, b"a"), Ok(0));
+        assert_eq!(t.release(&mut q, b"a", None), Ok(0));
         assert_eq!(t.writes[1..], [Write::Delete, Write::Notify]);
         assert_eq!(t.state(), &LockState::Free);
         assert_eq!(t.tally.released, 1);
@@ -483,7 +586,7 @@ mod tests {
         for state in [LockState::Free, held("a", 1)] {
             let mut q = queue(&[req("w", 1)]);
             let mut t = tx(state.clone());
-            assert_eq!(t.release(&mut q, b"b"), Err(LockError::not_owner()));
+            assert_eq!(t.release(&mut q, b"b", None), Err(LockError::not_owner()));
             assert!(t.writes.is_empty() && t.wakes.is_empty());
             assert_eq!(t.state(), &state);
             assert_eq!(q.len(), 1);
@@ -494,7 +597,7 @@ mod tests {
     fn last_release_hands_off_to_the_head_in_the_same_transition() {
         let mut q = queue(&[req("w1", 700), req("w2", 800)]);
         let mut t = tx(held("a", 1));
-        assert_eq!(t.release(&mut q, b"a"), Ok(0));
+        assert_eq!(t.release(&mut q, b"a", None), Ok(0));
         // In place, and no unlock message: the lock never came free.
         assert_eq!(
             t.writes,
@@ -516,7 +619,7 @@ mod tests {
     fn hand_off_to_the_same_owner_keeps_its_field() {
         let mut q = queue(&[req("a", 700)]);
         let mut t = tx(held("a", 1));
-        assert_eq!(t.release(&mut q, b"a"), Ok(0));
+        assert_eq!(t.release(&mut q, b"a", None), Ok(0));
         assert_eq!(t.writes, vec![set("a", 1), Write::ExpireAt(NOW + 700)]);
         assert_eq!(t.state(), &held("a", 1));
     }
@@ -525,7 +628,7 @@ mod tests {
     fn a_release_no_waiter_can_take_deletes_and_notifies() {
         let mut q = queue(&[fenced("w1", 10)]);
         let mut t = Transition::new(held("a", 1), NOW, Some(Err(LockError::token_wrong_type())));
-        assert_eq!(t.release(&mut q, b"a"), Ok(0));
+        assert_eq!(t.release(&mut q, b"a", None), Ok(0));
         assert_eq!(t.writes, vec![Write::Delete, Write::Notify]);
         assert_eq!(
             woken(&t),
@@ -543,7 +646,7 @@ mod tests {
         let mut releaser = "first".to_string();
         while !q.is_empty() {
             let mut t = tx(state);
-            assert_eq!(t.release(&mut q, releaser.as_bytes()), Ok(0));
+            assert_eq!(t.release(&mut q, releaser.as_bytes(), None), Ok(0));
             let wake = &t.wakes[0];
             order.push(wake.id);
             releaser = String::from_utf8(wake.waiter.owner.to_vec()).unwrap();
@@ -609,7 +712,7 @@ mod tests {
     fn a_waiter_whose_grant_fails_is_told_and_the_next_gets_the_lock() {
         let mut q = queue(&[fenced("w1", 10), req("w2", 20)]);
         let mut t = Transition::new(held("a", 1), NOW, Some(Err(LockError::token_wrong_type())));
-        assert_eq!(t.release(&mut q, b"a"), Ok(0));
+        assert_eq!(t.release(&mut q, b"a", None), Ok(0));
         assert_eq!(
             woken(&t),
             vec![

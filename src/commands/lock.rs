@@ -1,6 +1,8 @@
-//! LOCK.ACQUIRE, LOCK.RELEASE, LOCK.RENEW, LOCK.FORCERELEASE, LOCK.INFO.
-//! Each is a straight line: parse, open and read the key, run the rules on
-//! the key's wait queue, commit the transition, reply.
+//! LOCK.ACQUIRE, LOCK.RELEASE, LOCK.RENEW, LOCK.FORCERELEASE, LOCK.INFO,
+//! and the acquire shared with the read-write lock's commands. Each is a
+//! straight line: parse, open and read the key, run the rules on the key's
+//! wait queue, commit the transition, reply. RELEASE, RENEW, FORCERELEASE
+//! and INFO serve both kinds of lock.
 
 use std::borrow::Cow;
 use std::time::{Duration, Instant};
@@ -13,9 +15,10 @@ use crate::ffi::{self, Field};
 use crate::handoff::{self, begin, Blocked, Origin, Outcome};
 use crate::rules::args::{parse_acquire_options, parse_owner, parse_renew_options, Wait};
 use crate::rules::error::{printable, LockError};
-use crate::rules::keys::token_key_in_slot;
-use crate::rules::lock::{Acquired, LockState, Request};
+use crate::rules::keys::{read_lease_key_in_slot, token_key_in_slot};
+use crate::rules::lock::{Acquired, LockKind, LockState, Request};
 use crate::rules::queue::Fifo;
+use crate::rules::rwlock::Kind;
 use crate::store;
 use crate::waiters::{anyone_waits, registry, LockId, Waiter};
 
@@ -70,27 +73,50 @@ fn owner_call<'a>(command: &str, args: &'a [RedisString]) -> Result<OwnerCall<'a
 
 /// `LOCK.ACQUIRE key owner [PX ms | EX s] [BLOCK ms] [FENCE]`
 pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    acquire_as(ctx, args, "lock.acquire", LockKind::Exclusive)
+}
+
+/// Redis checks the caller's ACL key patterns on the declared key (the
+/// lock) only; the other keys a grant writes are checked here, when the
+/// call is made, also for a caller that then waits: a hand-off later writes
+/// them on its behalf.
+fn may_write(ctx: &Context, key: &[u8], what: &str) -> Result<(), String> {
+    if ffi::may_update_key(ctx, key) {
+        Ok(())
+    } else {
+        Err(format!(
+            "NOPERM this user has no permissions to access the {what} '{}'",
+            printable(key)
+        ))
+    }
+}
+
+/// The acquire of every kind of lock:
+/// `COMMAND key owner [PX ms | EX s] [BLOCK ms] [FENCE]`.
+pub(super) fn acquire_as(
+    ctx: &Context,
+    args: &[RedisString],
+    command: &str,
+    kind: LockKind,
+) -> RedisResult {
     run(ctx, || {
         let OwnerCall {
             name,
             owner,
             options,
-        } = owner_call("lock.acquire", args)?;
+        } = owner_call(command, args)?;
         let options = parse_acquire_options(options)?;
+        let mut other_keys = Vec::new();
         if options.fence {
-            // Redis checks the caller's ACL key patterns on the declared key
-            // (the lock) only; the token key is checked here, when the call
-            // is made, also for a caller that then waits: a hand-off later
-            // writes its token on its behalf.
-            let token = token_key_in_slot(name.as_slice())?;
-            if !ffi::may_update_key(ctx, &token) {
-                ffi::reply_error(
-                    ctx,
-                    &format!(
-                        "NOPERM this user has no permissions to access the fencing token key '{}'",
-                        printable(&token)
-                    ),
-                );
+            other_keys.push((token_key_in_slot(name.as_slice())?, "fencing token key"));
+        }
+        if kind == LockKind::Read {
+            let lease_key = read_lease_key_in_slot(name.as_slice(), owner.as_slice())?;
+            other_keys.push((lease_key, "read hold lease key"));
+        }
+        for (key, what) in &other_keys {
+            if let Err(e) = may_write(ctx, key, what) {
+                ffi::reply_error(ctx, &e);
                 return Ok(RedisValue::NoReply);
             }
         }
@@ -98,6 +124,7 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
             owner: owner.as_slice().into(),
             lease_ms: options.lease_ms.unwrap_or_else(config::default_lease_ms),
             fence: options.fence,
+            kind,
         };
         // Like BLPOP: inside MULTI, Lua or RM_Call a busy lock answers nil.
         let wait = options
@@ -111,11 +138,13 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
         };
         let (key, mut tx) = begin(ctx, name, &lock, origin)?;
         let acquired = with_queue(&lock, |queue| tx.acquire(queue, &request, wait.is_some()))?;
+        let next_end = tx.next_end();
         handoff::commit(ctx, &lock, &key, tx);
         match (acquired?, wait) {
             (Acquired::Now(reply), _) => Ok(RedisValue::Integer(reply)),
             (Acquired::Wait, Some(wait)) => {
-                enqueue(ctx, lock, request, wait, key.expires_at())?;
+                let lease_end = handoff::earliest(next_end, key.expires_at());
+                enqueue(ctx, lock, request, wait, lease_end)?;
                 Ok(RedisValue::NoReply)
             }
             (Acquired::Busy | Acquired::Wait, _) => Ok(RedisValue::Null),
@@ -161,19 +190,34 @@ fn enqueue(
     Ok(())
 }
 
-/// `LOCK.RELEASE key owner`
+/// `LOCK.RELEASE key owner [READ | WRITE]`
 pub fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
     run(ctx, || {
-        let [_, name, owner_arg] = args else {
-            return Err(LockError::arity("lock.release"));
+        let (name, owner_arg, kind) = match args {
+            [_, name, owner] => (name, owner, None),
+            [_, name, owner, kind] => (name, owner, Some(parse_release_kind(kind.as_slice())?)),
+            _ => return Err(LockError::arity("lock.release")),
         };
         let owner = parse_owner(owner_arg.as_slice())?;
         let lock = lock_id(ctx, name);
         let (key, mut tx) = begin(ctx, name, &lock, by(Some(owner_arg)))?;
-        let left = with_queue(&lock, |queue| tx.release(queue, owner))?;
+        let left = with_queue(&lock, |queue| tx.release(queue, owner, kind))?;
         handoff::commit(ctx, &lock, &key, tx);
         Ok(RedisValue::Integer(left?))
     })
+}
+
+fn parse_release_kind(arg: &[u8]) -> Result<Kind, LockError> {
+    if arg.eq_ignore_ascii_case(b"READ") {
+        Ok(Kind::Read)
+    } else if arg.eq_ignore_ascii_case(b"WRITE") {
+        Ok(Kind::Write)
+    } else {
+        Err(LockError::syntax(format_args!(
+            "expected READ or WRITE, got '{}'",
+            printable(arg)
+        )))
+    }
 }
 
 /// `LOCK.RENEW key owner [PX ms | EX s]`
@@ -215,17 +259,40 @@ pub fn info(ctx: &Context, args: &[RedisString]) -> RedisResult {
         let [_, name] = args else {
             return Err(LockError::arity("lock.info"));
         };
-        let Some((LockState::Held { owner, holds }, ttl)) = store::read_only(ctx, name)? else {
-            return Ok(RedisValue::Null);
+        let (state, ttl) = match store::read_only(ctx, name)? {
+            Some((LockState::Free, _)) | None => return Ok(RedisValue::Null),
+            Some(read) => read,
         };
         let lock = lock_id(ctx, name);
         let waiters = registry().map_or(0, |r| r.queue_len(&lock));
-        let mut fields = vec![
-            ("owner", Field::Bulk(&owner)),
-            ("holds", Field::Int(holds)),
-            ("ttl", Field::Int(ttl.unwrap_or(-1))),
-            ("waiters", Field::Int(waiters as i64)),
-        ];
+        let ttl = ("ttl", Field::Int(ttl.unwrap_or(-1)));
+        let waiters = ("waiters", Field::Int(waiters as i64));
+        let mut fields = match &state {
+            LockState::Held { owner, holds } => vec![
+                ("owner", Field::Bulk(owner)),
+                ("holds", Field::Int(*holds)),
+                ttl,
+                waiters,
+            ],
+            LockState::Shared(rw) => {
+                // A reader whose every lease ran out no longer holds it.
+                let readers = rw
+                    .readers
+                    .iter()
+                    .filter(|r| !r.expired())
+                    .map(|r| (&r.owner[..], r.holds))
+                    .collect();
+                let mut fields =
+                    vec![("mode", Field::Bulk(rw.mode().map_or(b"read", |m| m.mode())))];
+                if let Some((writer, holds)) = &rw.writer {
+                    fields.push(("writer", Field::Bulk(writer)));
+                    fields.push(("write_holds", Field::Int(*holds)));
+                }
+                fields.extend([("readers", Field::Counts(readers)), ttl, waiters]);
+                fields
+            }
+            LockState::Free => return Ok(RedisValue::Null),
+        };
         let token = store::existing_token(ctx, name.as_slice());
         if let Some(token) = token {
             fields.push(("token", Field::Int(token)));
