@@ -104,6 +104,17 @@ pub fn reply_integer(ctx: &Context, n: i64) {
     }
 }
 
+/// An array of integers.
+pub fn reply_integers(ctx: &Context, values: &[i64]) {
+    // SAFETY: ctx is a context that may reply; exactly `len` elements follow.
+    if let Some(f) = api!(RedisModule_ReplyWithArray) {
+        unsafe { f(ctx.ctx, values.len() as std::ffi::c_long) };
+    }
+    for n in values {
+        reply_integer(ctx, *n);
+    }
+}
+
 pub fn reply_null(ctx: &Context) {
     // SAFETY: ctx is a context that may reply.
     if let Some(f) = api!(RedisModule_ReplyWithNull) {
@@ -201,6 +212,21 @@ extern "C" fn on_command<H: CommandHandler>(
         H::BODY(&context, as_strings(&args))
     };
     context.reply(reply) as c_int
+}
+
+/// Whether Redis calls a `getkeys-api` command only to learn its keys
+/// (cluster routing on 7.0 asks this way; key specs serve the rest).
+pub fn is_keys_position_request(ctx: &Context) -> bool {
+    // SAFETY: ctx is the live context of the command call.
+    api!(RedisModule_IsKeysPositionRequest).is_some_and(|f| unsafe { f(ctx.ctx) } != 0)
+}
+
+/// Reports argument `pos` as a key, in a keys position request.
+pub fn key_at_pos(ctx: &Context, pos: usize) {
+    // SAFETY: ctx is the live context of a keys position request.
+    if let (Some(f), Ok(pos)) = (api!(RedisModule_KeyAtPos), c_int::try_from(pos)) {
+        unsafe { f(ctx.ctx, pos) };
+    }
 }
 
 fn as_strings(args: &[ManuallyDrop<RedisString>]) -> &[RedisString] {
@@ -1417,8 +1443,10 @@ pub struct CommandDoc {
     pub complexity: &'static CStr,
     pub since: &'static CStr,
     pub arity: c_int,
-    /// Key spec flags of the single key at argv[1].
+    /// Key spec flags of the key at argv[1], or of the keys after numkeys.
     pub key_flags: u64,
+    /// `numkeys key [key ...]` from argv[1] instead of one key at argv[1].
+    pub numkeys: bool,
     pub args: &'static [ArgDoc],
 }
 
@@ -1439,6 +1467,8 @@ pub struct ArgDoc {
     pub kind: ArgKind,
     pub token: Option<&'static CStr>,
     pub optional: bool,
+    /// May be repeated (`key [key ...]`).
+    pub multiple: bool,
     pub subargs: &'static [ArgDoc],
 }
 
@@ -1474,6 +1504,9 @@ fn c_args(
         } else {
             raw::REDISMODULE_CMD_ARG_NONE as c_int
         };
+        if arg.multiple {
+            c.flags |= raw::REDISMODULE_CMD_ARG_MULTIPLE as c_int;
+        }
         c.subargs = c_args(arg.subargs, arrays);
         out.push(c);
     }
@@ -1514,12 +1547,22 @@ pub fn set_command_doc(ctx: &Context, doc: &CommandDoc) -> bool {
     specs[0].flags = doc.key_flags;
     specs[0].begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
     specs[0].bs.index.pos = 1;
-    specs[0].find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
-    specs[0].fk.range = raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 {
-        lastkey: 0,
-        keystep: 1,
-        limit: 0,
-    };
+    if doc.numkeys {
+        // argv[1] is the key count, the keys follow it one by one.
+        specs[0].find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_KEYNUM;
+        specs[0].fk.keynum = raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_2 {
+            keynumidx: 0,
+            firstkey: 1,
+            keystep: 1,
+        };
+    } else {
+        specs[0].find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
+        specs[0].fk.range = raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 {
+            lastkey: 0,
+            keystep: 1,
+            limit: 0,
+        };
+    }
     let version = raw::RedisModuleCommandInfoVersion {
         version: 1,
         sizeof_historyentry: std::mem::size_of::<raw::RedisModuleCommandHistoryEntry>(),

@@ -26,18 +26,21 @@ use crate::replication::{self, Replication};
 use crate::rules::args::MAX_DURATION_MS;
 use crate::rules::error::LockError;
 use crate::rules::ids::IdMap;
-use crate::rules::lock::{Answer, LockState, Owner, TokenValue, Transition, Wake};
+use crate::rules::lock::{Answer, LockState, Owner, Request, TokenValue, Transition, Wake};
+use crate::rules::multilock::{access, Access};
 use crate::rules::rwlock::Kind;
 use crate::rules::server::has_unsent_output;
 use crate::store::{self, LockKey, Placement};
 use crate::waiters::{
-    anyone_waits, registry, LeaseTimer, LockId, Registry, Released, WaitTimer, Waiter,
+    anyone_waits, registry, GroupId, LeaseTimer, LockId, Registry, Released, WaitTimer, Waiter,
 };
 
 /// What a blocked caller is finally told.
 #[derive(Debug)]
 pub enum Outcome {
     Granted(Grant, i64),
+    /// A multi-lock caller's keys, with a reply per key.
+    GrantedAll(Vec<Grant>, Vec<i64>),
     Failed(String),
     TimedOut,
 }
@@ -122,7 +125,101 @@ pub fn commit(ctx: &Context, lock: &LockId<'_>, key: &LockKey, tx: Transition<Wa
     deliver(ctx, lock, tx.wakes);
     if held_after {
         ensure_lease_timer(ctx, lock, || earliest(next_end, key.expires_at()));
+    } else if let Some(group) = group_at_head(lock) {
+        // Free, with a multi-lock caller first in line: it may now have
+        // all its keys.
+        serve_group(ctx, group);
     }
+}
+
+fn group_at_head(lock: &LockId<'_>) -> Option<GroupId> {
+    if !anyone_waits() {
+        return None;
+    }
+    registry().ok()?.group_at_head(lock)
+}
+
+/// Grants a multi-lock caller all its keys, in one step, if it is first in
+/// line on each and each is free or already its own; otherwise leaves it
+/// waiting. Only [`commit`] calls it, for a lock it left free.
+fn serve_group(ctx: &Context, group: GroupId) {
+    let Some((request, entries)) = registry().ok().and_then(|r| r.group(group)) else {
+        return;
+    };
+    let placement = Placement::read(ctx);
+    if entries.iter().any(|(lock, _)| !placement.serves(&lock.key)) {
+        // The per-key settle answers it TRYAGAIN.
+        return;
+    }
+    let names: Vec<RedisString> = entries
+        .iter()
+        .map(|(lock, _)| ffi::string(ctx, &lock.key))
+        .collect();
+    let mut opened = Vec::with_capacity(entries.len());
+    for ((lock, first), name) in entries.iter().zip(&names) {
+        match begin(ctx, name, lock, Origin::Event) {
+            Ok((key, tx)) => opened.push((lock, *first, key, tx)),
+            // Another type now: its own settle answers the group.
+            Err(_) => return,
+        }
+    }
+    let mut ready = true;
+    for (_, first, _, tx) in &opened {
+        match access(tx.state(), &request.owner, *first) {
+            Ok(Access::Free | Access::Reentry) => {}
+            Ok(Access::Busy) => ready = false,
+            Err(e) => return fail_group(ctx, group, e),
+        }
+    }
+    if !ready {
+        return;
+    }
+    if let Some(e) = opened
+        .iter()
+        .find_map(|(_, _, _, tx)| tx.check_take(&request).err())
+    {
+        return fail_group(ctx, group, e);
+    }
+    let Some((waiter, released)) = registry().ok().and_then(|mut r| r.take_group(group)) else {
+        return;
+    };
+    stop_timers(ctx, released);
+    let mut grants = Vec::with_capacity(opened.len());
+    let mut replies = Vec::with_capacity(opened.len());
+    for (lock, _, key, mut tx) in opened {
+        match tx.take(&request) {
+            Ok(reply) => replies.push(reply),
+            Err(e) => {
+                ffi::log_warning(
+                    ctx,
+                    &format!("lock: multi-lock grant failed after its checks: {e}"),
+                );
+                replies.push(0);
+            }
+        }
+        tx.tally.handed_off += 1;
+        grants.push(grant_of(lock, &request));
+        commit(ctx, lock, &key, tx);
+    }
+    ffi::unblock::<Blocked>(waiter.bc, Some(Outcome::GrantedAll(grants, replies)));
+}
+
+fn grant_of(lock: &LockId<'_>, request: &Request) -> Grant {
+    Grant {
+        lock: lock.to_owned(),
+        kind: request.kind.read_write(),
+        owner: request.owner.clone(),
+    }
+}
+
+/// Answers a multi-lock caller with an error and takes it out of every
+/// queue.
+fn fail_group(ctx: &Context, group: GroupId, error: LockError) {
+    let Some((waiter, released)) = registry().ok().and_then(|mut r| r.remove(group)) else {
+        return;
+    };
+    stop_timers(ctx, released);
+    ffi::unblock::<Blocked>(waiter.bc, Some(Outcome::Failed(error.to_string())));
 }
 
 /// When a held lock must be looked at again for its waiters: the key's
@@ -144,23 +241,23 @@ fn deliver(ctx: &Context, lock: &LockId<'_>, wakes: Vec<Wake<Waiter>>) {
     }
     for wake in wakes {
         let outcome = match wake.answer {
-            Answer::Granted(reply) => Outcome::Granted(
-                Grant {
-                    lock: lock.to_owned(),
-                    kind: wake.waiter.request.kind.read_write(),
-                    owner: wake.waiter.request.owner,
-                },
-                reply,
-            ),
+            Answer::Granted(reply) => Outcome::Granted(grant_of(lock, &wake.waiter.request), reply),
             Answer::Failed(e) => Outcome::Failed(e.to_string()),
         };
         ffi::unblock::<Blocked>(wake.waiter.bc, Some(outcome));
     }
 }
 
+/// Stops the timers a queue change made useless, and looks again at the
+/// keys where a multi-lock caller left the head of the queue.
 fn stop_timers(ctx: &Context, released: Released) {
-    stop(ctx, released.lease_timer);
+    for id in released.lease_timers {
+        ffi::stop_timer(ctx, id);
+    }
     stop(ctx, released.wait_timer);
+    for lock in released.resettle {
+        defer_key(ctx, lock);
+    }
 }
 
 fn stop(ctx: &Context, timer: Option<ffi::TimerId>) {
@@ -374,8 +471,12 @@ impl BlockHandler for Blocked {
     fn reply(ctx: &Context, answer: Option<&Outcome>) {
         match answer {
             Some(Outcome::Granted(grant, reply)) => {
-                remember_answered(ctx, grant);
+                remember_answered(ctx, std::slice::from_ref(grant));
                 ffi::reply_integer(ctx, *reply);
+            }
+            Some(Outcome::GrantedAll(grants, replies)) => {
+                remember_answered(ctx, grants);
+                ffi::reply_integers(ctx, replies);
             }
             Some(Outcome::Failed(e)) => ffi::reply_error(ctx, e),
             Some(Outcome::TimedOut) | None => ffi::reply_null(ctx),
@@ -401,8 +502,10 @@ impl BlockHandler for Blocked {
     }
 
     fn free(ctx: &Context, outcome: Box<Outcome>, client_gone: bool) {
-        if let (true, Outcome::Granted(grant, _)) = (client_gone, *outcome) {
-            defer(ctx, |d| d.lost_grants.push(grant));
+        match (client_gone, *outcome) {
+            (true, Outcome::Granted(grant, _)) => defer(ctx, |d| d.lost_grants.push(grant)),
+            (true, Outcome::GrantedAll(grants, _)) => defer(ctx, |d| d.lost_grants.extend(grants)),
+            _ => {}
         }
     }
 }
@@ -413,16 +516,19 @@ impl BlockHandler for Blocked {
 /// with output still unsent (its connection failed, or it was already
 /// closing) never got its answer, so its grant is released. A waiter freed
 /// with everything sent (a pipelined QUIT) got it, and keeps the lock.
-static ANSWERED: LazyLock<Mutex<IdMap<u64, Grant>>> = LazyLock::new(Mutex::default);
+static ANSWERED: LazyLock<Mutex<IdMap<u64, Vec<Grant>>>> = LazyLock::new(Mutex::default);
 static ANY_ANSWERED: AtomicBool = AtomicBool::new(false);
 
-fn remember_answered(ctx: &Context, grant: &Grant) {
-    let grant = Grant {
-        lock: grant.lock.clone(),
-        owner: grant.owner.clone(),
-        kind: grant.kind,
-    };
-    lock(&ANSWERED).insert(ffi::client_id(ctx), grant);
+fn remember_answered(ctx: &Context, grants: &[Grant]) {
+    let grants = grants
+        .iter()
+        .map(|grant| Grant {
+            lock: grant.lock.clone(),
+            owner: grant.owner.clone(),
+            kind: grant.kind,
+        })
+        .collect();
+    lock(&ANSWERED).insert(ffi::client_id(ctx), grants);
     ANY_ANSWERED.store(true, Relaxed);
 }
 
@@ -565,7 +671,7 @@ impl ServerEventHandler for ServerEvents {
         if !ANY_ANSWERED.load(Relaxed) {
             return;
         }
-        let Some(grant) = lock(&ANSWERED).remove(&client_id) else {
+        let Some(grants) = lock(&ANSWERED).remove(&client_id) else {
             return;
         };
         // The client is still whole while this event runs.
@@ -574,7 +680,7 @@ impl ServerEventHandler for ServerEvents {
             .and_then(String::try_from)
             .unwrap_or_default();
         if has_unsent_output(&line) {
-            defer(ctx, |d| d.lost_grants.push(grant));
+            defer(ctx, |d| d.lost_grants.extend(grants));
         }
     }
 

@@ -30,7 +30,7 @@ mod module {
     use redis_module::{redis_module, Context, InfoContext, RedisResult, RedisString, Status};
     use redis_module_macros::info_command_handler;
 
-    use crate::commands::{lock, rwlock};
+    use crate::commands::{lock, multilock, rwlock};
     use crate::ffi::{
         self, ArgDoc, ArgKind, CommandDoc, KEY_RO_ACCESS, KEY_RW_DELETE, KEY_RW_UPDATE,
     };
@@ -43,6 +43,7 @@ mod module {
             kind,
             token: None,
             optional: false,
+            multiple: false,
             subargs: &[],
         }
     }
@@ -57,6 +58,7 @@ mod module {
             kind,
             token: Some(token),
             optional: true,
+            multiple: false,
             subargs: &[],
         }
     }
@@ -68,6 +70,7 @@ mod module {
         kind: ArgKind::OneOf,
         token: None,
         optional: true,
+        multiple: false,
         subargs: &[
             ArgDoc {
                 optional: false,
@@ -80,7 +83,40 @@ mod module {
         ],
     };
 
+    const NUMKEYS: ArgDoc = arg(c"numkeys", ArgKind::Integer);
+    const KEYS: ArgDoc = ArgDoc {
+        multiple: true,
+        ..arg(c"key", ArgKind::Key)
+    };
+
     const DOCS: &[CommandDoc] = &[
+        CommandDoc {
+            name: c"lock.macquire",
+            summary: c"Acquires several reentrant locks at once, all or none, optionally waiting for all of them as one FIFO waiter.",
+            complexity: c"O(N), N the number of keys",
+            since: c"1.1.0",
+            arity: -4,
+            key_flags: KEY_RW_UPDATE,
+            numkeys: true,
+            args: &[
+                NUMKEYS,
+                KEYS,
+                OWNER,
+                LEASE,
+                option(c"timeout", ArgKind::Integer, c"BLOCK"),
+                option(c"fence", ArgKind::Flag, c"FENCE"),
+            ],
+        },
+        CommandDoc {
+            name: c"lock.mrelease",
+            summary: c"Releases one hold on each of several locks, all or none.",
+            complexity: c"O(N), N the number of keys",
+            since: c"1.1.0",
+            arity: -4,
+            key_flags: KEY_RW_DELETE,
+            numkeys: true,
+            args: &[NUMKEYS, KEYS, OWNER],
+        },
         CommandDoc {
             name: c"lock.acquire",
             summary: c"Acquires a reentrant lock, optionally waiting in a FIFO queue for it.",
@@ -88,6 +124,7 @@ mod module {
             since: c"1.0.0",
             arity: -3,
             key_flags: KEY_RW_UPDATE,
+            numkeys: false,
             args: &[
                 KEY,
                 OWNER,
@@ -103,6 +140,7 @@ mod module {
             since: c"1.1.0",
             arity: -3,
             key_flags: KEY_RW_UPDATE,
+            numkeys: false,
             args: &[
                 KEY,
                 OWNER,
@@ -118,6 +156,7 @@ mod module {
             since: c"1.1.0",
             arity: -3,
             key_flags: KEY_RW_UPDATE,
+            numkeys: false,
             args: &[
                 KEY,
                 OWNER,
@@ -133,6 +172,7 @@ mod module {
             since: c"1.0.0",
             arity: -3,
             key_flags: KEY_RW_DELETE,
+            numkeys: false,
             args: &[
                 KEY,
                 OWNER,
@@ -141,6 +181,7 @@ mod module {
                     kind: ArgKind::OneOf,
                     token: None,
                     optional: true,
+                    multiple: false,
                     subargs: &[
                         ArgDoc {
                             optional: false,
@@ -161,6 +202,7 @@ mod module {
             since: c"1.0.0",
             arity: -3,
             key_flags: KEY_RW_UPDATE,
+            numkeys: false,
             args: &[KEY, OWNER, LEASE],
         },
         CommandDoc {
@@ -170,6 +212,7 @@ mod module {
             since: c"1.0.0",
             arity: 2,
             key_flags: KEY_RW_DELETE,
+            numkeys: false,
             args: &[KEY],
         },
         CommandDoc {
@@ -180,6 +223,7 @@ mod module {
             since: c"1.0.0",
             arity: 2,
             key_flags: KEY_RO_ACCESS,
+            numkeys: false,
             args: &[KEY],
         },
     ];
@@ -198,6 +242,8 @@ mod module {
     handler!(ForceRelease, lock::force_release);
     handler!(Info, lock::info);
     handler!(ReadAcquire, rwlock::read_acquire);
+    handler!(MultiAcquire, multilock::acquire);
+    handler!(MultiRelease, multilock::release);
     handler!(WriteAcquire, rwlock::write_acquire);
 
     /// Registers the commands. ACL categories are set from Redis 7.2 on; 7.0
@@ -222,6 +268,20 @@ mod module {
             c"write deny-oom blocking",
             key,
             c"write hash blocking",
+        ) && ffi::create_command::<MultiAcquire>(
+            ctx,
+            c"lock.macquire",
+            c"write deny-oom blocking getkeys-api",
+            // Keys: the numkeys key spec set with the docs, and getkeys-api
+            // for 7.0's cluster routing.
+            (0, 0, 0),
+            c"write hash blocking",
+        ) && ffi::create_command::<MultiRelease>(
+            ctx,
+            c"lock.mrelease",
+            c"write fast getkeys-api",
+            (0, 0, 0),
+            c"write hash fast",
         ) && ffi::create_command::<Release>(
             ctx,
             c"lock.release",

@@ -45,20 +45,32 @@ pub fn anyone_waits() -> bool {
     QUEUED_LOCKS.load(Relaxed) > 0
 }
 
-/// A caller blocked in LOCK.ACQUIRE ... BLOCK.
+/// A caller blocked in LOCK.ACQUIRE ... BLOCK (or one key of a caller
+/// blocked in LOCK.MACQUIRE).
 #[derive(Debug)]
 pub struct Waiter {
     pub request: Request,
     pub bc: BlockedClient,
-    /// The end of BLOCK ms; `None` for BLOCK 0.
+    /// The end of BLOCK ms; `None` for BLOCK 0 (and for every entry of a
+    /// multi-lock caller but its first, which carries the deadline).
     pub deadline: Option<Instant>,
+    /// The multi-lock caller this entry belongs to.
+    pub group: Option<GroupId>,
 }
 
 impl Queued for Waiter {
     fn request(&self) -> &Request {
         &self.request
     }
+
+    fn in_group(&self) -> bool {
+        self.group.is_some()
+    }
 }
+
+/// A multi-lock caller: the id of its first entry. It has one entry in
+/// the queue of each of its keys.
+pub type GroupId = WaiterId;
 
 /// The timer at a held lock's lease deadline, armed while anyone waits.
 #[derive(Debug, Clone, Copy)]
@@ -93,6 +105,8 @@ pub struct Registry {
     locations: IdMap<WaiterId, LockId<'static>>,
     handles: IdMap<BlockedClient, WaiterId>,
     lease_jobs: IdMap<u64, LockId<'static>>,
+    /// Every entry of each multi-lock caller, first entry first.
+    groups: IdMap<GroupId, Vec<(LockId<'static>, WaiterId)>>,
     deadlines: BTreeSet<(Instant, WaiterId)>,
     pub wait_timer: Option<WaitTimer>,
     next_serial: u64,
@@ -116,9 +130,20 @@ pub fn registry() -> Result<MutexGuard<'static, Registry>, LockError> {
 #[must_use]
 #[derive(Debug, Default)]
 pub struct Released {
-    pub lease_timer: Option<TimerId>,
+    pub lease_timers: Vec<TimerId>,
     /// The wait timer, once no queued caller has a BLOCK deadline left.
     pub wait_timer: Option<TimerId>,
+    /// Keys whose queue lost a multi-lock caller's entry: whoever is now
+    /// first there may be served.
+    pub resettle: Vec<LockId<'static>>,
+}
+
+impl Released {
+    fn merge(&mut self, other: Released) {
+        self.lease_timers.extend(other.lease_timers);
+        self.wait_timer = self.wait_timer.or(other.wait_timer);
+        self.resettle.extend(other.resettle);
+    }
 }
 
 impl Registry {
@@ -182,14 +207,61 @@ impl Registry {
             return;
         };
         let (bc, fence, deadline) = (waiter.bc, waiter.request.fence, waiter.deadline);
+        let first_entry = waiter.group.is_none_or(|g| g == id);
         if queue.fifo.push_back(id, waiter) {
             queue.fenced += usize::from(fence);
-            self.handles.insert(bc, id);
+            if first_entry {
+                self.handles.insert(bc, id);
+            }
             self.locations.insert(id, lock.to_owned());
             if let Some(at) = deadline {
                 self.deadlines.insert((at, id));
             }
         }
+    }
+
+    /// Queues a multi-lock caller on every lock of `locks`, under fresh ids
+    /// (from [`Registry::next_serial`], one per lock, the first one naming
+    /// the group).
+    pub fn enqueue_group(&mut self, locks: &[LockId<'_>], ids: &[WaiterId], waiter: Waiter) {
+        let Some(&group) = ids.first() else {
+            return;
+        };
+        let mut members = Vec::with_capacity(ids.len());
+        for (i, (lock, &id)) in locks.iter().zip(ids).enumerate() {
+            let entry = Waiter {
+                request: waiter.request.clone(),
+                bc: waiter.bc,
+                deadline: if i == 0 { waiter.deadline } else { None },
+                group: Some(group),
+            };
+            self.enqueue(lock, id, entry);
+            members.push((lock.to_owned(), id));
+        }
+        self.groups.insert(group, members);
+    }
+
+    /// The multi-lock caller first in the queue of `lock`, if it is one.
+    pub fn group_at_head(&self, lock: &LockId<'_>) -> Option<GroupId> {
+        self.queue(lock)?.fifo.front().and_then(|(_, w)| w.group)
+    }
+
+    /// A multi-lock caller's entries and request, and for each entry
+    /// whether it heads its queue.
+    pub fn group(&self, group: GroupId) -> Option<(Request, Vec<(LockId<'static>, bool)>)> {
+        let members = self.groups.get(&group)?;
+        let mut request = None;
+        let entries = members
+            .iter()
+            .map(|(lock, id)| {
+                let front = self.queue(lock).and_then(|q| q.fifo.front());
+                if let (None, Some((_, w))) = (&request, front) {
+                    request = Some(w.request.clone());
+                }
+                (lock.clone(), front.is_some_and(|(head, _)| head == *id))
+            })
+            .collect();
+        Some((request?, entries))
     }
 
     /// Runs `rules` on the queue of `lock` (an empty one if nobody waits).
@@ -207,7 +279,13 @@ impl Registry {
 
     /// Drops the bookkeeping of waiters the rules took off the queue.
     pub fn forget_woken(&mut self, lock: &LockId<'_>, wakes: &[Wake<Waiter>]) -> Released {
+        let mut others = Released::default();
         for wake in wakes {
+            // A multi-lock caller answered on one key (rejected there)
+            // leaves every other queue too.
+            if let Some(group) = wake.waiter.group {
+                others.merge(self.remove_group_except(group, wake.id, true));
+            }
             self.locations.remove(&wake.id);
             self.handles.remove(&wake.waiter.bc);
             if let Some(at) = wake.waiter.deadline {
@@ -220,8 +298,69 @@ impl Registry {
             }
         }
         let mut released = self.drop_if_empty(lock);
+        released.merge(others);
         released.wait_timer = self.idle_wait_timer();
         released
+    }
+
+    /// Takes every entry of `group` but `except` out of its queue. With
+    /// `resettle`, their keys are listed for whoever is first there now.
+    fn remove_group_except(
+        &mut self,
+        group: GroupId,
+        except: WaiterId,
+        resettle: bool,
+    ) -> Released {
+        let mut released = Released::default();
+        let Some(members) = self.groups.remove(&group) else {
+            return released;
+        };
+        for (lock, id) in members {
+            if id == except {
+                continue;
+            }
+            self.locations.remove(&id);
+            let Some(queue) = self.queue_mut(&lock) else {
+                continue;
+            };
+            if let Some(waiter) = queue.fifo.remove(id) {
+                if waiter.request.fence {
+                    queue.fenced = queue.fenced.saturating_sub(1);
+                }
+                if let Some(at) = waiter.deadline {
+                    self.deadlines.remove(&(at, id));
+                }
+                if id == group {
+                    self.handles.remove(&waiter.bc);
+                }
+            }
+            released.merge(self.drop_if_empty(&lock));
+            if resettle {
+                released.resettle.push(lock);
+            }
+        }
+        released
+    }
+
+    /// Takes a multi-lock caller out of every queue to grant it its keys.
+    pub fn take_group(&mut self, group: GroupId) -> Option<(Waiter, Released)> {
+        let (&(ref lock, first), _) = self.groups.get(&group)?.split_first()?;
+        let lock = lock.clone();
+        let waiter = self.queue_mut(&lock)?.fifo.remove(first)?;
+        self.locations.remove(&first);
+        self.handles.remove(&waiter.bc);
+        if let Some(at) = waiter.deadline {
+            self.deadlines.remove(&(at, first));
+        }
+        if waiter.request.fence {
+            if let Some(q) = self.queue_mut(&lock) {
+                q.fenced = q.fenced.saturating_sub(1);
+            }
+        }
+        let mut released = self.drop_if_empty(&lock);
+        released.merge(self.remove_group_except(group, first, false));
+        released.wait_timer = self.idle_wait_timer();
+        Some((waiter, released))
     }
 
     fn idle_wait_timer(&mut self) -> Option<TimerId> {
@@ -245,6 +384,10 @@ impl Registry {
             self.deadlines.remove(&(at, id));
         }
         let mut released = self.drop_if_empty(&lock);
+        if let Some(group) = waiter.group {
+            released.merge(self.remove_group_except(group, id, true));
+            released.resettle.push(lock);
+        }
         released.wait_timer = self.idle_wait_timer();
         Some((waiter, released))
     }
@@ -283,13 +426,17 @@ impl Registry {
         if keys.is_empty() {
             self.queues.remove(&lock.db);
         }
-        let lease_timer = queue.and_then(|q| q.lease_timer).map(|t| {
-            self.lease_jobs.remove(&t.job);
-            t.id
-        });
+        let lease_timers = queue
+            .and_then(|q| q.lease_timer)
+            .map(|t| {
+                self.lease_jobs.remove(&t.job);
+                t.id
+            })
+            .into_iter()
+            .collect();
         Released {
-            lease_timer,
-            wait_timer: None,
+            lease_timers,
+            ..Released::default()
         }
     }
 
@@ -340,6 +487,7 @@ mod tests {
             },
             bc: bc(n),
             deadline: None,
+            group: None,
         }
     }
 
@@ -363,7 +511,7 @@ mod tests {
 
         let (w, released) = r.remove(1).unwrap();
         assert_eq!(w.bc, bc(1));
-        assert!(released.lease_timer.is_none());
+        assert!(released.lease_timers.is_empty());
         assert_eq!(r.fenced_waiters(&lock("k")), 0);
 
         r.set_lease_timer(
@@ -375,7 +523,7 @@ mod tests {
             },
         );
         let (_, released) = r.remove(2).unwrap();
-        assert_eq!(released.lease_timer, Some(77));
+        assert_eq!(released.lease_timers, vec![77]);
         assert!(!r.has_waiters(0, b"k"));
         assert_eq!(r.waiting(), 0);
         assert!(r.take_lease_job(5).is_none());
@@ -431,6 +579,47 @@ mod tests {
         let (_, released) = r.remove(1).unwrap();
         assert_eq!(released.wait_timer, Some(9));
         assert!(r.wait_timer.is_none() && r.next_deadline().is_none());
+    }
+
+    #[test]
+    fn a_multi_lock_caller_leaves_every_queue_at_once() {
+        let mut r = Registry::default();
+        r.enqueue(&lock("b"), 1, waiter(1, false));
+        let group = Waiter {
+            deadline: Some(Instant::now()),
+            ..waiter(2, true)
+        };
+        r.enqueue_group(&[lock("a"), lock("b")], &[2, 3], group);
+        assert_eq!(r.group_at_head(&lock("a")), Some(2));
+        assert_eq!(r.group_at_head(&lock("b")), None);
+        let (request, entries) = r.group(2).unwrap();
+        assert_eq!(&request.owner[..], b"o2");
+        assert_eq!(entries, vec![(lock("a"), true), (lock("b"), false)]);
+        assert_eq!(r.waiter_of(bc(2)), Some(2));
+        assert_eq!(r.fenced_waiters(&lock("b")), 1);
+
+        // Its BLOCK time runs out: both entries go, both keys are looked at
+        // again.
+        let due = r.remove_due(Instant::now());
+        assert_eq!(due.len(), 1);
+        let (w, released) = &due[0];
+        assert_eq!(w.bc, bc(2));
+        let mut keys = released.resettle.clone();
+        keys.sort_by(|x, y| x.key.cmp(&y.key));
+        assert_eq!(keys, vec![lock("a"), lock("b")]);
+        assert!(!r.has_waiters(0, b"a"));
+        assert_eq!(r.queue_len(&lock("b")), 1);
+        assert_eq!(r.fenced_waiters(&lock("b")), 0);
+        assert_eq!(r.waiter_of(bc(2)), None);
+        assert_eq!(r.waiting(), 1);
+
+        // Granted: taken out everywhere, nothing to look at again.
+        r.enqueue_group(&[lock("c"), lock("d")], &[4, 5], waiter(4, false));
+        let (w, released) = r.take_group(4).unwrap();
+        assert_eq!(w.bc, bc(4));
+        assert!(released.resettle.is_empty());
+        assert!(!r.has_waiters(0, b"c") && !r.has_waiters(0, b"d"));
+        assert_eq!(r.waiting(), 1);
     }
 
     #[test]

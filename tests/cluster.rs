@@ -101,6 +101,10 @@ fn wrong_node_redirects_with_moved() {
             "FENCE",
         ],
         &["LOCK.RELEASE", key, "o1"],
+        &["LOCK.RACQUIRE", key, "o1", "BLOCK", "0"],
+        &["LOCK.WACQUIRE", key, "o1"],
+        &["LOCK.MACQUIRE", "1", key, "o1", "BLOCK", "0"],
+        &["LOCK.MRELEASE", "1", key, "o1"],
         &["LOCK.RENEW", key, "o1"],
         &["LOCK.FORCERELEASE", key],
         &["LOCK.INFO", key],
@@ -159,6 +163,23 @@ fn transaction_over_two_slots_is_refused_with_crossslot() {
     // The transaction is gone: the connection is usable again.
     assert_eq!(q::<String>(&mut con, &["PING"]), "PONG");
 
+    // A multi-lock over the two slots is refused before the module runs,
+    // from their key spec; a read-write lock's acquire on a name whose lease
+    // keys would land elsewhere is refused by the module.
+    for args in [
+        &["LOCK.MACQUIRE", "2", a, b, "o1"][..],
+        &["LOCK.MRELEASE", "2", a, b, "o1"],
+    ] {
+        let e = err(&mut con, args);
+        assert!(e.starts_with("CROSSSLOT"), "{args:?}: {e}");
+    }
+    let e = err(
+        &mut cluster.node_for("{}x").client(),
+        &["LOCK.RACQUIRE", "{}x", "o1"],
+    );
+    assert!(e.starts_with("CROSSSLOT read hold lease key"), "{e}");
+    assert_eq!(lock_info(&mut con, a), Vec::new());
+
     // Keys sharing a hash tag live in one slot: the transaction runs.
     let (x, y) = ("{tag}:a", "{tag}:b");
     let node = cluster.node_for(x);
@@ -174,6 +195,12 @@ fn transaction_over_two_slots_is_refused_with_crossslot() {
     );
     assert_eq!(lock_field(&mut con, y, "token").as_deref(), Some("1"));
     assert_eq!(lock_info(&mut con, x), Vec::new());
+    // A multi-lock over them runs on the node that serves them.
+    let _: Value = q(&mut con, &["LOCK.RELEASE", y, "o1"]);
+    let got: Value = q(&mut con, &["LOCK.MACQUIRE", "2", x, y, "o2", "FENCE"]);
+    assert_eq!(got, Value::Array(vec![Value::Int(1), Value::Int(2)]));
+    let got: Value = q(&mut con, &["LOCK.MRELEASE", "2", y, x, "o2"]);
+    assert_eq!(got, Value::Array(vec![Value::Int(0), Value::Int(0)]));
 }
 
 #[test]

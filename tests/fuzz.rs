@@ -41,6 +41,7 @@ use std::net::TcpStream;
 use std::time::Instant;
 
 use lock_rules::args::{parse_acquire_options, parse_i64, parse_renew_options, MAX_DURATION_MS};
+use lock_rules::error::printable;
 use lock_rules::keys::token_key_in_slot;
 
 /// `lock.default-lease-ms` of the fuzzed server: no lease runs out in a run.
@@ -323,6 +324,9 @@ const OWNERS: &[&[u8]] = &[
 const OPTIONS: &[&str] = &["PX", "EX", "BLOCK", "FENCE"];
 
 const UNKNOWN_OPTIONS: &[&[u8]] = &[
+    // LOCK.RELEASE's kinds, unknown to the other commands.
+    b"READ",
+    b"write",
     b"NX",
     b"XX",
     b"KEEPTTL",
@@ -676,7 +680,8 @@ impl Cmd {
     fn arity_ok(self, n: usize) -> bool {
         match self {
             Cmd::Acquire | Cmd::Renew => n >= 2,
-            Cmd::Release => n == 2,
+            // LOCK.RELEASE key owner [READ | WRITE]
+            Cmd::Release => n == 2 || n == 3,
             Cmd::ForceRelease | Cmd::Info => n == 1,
         }
     }
@@ -772,6 +777,17 @@ fn expect(args: &[Vec<u8>]) -> Expect {
             Ok(o) => (false, o.lease_ms, false),
             Err(e) => return Expect::Error(e.to_string()),
         },
+        Cmd::Release => match options {
+            [kind]
+                if !kind.eq_ignore_ascii_case(b"READ") && !kind.eq_ignore_ascii_case(b"WRITE") =>
+            {
+                return Expect::Error(format!(
+                    "ERR syntax error: expected READ or WRITE, got '{}'",
+                    printable(kind)
+                ))
+            }
+            _ => (false, None, false),
+        },
         _ => (false, None, false),
     };
     if fence {
@@ -822,7 +838,10 @@ fn data_error_allowed(cmd: Cmd, line: &str) -> bool {
     starts(&key_errors)
         || match cmd {
             Cmd::Acquire => starts(&acquire_errors),
-            Cmd::Release | Cmd::Renew => starts(&owner_errors),
+            Cmd::Release => {
+                starts(&owner_errors) || line.starts_with("WRONGTYPE key holds an exclusive lock: ")
+            }
+            Cmd::Renew => starts(&owner_errors),
             Cmd::ForceRelease | Cmd::Info => false,
         }
 }

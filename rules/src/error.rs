@@ -119,6 +119,31 @@ impl LockError {
         )
     }
 
+    pub fn numkeys_missing() -> Self {
+        Self::new("ERR", "numkeys is missing")
+    }
+
+    pub fn numkeys_invalid(raw: &[u8]) -> Self {
+        Self::new(
+            "ERR",
+            format!(
+                "numkeys should be a positive integer, got '{}'",
+                printable(raw)
+            ),
+        )
+    }
+
+    pub fn numkeys_too_many() -> Self {
+        Self::new("ERR", "Number of keys can't be greater than number of args")
+    }
+
+    pub fn duplicate_key(key: &[u8]) -> Self {
+        Self::new(
+            "ERR",
+            format!("key '{}' is named more than once", printable(key)),
+        )
+    }
+
     pub fn not_owner() -> Self {
         Self::new("NOTOWNER", "the owner holds no hold on this lock")
     }
@@ -234,6 +259,10 @@ mod tests {
             LockError::not_a_lock("x"),
             LockError::not_owner(),
             LockError::no_upgrade(),
+            LockError::numkeys_missing(),
+            LockError::numkeys_invalid(b"x"),
+            LockError::numkeys_too_many(),
+            LockError::duplicate_key(b"k"),
             LockError::ambiguous_release(),
             LockError::holds_read_write_lock(),
             LockError::holds_exclusive_lock(),

@@ -9,6 +9,7 @@ pub mod error;
 pub mod ids;
 pub mod keys;
 pub mod lock;
+pub mod multilock;
 pub mod queue;
 pub mod rwlock;
 pub mod server;

@@ -94,6 +94,13 @@ pub struct Request {
 /// Queue entries carry their request; the Redis layer adds its handles.
 pub trait Queued {
     fn request(&self) -> &Request;
+
+    /// Whether this entry is one key of a multi-lock waiter: it is served
+    /// with all its keys at once (see [`crate::multilock`]), never by one
+    /// key's settle, and nobody behind it is served before it.
+    fn in_group(&self) -> bool {
+        false
+    }
 }
 
 impl Queued for Request {
@@ -235,7 +242,9 @@ impl<T: Queued> Transition<T> {
         }
         match &self.state {
             LockState::Shared(_) => Err(LockError::holds_read_write_lock()),
-            LockState::Free => {
+            // Free with callers queued: a multi-lock waiter at the head
+            // waits for its other keys, and keeps its place on this one.
+            LockState::Free if queue.is_empty() => {
                 let reply = self.grant(req)?;
                 self.tally.acquired += 1;
                 Ok(Acquired::Now(reply))
@@ -245,8 +254,8 @@ impl<T: Queued> Transition<T> {
                 self.tally.reentered += 1;
                 Ok(Acquired::Now(reply))
             }
-            LockState::Held { .. } if may_wait => Ok(Acquired::Wait),
-            LockState::Held { .. } => Ok(Acquired::Busy),
+            LockState::Free | LockState::Held { .. } if may_wait => Ok(Acquired::Wait),
+            LockState::Free | LockState::Held { .. } => Ok(Acquired::Busy),
         }
     }
 
@@ -325,6 +334,9 @@ impl<T: Queued> Transition<T> {
             let Some((_, head)) = queue.front() else {
                 return;
             };
+            if head.in_group() {
+                return;
+            }
             let req = head.request();
             let admission = match (&self.state, req.kind.read_write()) {
                 (LockState::Free, _) => Admission::Fresh,
@@ -353,6 +365,32 @@ impl<T: Queued> Transition<T> {
             };
             self.wakes.push(Wake { id, waiter, answer });
         }
+    }
+
+    /// Whether [`Self::take`] would succeed: the lease deadline, the hold
+    /// count and the fencing token can all be had.
+    pub fn check_take(&self, req: &Request) -> Result<(), LockError> {
+        self.deadline(req.lease_ms)?;
+        if let Some(holds) = self.state.holds_of(&req.owner) {
+            holds.checked_add(1).ok_or_else(LockError::holds_overflow)?;
+        }
+        if req.fence {
+            self.next_token()?;
+        }
+        Ok(())
+    }
+
+    /// One more hold for a multi-lock caller on a key it may take now (see
+    /// [`crate::multilock::access`]).
+    pub fn take(&mut self, req: &Request) -> Result<i64, LockError> {
+        let reentry = self.state.holds_of(&req.owner).is_some();
+        let reply = self.grant(req)?;
+        if reentry {
+            self.tally.reentered += 1;
+        } else {
+            self.tally.acquired += 1;
+        }
+        Ok(reply)
     }
 
     /// Answers every waiter with `error` instead of the lock: the key was
@@ -512,6 +550,33 @@ mod tests {
             e.to_string(),
             "WRONGTYPE key holds a hash that is not a lock: it has 2 fields, a lock has one"
         );
+    }
+
+    struct Grouped(Request);
+
+    impl Queued for Grouped {
+        fn request(&self) -> &Request {
+            &self.0
+        }
+        fn in_group(&self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn a_multi_lock_caller_first_in_line_keeps_a_free_lock_for_itself() {
+        let mut q = Fifo::default();
+        q.push_back(1, Grouped(req("m", 10)));
+        let mut t: Transition<Grouped> = Transition::new(LockState::Free, NOW, Some(Ok(0)));
+        t.settle(&mut q);
+        assert!(t.wakes.is_empty());
+        assert_eq!(t.acquire(&mut q, &req("a", 10), true), Ok(Acquired::Wait));
+        assert_eq!(t.acquire(&mut q, &req("a", 10), false), Ok(Acquired::Busy));
+        assert!(t.writes.is_empty());
+        assert_eq!(t.check_take(&req("m", 10)), Ok(()));
+        assert_eq!(t.take(&req("m", 10)), Ok(1));
+        assert_eq!(t.take(&req("m", 10)), Ok(2));
+        assert_eq!((t.tally.acquired, t.tally.reentered), (1, 1));
     }
 
     #[test]

@@ -22,7 +22,7 @@ use crate::rules::rwlock::Kind;
 use crate::store;
 use crate::waiters::{anyone_waits, registry, LockId, Waiter};
 
-fn lock_id<'k>(ctx: &Context, name: &'k RedisString) -> LockId<'k> {
+pub(super) fn lock_id<'k>(ctx: &Context, name: &'k RedisString) -> LockId<'k> {
     LockId {
         db: ffi::selected_db(ctx),
         key: Cow::Borrowed(name.as_slice()),
@@ -31,7 +31,7 @@ fn lock_id<'k>(ctx: &Context, name: &'k RedisString) -> LockId<'k> {
 
 /// Runs `rules` on the lock's wait queue; without waiters anywhere, on an
 /// empty queue without touching the registry.
-fn with_queue<R>(
+pub(super) fn with_queue<R>(
     lock: &LockId<'_>,
     rules: impl FnOnce(&mut Fifo<Waiter>) -> R,
 ) -> Result<R, LockError> {
@@ -80,7 +80,7 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
 /// lock) only; the other keys a grant writes are checked here, when the
 /// call is made, also for a caller that then waits: a hand-off later writes
 /// them on its behalf.
-fn may_write(ctx: &Context, key: &[u8], what: &str) -> Result<(), String> {
+pub(super) fn may_write(ctx: &Context, key: &[u8], what: &str) -> Result<(), String> {
     if ffi::may_update_key(ctx, key) {
         Ok(())
     } else {
@@ -182,6 +182,7 @@ fn enqueue(
             request,
             bc,
             deadline,
+            group: None,
         },
     );
     handoff::arm_wait_timer(ctx, &mut reg);
@@ -195,10 +196,11 @@ pub fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
     run(ctx, || {
         let (name, owner_arg, kind) = match args {
             [_, name, owner] => (name, owner, None),
-            [_, name, owner, kind] => (name, owner, Some(parse_release_kind(kind.as_slice())?)),
+            [_, name, owner, kind] => (name, owner, Some(kind)),
             _ => return Err(LockError::arity("lock.release")),
         };
         let owner = parse_owner(owner_arg.as_slice())?;
+        let kind = kind.map(|k| parse_release_kind(k.as_slice())).transpose()?;
         let lock = lock_id(ctx, name);
         let (key, mut tx) = begin(ctx, name, &lock, by(Some(owner_arg)))?;
         let left = with_queue(&lock, |queue| tx.release(queue, owner, kind))?;

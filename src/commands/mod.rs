@@ -1,6 +1,7 @@
 //! Command handlers, one file per command family.
 
 pub mod lock;
+pub mod multilock;
 pub mod rwlock;
 
 use redis_module::{Context, RedisResult, RedisValue};

@@ -1,0 +1,262 @@
+//! LOCK.MACQUIRE and LOCK.MRELEASE: several exclusive locks taken or
+//! released together, all or none. Every key is opened and run through the
+//! same rules as LOCK.ACQUIRE / LOCK.RELEASE; the changes of all keys are
+//! committed in the same command, so they are replicated in one MULTI/EXEC.
+
+use std::time::{Duration, Instant};
+
+use redis_module::{Context, ContextFlags, RedisResult, RedisString, RedisValue};
+
+use super::lock::{lock_id, may_write, with_queue};
+use super::run;
+use crate::config;
+use crate::ffi;
+use crate::handoff::{self, begin, earliest, Blocked, Origin, Outcome};
+use crate::rules::args::{parse_acquire_options, parse_owner, Wait};
+use crate::rules::error::LockError;
+use crate::rules::keys::token_key_in_slot;
+use crate::rules::lock::{LockKind, LockState, Request};
+use crate::rules::multilock::{access, check_distinct, parse_numkeys, Access};
+use crate::store::LockKey;
+use crate::waiters::{registry, LockId, Waiter};
+
+/// `COMMAND numkeys key [key ...] owner [options...]`, split.
+struct MultiCall<'a> {
+    names: &'a [RedisString],
+    owner: &'a RedisString,
+    options: &'a [RedisString],
+}
+
+fn multi_call<'a>(command: &str, args: &'a [RedisString]) -> Result<MultiCall<'a>, LockError> {
+    if args.len() < 4 {
+        return Err(LockError::arity(command));
+    }
+    let raw: Vec<&[u8]> = args[1..].iter().map(|a| a.as_slice()).collect();
+    let n = parse_numkeys(&raw, 1)?;
+    let names = &args[2..2 + n];
+    let owner = &args[2 + n];
+    parse_owner(owner.as_slice())?;
+    let keys: Vec<&[u8]> = names.iter().map(|k| k.as_slice()).collect();
+    check_distinct(&keys)?;
+    Ok(MultiCall {
+        names,
+        owner,
+        options: &args[3 + n..],
+    })
+}
+
+type Opened<'c> = Vec<(
+    LockId<'c>,
+    LockKey<'c>,
+    crate::rules::lock::Transition<Waiter>,
+)>;
+
+/// Opens every key and starts its transition.
+fn open_all<'c>(
+    ctx: &'c Context,
+    names: &'c [RedisString],
+    origin: Origin<'c>,
+) -> Result<Opened<'c>, LockError> {
+    names
+        .iter()
+        .map(|name| {
+            let lock = lock_id(ctx, name);
+            let (key, tx) = begin(ctx, name, &lock, origin)?;
+            Ok((lock, key, tx))
+        })
+        .collect()
+}
+
+fn commit_all(ctx: &Context, opened: Opened<'_>) {
+    for (lock, key, tx) in opened {
+        handoff::commit(ctx, &lock, &key, tx);
+    }
+}
+
+/// Answers Redis's question "which arguments are keys": Redis 7.0 routes a
+/// cluster command (MOVED, CROSSSLOT) by asking a `getkeys-api` command,
+/// and by the legacy first/last/step otherwise, which cannot express
+/// `numkeys key [key ...]`. A call it cannot parse names no key; it is
+/// refused when it runs.
+fn keys_position_request(ctx: &Context, args: &[RedisString]) -> bool {
+    if !ffi::is_keys_position_request(ctx) {
+        return false;
+    }
+    let raw: Vec<&[u8]> = args.iter().skip(1).map(|a| a.as_slice()).collect();
+    if let Ok(n) = parse_numkeys(&raw, 1) {
+        for pos in 2..2 + n {
+            ffi::key_at_pos(ctx, pos);
+        }
+    }
+    true
+}
+
+/// `LOCK.MACQUIRE numkeys key [key ...] owner [PX ms | EX s] [BLOCK ms] [FENCE]`
+pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    if keys_position_request(ctx, args) {
+        return Ok(RedisValue::NoReply);
+    }
+    run(ctx, || {
+        let MultiCall {
+            names,
+            owner,
+            options,
+        } = multi_call("lock.macquire", args)?;
+        let options = parse_acquire_options(options)?;
+        if options.fence {
+            for name in names {
+                let token = token_key_in_slot(name.as_slice())?;
+                if let Err(e) = may_write(ctx, &token, "fencing token key") {
+                    ffi::reply_error(ctx, &e);
+                    return Ok(RedisValue::NoReply);
+                }
+            }
+        }
+        let request = Request {
+            owner: owner.as_slice().into(),
+            lease_ms: options.lease_ms.unwrap_or_else(config::default_lease_ms),
+            fence: options.fence,
+            kind: LockKind::Exclusive,
+        };
+        let wait = options
+            .wait
+            .filter(|_| !ctx.get_flags().contains(ContextFlags::DENY_BLOCKING));
+        let origin = Origin::Command {
+            owner: Some(owner),
+            fences: request.fence,
+        };
+        let mut opened = open_all(ctx, names, origin)?;
+
+        // Waiters already queued on a key are served first, as for one key.
+        // Whatever goes wrong, every transition is committed: a settle may
+        // have handed a key on, and its waiter must hear.
+        let mut ready = true;
+        let mut refused = None;
+        for (lock, _, tx) in &mut opened {
+            let first_in_line = with_queue(lock, |queue| {
+                tx.settle(queue);
+                queue.is_empty()
+            });
+            match first_in_line.and_then(|first| access(tx.state(), owner.as_slice(), first)) {
+                Ok(Access::Free | Access::Reentry) => {}
+                Ok(Access::Busy) => ready = false,
+                Err(e) => refused = refused.or(Some(e)),
+            }
+        }
+        if refused.is_none() && ready {
+            refused = opened
+                .iter()
+                .find_map(|(_, _, tx)| tx.check_take(&request).err());
+        }
+        if let Some(e) = refused {
+            commit_all(ctx, opened);
+            return Err(e);
+        }
+        if ready {
+            let replies: Result<Vec<RedisValue>, LockError> = opened
+                .iter_mut()
+                .map(|(_, _, tx)| tx.take(&request).map(RedisValue::Integer))
+                .collect();
+            commit_all(ctx, opened);
+            return replies.map(RedisValue::Array);
+        }
+        let locks: Vec<LockId<'static>> = opened.iter().map(|(l, _, _)| l.to_owned()).collect();
+        let lease_ends: Vec<Option<i64>> = opened
+            .iter()
+            .map(|(_, key, tx)| earliest(tx.next_end(), key.expires_at()))
+            .collect();
+        commit_all(ctx, opened);
+        match wait {
+            Some(wait) => {
+                enqueue_group(ctx, &locks, request, wait, &lease_ends)?;
+                Ok(RedisValue::NoReply)
+            }
+            None => Ok(RedisValue::Null),
+        }
+    })
+}
+
+/// Blocks the caller with an entry at the tail of every key's queue.
+fn enqueue_group(
+    ctx: &Context,
+    locks: &[LockId<'static>],
+    request: Request,
+    wait: Wait,
+    lease_ends: &[Option<i64>],
+) -> Result<(), LockError> {
+    handoff::watch_for_waiters(ctx);
+    let bc = ffi::block_client::<Blocked>(ctx)
+        .ok_or_else(|| LockError::internal("the server refused to block the client"))?;
+    let mut reg = match registry() {
+        Ok(reg) => reg,
+        Err(e) => {
+            ffi::unblock::<Blocked>(bc, Some(Outcome::Failed(e.to_string())));
+            return Ok(());
+        }
+    };
+    let ids: Vec<u64> = locks.iter().map(|_| reg.next_serial()).collect();
+    let deadline = match wait {
+        Wait::Millis(ms) => Instant::now().checked_add(Duration::from_millis(ms.max(0) as u64)),
+        Wait::Forever => None,
+    };
+    reg.enqueue_group(
+        locks,
+        &ids,
+        Waiter {
+            request,
+            bc,
+            deadline,
+            group: None,
+        },
+    );
+    handoff::arm_wait_timer(ctx, &mut reg);
+    drop(reg);
+    for (lock, lease_end) in locks.iter().zip(lease_ends) {
+        handoff::ensure_lease_timer(ctx, lock, || *lease_end);
+    }
+    Ok(())
+}
+
+/// `LOCK.MRELEASE numkeys key [key ...] owner`
+pub fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    if keys_position_request(ctx, args) {
+        return Ok(RedisValue::NoReply);
+    }
+    run(ctx, || {
+        let MultiCall {
+            names,
+            owner,
+            options,
+        } = multi_call("lock.mrelease", args)?;
+        if !options.is_empty() {
+            return Err(LockError::arity("lock.mrelease"));
+        }
+        let mut opened = open_all(
+            ctx,
+            names,
+            Origin::Command {
+                owner: Some(owner),
+                fences: false,
+            },
+        )?;
+        let who = owner.as_slice();
+        let refused = opened.iter().find_map(|(_, _, tx)| match tx.state() {
+            LockState::Shared(_) => Some(LockError::holds_read_write_lock()),
+            state if state.holds_of(who).is_none() => Some(LockError::not_owner()),
+            _ => None,
+        });
+        if let Some(e) = refused {
+            commit_all(ctx, opened);
+            return Err(e);
+        }
+        let left: Result<Vec<RedisValue>, LockError> = opened
+            .iter_mut()
+            .map(|(lock, _, tx)| {
+                with_queue(lock, |queue| tx.release(queue, who, None))
+                    .and_then(|holds| holds.map(RedisValue::Integer))
+            })
+            .collect();
+        commit_all(ctx, opened);
+        left.map(RedisValue::Array)
+    })
+}
