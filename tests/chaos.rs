@@ -22,9 +22,14 @@
 //! lease`: the grant is written in the event-loop turn that sends its
 //! reply, and MARGIN is the stated bound on that reply's delivery time.
 //!
+//! Clients take exclusive locks (LOCK.ACQUIRE, with re-entry and renewal),
+//! read and write holds of read-write locks (LOCK.RACQUIRE / WACQUIRE:
+//! read holds may overlap each other, nothing else may), and pairs of
+//! exclusive locks at once (LOCK.MACQUIRE / MRELEASE, in either order).
+//!
 //! `make test` runs it for a few seconds; `make chaos` for minutes
 //! (`LOCK_CHAOS_SECS`, `LOCK_CHAOS_CLIENTS`, `LOCK_CHAOS_KEYS`,
-//! `LOCK_CHAOS_SEED`) and prints the totals.
+//! `LOCK_CHAOS_RW_KEYS`, `LOCK_CHAOS_SEED`) and prints the totals.
 
 mod common;
 use common::*;
@@ -55,6 +60,8 @@ fn env_or(name: &str, default: u64) -> u64 {
 #[derive(Debug, Clone, PartialEq)]
 enum Outcome {
     Int(i64),
+    /// LOCK.MACQUIRE / LOCK.MRELEASE: a reply per key.
+    Ints(Vec<i64>),
     Nil,
     /// `OK` and other status replies (faults).
     Status(String),
@@ -67,6 +74,17 @@ enum Outcome {
 fn outcome(r: redis::RedisResult<Value>) -> Outcome {
     match r {
         Ok(Value::Int(n)) => Outcome::Int(n),
+        Ok(Value::Array(items)) if items.iter().all(|v| matches!(v, Value::Int(_))) => {
+            Outcome::Ints(
+                items
+                    .iter()
+                    .map(|v| match v {
+                        Value::Int(n) => *n,
+                        _ => 0,
+                    })
+                    .collect(),
+            )
+        }
         Ok(Value::Nil) => Outcome::Nil,
         Ok(Value::Okay) => Outcome::Status("OK".into()),
         Ok(Value::SimpleString(s)) => Outcome::Status(s),
@@ -105,6 +123,8 @@ struct Hold {
     token: Option<i64>,
     /// The acquire's send time (for token epochs).
     sent: Duration,
+    /// A read hold of a read-write lock: it may overlap other read holds.
+    read: bool,
 }
 
 /// A LOCK.ACQUIRE ... BLOCK as its caller saw it.
@@ -173,7 +193,9 @@ struct Shared {
     history: Mutex<History>,
     /// Current CLIENT ID of each client's connection.
     client_ids: Mutex<Vec<Option<i64>>>,
+    /// Exclusive locks first, then `rw_keys` read-write locks.
     keys: Vec<String>,
+    rw_keys: usize,
     /// The master's address, which clients (re)connect to.
     master_addr: Mutex<String>,
 }
@@ -186,6 +208,10 @@ impl Shared {
 
 fn lock_key(i: usize) -> String {
     format!("chaos:{i}")
+}
+
+fn rw_key(i: usize) -> String {
+    format!("chaos:rw:{i}")
 }
 
 fn connect(server_addr: &str) -> Option<Connection> {
@@ -309,8 +335,17 @@ impl Client<'_> {
 
     fn run(mut self) {
         let min_default = *DEFAULT_LEASES.iter().min().unwrap_or(&200);
+        let exclusive = self.shared.keys.len() - self.shared.rw_keys;
         while !self.shared.stop.load(Ordering::Relaxed) {
             let key = self.rng.below(self.shared.keys.len() as u64) as usize;
+            if key >= exclusive {
+                self.read_write_op(key, min_default);
+                continue;
+            }
+            if exclusive >= 2 && self.rng.one_in(6) {
+                self.multi_op(exclusive, min_default);
+                continue;
+            }
             let name = self.shared.keys[key].clone();
             let lease = (!self.rng.one_in(5)).then(|| self.rng.range(150, MAX_LEASE_MS));
             let block = (!self.rng.one_in(4)).then(|| self.rng.range(10, 250));
@@ -367,6 +402,7 @@ impl Client<'_> {
                 end: bound,
                 token: fence.then_some(reply),
                 sent: send,
+                read: false,
             };
             let mut holds = 1;
             // Re-entry: one more hold and a fresh lease.
@@ -455,6 +491,196 @@ impl Client<'_> {
             }
             if let Ok(mut h) = self.shared.history.lock() {
                 h.holds.push(hold);
+            }
+        }
+    }
+}
+
+impl Client<'_> {
+    /// `[PX lease] [BLOCK ms] [FENCE]` at random, and how long the caller
+    /// waits before giving up mid-wait (sometimes).
+    fn acquire_options(
+        &mut self,
+    ) -> (
+        Vec<String>,
+        Option<u64>,
+        Option<u64>,
+        bool,
+        Option<Duration>,
+    ) {
+        let lease = (!self.rng.one_in(5)).then(|| self.rng.range(150, MAX_LEASE_MS));
+        let block = (!self.rng.one_in(4)).then(|| self.rng.range(10, 250));
+        let fence = self.rng.one_in(3);
+        let mut args = Vec::new();
+        if let Some(ms) = lease {
+            args.extend(["PX".into(), ms.to_string()]);
+        }
+        if let Some(ms) = block {
+            args.extend(["BLOCK".into(), ms.to_string()]);
+        }
+        if fence {
+            args.push("FENCE".into());
+        }
+        let patience = block
+            .filter(|_| self.rng.one_in(10))
+            .map(|ms| Duration::from_millis(self.rng.range(1, ms)));
+        (args, lease, block, fence, patience)
+    }
+
+    fn record_wait(&self, key: usize, send: Duration, recv: Duration, granted: bool) {
+        if let Ok(mut h) = self.shared.history.lock() {
+            h.waits.push(Wait {
+                key,
+                client: self.id,
+                send,
+                recv,
+                granted,
+            });
+        }
+    }
+
+    /// The earliest a hold granted to a request sent at `send` and
+    /// answered at `recv` can have ended by its lease.
+    fn lease_bound(send: Duration, recv: Duration, lease_ms: u64, blocked: bool) -> Duration {
+        let mut bound = send + Duration::from_millis(lease_ms);
+        if blocked {
+            bound = bound.max((recv + Duration::from_millis(lease_ms)).saturating_sub(MARGIN));
+        }
+        bound
+    }
+
+    /// A read or write hold of a read-write lock: acquire, maybe renew,
+    /// release (or walk away).
+    fn read_write_op(&mut self, key: usize, min_default: u64) {
+        let name = self.shared.keys[key].clone();
+        let write = self.rng.one_in(4);
+        let command = if write {
+            "LOCK.WACQUIRE"
+        } else {
+            "LOCK.RACQUIRE"
+        };
+        let (options, lease, block, fence, patience) = self.acquire_options();
+        let mut args = vec![command.to_string(), name.clone(), self.owner()];
+        args.extend(options);
+        let (send, recv, got) = self.op_or_give_up(&args, patience);
+        if block.is_some() && matches!(got, Outcome::Int(_) | Outcome::Nil) {
+            self.record_wait(key, send, recv, matches!(got, Outcome::Int(_)));
+        }
+        let reply = match got {
+            Outcome::Int(n) => n,
+            Outcome::Nil | Outcome::Unknown => return,
+            Outcome::Error(e) if refused(&e) => return,
+            other => return self.anomaly(format!("{args:?} answered {other:?}")),
+        };
+        if !fence && reply != 1 {
+            self.anomaly(format!("{args:?} granted with hold count {reply}"));
+        }
+        let lease_ms = lease.unwrap_or(min_default);
+        let mut bound = Self::lease_bound(send, recv, lease_ms, block.is_some());
+        let mut hold = Hold {
+            key,
+            owner: self.owner_no(),
+            start: recv,
+            end: bound,
+            token: fence.then_some(reply),
+            sent: send,
+            read: !write,
+        };
+        thread::sleep(Duration::from_millis(self.rng.below(lease_ms / 3)));
+        if self.rng.one_in(5) {
+            let renewal = self.rng.range(150, MAX_LEASE_MS);
+            let args = vec![
+                "LOCK.RENEW".to_string(),
+                name.clone(),
+                self.owner(),
+                "PX".into(),
+                renewal.to_string(),
+            ];
+            match self.op(&args) {
+                (s, _, Outcome::Int(_)) => bound = s + Duration::from_millis(renewal),
+                (s, _, Outcome::Unknown) => bound = bound.min(s + Duration::from_millis(renewal)),
+                (_, _, Outcome::Error(e)) if e.starts_with("NOTOWNER") || refused(&e) => {}
+                (_, _, other) => self.anomaly(format!("{args:?} answered {other:?}")),
+            }
+        }
+        hold.end = bound;
+        if self.rng.one_in(10) {
+            self.generation += 1;
+        } else {
+            let args = vec!["LOCK.RELEASE".to_string(), name, self.owner()];
+            let (s, _, got) = self.op(&args);
+            match got {
+                Outcome::Int(0) | Outcome::Unknown => {}
+                Outcome::Error(e) if e.starts_with("NOTOWNER") => {}
+                Outcome::Error(e) if refused(&e) => self.generation += 1,
+                other => self.anomaly(format!("{args:?} answered {other:?}")),
+            }
+            hold.end = hold.end.min(s);
+        }
+        if let Ok(mut h) = self.shared.history.lock() {
+            h.holds.push(hold);
+        }
+    }
+
+    /// Two exclusive locks taken together with LOCK.MACQUIRE (in either
+    /// order) and released together with LOCK.MRELEASE.
+    fn multi_op(&mut self, exclusive: usize, min_default: u64) {
+        let first = self.rng.below(exclusive as u64) as usize;
+        let second = (first + 1 + self.rng.below(exclusive as u64 - 1) as usize) % exclusive;
+        let keys = [first, second];
+        let names: Vec<String> = keys.iter().map(|&k| self.shared.keys[k].clone()).collect();
+        let (options, lease, block, fence, patience) = self.acquire_options();
+        let mut args = vec!["LOCK.MACQUIRE".to_string(), "2".into()];
+        args.extend(names.iter().cloned());
+        args.push(self.owner());
+        args.extend(options);
+        let (send, recv, got) = self.op_or_give_up(&args, patience);
+        if block.is_some() && matches!(got, Outcome::Ints(_) | Outcome::Nil) {
+            for key in keys {
+                self.record_wait(key, send, recv, matches!(got, Outcome::Ints(_)));
+            }
+        }
+        let replies = match got {
+            Outcome::Ints(v) if v.len() == 2 => v,
+            Outcome::Nil | Outcome::Unknown => return,
+            Outcome::Error(e) if refused(&e) => return,
+            other => return self.anomaly(format!("{args:?} answered {other:?}")),
+        };
+        if !fence && replies != [1, 1] {
+            self.anomaly(format!("{args:?} granted with hold counts {replies:?}"));
+        }
+        let lease_ms = lease.unwrap_or(min_default);
+        let bound = Self::lease_bound(send, recv, lease_ms, block.is_some());
+        thread::sleep(Duration::from_millis(self.rng.below(lease_ms / 3)));
+        let mut end = bound;
+        if self.rng.one_in(10) {
+            self.generation += 1;
+        } else {
+            let mut args = vec!["LOCK.MRELEASE".to_string(), "2".into()];
+            args.extend(names.iter().cloned());
+            args.push(self.owner());
+            let (s, _, got) = self.op(&args);
+            match got {
+                Outcome::Ints(v) if v == [0, 0] => end = end.min(s),
+                Outcome::Unknown => end = end.min(s),
+                // One lease ran out: all or none, so the other key stays
+                // held until its own lease ends.
+                Outcome::Error(e) if e.starts_with("NOTOWNER") => {}
+                Outcome::Error(e) if refused(&e) => self.generation += 1,
+                other => self.anomaly(format!("{args:?} answered {other:?}")),
+            }
+        }
+        if let Ok(mut h) = self.shared.history.lock() {
+            for (i, key) in keys.into_iter().enumerate() {
+                h.holds.push(Hold {
+                    key,
+                    owner: self.owner_no(),
+                    start: recv,
+                    end,
+                    token: fence.then_some(replies[i]),
+                    sent: send,
+                    read: false,
+                });
             }
         }
     }
@@ -671,19 +897,23 @@ fn check_mutual_exclusion(holds: &[Hold], keys: usize) -> Vec<String> {
             .filter(|h| h.key == key && h.end > h.start)
             .collect();
         on_key.sort_by_key(|h| h.start);
-        // Sweep: the hold reaching furthest so far, by owner.
-        let mut latest: Option<&Hold> = None;
-        for h in on_key {
-            if let Some(prev) = latest {
-                if prev.owner != h.owner && h.start < prev.end {
+        // Every pair that overlaps in time: read holds may share a key,
+        // anything else must be one owner's.
+        for (i, h) in on_key.iter().enumerate() {
+            for g in on_key[i + 1..].iter().take_while(|g| g.start < h.end) {
+                if g.owner != h.owner && !(g.read && h.read) {
                     violations.push(format!(
-                        "key {key}: owner {} held [{:?}, {:?}) while owner {} held [{:?}, {:?})",
-                        prev.owner, prev.start, prev.end, h.owner, h.start, h.end
+                        "key {key}: owner {} held [{:?}, {:?}){} while owner {} held [{:?}, {:?}){}",
+                        h.owner,
+                        h.start,
+                        h.end,
+                        if h.read { " (read)" } else { "" },
+                        g.owner,
+                        g.start,
+                        g.end,
+                        if g.read { " (read)" } else { "" },
                     ));
                 }
-            }
-            if latest.is_none_or(|p| h.end > p.end) {
-                latest = Some(h);
             }
         }
     }
@@ -786,6 +1016,7 @@ fn history_under_faults_keeps_every_guarantee() {
     let secs = env_or("LOCK_CHAOS_SECS", 4);
     let clients = env_or("LOCK_CHAOS_CLIENTS", 12) as usize;
     let keys = env_or("LOCK_CHAOS_KEYS", 3) as usize;
+    let rw_keys = env_or("LOCK_CHAOS_RW_KEYS", 2) as usize;
     let seed = env_or("LOCK_CHAOS_SEED", 0x5EED_0000 + secs);
     eprintln!(
         "chaos: {secs} s, {clients} clients, {keys} keys, seed {seed} (LOCK_CHAOS_SEED to replay)"
@@ -813,7 +1044,11 @@ fn history_under_faults_keeps_every_guarantee() {
         stop: AtomicBool::new(false),
         history: Mutex::new(History::default()),
         client_ids: Mutex::new(vec![None; clients]),
-        keys: (0..keys).map(lock_key).collect(),
+        keys: (0..keys)
+            .map(lock_key)
+            .chain((0..rw_keys).map(rw_key))
+            .collect(),
+        rw_keys,
         master_addr: Mutex::new(master.addr()),
     });
     let servers = Mutex::new(Pair { master, replica });
@@ -865,11 +1100,22 @@ fn history_under_faults_keeps_every_guarantee() {
     // The checks over the whole history.
     apply_revocations(&mut history.holds, &history.faults);
     let mut violations = history.anomalies.clone();
-    violations.extend(check_mutual_exclusion(&history.holds, keys));
-    violations.extend(check_tokens(&history.holds, &history.faults, keys));
+    violations.extend(check_mutual_exclusion(&history.holds, keys + rw_keys));
+    violations.extend(check_tokens(
+        &history.holds,
+        &history.faults,
+        keys + rw_keys,
+    ));
     violations.extend(check_fifo(&history.waits, &history.faults));
 
-    // Replica and AOF end with the master's data.
+    // Replica and AOF end with the master's data. First every key whose
+    // TTL has passed but that nothing touched since (a read hold's lease
+    // key) is looked up, so the master deletes it and sends the DEL, as its
+    // active expiry would sooner or later: DEBUG DIGEST counts such keys
+    // and an AOF load does not.
+    for key in q::<Vec<String>>(&mut con, &["KEYS", "*"]) {
+        let _: i64 = q(&mut con, &["EXISTS", &key]);
+    }
     let _: i64 = q(&mut con, &["WAIT", "1", "5000"]);
     let want = digest(&master);
     wait_until("replica digest equals the master's", || {
@@ -899,10 +1145,26 @@ fn history_under_faults_keeps_every_guarantee() {
     let granted = history.holds.len();
     let fenced = history.holds.iter().filter(|h| h.token.is_some()).count();
     let waited = history.waits.len();
+    let exclusive = shared.keys.len() - rw_keys;
+    let read = history.holds.iter().filter(|h| h.read).count();
+    let written = history
+        .holds
+        .iter()
+        .filter(|h| h.key >= exclusive && !h.read)
+        .count();
+    let count = |command: &str| {
+        history
+            .ops
+            .iter()
+            .filter(|o| o.args[0] == command && matches!(o.outcome, Outcome::Ints(_)))
+            .count()
+    };
     eprintln!(
-        "chaos totals: {} operations, {granted} grants ({fenced} fenced), {waited} blocked acquires answered, {} dropped mid-wait, \
+        "chaos totals: {} operations, {granted} grants ({fenced} fenced; {read} read and {written} write holds, \
+         {} multi-lock grants), {waited} blocked acquires answered, {} dropped mid-wait, \
          {} faults {faults:?}, violations found: {}",
         history.operations,
+        count("LOCK.MACQUIRE"),
         history.gave_up,
         history.faults.len(),
         violations.len()
@@ -950,6 +1212,7 @@ fn checker_finds_overlaps_reordered_tokens_and_overtaking() {
         end: ms(end),
         token,
         sent: ms(start).saturating_sub(ms(1)),
+        read: false,
     };
     let fine = [hold(1, 0, 100, Some(1)), hold(2, 100, 200, Some(2))];
     assert!(check_mutual_exclusion(&fine, 1).is_empty());
@@ -960,6 +1223,16 @@ fn checker_finds_overlaps_reordered_tokens_and_overtaking() {
         hold(2, 90, 200, None),
     ];
     assert_eq!(check_mutual_exclusion(&overlap, 1).len(), 1);
+    // Readers share; a writer overlapping any reader of another owner is
+    // caught, also one that is not the longest.
+    let read = |owner, start, end| Hold {
+        read: true,
+        ..hold(owner, start, end, None)
+    };
+    let readers = [read(1, 0, 100), read(2, 10, 300), read(3, 50, 60)];
+    assert!(check_mutual_exclusion(&readers, 1).is_empty());
+    let writer_among_readers = [read(1, 0, 300), read(2, 10, 100), hold(1, 50, 60, None)];
+    assert_eq!(check_mutual_exclusion(&writer_among_readers, 1).len(), 1);
     let backwards = [hold(1, 0, 100, Some(5)), hold(2, 100, 200, Some(5))];
     assert_eq!(check_tokens(&backwards, &[], 1).len(), 1);
 
