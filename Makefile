@@ -30,8 +30,9 @@ test: build
 LOCK_CHAOS_SECS ?= 300
 LOCK_CHAOS_CLIENTS ?= 32
 LOCK_CHAOS_KEYS ?= 4
+LOCK_CHAOS_RW_KEYS ?= 3
 chaos: build
-	LOCK_CHAOS_SECS=$(LOCK_CHAOS_SECS) LOCK_CHAOS_CLIENTS=$(LOCK_CHAOS_CLIENTS) LOCK_CHAOS_KEYS=$(LOCK_CHAOS_KEYS) \
+	LOCK_CHAOS_SECS=$(LOCK_CHAOS_SECS) LOCK_CHAOS_CLIENTS=$(LOCK_CHAOS_CLIENTS) LOCK_CHAOS_KEYS=$(LOCK_CHAOS_KEYS) LOCK_CHAOS_RW_KEYS=$(LOCK_CHAOS_RW_KEYS) \
 		cargo test --release --test chaos history -- --nocapture
 
 # tests/fuzz.rs with 1M vectors instead of the sample `make test` runs, and
