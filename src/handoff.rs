@@ -118,6 +118,21 @@ fn load_token(ctx: &Context, lock: &LockId<'_>, caller_fences: bool) -> TokenVal
 /// the new owner is already written and replicated when it hears), then the
 /// lease timer if waiters remain.
 pub fn commit(ctx: &Context, lock: &LockId<'_>, key: &LockKey, tx: Transition<Waiter>) {
+    if commit_only(ctx, lock, key, tx) {
+        serve_group_at(ctx, lock);
+    }
+}
+
+/// [`commit`] without serving a multi-lock caller the lock was left free
+/// for: a command that holds other keys' transitions still uncommitted
+/// commits them all first, then calls [`serve_group_at`] for each. Returns
+/// whether the lock is free.
+pub fn commit_only(
+    ctx: &Context,
+    lock: &LockId<'_>,
+    key: &LockKey,
+    tx: Transition<Waiter>,
+) -> bool {
     key.apply(ctx, &tx.writes);
     STATS.add(&tx.tally);
     let held_after = *tx.state() != LockState::Free;
@@ -125,9 +140,14 @@ pub fn commit(ctx: &Context, lock: &LockId<'_>, key: &LockKey, tx: Transition<Wa
     deliver(ctx, lock, tx.wakes);
     if held_after {
         ensure_lease_timer(ctx, lock, || earliest(next_end, key.expires_at()));
-    } else if let Some(group) = group_at_head(lock) {
-        // Free, with a multi-lock caller first in line: it may now have
-        // all its keys.
+    }
+    !held_after
+}
+
+/// For a lock left free with a multi-lock caller first in line: that
+/// caller may now have all its keys.
+pub fn serve_group_at(ctx: &Context, lock: &LockId<'_>) {
+    if let Some(group) = group_at_head(lock) {
         serve_group(ctx, group);
     }
 }

@@ -83,6 +83,10 @@ mod module {
         ],
     };
 
+    const BLOCK: ArgDoc = option(c"timeout", ArgKind::Integer, c"BLOCK");
+    const FENCE: ArgDoc = option(c"fence", ArgKind::Flag, c"FENCE");
+    /// LOCK.ACQUIRE's, LOCK.RACQUIRE's and LOCK.WACQUIRE's.
+    const ACQUIRE_ARGS: &[ArgDoc] = &[KEY, OWNER, LEASE, BLOCK, FENCE];
     const NUMKEYS: ArgDoc = arg(c"numkeys", ArgKind::Integer);
     const KEYS: ArgDoc = ArgDoc {
         multiple: true,
@@ -98,14 +102,7 @@ mod module {
             arity: -4,
             key_flags: KEY_RW_UPDATE,
             numkeys: true,
-            args: &[
-                NUMKEYS,
-                KEYS,
-                OWNER,
-                LEASE,
-                option(c"timeout", ArgKind::Integer, c"BLOCK"),
-                option(c"fence", ArgKind::Flag, c"FENCE"),
-            ],
+            args: &[NUMKEYS, KEYS, OWNER, LEASE, BLOCK, FENCE],
         },
         CommandDoc {
             name: c"lock.mrelease",
@@ -125,13 +122,7 @@ mod module {
             arity: -3,
             key_flags: KEY_RW_UPDATE,
             numkeys: false,
-            args: &[
-                KEY,
-                OWNER,
-                LEASE,
-                option(c"timeout", ArgKind::Integer, c"BLOCK"),
-                option(c"fence", ArgKind::Flag, c"FENCE"),
-            ],
+            args: ACQUIRE_ARGS,
         },
         CommandDoc {
             name: c"lock.racquire",
@@ -141,13 +132,7 @@ mod module {
             arity: -3,
             key_flags: KEY_RW_UPDATE,
             numkeys: false,
-            args: &[
-                KEY,
-                OWNER,
-                LEASE,
-                option(c"timeout", ArgKind::Integer, c"BLOCK"),
-                option(c"fence", ArgKind::Flag, c"FENCE"),
-            ],
+            args: ACQUIRE_ARGS,
         },
         CommandDoc {
             name: c"lock.wacquire",
@@ -157,13 +142,7 @@ mod module {
             arity: -3,
             key_flags: KEY_RW_UPDATE,
             numkeys: false,
-            args: &[
-                KEY,
-                OWNER,
-                LEASE,
-                option(c"timeout", ArgKind::Integer, c"BLOCK"),
-                option(c"fence", ArgKind::Flag, c"FENCE"),
-            ],
+            args: ACQUIRE_ARGS,
         },
         CommandDoc {
             name: c"lock.release",

@@ -347,36 +347,12 @@ impl Client<'_> {
                 continue;
             }
             let name = self.shared.keys[key].clone();
-            let lease = (!self.rng.one_in(5)).then(|| self.rng.range(150, MAX_LEASE_MS));
-            let block = (!self.rng.one_in(4)).then(|| self.rng.range(10, 250));
-            let fence = self.rng.one_in(3);
+            let (options, lease, block, fence, patience) = self.acquire_options();
             let mut args = vec!["LOCK.ACQUIRE".to_string(), name.clone(), self.owner()];
-            if let Some(ms) = lease {
-                args.extend(["PX".into(), ms.to_string()]);
-            }
-            if let Some(ms) = block {
-                args.extend(["BLOCK".into(), ms.to_string()]);
-            }
-            if fence {
-                args.push("FENCE".into());
-            }
-            // Sometimes the caller gives up before its BLOCK time and drops
-            // the socket mid-wait.
-            let patience = block
-                .filter(|_| self.rng.one_in(10))
-                .map(|ms| Duration::from_millis(self.rng.range(1, ms)));
+            args.extend(options);
             let (send, recv, got) = self.op_or_give_up(&args, patience);
             if block.is_some() && matches!(got, Outcome::Int(_) | Outcome::Nil) {
-                let wait = Wait {
-                    key,
-                    client: self.id,
-                    send,
-                    recv,
-                    granted: matches!(got, Outcome::Int(_)),
-                };
-                if let Ok(mut h) = self.shared.history.lock() {
-                    h.waits.push(wait);
-                }
+                self.record_wait(key, send, recv, matches!(got, Outcome::Int(_)));
             }
             let reply = match got {
                 Outcome::Int(n) => n,
@@ -391,10 +367,7 @@ impl Client<'_> {
                 self.anomaly(format!("{args:?} granted with hold count {reply}"));
             }
             let lease_ms = lease.unwrap_or(min_default);
-            let mut bound = send + Duration::from_millis(lease_ms);
-            if block.is_some() {
-                bound = bound.max((recv + Duration::from_millis(lease_ms)).saturating_sub(MARGIN));
-            }
+            let mut bound = Self::lease_bound(send, recv, lease_ms, block.is_some());
             let mut hold = Hold {
                 key,
                 owner: self.owner_no(),
@@ -449,25 +422,7 @@ impl Client<'_> {
             }
             // The critical section.
             thread::sleep(Duration::from_millis(self.rng.below(lease_ms / 3)));
-            if self.rng.one_in(5) {
-                let renewal = self.rng.range(150, MAX_LEASE_MS);
-                let args = vec![
-                    "LOCK.RENEW".to_string(),
-                    name.clone(),
-                    self.owner(),
-                    "PX".into(),
-                    renewal.to_string(),
-                ];
-                // A renewal replaces the lease: it may shorten it too.
-                match self.op(&args) {
-                    (s, _, Outcome::Int(_)) => bound = s + Duration::from_millis(renewal),
-                    (s, _, Outcome::Unknown) => {
-                        bound = bound.min(s + Duration::from_millis(renewal));
-                    }
-                    (_, _, Outcome::Error(e)) if e.starts_with("NOTOWNER") || refused(&e) => {}
-                    (_, _, other) => self.anomaly(format!("{args:?} answered {other:?}")),
-                }
-            }
+            bound = self.maybe_renew(&name, bound);
             hold.end = bound;
             // Sometimes the owner walks away and lets the lease end it.
             if self.rng.one_in(10) {
@@ -525,6 +480,31 @@ impl Client<'_> {
             .filter(|_| self.rng.one_in(10))
             .map(|ms| Duration::from_millis(self.rng.range(1, ms)));
         (args, lease, block, fence, patience)
+    }
+
+    /// Sometimes renews the lease: a renewal replaces it (it may shorten it
+    /// too). Returns the hold's new lease bound.
+    fn maybe_renew(&mut self, name: &str, bound: Duration) -> Duration {
+        if !self.rng.one_in(5) {
+            return bound;
+        }
+        let renewal = self.rng.range(150, MAX_LEASE_MS);
+        let args = vec![
+            "LOCK.RENEW".to_string(),
+            name.to_string(),
+            self.owner(),
+            "PX".into(),
+            renewal.to_string(),
+        ];
+        match self.op(&args) {
+            (s, _, Outcome::Int(_)) => s + Duration::from_millis(renewal),
+            (s, _, Outcome::Unknown) => bound.min(s + Duration::from_millis(renewal)),
+            (_, _, Outcome::Error(e)) if e.starts_with("NOTOWNER") || refused(&e) => bound,
+            (_, _, other) => {
+                self.anomaly(format!("{args:?} answered {other:?}"));
+                bound
+            }
+        }
     }
 
     fn record_wait(&self, key: usize, send: Duration, recv: Duration, granted: bool) {
@@ -587,22 +567,7 @@ impl Client<'_> {
             read: !write,
         };
         thread::sleep(Duration::from_millis(self.rng.below(lease_ms / 3)));
-        if self.rng.one_in(5) {
-            let renewal = self.rng.range(150, MAX_LEASE_MS);
-            let args = vec![
-                "LOCK.RENEW".to_string(),
-                name.clone(),
-                self.owner(),
-                "PX".into(),
-                renewal.to_string(),
-            ];
-            match self.op(&args) {
-                (s, _, Outcome::Int(_)) => bound = s + Duration::from_millis(renewal),
-                (s, _, Outcome::Unknown) => bound = bound.min(s + Duration::from_millis(renewal)),
-                (_, _, Outcome::Error(e)) if e.starts_with("NOTOWNER") || refused(&e) => {}
-                (_, _, other) => self.anomaly(format!("{args:?} answered {other:?}")),
-            }
-        }
+        bound = self.maybe_renew(&name, bound);
         hold.end = bound;
         if self.rng.one_in(10) {
             self.generation += 1;
@@ -664,8 +629,9 @@ impl Client<'_> {
                 Outcome::Ints(v) if v == [0, 0] => end = end.min(s),
                 Outcome::Unknown => end = end.min(s),
                 // One lease ran out: all or none, so the other key stays
-                // held until its own lease ends.
-                Outcome::Error(e) if e.starts_with("NOTOWNER") => {}
+                // held until its own lease ends. Walk away from it (the
+                // owner's next acquire of it would be a re-entry).
+                Outcome::Error(e) if e.starts_with("NOTOWNER") => self.generation += 1,
                 Outcome::Error(e) if refused(&e) => self.generation += 1,
                 other => self.anomaly(format!("{args:?} answered {other:?}")),
             }

@@ -144,6 +144,16 @@ impl LockError {
         )
     }
 
+    pub fn no_permission(what: &str, key: &[u8]) -> Self {
+        Self::new(
+            "NOPERM",
+            format!(
+                "this user has no permissions to access the {what} '{}'",
+                printable(key)
+            ),
+        )
+    }
+
     pub fn not_owner() -> Self {
         Self::new("NOTOWNER", "the owner holds no hold on this lock")
     }
@@ -263,6 +273,7 @@ mod tests {
             LockError::numkeys_invalid(b"x"),
             LockError::numkeys_too_many(),
             LockError::duplicate_key(b"k"),
+            LockError::no_permission("fencing token key", b"k"),
             LockError::ambiguous_release(),
             LockError::holds_read_write_lock(),
             LockError::holds_exclusive_lock(),

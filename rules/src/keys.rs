@@ -15,6 +15,12 @@ fn write_prefixed(prefix: &[u8], name: &[u8], out: &mut Vec<u8>) {
     out.clear();
     out.extend_from_slice(prefix);
     out.push(b':');
+    push_tagged(name, out);
+}
+
+/// `{name}`, or `name` when it already carries a `{` (its own tag then
+/// decides the slot).
+fn push_tagged(name: &[u8], out: &mut Vec<u8>) {
     if name.contains(&b'{') {
         out.extend_from_slice(name);
     } else {
@@ -45,13 +51,7 @@ pub fn token_key_in_slot(lock: &[u8]) -> Result<Vec<u8>, LockError> {
 /// already carries a `{`.
 fn suffixed(name: &[u8], suffix: &[&[u8]]) -> Vec<u8> {
     let mut out = Vec::with_capacity(name.len() + 64);
-    if name.contains(&b'{') {
-        out.extend_from_slice(name);
-    } else {
-        out.push(b'{');
-        out.extend_from_slice(name);
-        out.push(b'}');
-    }
+    push_tagged(name, &mut out);
     out.push(b':');
     for part in suffix {
         out.extend_from_slice(part);

@@ -13,14 +13,16 @@ use super::run;
 use crate::config;
 use crate::ffi::{self, Field};
 use crate::handoff::{self, begin, Blocked, Origin, Outcome};
-use crate::rules::args::{parse_acquire_options, parse_owner, parse_renew_options, Wait};
+use crate::rules::args::{
+    parse_acquire_options, parse_owner, parse_renew_options, AcquireOptions, Wait,
+};
 use crate::rules::error::{printable, LockError};
 use crate::rules::keys::{read_lease_key_in_slot, token_key_in_slot};
 use crate::rules::lock::{Acquired, LockKind, LockState, Request};
 use crate::rules::queue::Fifo;
 use crate::rules::rwlock::Kind;
 use crate::store;
-use crate::waiters::{anyone_waits, registry, LockId, Waiter};
+use crate::waiters::{anyone_waits, registry, LockId, Registry, Waiter};
 
 pub(super) fn lock_id<'k>(ctx: &Context, name: &'k RedisString) -> LockId<'k> {
     LockId {
@@ -80,15 +82,46 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
 /// lock) only; the other keys a grant writes are checked here, when the
 /// call is made, also for a caller that then waits: a hand-off later writes
 /// them on its behalf.
-pub(super) fn may_write(ctx: &Context, key: &[u8], what: &str) -> Result<(), String> {
+fn may_write(ctx: &Context, key: &[u8], what: &str) -> Result<(), LockError> {
     if ffi::may_update_key(ctx, key) {
         Ok(())
     } else {
-        Err(format!(
-            "NOPERM this user has no permissions to access the {what} '{}'",
-            printable(key)
-        ))
+        Err(LockError::no_permission(what, key))
     }
+}
+
+/// What an acquire of any kind asks for, and how long it may wait (not at
+/// all inside MULTI, Lua or RM_Call, where a busy lock answers nil, as with
+/// BLPOP), once the caller may write every key a grant writes besides the
+/// lock: the fencing token keys of `locks` with FENCE, and a read hold's
+/// lease key.
+pub(super) fn acquire_request(
+    ctx: &Context,
+    locks: &[RedisString],
+    owner: &RedisString,
+    options: &AcquireOptions,
+    kind: LockKind,
+) -> Result<(Request, Option<Wait>), LockError> {
+    for name in locks {
+        if options.fence {
+            let token = token_key_in_slot(name.as_slice())?;
+            may_write(ctx, &token, "fencing token key")?;
+        }
+        if kind == LockKind::Read {
+            let lease_key = read_lease_key_in_slot(name.as_slice(), owner.as_slice())?;
+            may_write(ctx, &lease_key, "read hold lease key")?;
+        }
+    }
+    let request = Request {
+        owner: owner.as_slice().into(),
+        lease_ms: options.lease_ms.unwrap_or_else(config::default_lease_ms),
+        fence: options.fence,
+        kind,
+    };
+    let wait = options
+        .wait
+        .filter(|_| !ctx.get_flags().contains(ContextFlags::DENY_BLOCKING));
+    Ok((request, wait))
 }
 
 /// The acquire of every kind of lock:
@@ -106,31 +139,8 @@ pub(super) fn acquire_as(
             options,
         } = owner_call(command, args)?;
         let options = parse_acquire_options(options)?;
-        let mut other_keys = Vec::new();
-        if options.fence {
-            other_keys.push((token_key_in_slot(name.as_slice())?, "fencing token key"));
-        }
-        if kind == LockKind::Read {
-            let lease_key = read_lease_key_in_slot(name.as_slice(), owner.as_slice())?;
-            other_keys.push((lease_key, "read hold lease key"));
-        }
-        for (key, what) in &other_keys {
-            if let Err(e) = may_write(ctx, key, what) {
-                ffi::reply_error(ctx, &e);
-                return Ok(RedisValue::NoReply);
-            }
-        }
-        let request = Request {
-            owner: owner.as_slice().into(),
-            lease_ms: options.lease_ms.unwrap_or_else(config::default_lease_ms),
-            fence: options.fence,
-            kind,
-        };
-        // Like BLPOP: inside MULTI, Lua or RM_Call a busy lock answers nil.
-        let wait = options
-            .wait
-            .filter(|_| !ctx.get_flags().contains(ContextFlags::DENY_BLOCKING));
-
+        let (request, wait) =
+            acquire_request(ctx, std::slice::from_ref(name), owner, &options, kind)?;
         let lock = lock_id(ctx, name);
         let origin = Origin::Command {
             owner: Some(owner),
@@ -160,6 +170,23 @@ fn enqueue(
     wait: Wait,
     lease_end: Option<i64>,
 ) -> Result<(), LockError> {
+    block_caller(ctx, request, wait, |reg, waiter| {
+        let id = reg.next_serial();
+        reg.enqueue(&lock, id, waiter);
+    })?;
+    handoff::ensure_lease_timer(ctx, &lock, || lease_end);
+    Ok(())
+}
+
+/// Blocks the caller and lets `place` queue it; the wait timer then
+/// covers its BLOCK deadline. If the queues cannot be had, the caller is
+/// answered the error at once.
+pub(super) fn block_caller(
+    ctx: &Context,
+    request: Request,
+    wait: Wait,
+    place: impl FnOnce(&mut Registry, Waiter),
+) -> Result<(), LockError> {
     handoff::watch_for_waiters(ctx);
     let bc = ffi::block_client::<Blocked>(ctx)
         .ok_or_else(|| LockError::internal("the server refused to block the client"))?;
@@ -170,14 +197,12 @@ fn enqueue(
             return Ok(());
         }
     };
-    let id = reg.next_serial();
     let deadline = match wait {
         Wait::Millis(ms) => Instant::now().checked_add(Duration::from_millis(ms.max(0) as u64)),
         Wait::Forever => None,
     };
-    reg.enqueue(
-        &lock,
-        id,
+    place(
+        &mut reg,
         Waiter {
             request,
             bc,
@@ -186,8 +211,6 @@ fn enqueue(
         },
     );
     handoff::arm_wait_timer(ctx, &mut reg);
-    drop(reg);
-    handoff::ensure_lease_timer(ctx, &lock, || lease_end);
     Ok(())
 }
 

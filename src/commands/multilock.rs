@@ -3,22 +3,18 @@
 //! same rules as LOCK.ACQUIRE / LOCK.RELEASE; the changes of all keys are
 //! committed in the same command, so they are replicated in one MULTI/EXEC.
 
-use std::time::{Duration, Instant};
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use redis_module::{Context, ContextFlags, RedisResult, RedisString, RedisValue};
-
-use super::lock::{lock_id, may_write, with_queue};
+use super::lock::{acquire_request, block_caller, lock_id, with_queue};
 use super::run;
-use crate::config;
 use crate::ffi;
-use crate::handoff::{self, begin, earliest, Blocked, Origin, Outcome};
+use crate::handoff::{self, begin, earliest, Origin};
 use crate::rules::args::{parse_acquire_options, parse_owner, Wait};
 use crate::rules::error::LockError;
-use crate::rules::keys::token_key_in_slot;
 use crate::rules::lock::{LockKind, LockState, Request};
 use crate::rules::multilock::{access, check_distinct, parse_numkeys, Access};
 use crate::store::LockKey;
-use crate::waiters::{registry, LockId, Waiter};
+use crate::waiters::{LockId, Waiter};
 
 /// `COMMAND numkeys key [key ...] owner [options...]`, split.
 struct MultiCall<'a> {
@@ -67,9 +63,18 @@ fn open_all<'c>(
         .collect()
 }
 
+/// Commits every key's transition, and only then lets a multi-lock caller
+/// waiting on a key left free have it: serving it opens and writes keys of
+/// its own, which must not be among the transitions still uncommitted.
 fn commit_all(ctx: &Context, opened: Opened<'_>) {
+    let mut free = Vec::new();
     for (lock, key, tx) in opened {
-        handoff::commit(ctx, &lock, &key, tx);
+        if handoff::commit_only(ctx, &lock, &key, tx) {
+            free.push(lock);
+        }
+    }
+    for lock in &free {
+        handoff::serve_group_at(ctx, lock);
     }
 }
 
@@ -103,24 +108,7 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
             options,
         } = multi_call("lock.macquire", args)?;
         let options = parse_acquire_options(options)?;
-        if options.fence {
-            for name in names {
-                let token = token_key_in_slot(name.as_slice())?;
-                if let Err(e) = may_write(ctx, &token, "fencing token key") {
-                    ffi::reply_error(ctx, &e);
-                    return Ok(RedisValue::NoReply);
-                }
-            }
-        }
-        let request = Request {
-            owner: owner.as_slice().into(),
-            lease_ms: options.lease_ms.unwrap_or_else(config::default_lease_ms),
-            fence: options.fence,
-            kind: LockKind::Exclusive,
-        };
-        let wait = options
-            .wait
-            .filter(|_| !ctx.get_flags().contains(ContextFlags::DENY_BLOCKING));
+        let (request, wait) = acquire_request(ctx, names, owner, &options, LockKind::Exclusive)?;
         let origin = Origin::Command {
             owner: Some(owner),
             fences: request.fence,
@@ -184,33 +172,10 @@ fn enqueue_group(
     wait: Wait,
     lease_ends: &[Option<i64>],
 ) -> Result<(), LockError> {
-    handoff::watch_for_waiters(ctx);
-    let bc = ffi::block_client::<Blocked>(ctx)
-        .ok_or_else(|| LockError::internal("the server refused to block the client"))?;
-    let mut reg = match registry() {
-        Ok(reg) => reg,
-        Err(e) => {
-            ffi::unblock::<Blocked>(bc, Some(Outcome::Failed(e.to_string())));
-            return Ok(());
-        }
-    };
-    let ids: Vec<u64> = locks.iter().map(|_| reg.next_serial()).collect();
-    let deadline = match wait {
-        Wait::Millis(ms) => Instant::now().checked_add(Duration::from_millis(ms.max(0) as u64)),
-        Wait::Forever => None,
-    };
-    reg.enqueue_group(
-        locks,
-        &ids,
-        Waiter {
-            request,
-            bc,
-            deadline,
-            group: None,
-        },
-    );
-    handoff::arm_wait_timer(ctx, &mut reg);
-    drop(reg);
+    block_caller(ctx, request, wait, |reg, waiter| {
+        let ids: Vec<u64> = locks.iter().map(|_| reg.next_serial()).collect();
+        reg.enqueue_group(locks, &ids, waiter);
+    })?;
     for (lock, lease_end) in locks.iter().zip(lease_ends) {
         handoff::ensure_lease_timer(ctx, lock, || *lease_end);
     }
