@@ -118,21 +118,15 @@ fn load_token(ctx: &Context, lock: &LockId<'_>, caller_fences: bool) -> TokenVal
 /// the new owner is already written and replicated when it hears), then the
 /// lease timer if waiters remain.
 pub fn commit(ctx: &Context, lock: &LockId<'_>, key: &LockKey, tx: Transition<Waiter>) {
-    if commit_only(ctx, lock, key, tx) {
-        serve_group_at(ctx, lock);
-    }
+    commit_only(ctx, lock, key, tx);
+    serve_group_at(ctx, lock);
 }
 
-/// [`commit`] without serving a multi-lock caller the lock was left free
-/// for: a command that holds other keys' transitions still uncommitted
-/// commits them all first, then calls [`serve_group_at`] for each. Returns
-/// whether the lock is free.
-pub fn commit_only(
-    ctx: &Context,
-    lock: &LockId<'_>,
-    key: &LockKey,
-    tx: Transition<Waiter>,
-) -> bool {
+/// [`commit`] without serving a multi-lock caller now first in line: a
+/// command (or grant) that holds other keys' transitions still uncommitted
+/// commits them all first, then calls [`serve_group_at`] for each, since
+/// serving a group opens and writes keys of its own.
+pub fn commit_only(ctx: &Context, lock: &LockId<'_>, key: &LockKey, tx: Transition<Waiter>) {
     key.apply(ctx, &tx.writes);
     STATS.add(&tx.tally);
     let held_after = *tx.state() != LockState::Free;
@@ -141,11 +135,10 @@ pub fn commit_only(
     if held_after {
         ensure_lease_timer(ctx, lock, || earliest(next_end, key.expires_at()));
     }
-    !held_after
 }
 
-/// For a lock left free with a multi-lock caller first in line: that
-/// caller may now have all its keys.
+/// For a lock with a multi-lock caller first in line (left free, or handed
+/// to that caller's own owner): it may now have all its keys.
 pub fn serve_group_at(ctx: &Context, lock: &LockId<'_>) {
     if let Some(group) = group_at_head(lock) {
         serve_group(ctx, group);
@@ -161,15 +154,14 @@ fn group_at_head(lock: &LockId<'_>) -> Option<GroupId> {
 
 /// Grants a multi-lock caller all its keys, in one step, if it is first in
 /// line on each and each is free or already its own; otherwise leaves it
-/// waiting. Only [`commit`] calls it, for a lock it left free.
+/// waiting.
 fn serve_group(ctx: &Context, group: GroupId) {
     let Some((request, entries)) = registry().ok().and_then(|r| r.group(group)) else {
         return;
     };
     let placement = Placement::read(ctx);
     if entries.iter().any(|(lock, _)| !placement.serves(&lock.key)) {
-        // The per-key settle answers it TRYAGAIN.
-        return;
+        return fail_group(ctx, group, LockError::slot_not_served());
     }
     let names: Vec<RedisString> = entries
         .iter()
@@ -179,8 +171,8 @@ fn serve_group(ctx: &Context, group: GroupId) {
     for ((lock, first), name) in entries.iter().zip(&names) {
         match begin(ctx, name, lock, Origin::Event) {
             Ok((key, tx)) => opened.push((lock, *first, key, tx)),
-            // Another type now: its own settle answers the group.
-            Err(_) => return,
+            // Another type now: waiting on would never end.
+            Err(e) => return fail_group(ctx, group, e),
         }
     }
     let mut ready = true;
@@ -219,9 +211,14 @@ fn serve_group(ctx: &Context, group: GroupId) {
         }
         tx.tally.handed_off += 1;
         grants.push(grant_of(lock, &request));
-        commit(ctx, lock, &key, tx);
+        commit_only(ctx, lock, &key, tx);
     }
     ffi::unblock::<Blocked>(waiter.bc, Some(Outcome::GrantedAll(grants, replies)));
+    // The next caller in line on these keys may be a multi-lock caller of
+    // the same owner.
+    for (lock, _) in &entries {
+        serve_group_at(ctx, lock);
+    }
 }
 
 fn grant_of(lock: &LockId<'_>, request: &Request) -> Grant {

@@ -276,6 +276,12 @@ fn publish(ctx: &Context, lock: &[u8], message: &[u8], native: bool, read_write:
     });
 }
 
+/// The key's deadline (PEXPIRETIME) as it is now, read afresh: a handle
+/// opened before a grant through another handle no longer sees the key.
+pub fn expires_at(ctx: &Context, name: &RedisString) -> Option<i64> {
+    Key::open(ctx, name, false)?.expires_at()
+}
+
 /// A lock key opened for reading only (LOCK.INFO, also on replicas); `None`
 /// when the key does not exist.
 pub fn read_only(
@@ -316,7 +322,7 @@ fn read_state(ctx: &Context, name: &[u8], key: &Key) -> Result<LockState, LockEr
 fn read_leases(ctx: &Context, lock: &[u8], rw: &mut RwHolds) {
     let forever = rw.expires_at.unwrap_or(i64::MAX);
     for reader in &mut rw.readers {
-        let holds = reader.holds.min(crate::rules::rwlock::MAX_READ_HOLDS);
+        let holds = crate::rules::rwlock::lease_keys(reader.holds);
         reader.leases = (1..=holds)
             .map(|hold| {
                 let name = ffi::string(ctx, &read_lease_key(lock, &reader.owner, hold));

@@ -72,6 +72,11 @@ impl Queued for Waiter {
 /// the queue of each of its keys.
 pub type GroupId = WaiterId;
 
+struct Group {
+    request: Request,
+    members: Vec<(LockId<'static>, WaiterId)>,
+}
+
 /// The timer at a held lock's lease deadline, armed while anyone waits.
 #[derive(Debug, Clone, Copy)]
 pub struct LeaseTimer {
@@ -105,8 +110,8 @@ pub struct Registry {
     locations: IdMap<WaiterId, LockId<'static>>,
     handles: IdMap<BlockedClient, WaiterId>,
     lease_jobs: IdMap<u64, LockId<'static>>,
-    /// Every entry of each multi-lock caller, first entry first.
-    groups: IdMap<GroupId, Vec<(LockId<'static>, WaiterId)>>,
+    /// Each multi-lock caller's request and entries, first entry first.
+    groups: IdMap<GroupId, Group>,
     deadlines: BTreeSet<(Instant, WaiterId)>,
     pub wait_timer: Option<WaitTimer>,
     next_serial: u64,
@@ -238,7 +243,13 @@ impl Registry {
             self.enqueue(lock, id, entry);
             members.push((lock.to_owned(), id));
         }
-        self.groups.insert(group, members);
+        self.groups.insert(
+            group,
+            Group {
+                request: waiter.request,
+                members,
+            },
+        );
     }
 
     /// The multi-lock caller first in the queue of `lock`, if it is one.
@@ -249,19 +260,16 @@ impl Registry {
     /// A multi-lock caller's entries and request, and for each entry
     /// whether it heads its queue.
     pub fn group(&self, group: GroupId) -> Option<(Request, Vec<(LockId<'static>, bool)>)> {
-        let members = self.groups.get(&group)?;
-        let mut request = None;
-        let entries = members
+        let group = self.groups.get(&group)?;
+        let entries = group
+            .members
             .iter()
             .map(|(lock, id)| {
                 let front = self.queue(lock).and_then(|q| q.fifo.front());
-                if let (None, Some((_, w))) = (&request, front) {
-                    request = Some(w.request.clone());
-                }
                 (lock.clone(), front.is_some_and(|(head, _)| head == *id))
             })
             .collect();
-        Some((request?, entries))
+        Some((group.request.clone(), entries))
     }
 
     /// Runs `rules` on the queue of `lock` (an empty one if nobody waits).
@@ -312,7 +320,7 @@ impl Registry {
         resettle: bool,
     ) -> Released {
         let mut released = Released::default();
-        let Some(members) = self.groups.remove(&group) else {
+        let Some(Group { members, .. }) = self.groups.remove(&group) else {
             return released;
         };
         for (lock, id) in members {
@@ -344,7 +352,7 @@ impl Registry {
 
     /// Takes a multi-lock caller out of every queue to grant it its keys.
     pub fn take_group(&mut self, group: GroupId) -> Option<(Waiter, Released)> {
-        let (&(ref lock, first), _) = self.groups.get(&group)?.split_first()?;
+        let (&(ref lock, first), _) = self.groups.get(&group)?.members.split_first()?;
         let lock = lock.clone();
         let waiter = self.queue_mut(&lock)?.fifo.remove(first)?;
         self.locations.remove(&first);

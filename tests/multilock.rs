@@ -347,3 +347,90 @@ fn replicas_end_with_the_masters_data() {
     let digest = |s: &Server| q::<String>(&mut s.client(), &["DEBUG", "DIGEST"]);
     assert_eq!(digest(&replica), digest(&master));
 }
+
+#[test]
+fn each_waiting_caller_is_granted_under_its_own_owner() {
+    // o2's group is second on a, behind o1's group, whose owner already
+    // holds a: o2 must not be served with o1's request.
+    let server = Server::start();
+    let mut con = server.client();
+    acquire(&mut con, "a", "o1", &["PX", "60000"]);
+    acquire(&mut con, "c", "z", &["PX", "60000"]);
+    acquire(&mut con, "b", "y", &["PX", "60000"]);
+    let _g1 = queued(
+        &server,
+        &mut con,
+        &["LOCK.MACQUIRE", "2", "a", "c", "o1", "BLOCK", "0"],
+        "c",
+        1,
+    );
+    let mut g2 = queued(
+        &server,
+        &mut con,
+        &["LOCK.MACQUIRE", "2", "a", "b", "o2", "BLOCK", "0"],
+        "b",
+        1,
+    );
+    assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "b", "y"]), 0);
+    // o2 is behind o1 on a: it waits, and a stays o1's alone.
+    assert_eq!(waiters(&mut con, "a"), 2);
+    assert_eq!(
+        hgetall(&mut con, "a"),
+        vec![("o1".to_string(), "1".to_string())]
+    );
+    assert!(!exists(&mut con, "b"));
+    // o1 gets a and c once c is free; then o2 once o1 lets a go.
+    assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "c", "z"]), 0);
+    assert_eq!(owner_of(&mut con, "c").as_deref(), Some("o1"));
+    assert_eq!(mrelease(&mut con, &["a", "c"], "o1"), ints(&[1, 0]));
+    assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "a", "o1"]), 0);
+    assert_eq!(recv(&mut g2).unwrap(), ints(&[1, 1]));
+    assert_eq!(owner_of(&mut con, "a").as_deref(), Some("o2"));
+    assert_eq!(owner_of(&mut con, "b").as_deref(), Some("o2"));
+}
+
+#[test]
+fn a_waiting_caller_whose_key_became_another_type_is_answered() {
+    let server = Server::start();
+    let mut con = server.client();
+    acquire(&mut con, "a", "x", &["PX", "60000"]);
+    let mut g = queued(
+        &server,
+        &mut con,
+        &["LOCK.MACQUIRE", "2", "a", "b", "o", "BLOCK", "0"],
+        "a",
+        1,
+    );
+    let _: () = q(&mut con, &["SET", "b", "foo"]);
+    assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "a", "x"]), 0);
+    let e = recv_error(&mut g);
+    assert!(e.starts_with("WRONGTYPE"), "{e}");
+    // a is usable again.
+    assert_eq!(acquire(&mut con, "a", "q", &[]), Value::Int(1));
+}
+
+#[test]
+fn a_waiting_caller_is_served_when_a_key_is_handed_to_its_own_owner() {
+    let server = Server::start();
+    let mut con = server.client();
+    acquire(&mut con, "b", "x", &["PX", "60000"]);
+    let mut w = queued(
+        &server,
+        &mut con,
+        &["LOCK.ACQUIRE", "b", "o", "BLOCK", "0"],
+        "b",
+        1,
+    );
+    let mut g = queued(
+        &server,
+        &mut con,
+        &["LOCK.MACQUIRE", "2", "a", "b", "o", "BLOCK", "0"],
+        "b",
+        2,
+    );
+    assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "b", "x"]), 0);
+    assert_eq!(recv(&mut w).unwrap(), Value::Int(1));
+    // b is o's now: the multi-lock caller re-enters it and takes a.
+    assert_eq!(recv(&mut g).unwrap(), ints(&[1, 2]));
+    assert_eq!(lock_field(&mut con, "b", "holds").as_deref(), Some("2"));
+}

@@ -513,8 +513,9 @@ impl<T: Queued> Transition<T> {
             holds_any = true;
         }
         if let Some(reader) = rw.readers.iter_mut().find(|r| r.owner[..] == *who) {
-            reader.leases = vec![Some(at); reader.holds as usize];
-            for hold in 1..=reader.holds {
+            let keys = lease_keys(reader.holds);
+            reader.leases = vec![Some(at); keys as usize];
+            for hold in 1..=keys {
                 self.writes.push(Write::SetReadLease {
                     owner: reader.owner.clone(),
                     hold,
@@ -537,7 +538,7 @@ impl<T: Queued> Transition<T> {
             return;
         };
         for reader in &rw.readers {
-            for hold in 1..=reader.holds {
+            for hold in 1..=lease_keys(reader.holds) {
                 self.writes.push(Write::DropReadLease {
                     owner: reader.owner.clone(),
                     hold,
@@ -566,6 +567,13 @@ impl<T: Queued> Transition<T> {
             self.writes.push(Write::ExpireAt(at));
         }
     }
+}
+
+/// How many lease keys a reader's holds have: one each, up to the cap (a
+/// hash written by others may claim any count; a command never touches
+/// more keys than a reader taking holds through this module could have).
+pub fn lease_keys(holds: i64) -> i64 {
+    holds.clamp(0, MAX_READ_HOLDS)
 }
 
 fn not_rw(why: impl std::fmt::Display) -> LockError {
@@ -699,6 +707,26 @@ mod tests {
             Err(LockError::too_many_read_holds(MAX_READ_HOLDS))
         );
         assert_eq!(h.holds_of(Kind::Read, b"a"), Some(MAX_READ_HOLDS));
+    }
+
+    #[test]
+    fn a_huge_foreign_read_count_touches_at_most_the_cap_of_lease_keys() {
+        let rw = RwHolds {
+            writer: None,
+            readers: vec![Reader {
+                owner: o("a"),
+                holds: 100_000_000_000,
+                leases: vec![Some(T)],
+            }],
+            expires_at: Some(T),
+            write_until: None,
+        };
+        let mut t = tx(LockState::Shared(rw.clone()));
+        assert_eq!(t.renew(b"a", 50), Ok(50));
+        assert_eq!(t.writes.len(), MAX_READ_HOLDS as usize + 1);
+        let mut t = tx(LockState::Shared(rw));
+        assert_eq!(t.force_release(&mut Fifo::default()), 1);
+        assert_eq!(t.writes.len(), MAX_READ_HOLDS as usize + 2);
     }
 
     #[test]

@@ -153,7 +153,8 @@ pub(super) fn acquire_as(
         match (acquired?, wait) {
             (Acquired::Now(reply), _) => Ok(RedisValue::Integer(reply)),
             (Acquired::Wait, Some(wait)) => {
-                let lease_end = handoff::earliest(next_end, key.expires_at());
+                drop(key);
+                let lease_end = handoff::earliest(next_end, store::expires_at(ctx, name));
                 enqueue(ctx, lock, request, wait, lease_end)?;
                 Ok(RedisValue::NoReply)
             }

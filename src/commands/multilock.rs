@@ -8,12 +8,12 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 use super::lock::{acquire_request, block_caller, lock_id, with_queue};
 use super::run;
 use crate::ffi;
-use crate::handoff::{self, begin, earliest, Origin};
+use crate::handoff::{self, begin, Origin};
 use crate::rules::args::{parse_acquire_options, parse_owner, Wait};
 use crate::rules::error::LockError;
 use crate::rules::lock::{LockKind, LockState, Request};
 use crate::rules::multilock::{access, check_distinct, parse_numkeys, Access};
-use crate::store::LockKey;
+use crate::store::{self, LockKey};
 use crate::waiters::{LockId, Waiter};
 
 /// `COMMAND numkeys key [key ...] owner [options...]`, split.
@@ -64,16 +64,16 @@ fn open_all<'c>(
 }
 
 /// Commits every key's transition, and only then lets a multi-lock caller
-/// waiting on a key left free have it: serving it opens and writes keys of
-/// its own, which must not be among the transitions still uncommitted.
+/// now first in line on a key have its keys: serving it opens and writes
+/// keys of its own, which must not be among the transitions still
+/// uncommitted.
 fn commit_all(ctx: &Context, opened: Opened<'_>) {
-    let mut free = Vec::new();
+    let mut locks = Vec::with_capacity(opened.len());
     for (lock, key, tx) in opened {
-        if handoff::commit_only(ctx, &lock, &key, tx) {
-            free.push(lock);
-        }
+        handoff::commit_only(ctx, &lock, &key, tx);
+        locks.push(lock);
     }
-    for lock in &free {
+    for lock in &locks {
         handoff::serve_group_at(ctx, lock);
     }
 }
@@ -149,11 +149,12 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
             return replies.map(RedisValue::Array);
         }
         let locks: Vec<LockId<'static>> = opened.iter().map(|(l, _, _)| l.to_owned()).collect();
-        let lease_ends: Vec<Option<i64>> = opened
-            .iter()
-            .map(|(_, key, tx)| earliest(tx.next_end(), key.expires_at()))
-            .collect();
         commit_all(ctx, opened);
+        // Read after the commits: a hand-off among them moves a deadline.
+        let lease_ends: Vec<Option<i64>> = names
+            .iter()
+            .map(|name| store::expires_at(ctx, name))
+            .collect();
         match wait {
             Some(wait) => {
                 enqueue_group(ctx, &locks, request, wait, &lease_ends)?;
