@@ -13,14 +13,27 @@
 //!   token (`DEL` + `RPUSH` before the run); `BLPOP key wait` / `RPUSH key
 //!   token`, Redis's own hand-off between blocked clients, no module involved
 //!
+//! With `LoadSpec::read_fraction` set (S7), module and redisson take a
+//! read-write lock instead: each cycle is a read with that probability (a
+//! seeded RNG per client), else a write. module: `LOCK.RACQUIRE` /
+//! `LOCK.WACQUIRE key owner PX lease BLOCK wait`, `LOCK.RELEASE`; redisson:
+//! the RReadWriteLock scripts by EVALSHA, waiting on
+//! `redisson_rwlock:{key}` (a write release publishes 1, which wakes every
+//! waiting thread of a process; the last read release publishes 0, which
+//! wakes one). The critical section is one round trip: a read `GET`s the
+//! key's data, a write `INCR`s it.
+//!
 //! Every grant is checked against a holder flag per key (set when the grant
-//! arrives, cleared before the release is sent) and every reply against what
-//! the protocol must answer; either failing is reported and fails the run.
+//! arrives, cleared before the release is sent; for read-write locks an
+//! atomic count of the readers and writers holding the key) and every reply
+//! against what the protocol must answer; either failing is reported and
+//! fails the run.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::io;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -44,6 +57,26 @@ pub const REDISSON_ACQUIRE: &str = include_str!("../../scripts/redisson-acquire.
 /// 1 = released (deleted and published).
 pub const REDISSON_RELEASE: &str = include_str!("../../scripts/redisson-release.lua");
 
+/// Redisson's RReadWriteLock read acquire: KEYS[1] lock, KEYS[2]
+/// `{lock}:<owner>:rwlock_timeout`; ARGV[1] lease ms, ARGV[2] owner,
+/// ARGV[3] `<owner>:write`. Nil = acquired, otherwise the lock's PTTL.
+pub const REDISSON_READ_ACQUIRE: &str = include_str!("../../scripts/redisson-read-acquire.lua");
+
+/// Read release: KEYS[1] lock, KEYS[2] `redisson_rwlock:{lock}`, KEYS[3]
+/// `{lock}:<owner>:rwlock_timeout`, KEYS[4] `{lock}`; ARGV[1] message (0),
+/// ARGV[2] owner. Nil = no read hold, 0 = the lock stays, 1 = deleted (and
+/// published).
+pub const REDISSON_READ_RELEASE: &str = include_str!("../../scripts/redisson-read-release.lua");
+
+/// Write acquire: KEYS[1] lock; ARGV[1] lease ms, ARGV[2] `<owner>:write`.
+/// Nil = acquired, otherwise the lock's PTTL.
+pub const REDISSON_WRITE_ACQUIRE: &str = include_str!("../../scripts/redisson-write-acquire.lua");
+
+/// Write release: KEYS[1] lock, KEYS[2] `redisson_rwlock:{lock}`; ARGV[1]
+/// message (1), ARGV[2] lease ms, ARGV[3] `<owner>:write`. Nil = not the
+/// writer, 0 = write holds remain, 1 = the write lock ended.
+pub const REDISSON_WRITE_RELEASE: &str = include_str!("../../scripts/redisson-write-release.lua");
+
 /// Compare-and-delete (redis-py's Lock release): 1 = deleted.
 pub const COMPARE_AND_DELETE: &str = "\
 if redis.call('get', KEYS[1]) == ARGV[1] then \
@@ -56,6 +89,10 @@ pub struct Scripts {
     pub acquire: String,
     pub release: String,
     pub cad: String,
+    pub read_acquire: String,
+    pub read_release: String,
+    pub write_acquire: String,
+    pub write_release: String,
 }
 
 impl Scripts {
@@ -65,6 +102,22 @@ impl Scripts {
             release: conn.ok(&["SCRIPT", "LOAD", REDISSON_RELEASE]).await?.text(),
             cad: conn
                 .ok(&["SCRIPT", "LOAD", COMPARE_AND_DELETE])
+                .await?
+                .text(),
+            read_acquire: conn
+                .ok(&["SCRIPT", "LOAD", REDISSON_READ_ACQUIRE])
+                .await?
+                .text(),
+            read_release: conn
+                .ok(&["SCRIPT", "LOAD", REDISSON_READ_RELEASE])
+                .await?
+                .text(),
+            write_acquire: conn
+                .ok(&["SCRIPT", "LOAD", REDISSON_WRITE_ACQUIRE])
+                .await?
+                .text(),
+            write_release: conn
+                .ok(&["SCRIPT", "LOAD", REDISSON_WRITE_RELEASE])
                 .await?
                 .text(),
         })
@@ -116,6 +169,33 @@ pub fn channel_of(key: &[u8]) -> Vec<u8> {
     c
 }
 
+/// Redisson channel of a read-write lock name.
+pub fn rw_channel_of(key: &[u8]) -> Vec<u8> {
+    let mut c = b"redisson_rwlock:{".to_vec();
+    c.extend_from_slice(key);
+    c.push(b'}');
+    c
+}
+
+/// `{key}`: the prefix of every read hold's lease key of a read-write lock.
+fn hash_tag(key: &[u8]) -> Vec<u8> {
+    let mut t = Vec::with_capacity(key.len() + 2);
+    t.push(b'{');
+    t.extend_from_slice(key);
+    t.push(b'}');
+    t
+}
+
+/// `{key}:<owner>:rwlock_timeout`: the prefix of an owner's read hold lease
+/// keys (`:<n>` appended for the n-th hold).
+fn rw_lease_prefix(key: &[u8], owner: &[u8]) -> Vec<u8> {
+    let mut p = hash_tag(key);
+    p.push(b':');
+    p.extend_from_slice(owner);
+    p.extend_from_slice(b":rwlock_timeout");
+    p
+}
+
 /// Owner id in Redisson's `<uuid>:<thread>` form: one uuid-like id per
 /// simulated process.
 pub fn owner_id(process: usize, thread: usize) -> Vec<u8> {
@@ -141,6 +221,39 @@ pub struct LoadSpec {
     /// Key prefix, unique per run.
     pub prefix: String,
     pub seed: u64,
+    /// Read-write lock (module and redisson only): the probability that a
+    /// cycle is a read; None = the exclusive lock.
+    pub read_fraction: Option<f64>,
+}
+
+/// A read-write run's own figures.
+#[derive(Clone, Debug, Default)]
+pub struct RwStats {
+    pub reads: u64,
+    pub writes: u64,
+    /// Waits of reads and of writes (open waits at the end included).
+    pub read_lat: Lat,
+    pub write_lat: Lat,
+    /// Readers holding the key at a read grant (the new one included):
+    /// highest and mean over the window's read grants.
+    pub max_readers: u64,
+    pub mean_readers: f64,
+    /// Grants that overlapped a writer (a writer beside anyone, a reader
+    /// beside a writer) and critical sections that saw another writer's
+    /// data, over the whole run; must be 0.
+    pub violations: u64,
+}
+
+impl RwStats {
+    pub fn json(&self) -> Value {
+        json!({
+            "reads": self.reads, "writes": self.writes,
+            "read_wait": self.read_lat.json(), "write_wait": self.write_lat.json(),
+            "max_readers_at_once": self.max_readers,
+            "mean_readers_at_read_grant": self.mean_readers,
+            "overlap_violations": self.violations,
+        })
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -170,6 +283,8 @@ pub struct LoadResult {
     /// INFO commandstats of the run (warm-up and drain included):
     /// (command, calls, µs per call).
     pub commandstats: Vec<(String, u64, f64)>,
+    /// Read-write runs only.
+    pub rw: Option<RwStats>,
 }
 
 impl LoadResult {
@@ -185,6 +300,7 @@ impl LoadResult {
             "generator_cpu_pct": self.generator_cpu, "others_cpu_pct": self.others_cpu,
             "per_client_acquisitions": self.per_client,
             "commandstats": self.commandstats.iter().map(|(c, n, us)| json!({"command": c, "calls": n, "usec_per_call": us})).collect::<Vec<_>>(),
+            "read_write": self.rw.as_ref().map(RwStats::json),
         })
     }
 }
@@ -194,6 +310,39 @@ enum Phase {
     Warmup,
     Measure,
     Drain,
+}
+
+/// What a cycle takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Exclusive,
+    Read,
+    Write,
+}
+
+/// `Rw::active`: one reader, one writer.
+const READER: u64 = 1;
+const WRITER: u64 = 1 << 32;
+
+/// A read-write run's state.
+struct Rw {
+    read_fraction: f64,
+    /// Per key: readers holding it (low 32 bits) and writers (high 32 bits),
+    /// added to when a grant arrives and taken from before the release is
+    /// sent.
+    active: Vec<AtomicU64>,
+    read_hist: RefCell<Histogram<u64>>,
+    write_hist: RefCell<Histogram<u64>>,
+    reads: Cell<u64>,
+    writes: Cell<u64>,
+    /// Sum and highest of the readers holding at read grants.
+    readers_sum: Cell<u64>,
+    readers_max: Cell<u64>,
+    violations: Cell<u64>,
+    /// Per key: the data the lock guards (`<key>:data`, a counter INCRed by
+    /// every write hold) and the writes completed so far.
+    data_keys: Vec<Vec<u8>>,
+    written: Vec<Cell<i64>>,
 }
 
 struct Shared {
@@ -207,7 +356,7 @@ struct Shared {
     holders: Vec<Cell<u32>>,
     hist: RefCell<Histogram<u64>>,
     counts: Vec<Cell<u64>>,
-    wait_start: Vec<Cell<Option<Instant>>>,
+    wait_start: Vec<Cell<Option<(Instant, Mode)>>>,
     violations: RefCell<Vec<String>>,
     errors: RefCell<Vec<String>>,
     failed_tries: Cell<u64>,
@@ -217,6 +366,7 @@ struct Shared {
     /// `block` in seconds (BLPOP's timeout), e.g. "10" or "0.5".
     block_secs: Vec<u8>,
     scripts: Scripts,
+    rw: Option<Rw>,
 }
 
 impl Shared {
@@ -251,8 +401,10 @@ struct Chan {
     /// 0 none, 1 SUBSCRIBE sent, 2 confirmed.
     state: Cell<u8>,
     ready: Notify,
-    /// One message wakes one waiting thread of the process (a message that
-    /// finds none waiting is kept as one permit, like Redisson's semaphore).
+    /// Message `0` wakes one waiting thread of the process (a message that
+    /// finds none waiting is kept as one permit, like Redisson's semaphore);
+    /// `1` (a read-write lock's write release) wakes every thread waiting
+    /// then and keeps nothing (`release(getQueueLength())`).
     wake: Notify,
 }
 
@@ -313,13 +465,17 @@ async fn pubsub_loop(
                     return Err(io::Error::other(format!("unexpected pub/sub reply {reply:?}")));
                 };
                 match items.as_slice() {
-                    [Reply::Bulk(kind), Reply::Bulk(ch), _] => {
+                    [Reply::Bulk(kind), Reply::Bulk(ch), payload] => {
                         let Some(&key) = shared.channel_index.get(ch) else {
                             continue;
                         };
                         let chan = process.chan(key);
                         if kind == b"message" {
-                            chan.wake.notify_one();
+                            if *payload == Reply::Bulk(b"1".to_vec()) {
+                                chan.wake.notify_waiters();
+                            } else {
+                                chan.wake.notify_one();
+                            }
                         } else if kind == b"subscribe" {
                             chan.state.set(2);
                             chan.ready.notify_waiters();
@@ -348,6 +504,8 @@ pub struct Client {
     id: usize,
     pub conn: Conn,
     owner: Vec<u8>,
+    /// `<owner>:write`: the write hold's field of a Redisson read-write lock.
+    owner_write: Vec<u8>,
     process: Option<Rc<Process>>,
     shared: Rc<Shared>,
 }
@@ -360,18 +518,26 @@ impl Client {
     /// Acquires the run's first key with the protocol's waiting strategy
     /// (true = granted, false = stopped).
     pub async fn acquire_first(&mut self) -> io::Result<bool> {
-        Ok(matches!(self.acquire(0).await?, Outcome::Granted))
+        Ok(matches!(
+            self.acquire(0, Mode::Exclusive).await?,
+            Outcome::Granted
+        ))
     }
 
-    async fn acquire(&mut self, k: usize) -> io::Result<Outcome> {
+    async fn acquire(&mut self, k: usize, mode: Mode) -> io::Result<Outcome> {
         let sh = self.shared.clone();
         let key = &sh.keys[k];
         match sh.proto {
             Proto::Module => loop {
+                let name: &str = match mode {
+                    Mode::Exclusive => "LOCK.ACQUIRE",
+                    Mode::Read => "LOCK.RACQUIRE",
+                    Mode::Write => "LOCK.WACQUIRE",
+                };
                 let r = self
                     .conn
                     .cmd(&[
-                        b"LOCK.ACQUIRE",
+                        name.as_bytes(),
                         key,
                         &self.owner,
                         b"PX",
@@ -388,27 +554,63 @@ impl Client {
                             return Ok(Outcome::Stopped);
                         }
                     }
-                    other => return Err(unexpected("LOCK.ACQUIRE", &other)),
+                    other => return Err(unexpected(name, &other)),
                 }
             },
             Proto::Redisson => {
                 let mut chan: Option<Rc<Chan>> = None;
+                let lease_prefix = match mode {
+                    Mode::Read => rw_lease_prefix(key, &self.owner),
+                    _ => Vec::new(),
+                };
                 loop {
-                    let r = self
-                        .conn
-                        .cmd(&[
-                            b"EVALSHA",
-                            sh.scripts.acquire.as_bytes(),
-                            b"1",
-                            key,
-                            &sh.lease,
-                            &self.owner,
-                        ])
-                        .await?;
+                    let (what, r) = match mode {
+                        Mode::Exclusive => (
+                            "redisson acquire script",
+                            self.conn
+                                .cmd(&[
+                                    b"EVALSHA",
+                                    sh.scripts.acquire.as_bytes(),
+                                    b"1",
+                                    key,
+                                    &sh.lease,
+                                    &self.owner,
+                                ])
+                                .await?,
+                        ),
+                        Mode::Read => (
+                            "redisson read acquire script",
+                            self.conn
+                                .cmd(&[
+                                    b"EVALSHA",
+                                    sh.scripts.read_acquire.as_bytes(),
+                                    b"2",
+                                    key,
+                                    &lease_prefix,
+                                    &sh.lease,
+                                    &self.owner,
+                                    &self.owner_write,
+                                ])
+                                .await?,
+                        ),
+                        Mode::Write => (
+                            "redisson write acquire script",
+                            self.conn
+                                .cmd(&[
+                                    b"EVALSHA",
+                                    sh.scripts.write_acquire.as_bytes(),
+                                    b"1",
+                                    key,
+                                    &sh.lease,
+                                    &self.owner_write,
+                                ])
+                                .await?,
+                        ),
+                    };
                     let pttl = match r {
                         Reply::Nil => return Ok(Outcome::Granted),
                         Reply::Int(t) => t,
-                        other => return Err(unexpected("redisson acquire script", &other)),
+                        other => return Err(unexpected(what, &other)),
                     };
                     sh.failed_try();
                     if sh.stopping.get() {
@@ -489,16 +691,16 @@ impl Client {
         }
     }
 
-    async fn release(&mut self, k: usize) -> io::Result<()> {
+    async fn release(&mut self, k: usize, mode: Mode) -> io::Result<()> {
         let sh = self.shared.clone();
         let key = &sh.keys[k];
-        let (what, r, want) = match sh.proto {
-            Proto::Module => (
+        let (what, r, want): (&str, Reply, &[i64]) = match (sh.proto, mode) {
+            (Proto::Module, _) => (
                 "LOCK.RELEASE",
                 self.conn.cmd(&[b"LOCK.RELEASE", key, &self.owner]).await?,
-                0,
+                &[0],
             ),
-            Proto::Redisson => (
+            (Proto::Redisson, Mode::Exclusive) => (
                 "redisson release script",
                 self.conn
                     .cmd(&[
@@ -512,9 +714,43 @@ impl Client {
                         &self.owner,
                     ])
                     .await?,
-                1,
+                &[1],
             ),
-            Proto::Spin(_) => (
+            // 0 while other readers hold the lock, 1 when the last one left.
+            (Proto::Redisson, Mode::Read) => (
+                "redisson read release script",
+                self.conn
+                    .cmd(&[
+                        b"EVALSHA",
+                        sh.scripts.read_release.as_bytes(),
+                        b"4",
+                        key,
+                        &sh.channels[k],
+                        &rw_lease_prefix(key, &self.owner),
+                        &hash_tag(key),
+                        b"0",
+                        &self.owner,
+                    ])
+                    .await?,
+                &[0, 1],
+            ),
+            (Proto::Redisson, Mode::Write) => (
+                "redisson write release script",
+                self.conn
+                    .cmd(&[
+                        b"EVALSHA",
+                        sh.scripts.write_release.as_bytes(),
+                        b"2",
+                        key,
+                        &sh.channels[k],
+                        b"1",
+                        &sh.lease,
+                        &self.owner_write,
+                    ])
+                    .await?,
+                &[1],
+            ),
+            (Proto::Spin(_), _) => (
                 "compare-and-delete script",
                 self.conn
                     .cmd(&[
@@ -525,19 +761,86 @@ impl Client {
                         &self.owner,
                     ])
                     .await?,
-                1,
+                &[1],
             ),
-            Proto::Raw => ("DEL", self.conn.cmd(&[b"DEL", key]).await?, 1),
+            (Proto::Raw, _) => ("DEL", self.conn.cmd(&[b"DEL", key]).await?, &[1]),
             // The holder popped the only token, so the list is empty: 1 even
             // when RPUSH serves a blocked BLPOP at once.
-            Proto::Blpop => (
+            (Proto::Blpop, _) => (
                 "RPUSH",
                 self.conn.cmd(&[b"RPUSH", key, BLPOP_TOKEN]).await?,
-                1,
+                &[1],
             ),
         };
-        if r != Reply::Int(want) {
+        if !matches!(r, Reply::Int(n) if want.contains(&n)) {
             return Err(unexpected(what, &r));
+        }
+        Ok(())
+    }
+
+    /// A read-write grant: counts this holder in, checks that no writer
+    /// overlaps anyone, and records the figures of its kind.
+    fn granted_rw(&self, rw: &Rw, k: usize, mode: Mode, wait_us: u64) {
+        let sh = &self.shared;
+        let delta = if mode == Mode::Write { WRITER } else { READER };
+        let before = rw.active[k].fetch_add(delta, Ordering::SeqCst);
+        let (readers, writers) = (before & (WRITER - 1), before >> 32);
+        if writers != 0 || (mode == Mode::Write && readers != 0) {
+            rw.violations.set(rw.violations.get() + 1);
+            sh.violation(format!(
+                "{}: {} {} granted to client {} while {readers} reader(s) and {writers} writer(s) hold it",
+                sh.proto.name(),
+                String::from_utf8_lossy(&sh.keys[k]),
+                if mode == Mode::Write { "write" } else { "read" },
+                self.id,
+            ));
+        }
+        if !sh.measuring() {
+            return;
+        }
+        if mode == Mode::Write {
+            rw.writes.set(rw.writes.get() + 1);
+            stats::record(&mut rw.write_hist.borrow_mut(), wait_us);
+        } else {
+            rw.reads.set(rw.reads.get() + 1);
+            stats::record(&mut rw.read_hist.borrow_mut(), wait_us);
+            let now = readers + 1;
+            rw.readers_sum.set(rw.readers_sum.get() + now);
+            rw.readers_max.set(rw.readers_max.get().max(now));
+        }
+    }
+
+    /// The read-write critical section: a reader `GET`s the lock's data key,
+    /// a writer `INCR`s it. A reader must see exactly the writes completed
+    /// so far, a writer the next number: anything else means a writer ran
+    /// beside another holder in the server.
+    async fn critical_rw(&mut self, rw: &Rw, k: usize, mode: Mode) -> io::Result<()> {
+        let sh = self.shared.clone();
+        let data = &rw.data_keys[k];
+        let written = &rw.written[k];
+        let (what, r) = if mode == Mode::Write {
+            ("INCR", self.conn.cmd(&[b"INCR", data]).await?)
+        } else {
+            ("GET", self.conn.cmd(&[b"GET", data]).await?)
+        };
+        let seen = match &r {
+            Reply::Nil => 0,
+            _ => r.int().ok_or_else(|| unexpected(what, &r))?,
+        };
+        let want = written.get() + i64::from(mode == Mode::Write);
+        if seen != want {
+            rw.violations.set(rw.violations.get() + 1);
+            sh.violation(format!(
+                "{}: {} of {}'s data by client {} saw {seen}, {} write(s) had completed",
+                sh.proto.name(),
+                what,
+                String::from_utf8_lossy(&sh.keys[k]),
+                self.id,
+                written.get()
+            ));
+        }
+        if mode == Mode::Write {
+            written.set(seen);
         }
         Ok(())
     }
@@ -550,10 +853,15 @@ impl Client {
             if sh.stopping.get() {
                 break;
             }
+            let mode = match &sh.rw {
+                None => Mode::Exclusive,
+                Some(rw) if rng.chance(rw.read_fraction) => Mode::Read,
+                Some(_) => Mode::Write,
+            };
             let k = if n == 1 { 0 } else { rng.below(n) };
             let t0 = Instant::now();
-            sh.wait_start[self.id].set(Some(t0));
-            let got = self.acquire(k).await;
+            sh.wait_start[self.id].set(Some((t0, mode)));
+            let got = self.acquire(k, mode).await;
             sh.wait_start[self.id].set(None);
             match got {
                 Ok(Outcome::Granted) => {}
@@ -569,26 +877,54 @@ impl Client {
                 }
             }
             let t1 = Instant::now();
-            let holder = &sh.holders[k];
-            if holder.get() != 0 {
-                sh.violation(format!(
-                    "{}: {} granted to client {} while client {} holds it",
-                    sh.proto.name(),
-                    String::from_utf8_lossy(&sh.keys[k]),
-                    self.id,
-                    holder.get() - 1
-                ));
+            let wait_us = (t1 - t0).as_micros() as u64;
+            if let Some(rw) = &sh.rw {
+                self.granted_rw(rw, k, mode, wait_us);
+            } else {
+                let holder = &sh.holders[k];
+                if holder.get() != 0 {
+                    sh.violation(format!(
+                        "{}: {} granted to client {} while client {} holds it",
+                        sh.proto.name(),
+                        String::from_utf8_lossy(&sh.keys[k]),
+                        self.id,
+                        holder.get() - 1
+                    ));
+                }
+                holder.set(self.id as u32 + 1);
             }
-            holder.set(self.id as u32 + 1);
             if sh.measuring() {
                 let c = &sh.counts[self.id];
                 c.set(c.get() + 1);
-                stats::record(&mut sh.hist.borrow_mut(), (t1 - t0).as_micros() as u64);
+                stats::record(&mut sh.hist.borrow_mut(), wait_us);
             }
-            // Empty critical section. Cleared before the release is sent: the
-            // release itself may hand the lock to the next owner.
-            holder.set(0);
-            if let Err(e) = self.release(k).await {
+            // Exclusive: empty critical section. Read-write: one round trip
+            // on the data the lock guards, so that a holder stays counted
+            // while other clients' replies are handled (with nothing in
+            // between, one task would count itself in and out in one poll
+            // and could never see another holder). Cleared before the
+            // release is sent: the release itself may hand the lock on.
+            if let Some(rw) = &sh.rw {
+                if let Err(e) = self.critical_rw(rw, k, mode).await {
+                    sh.error(format!(
+                        "{} client {} critical section on {}: {e}",
+                        sh.proto.name(),
+                        self.id,
+                        String::from_utf8_lossy(&sh.keys[k])
+                    ));
+                    break;
+                }
+            }
+            match (&sh.rw, mode) {
+                (None, _) => sh.holders[k].set(0),
+                (Some(rw), Mode::Write) => {
+                    rw.active[k].fetch_sub(WRITER, Ordering::SeqCst);
+                }
+                (Some(rw), _) => {
+                    rw.active[k].fetch_sub(READER, Ordering::SeqCst);
+                }
+            }
+            if let Err(e) = self.release(k, mode).await {
                 sh.error(format!(
                     "{} client {} release {}: {e}",
                     sh.proto.name(),
@@ -615,7 +951,22 @@ impl Harness {
         let keys: Vec<Vec<u8>> = (0..spec.keys)
             .map(|i| format!("{}:{i}", spec.prefix).into_bytes())
             .collect();
-        let channels: Vec<Vec<u8>> = keys.iter().map(|k| channel_of(k)).collect();
+        if spec.read_fraction.is_some() && !matches!(spec.proto, Proto::Module | Proto::Redisson) {
+            return Err(io::Error::other(format!(
+                "{} has no read-write lock",
+                spec.proto.name()
+            )));
+        }
+        let channels: Vec<Vec<u8>> = keys
+            .iter()
+            .map(|k| {
+                if spec.read_fraction.is_some() {
+                    rw_channel_of(k)
+                } else {
+                    channel_of(k)
+                }
+            })
+            .collect();
         let channel_index = if spec.proto == Proto::Redisson {
             channels
                 .iter()
@@ -645,6 +996,21 @@ impl Harness {
             block: spec.block_ms.to_string().into_bytes(),
             block_secs: blpop_timeout(spec.block_ms).into_bytes(),
             scripts: scripts.clone(),
+            rw: spec.read_fraction.map(|read_fraction| Rw {
+                read_fraction,
+                active: (0..spec.keys).map(|_| AtomicU64::new(0)).collect(),
+                read_hist: RefCell::new(stats::histogram()),
+                write_hist: RefCell::new(stats::histogram()),
+                reads: Cell::new(0),
+                writes: Cell::new(0),
+                readers_sum: Cell::new(0),
+                readers_max: Cell::new(0),
+                violations: Cell::new(0),
+                data_keys: (0..spec.keys)
+                    .map(|i| format!("{}:{i}:data", spec.prefix).into_bytes())
+                    .collect(),
+                written: (0..spec.keys).map(|_| Cell::new(0)).collect(),
+            }),
         });
 
         if spec.proto == Proto::Blpop {
@@ -686,14 +1052,18 @@ impl Harness {
         let mut clients = Vec::with_capacity(spec.clients);
         for id in 0..spec.clients {
             let (p, t) = (id / tpp, id % tpp);
+            let owner = if spec.proto == Proto::Redisson {
+                owner_id(p, t)
+            } else {
+                owner_id(id, 0)
+            };
+            let mut owner_write = owner.clone();
+            owner_write.extend_from_slice(b":write");
             clients.push(Client {
                 id,
                 conn: Conn::connect(addr).await?,
-                owner: if spec.proto == Proto::Redisson {
-                    owner_id(p, t)
-                } else {
-                    owner_id(id, 0)
-                },
+                owner,
+                owner_write,
                 process: processes.get(p).cloned(),
                 shared: shared.clone(),
             });
@@ -761,12 +1131,18 @@ pub async fn run_load(
 
     let mut open_waits = 0;
     for ws in &shared.wait_start {
-        if let Some(t0) = ws.get() {
+        if let Some((t0, mode)) = ws.get() {
             open_waits += 1;
-            stats::record(
-                &mut shared.hist.borrow_mut(),
-                (t_end - t0).as_micros() as u64,
-            );
+            let us = (t_end - t0).as_micros() as u64;
+            stats::record(&mut shared.hist.borrow_mut(), us);
+            if let Some(rw) = &shared.rw {
+                let h = if mode == Mode::Write {
+                    &rw.write_hist
+                } else {
+                    &rw.read_hist
+                };
+                stats::record(&mut h.borrow_mut(), us);
+            }
         }
     }
     shared.stopping.set(true);
@@ -814,6 +1190,19 @@ pub async fn run_load(
         generator_cpu: cpu.generator,
         others_cpu: cpu.others,
         commandstats: Vec::new(),
+        rw: shared.rw.as_ref().map(|rw| RwStats {
+            reads: rw.reads.get(),
+            writes: rw.writes.get(),
+            read_lat: Lat::of(&rw.read_hist.borrow()),
+            write_lat: Lat::of(&rw.write_hist.borrow()),
+            max_readers: rw.readers_max.get(),
+            mean_readers: if rw.reads.get() == 0 {
+                f64::NAN
+            } else {
+                rw.readers_sum.get() as f64 / rw.reads.get() as f64
+            },
+            violations: rw.violations.get(),
+        }),
     };
     Ok(result)
 }

@@ -128,6 +128,11 @@ impl Rng {
     pub fn below(&mut self, n: usize) -> usize {
         (((self.next_u64() >> 32) * n as u64) >> 32) as usize
     }
+
+    /// True with probability `p` (a uniform draw in [0, 1) below `p`).
+    pub fn chance(&mut self, p: f64) -> bool {
+        ((self.next_u64() >> 11) as f64 / (1u64 << 53) as f64) < p
+    }
 }
 
 #[cfg(test)]
@@ -150,5 +155,7 @@ mod tests {
         for _ in 0..10_000 {
             assert!(r.below(64) < 64);
         }
+        let reads = (0..100_000).filter(|_| r.chance(0.9)).count();
+        assert!((89_000..91_000).contains(&reads), "{reads}");
     }
 }

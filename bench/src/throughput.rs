@@ -1,12 +1,13 @@
-//! S1 (uncontended cycles), S2 (one hot lock) and S5 (64 keys, 256 clients):
-//! closed-loop clients from `load`, every protocol in the same run, reps
-//! interleaved so that drift spreads over all protocols.
+//! S1 (uncontended cycles), S2 (one hot lock), S5 (64 keys, 256 clients)
+//! and S7 (one read-write lock, 90% reads): closed-loop clients from `load`,
+//! every protocol in the same run, reps interleaved so that drift spreads
+//! over all protocols.
 
 use std::io;
 
 use serde_json::{json, Value};
 
-use crate::load::{commandstats, ping_rate, run_load, LoadResult, Proto};
+use crate::load::{commandstats, ping_rate, run_load, LoadResult, Proto, RwStats};
 use crate::report::{finite, ms, rate, Bar, Section, INTERFERENCE_PCT, RETRIES};
 use crate::resp::Conn;
 use crate::stats::{median, paired_ratio, ratios, spread_pct};
@@ -150,10 +151,12 @@ async fn measure(
     proto: Proto,
     clients: usize,
     keys: usize,
+    read_fraction: Option<f64>,
 ) -> io::Result<LoadResult> {
     let mut attempt = 0;
     loop {
-        let spec = ctx.spec(proto, clients, keys);
+        let mut spec = ctx.spec(proto, clients, keys);
+        spec.read_fraction = read_fraction;
         let mut admin = Conn::connect(&ctx.addr).await?;
         admin.ok(&["CONFIG", "RESETSTAT"]).await?;
         let mut r = run_load(&ctx.addr, ctx.server_pid, &spec, &ctx.scripts).await?;
@@ -173,6 +176,17 @@ async fn measure(
             r.generator_cpu,
             r.others_cpu
         ));
+        if let Some(rw) = &r.rw {
+            ctx.progress(&format!(
+                "  reads {} (p99 {} ms), writes {} (p99 {} ms), readers at once max {}, overlap violations {}",
+                rw.reads,
+                ms(rw.read_lat.p99),
+                rw.writes,
+                ms(rw.write_lat.p99),
+                rw.max_readers,
+                rw.violations
+            ));
+        }
         if r.others_cpu > INTERFERENCE_PCT && attempt < RETRIES {
             section.discarded.push(r.json());
             let waited = crate::server::wait_for_quiet(ctx.server_pid, INTERFERENCE_PCT);
@@ -210,7 +224,7 @@ async fn measure_interleaved(
         .collect();
     for _ in 0..reps {
         for cell in cells.iter_mut() {
-            let r = measure(ctx, section, cell.proto, clients, keys).await?;
+            let r = measure(ctx, section, cell.proto, clients, keys, None).await?;
             cell.runs.push(r);
         }
     }
@@ -328,7 +342,7 @@ pub async fn s2(ctx: &Ctx) -> io::Result<(Section, S2Chart)> {
             ctx.progress(&format!("S2 ping: {}/s", rate(p)));
             pings[ci].push(p);
             for cell in cells.iter_mut().filter(|c| c.clients == n) {
-                let r = measure(ctx, &mut section, cell.proto, cell.clients, 1).await?;
+                let r = measure(ctx, &mut section, cell.proto, cell.clients, 1, None).await?;
                 cell.runs.push(r);
             }
         }
@@ -476,6 +490,120 @@ pub async fn s5(ctx: &Ctx) -> io::Result<Section> {
         ));
     }
     section.json = json!({"clients": clients, "keys": keys,
+        "cells": cells.iter().map(Cell::json).collect::<Vec<_>>()});
+    Ok(section)
+}
+
+/// S7's client counts and share of reads.
+pub const S7_CLIENTS: [usize; 2] = [16, 64];
+pub const S7_READ_FRACTION: f64 = 0.9;
+
+pub async fn s7(ctx: &Ctx) -> io::Result<Section> {
+    let reps = ctx.opts.reps(crate::REPS_S7);
+    let protos = ctx.protocols(&[Proto::Module, Proto::Redisson]);
+    let read_pct = S7_READ_FRACTION * 100.0;
+    let mut section = Section::new(
+        "S7",
+        format!(
+            "read-heavy read-write lock: one lock, each cycle a read ({read_pct:.0}%) or a write ({:.0}%); critical section: one GET (read) or INCR (write) of the data it guards",
+            100.0 - read_pct
+        ),
+    );
+    let mut cells: Vec<Cell> = Vec::new();
+    for &clients in &S7_CLIENTS {
+        for &proto in &protos {
+            cells.push(Cell {
+                proto,
+                clients,
+                runs: Vec::new(),
+            });
+        }
+    }
+    for _ in 0..reps {
+        for cell in cells.iter_mut() {
+            let r = measure(
+                ctx,
+                &mut section,
+                cell.proto,
+                cell.clients,
+                1,
+                Some(S7_READ_FRACTION),
+            )
+            .await?;
+            cell.runs.push(r);
+        }
+    }
+    section.line(run_note(ctx, reps));
+    section.line(
+        "module: LOCK.RACQUIRE / LOCK.WACQUIRE key owner PX 30000 BLOCK 10000 (waits in the server, FIFO), LOCK.RELEASE",
+    );
+    section.line(format!(
+        "redisson: RReadWriteLock scripts by EVALSHA; processes of {} client threads, one pub/sub connection each on redisson_rwlock:{{lock}}; a busy try waits for a message or the PTTL, then tries again (the last read release publishes 0: wakes one thread per process; a write release publishes 1: wakes all)",
+        ctx.opts.threads_per_process
+    ));
+    section.line(
+        "checks: every grant adds the holder to an atomic count of the lock's readers and writers (taken off before the release is sent), and a writer beside anyone or a reader beside a writer is a violation; a reader's GET must see exactly the writes completed so far, a writer's INCR the next number",
+    );
+    section.line(header(true, "acq/s"));
+    for c in &cells {
+        section.line(c.line(true));
+    }
+    section.line(format!(
+        "{:<11} {:>4} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>11} {:>10}",
+        "by kind",
+        "cli",
+        "reads/s",
+        "writes/s",
+        "r p50 ms",
+        "r p99 ms",
+        "w p50 ms",
+        "w p99 ms",
+        "readers max",
+        "violations"
+    ));
+    for c in &cells {
+        let rw = |f: fn(&RwStats, &LoadResult) -> f64| {
+            c.med(|r| r.rw.as_ref().map(|s| f(s, r)).unwrap_or(f64::NAN))
+        };
+        let violations: u64 = c
+            .runs
+            .iter()
+            .map(|r| r.rw.as_ref().map_or(0, |s| s.violations))
+            .sum();
+        section.line(format!(
+            "{:<11} {:>4} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>5.0} {:>5.1} {:>10}",
+            c.proto.name(),
+            c.clients,
+            rate(rw(|s, r| s.reads as f64 / r.measured_s)),
+            rate(rw(|s, r| s.writes as f64 / r.measured_s)),
+            ms(rw(|s, _| s.read_lat.p50)),
+            ms(rw(|s, _| s.read_lat.p99)),
+            ms(rw(|s, _| s.write_lat.p50)),
+            ms(rw(|s, _| s.write_lat.p99)),
+            rw(|s, _| s.max_readers as f64),
+            rw(|s, _| s.mean_readers),
+            violations
+        ));
+    }
+    section.line("(readers max = most read holds at once, then the mean at a read grant; violations summed over every run)");
+    let vs: Vec<String> = S7_CLIENTS
+        .iter()
+        .filter_map(|&n| {
+            let m = find(&cells, Proto::Module, n)?;
+            let r = find(&cells, Proto::Redisson, n)?;
+            Some(format!(
+                "{n} cli {:.2}x acq/s, p99 wait {} vs {} ms",
+                m.vs(r),
+                ms(m.p99()),
+                ms(r.p99())
+            ))
+        })
+        .collect();
+    if !vs.is_empty() {
+        section.line(format!("module vs redisson: {}", vs.join("; ")));
+    }
+    section.json = json!({"clients": S7_CLIENTS, "keys": 1, "read_fraction": S7_READ_FRACTION,
+        "threads_per_process": ctx.opts.threads_per_process,
         "cells": cells.iter().map(Cell::json).collect::<Vec<_>>()});
     Ok(section)
 }
