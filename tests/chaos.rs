@@ -347,36 +347,12 @@ impl Client<'_> {
                 continue;
             }
             let name = self.shared.keys[key].clone();
-            let (options, lease, block, fence, patience) = self.acquire_options();
-            let mut args = vec!["LOCK.ACQUIRE".to_string(), name.clone(), self.owner()];
-            args.extend(options);
-            let (send, recv, got) = self.op_or_give_up(&args, patience);
-            if block.is_some() && matches!(got, Outcome::Int(_) | Outcome::Nil) {
-                self.record_wait(key, send, recv, matches!(got, Outcome::Int(_)));
-            }
-            let reply = match got {
-                Outcome::Int(n) => n,
-                Outcome::Nil | Outcome::Unknown => continue,
-                Outcome::Error(e) if refused(&e) => continue,
-                other => {
-                    self.anomaly(format!("{args:?} answered {other:?}"));
-                    continue;
-                }
+            let Some((mut hold, lease_ms)) =
+                self.acquire_hold(key, "LOCK.ACQUIRE", false, min_default)
+            else {
+                continue;
             };
-            if !fence && reply != 1 {
-                self.anomaly(format!("{args:?} granted with hold count {reply}"));
-            }
-            let lease_ms = lease.unwrap_or(min_default);
-            let mut bound = Self::lease_bound(send, recv, lease_ms, block.is_some());
-            let mut hold = Hold {
-                key,
-                owner: self.owner_no(),
-                start: recv,
-                end: bound,
-                token: fence.then_some(reply),
-                sent: send,
-                read: false,
-            };
+            let mut bound = hold.end;
             let mut holds = 1;
             // Re-entry: one more hold and a fresh lease.
             if self.rng.one_in(8) {
@@ -482,6 +458,51 @@ impl Client<'_> {
         (args, lease, block, fence, patience)
     }
 
+    /// Sends `command key owner` with random options; on a grant, the hold
+    /// it starts (ending at its lease bound) and the lease.
+    fn acquire_hold(
+        &mut self,
+        key: usize,
+        command: &str,
+        read: bool,
+        min_default: u64,
+    ) -> Option<(Hold, u64)> {
+        let (options, lease, block, fence, patience) = self.acquire_options();
+        let mut args = vec![
+            command.to_string(),
+            self.shared.keys[key].clone(),
+            self.owner(),
+        ];
+        args.extend(options);
+        let (send, recv, got) = self.op_or_give_up(&args, patience);
+        if block.is_some() && matches!(got, Outcome::Int(_) | Outcome::Nil) {
+            self.record_wait(key, send, recv, matches!(got, Outcome::Int(_)));
+        }
+        let reply = match got {
+            Outcome::Int(n) => n,
+            Outcome::Nil | Outcome::Unknown => return None,
+            Outcome::Error(e) if refused(&e) => return None,
+            other => {
+                self.anomaly(format!("{args:?} answered {other:?}"));
+                return None;
+            }
+        };
+        if !fence && reply != 1 {
+            self.anomaly(format!("{args:?} granted with hold count {reply}"));
+        }
+        let lease_ms = lease.unwrap_or(min_default);
+        let hold = Hold {
+            key,
+            owner: self.owner_no(),
+            start: recv,
+            end: Self::lease_bound(send, recv, lease_ms, block.is_some()),
+            token: fence.then_some(reply),
+            sent: send,
+            read,
+        };
+        Some((hold, lease_ms))
+    }
+
     /// Sometimes renews the lease: a renewal replaces it (it may shorten it
     /// too). Returns the hold's new lease bound.
     fn maybe_renew(&mut self, name: &str, bound: Duration) -> Duration {
@@ -539,33 +560,11 @@ impl Client<'_> {
         } else {
             "LOCK.RACQUIRE"
         };
-        let (options, lease, block, fence, patience) = self.acquire_options();
-        let mut args = vec![command.to_string(), name.clone(), self.owner()];
-        args.extend(options);
-        let (send, recv, got) = self.op_or_give_up(&args, patience);
-        if block.is_some() && matches!(got, Outcome::Int(_) | Outcome::Nil) {
-            self.record_wait(key, send, recv, matches!(got, Outcome::Int(_)));
-        }
-        let reply = match got {
-            Outcome::Int(n) => n,
-            Outcome::Nil | Outcome::Unknown => return,
-            Outcome::Error(e) if refused(&e) => return,
-            other => return self.anomaly(format!("{args:?} answered {other:?}")),
+        let Some((mut hold, lease_ms)) = self.acquire_hold(key, command, !write, min_default)
+        else {
+            return;
         };
-        if !fence && reply != 1 {
-            self.anomaly(format!("{args:?} granted with hold count {reply}"));
-        }
-        let lease_ms = lease.unwrap_or(min_default);
-        let mut bound = Self::lease_bound(send, recv, lease_ms, block.is_some());
-        let mut hold = Hold {
-            key,
-            owner: self.owner_no(),
-            start: recv,
-            end: bound,
-            token: fence.then_some(reply),
-            sent: send,
-            read: !write,
-        };
+        let mut bound = hold.end;
         thread::sleep(Duration::from_millis(self.rng.below(lease_ms / 3)));
         bound = self.maybe_renew(&name, bound);
         hold.end = bound;

@@ -96,17 +96,28 @@ fn keys_position_request(ctx: &Context, args: &[RedisString]) -> bool {
     true
 }
 
-/// `LOCK.MACQUIRE numkeys key [key ...] owner [PX ms | EX s] [BLOCK ms] [FENCE]`
-pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
+/// Runs a multi-key command's body on its split arguments, or answers
+/// Redis's keys position request.
+fn multi_command<'a>(
+    ctx: &'a Context,
+    args: &'a [RedisString],
+    command: &str,
+    body: impl FnOnce(MultiCall<'a>) -> Result<RedisValue, LockError>,
+) -> RedisResult {
     if keys_position_request(ctx, args) {
         return Ok(RedisValue::NoReply);
     }
-    run(ctx, || {
+    run(ctx, || body(multi_call(command, args)?))
+}
+
+/// `LOCK.MACQUIRE numkeys key [key ...] owner [PX ms | EX s] [BLOCK ms] [FENCE]`
+pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    multi_command(ctx, args, "lock.macquire", |call| {
         let MultiCall {
             names,
             owner,
             options,
-        } = multi_call("lock.macquire", args)?;
+        } = call;
         let options = parse_acquire_options(options)?;
         let (request, wait) = acquire_request(ctx, names, owner, &options, LockKind::Exclusive)?;
         let origin = Origin::Command {
@@ -185,15 +196,12 @@ fn enqueue_group(
 
 /// `LOCK.MRELEASE numkeys key [key ...] owner`
 pub fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    if keys_position_request(ctx, args) {
-        return Ok(RedisValue::NoReply);
-    }
-    run(ctx, || {
+    multi_command(ctx, args, "lock.mrelease", |call| {
         let MultiCall {
             names,
             owner,
             options,
-        } = multi_call("lock.mrelease", args)?;
+        } = call;
         if !options.is_empty() {
             return Err(LockError::arity("lock.mrelease"));
         }
