@@ -15,7 +15,8 @@ use crate::replication::{self, Replication};
 use crate::rules::args::parse_i64;
 use crate::rules::error::LockError;
 use crate::rules::keys::{
-    key_slot, read_lease_key, rw_notify_channel, token_key, token_key_in_slot, write_notify_channel,
+    key_slot, read_lease_key, token_key, token_key_in_slot, write_notify_channel,
+    write_rw_notify_channel,
 };
 use crate::rules::lock::{LockState, Write};
 use crate::rules::rwlock::{RwHolds, MODE_FIELD};
@@ -259,7 +260,7 @@ fn publish(ctx: &Context, lock: &[u8], message: &[u8], native: bool, read_write:
     }
     let publish = |channel: &mut Vec<u8>| {
         if read_write {
-            *channel = rw_notify_channel(lock);
+            write_rw_notify_channel(lock, channel);
         } else {
             write_notify_channel(lock, channel);
         }

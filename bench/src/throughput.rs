@@ -21,6 +21,20 @@ struct Cell {
 }
 
 impl Cell {
+    /// An empty cell per client count and protocol, counts outermost.
+    fn grid(counts: &[usize], protos: &[Proto]) -> Vec<Cell> {
+        counts
+            .iter()
+            .flat_map(|&clients| {
+                protos.iter().map(move |&proto| Cell {
+                    proto,
+                    clients,
+                    runs: Vec::new(),
+                })
+            })
+            .collect()
+    }
+
     /// Median µs per call in the server of the commands this protocol sent
     /// (those with at least as many calls as a tenth of the busiest).
     fn server_time(&self) -> String {
@@ -326,16 +340,7 @@ pub async fn s2(ctx: &Ctx) -> io::Result<(Section, S2Chart)> {
     );
     // pings[count index][rep]: measured right before that count's runs.
     let mut pings: Vec<Vec<f64>> = counts.iter().map(|_| Vec::new()).collect();
-    let mut cells: Vec<Cell> = Vec::new();
-    for &clients in &counts {
-        for &proto in &protos {
-            cells.push(Cell {
-                proto,
-                clients,
-                runs: Vec::new(),
-            });
-        }
-    }
+    let mut cells = Cell::grid(&counts, &protos);
     for _ in 0..reps {
         for (ci, &n) in counts.iter().enumerate() {
             let p = ping_rate(&ctx.addr, ctx.opts.warmup, ctx.opts.measure).await?;
@@ -509,16 +514,7 @@ pub async fn s7(ctx: &Ctx) -> io::Result<Section> {
             100.0 - read_pct
         ),
     );
-    let mut cells: Vec<Cell> = Vec::new();
-    for &clients in &S7_CLIENTS {
-        for &proto in &protos {
-            cells.push(Cell {
-                proto,
-                clients,
-                runs: Vec::new(),
-            });
-        }
-    }
+    let mut cells = Cell::grid(&S7_CLIENTS, &protos);
     for _ in 0..reps {
         for cell in cells.iter_mut() {
             let r = measure(

@@ -83,6 +83,11 @@ pub fn rw_notify_channel(lock: &[u8]) -> Vec<u8> {
     prefixed(b"redisson_rwlock", lock)
 }
 
+/// [`rw_notify_channel`] written into `out` (cleared first).
+pub fn write_rw_notify_channel(lock: &[u8], out: &mut Vec<u8>) {
+    write_prefixed(b"redisson_rwlock", lock, out);
+}
+
 /// Where Redisson clients wait for a release: `redisson_lock__channel:{key}`.
 pub fn notify_channel(lock: &[u8]) -> Vec<u8> {
     prefixed(b"redisson_lock__channel", lock)
