@@ -24,7 +24,8 @@
 //!
 //! Clients take exclusive locks (LOCK.ACQUIRE, with re-entry and renewal),
 //! read and write holds of read-write locks (LOCK.RACQUIRE / WACQUIRE:
-//! read holds may overlap each other, nothing else may), and pairs of
+//! read holds may overlap each other, nothing else may; with downgrades,
+//! upgrades and releases naming READ or WRITE), and pairs of
 //! exclusive locks at once (LOCK.MACQUIRE / MRELEASE, in either order).
 //!
 //! `make test` runs it for a few seconds; `make chaos` for minutes
@@ -127,6 +128,40 @@ struct Hold {
     read: bool,
 }
 
+/// What a LOCK.RENEW did to the owner's holds' lease bounds.
+enum Renewal {
+    None,
+    /// Every live hold's lease was replaced (it may be shorter than
+    /// before); the reply came at `recv`.
+    Replaced {
+        at: Duration,
+        recv: Duration,
+    },
+    /// Perhaps renewed, perhaps shortened.
+    AtMost(Duration),
+}
+
+impl Renewal {
+    /// The new bound of the owner's only hold: a renewal proves it live.
+    fn apply(&self, bound: Duration) -> Duration {
+        match *self {
+            Renewal::None => bound,
+            Renewal::Replaced { at, .. } => at,
+            Renewal::AtMost(at) => bound.min(at),
+        }
+    }
+
+    /// The new bound of one of several holds: a renewal proves only that
+    /// one of them was live, so a hold whose bound passed before the
+    /// reply may have ended and was not renewed.
+    fn apply_one_of(&self, bound: Duration) -> Duration {
+        match *self {
+            Renewal::Replaced { at, recv } if bound < recv => bound.min(at),
+            _ => self.apply(bound),
+        }
+    }
+}
+
 /// A LOCK.ACQUIRE ... BLOCK as its caller saw it.
 #[derive(Debug, Clone)]
 struct Wait {
@@ -185,6 +220,11 @@ struct History {
     gave_up: u64,
     /// Replies no rule allows (reported as violations).
     anomalies: Vec<String>,
+    /// Read holds taken by a writer, write holds by a lone reader, and
+    /// write requests refused to a reader beside other readers.
+    downgrades: u64,
+    upgrades: u64,
+    upgrades_refused: u64,
 }
 
 struct Shared {
@@ -398,7 +438,7 @@ impl Client<'_> {
             }
             // The critical section.
             thread::sleep(Duration::from_millis(self.rng.below(lease_ms / 3)));
-            bound = self.maybe_renew(&name, bound);
+            bound = self.maybe_renew(&name).apply(bound);
             hold.end = bound;
             // Sometimes the owner walks away and lets the lease end it.
             if self.rng.one_in(10) {
@@ -503,11 +543,10 @@ impl Client<'_> {
         Some((hold, lease_ms))
     }
 
-    /// Sometimes renews the lease: a renewal replaces it (it may shorten it
-    /// too). Returns the hold's new lease bound.
-    fn maybe_renew(&mut self, name: &str, bound: Duration) -> Duration {
+    /// Sometimes renews the lease of every hold the owner has on `name`.
+    fn maybe_renew(&mut self, name: &str) -> Renewal {
         if !self.rng.one_in(5) {
-            return bound;
+            return Renewal::None;
         }
         let renewal = self.rng.range(150, MAX_LEASE_MS);
         let args = vec![
@@ -518,12 +557,15 @@ impl Client<'_> {
             renewal.to_string(),
         ];
         match self.op(&args) {
-            (s, _, Outcome::Int(_)) => s + Duration::from_millis(renewal),
-            (s, _, Outcome::Unknown) => bound.min(s + Duration::from_millis(renewal)),
-            (_, _, Outcome::Error(e)) if e.starts_with("NOTOWNER") || refused(&e) => bound,
+            (s, recv, Outcome::Int(_)) => Renewal::Replaced {
+                at: s + Duration::from_millis(renewal),
+                recv,
+            },
+            (s, _, Outcome::Unknown) => Renewal::AtMost(s + Duration::from_millis(renewal)),
+            (_, _, Outcome::Error(e)) if e.starts_with("NOTOWNER") || refused(&e) => Renewal::None,
             (_, _, other) => {
                 self.anomaly(format!("{args:?} answered {other:?}"));
-                bound
+                Renewal::None
             }
         }
     }
@@ -550,7 +592,9 @@ impl Client<'_> {
         bound
     }
 
-    /// A read or write hold of a read-write lock: acquire, maybe renew,
+    /// A read or write hold of a read-write lock: acquire, sometimes take
+    /// the other kind too (a writer's read hold, kept after its write
+    /// release: a downgrade; or a lone reader's upgrade), maybe renew,
     /// release (or walk away).
     fn read_write_op(&mut self, key: usize, min_default: u64) {
         let name = self.shared.keys[key].clone();
@@ -560,30 +604,118 @@ impl Client<'_> {
         } else {
             "LOCK.RACQUIRE"
         };
-        let Some((mut hold, lease_ms)) = self.acquire_hold(key, command, !write, min_default)
-        else {
+        let Some((first, lease_ms)) = self.acquire_hold(key, command, !write, min_default) else {
             return;
         };
-        let mut bound = hold.end;
+        let mut holds = vec![first];
+        if self.rng.one_in(3) {
+            holds.extend(self.other_kind_hold(key, write));
+        }
         thread::sleep(Duration::from_millis(self.rng.below(lease_ms / 3)));
-        bound = self.maybe_renew(&name, bound);
-        hold.end = bound;
+        let renewal = self.maybe_renew(&name);
+        let sole = holds.len() == 1;
+        for hold in &mut holds {
+            hold.end = if sole {
+                renewal.apply(hold.end)
+            } else {
+                renewal.apply_one_of(hold.end)
+            };
+        }
         if self.rng.one_in(10) {
             self.generation += 1;
         } else {
-            let args = vec!["LOCK.RELEASE".to_string(), name, self.owner()];
-            let (s, _, got) = self.op(&args);
-            match got {
-                Outcome::Int(0) | Outcome::Unknown => {}
-                Outcome::Error(e) if e.starts_with("NOTOWNER") => {}
-                Outcome::Error(e) if refused(&e) => self.generation += 1,
-                other => self.anomaly(format!("{args:?} answered {other:?}")),
+            // With both kinds held the release must name one; the write
+            // hold goes first more often (a downgrade), and the read hold
+            // lives on for a while.
+            if holds.len() == 2 && self.rng.one_in(3) {
+                holds.swap(0, 1);
             }
-            hold.end = hold.end.min(s);
+            let named = holds.len() == 2 || self.rng.one_in(2);
+            for (i, hold) in holds.iter_mut().enumerate() {
+                if i > 0 {
+                    thread::sleep(Duration::from_millis(self.rng.below(lease_ms / 3)));
+                }
+                let mut args = vec!["LOCK.RELEASE".to_string(), name.clone(), self.owner()];
+                if named {
+                    args.push(if hold.read { "READ" } else { "WRITE" }.into());
+                }
+                let (s, _, got) = self.op(&args);
+                hold.end = hold.end.min(s);
+                match got {
+                    Outcome::Int(0) => continue,
+                    Outcome::Error(e) if e.starts_with("NOTOWNER") => continue,
+                    Outcome::Unknown => {}
+                    Outcome::Error(e) if refused(&e) => self.generation += 1,
+                    other => self.anomaly(format!("{args:?} answered {other:?}")),
+                }
+                // The connection or the master changed: walk away from the
+                // rest and let the leases end it.
+                break;
+            }
         }
         if let Ok(mut h) = self.shared.history.lock() {
-            h.holds.push(hold);
+            h.holds.extend(holds);
         }
+    }
+
+    /// The owner of a `write` (or read) hold on `key` asks for a hold of
+    /// the other kind, never waiting: a writer is always let in; a reader
+    /// only when it is the only holder, else it is refused with DEADLOCK.
+    /// Either may find its first hold's lease over and be treated as any
+    /// caller.
+    fn other_kind_hold(&mut self, key: usize, write: bool) -> Option<Hold> {
+        let lease = self.rng.range(150, MAX_LEASE_MS);
+        let fence = self.rng.one_in(3);
+        let command = if write {
+            "LOCK.RACQUIRE"
+        } else {
+            "LOCK.WACQUIRE"
+        };
+        let mut args = vec![
+            command.to_string(),
+            self.shared.keys[key].clone(),
+            self.owner(),
+            "PX".into(),
+            lease.to_string(),
+        ];
+        if fence {
+            args.push("FENCE".into());
+        }
+        let (send, recv, got) = self.op(&args);
+        let reply = match got {
+            Outcome::Int(n) => n,
+            Outcome::Nil | Outcome::Unknown => return None,
+            Outcome::Error(e) if refused(&e) => return None,
+            Outcome::Error(e) if !write && e.starts_with("DEADLOCK") => {
+                if let Ok(mut h) = self.shared.history.lock() {
+                    h.upgrades_refused += 1;
+                }
+                return None;
+            }
+            other => {
+                self.anomaly(format!("{args:?} answered {other:?}"));
+                return None;
+            }
+        };
+        if !fence && reply != 1 {
+            self.anomaly(format!("{args:?} granted with hold count {reply}"));
+        }
+        if let Ok(mut h) = self.shared.history.lock() {
+            if write {
+                h.downgrades += 1;
+            } else {
+                h.upgrades += 1;
+            }
+        }
+        Some(Hold {
+            key,
+            owner: self.owner_no(),
+            start: recv,
+            end: send + Duration::from_millis(lease),
+            token: fence.then_some(reply),
+            sent: send,
+            read: write,
+        })
     }
 
     /// Two exclusive locks taken together with LOCK.MACQUIRE (in either
@@ -1126,10 +1258,14 @@ fn history_under_faults_keeps_every_guarantee() {
     };
     eprintln!(
         "chaos totals: {} operations, {granted} grants ({fenced} fenced; {read} read and {written} write holds, \
-         {} multi-lock grants), {waited} blocked acquires answered, {} dropped mid-wait, \
+         {} multi-lock grants; {} downgrades, {} upgrades, {} upgrades refused), \
+         {waited} blocked acquires answered, {} dropped mid-wait, \
          {} faults {faults:?}, violations found: {}",
         history.operations,
         count("LOCK.MACQUIRE"),
+        history.downgrades,
+        history.upgrades,
+        history.upgrades_refused,
         history.gave_up,
         history.faults.len(),
         violations.len()
