@@ -619,6 +619,38 @@ fn replicas_with_and_without_the_module_end_with_the_masters_data() {
     assert_eq!(q::<i64>(&mut con, &["LOCK.FORCERELEASE", "c"]), 1);
     assert_eq!(recv(&mut r).unwrap(), Value::Int(2));
 
+    // A key that changes kind under its waiters: an exclusive waiter
+    // queued on an exclusive lock that a transaction turned into a
+    // read-write lock is handed the lock when the read hold goes.
+    assert_eq!(
+        q::<i64>(&mut con, &["LOCK.ACQUIRE", "d", "x", "PX", "60000"]),
+        1
+    );
+    let mut e = queued(
+        &master,
+        &mut con,
+        &["LOCK.ACQUIRE", "d", "e", "PX", "60000", "BLOCK", "0"],
+        1,
+    );
+    let _: () = redis::pipe()
+        .atomic()
+        .cmd("DEL")
+        .arg("d")
+        .cmd("HSET")
+        .arg(&["d", "mode", "read", "r", "1"])
+        .cmd("PEXPIRE")
+        .arg(&["d", "60000"])
+        .cmd("SET")
+        .arg(&[lease_key("d", "r", 1).as_str(), "1", "PX", "60000"])
+        .query(&mut con)
+        .expect("MULTI/EXEC");
+    assert_eq!(readers(&mut con, "d"), pairs(&[("r", "1")]));
+    wait_for_waiters(&mut con, "d", 1);
+    assert_eq!(release(&mut con, &["d", "r"]), 0);
+    assert_eq!(recv(&mut e).unwrap(), Value::Int(1));
+    assert_eq!(hgetall(&mut con, "d"), pairs(&[("e", "1")]));
+    assert!(!exists(&mut con, &lease_key("d", "r", 1)));
+
     let mut sync = master.client();
     let _: i64 = q(&mut sync, &["PUBLISH", "test-sync-marker", "x"]);
     assert_eq!(q::<i64>(&mut sync, &["WAIT", "2", "5000"]), 2);
@@ -630,6 +662,7 @@ fn replicas_with_and_without_the_module_end_with_the_masters_data() {
         "a",
         "b",
         "c",
+        "d",
         "{a}:r3:rwlock_timeout:1",
         "{c}:r:rwlock_timeout:1",
     ] {
