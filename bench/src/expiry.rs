@@ -189,6 +189,7 @@ async fn redisson_chain(ctx: &Ctx, key_prefix: &str) -> io::Result<Chain> {
         prefix: key_prefix.to_string(),
         seed: 0,
         read_fraction: None,
+        multi: None,
     };
     let key = format!("{key_prefix}:0");
     let mut harness = Harness::new(&ctx.addr, &spec, &ctx.scripts).await?;

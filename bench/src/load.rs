@@ -23,11 +23,23 @@
 //! wakes one). The critical section is one round trip: a read `GET`s the
 //! key's data, a write `INCR`s it.
 //!
+//! With `LoadSpec::multi` set (S8), module and redisson take several keys at
+//! once: each cycle picks distinct keys at random (named in that random order
+//! or sorted). module: `LOCK.MACQUIRE n key.. owner PX lease BLOCK wait`
+//! (retried on nil), `LOCK.MRELEASE n key.. owner`; redisson:
+//! `RedissonMultiLock.lock()`, i.e. `tryLock` with a wait of 1.5 s per key,
+//! called again whenever it gives up: the keys one by one in the caller's
+//! order, each with `RLock.tryLock` for the wait left (the acquire script and
+//! the pub/sub waits above), the keys taken so far unlocked when the time is
+//! up; the releases of all keys sent together. The critical section is one
+//! round trip that `INCR`s every key's data (pipelined).
+//!
 //! Every grant is checked against a holder flag per key (set when the grant
 //! arrives, cleared before the release is sent; for read-write locks an
 //! atomic count of the readers and writers holding the key) and every reply
 //! against what the protocol must answer; either failing is reported and
-//! fails the run.
+//! fails the run. Where the critical section touches the guarded data (S7,
+//! S8), the server's answers are checked against the writes completed too.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -224,6 +236,61 @@ pub struct LoadSpec {
     /// Read-write lock (module and redisson only): the probability that a
     /// cycle is a read; None = the exclusive lock.
     pub read_fraction: Option<f64>,
+    /// Multi-lock (module and redisson only): each cycle takes several keys
+    /// at once; None = one key per cycle.
+    pub multi: Option<MultiSpec>,
+}
+
+/// How a multi-lock caller names its keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyOrder {
+    /// In the random order they were drawn in.
+    Random,
+    /// In one global order (the key's index), the same for every caller.
+    Sorted,
+}
+
+impl KeyOrder {
+    pub fn name(&self) -> &'static str {
+        match self {
+            KeyOrder::Random => "random",
+            KeyOrder::Sorted => "sorted",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct MultiSpec {
+    /// Distinct keys taken per cycle.
+    pub keys_per_lock: usize,
+    pub order: KeyOrder,
+}
+
+/// `RedissonMultiLock.lock()` calls `tryLock` with a wait of this much per
+/// lock, again and again until it returns true.
+pub const REDISSON_MULTI_WAIT_PER_KEY: Duration = Duration::from_millis(1500);
+
+/// A multi-lock run's own figures (measured window).
+#[derive(Clone, Debug)]
+pub struct MultiStats {
+    pub keys_per_lock: usize,
+    pub order: KeyOrder,
+    /// Acquire calls that answered a grant: one per key for redisson (its
+    /// acquire script), one per multi-lock for the module (`LOCK.MACQUIRE`).
+    pub grant_calls: u64,
+    /// Multi-lock attempts that used up their wait and started over:
+    /// redisson `tryLock`s that gave up (the keys taken unlocked), module
+    /// `LOCK.MACQUIRE` BLOCK timeouts.
+    pub gave_up: u64,
+}
+
+impl MultiStats {
+    pub fn json(&self) -> Value {
+        json!({
+            "keys_per_lock": self.keys_per_lock, "order": self.order.name(),
+            "grant_calls": self.grant_calls, "gave_up": self.gave_up,
+        })
+    }
 }
 
 /// A read-write run's own figures.
@@ -285,9 +352,20 @@ pub struct LoadResult {
     pub commandstats: Vec<(String, u64, f64)>,
     /// Read-write runs only.
     pub rw: Option<RwStats>,
+    /// Multi-lock runs only.
+    pub multi: Option<MultiStats>,
 }
 
 impl LoadResult {
+    /// Acquire calls in the window (lock commands or scripts, granted or
+    /// not; the module's BLOCK timeouts not counted).
+    pub fn lock_calls(&self) -> u64 {
+        self.multi
+            .as_ref()
+            .map_or(self.acquisitions, |m| m.grant_calls)
+            + self.failed_tries
+    }
+
     pub fn json(&self) -> Value {
         json!({
             "protocol": self.proto, "clients": self.clients, "keys": self.keys,
@@ -301,6 +379,7 @@ impl LoadResult {
             "per_client_acquisitions": self.per_client,
             "commandstats": self.commandstats.iter().map(|(c, n, us)| json!({"command": c, "calls": n, "usec_per_call": us})).collect::<Vec<_>>(),
             "read_write": self.rw.as_ref().map(RwStats::json),
+            "multi_lock": self.multi.as_ref().map(MultiStats::json),
         })
     }
 }
@@ -339,10 +418,22 @@ struct Rw {
     readers_sum: Cell<u64>,
     readers_max: Cell<u64>,
     violations: Cell<u64>,
-    /// Per key: the data the lock guards (`<key>:data`, a counter INCRed by
-    /// every write hold) and the writes completed so far.
-    data_keys: Vec<Vec<u8>>,
+}
+
+/// Per key: the data the lock guards (`<key>:data`, a counter INCRed by
+/// every write hold) and the writes completed so far.
+struct Guarded {
+    keys: Vec<Vec<u8>>,
     written: Vec<Cell<i64>>,
+}
+
+/// A multi-lock run's state.
+struct Multi {
+    spec: MultiSpec,
+    /// Redisson's `tryLock` wait.
+    wait: Duration,
+    grant_calls: Cell<u64>,
+    gave_up: Cell<u64>,
 }
 
 struct Shared {
@@ -367,6 +458,9 @@ struct Shared {
     block_secs: Vec<u8>,
     scripts: Scripts,
     rw: Option<Rw>,
+    multi: Option<Multi>,
+    /// Read-write and multi-lock runs.
+    data: Option<Guarded>,
 }
 
 impl Shared {
@@ -389,9 +483,22 @@ impl Shared {
     }
 
     fn failed_try(&self) {
+        self.count(&self.failed_tries);
+    }
+
+    /// Adds one to a counter of the measured window.
+    fn count(&self, c: &Cell<u64>) {
         if self.measuring() {
-            self.failed_tries.set(self.failed_tries.get() + 1);
+            c.set(c.get() + 1);
         }
+    }
+
+    /// The keys' names, for messages.
+    fn names(&self, ks: &[usize]) -> String {
+        ks.iter()
+            .map(|&k| String::from_utf8_lossy(&self.keys[k]))
+            .collect::<Vec<_>>()
+            .join(",")
     }
 }
 
@@ -498,6 +605,12 @@ async fn pubsub_loop(
 enum Outcome {
     Granted,
     Stopped,
+    /// A bounded wait (Redisson's `tryLock`, the module's BLOCK) ran out.
+    TimedOut,
+}
+
+fn expired(deadline: Option<Instant>) -> bool {
+    deadline.is_some_and(|d| Instant::now() >= d)
 }
 
 pub struct Client {
@@ -512,6 +625,32 @@ pub struct Client {
 
 fn unexpected(what: &str, r: &Reply) -> io::Error {
     io::Error::other(format!("{what} answered {r:?}"))
+}
+
+/// The keys of a cycle among `n`: one at random, or for a multi-lock
+/// `keys_per_lock` distinct ones in the order drawn (every ordered choice
+/// alike), sorted for `KeyOrder::Sorted`.
+fn pick_keys(rng: &mut stats::Rng, n: usize, multi: Option<&MultiSpec>, ks: &mut Vec<usize>) {
+    ks.clear();
+    match multi {
+        None => ks.push(if n == 1 { 0 } else { rng.below(n) }),
+        Some(m) => {
+            while ks.len() < m.keys_per_lock {
+                let k = rng.below(n);
+                if !ks.contains(&k) {
+                    ks.push(k);
+                }
+            }
+            if m.order == KeyOrder::Sorted {
+                ks.sort_unstable();
+            }
+        }
+    }
+}
+
+/// An array of `n` integers, each `v` (a multi-lock command's answer).
+fn all_ints(r: &Reply, n: usize, v: i64) -> bool {
+    matches!(r, Reply::Array(items) if items.len() == n && items.iter().all(|i| *i == Reply::Int(v)))
 }
 
 impl Client {
@@ -557,93 +696,7 @@ impl Client {
                     other => return Err(unexpected(name, &other)),
                 }
             },
-            Proto::Redisson => {
-                let mut chan: Option<Rc<Chan>> = None;
-                let lease_prefix = match mode {
-                    Mode::Read => rw_lease_prefix(key, &self.owner),
-                    _ => Vec::new(),
-                };
-                loop {
-                    let (what, r) = match mode {
-                        Mode::Exclusive => (
-                            "redisson acquire script",
-                            self.conn
-                                .cmd(&[
-                                    b"EVALSHA",
-                                    sh.scripts.acquire.as_bytes(),
-                                    b"1",
-                                    key,
-                                    &sh.lease,
-                                    &self.owner,
-                                ])
-                                .await?,
-                        ),
-                        Mode::Read => (
-                            "redisson read acquire script",
-                            self.conn
-                                .cmd(&[
-                                    b"EVALSHA",
-                                    sh.scripts.read_acquire.as_bytes(),
-                                    b"2",
-                                    key,
-                                    &lease_prefix,
-                                    &sh.lease,
-                                    &self.owner,
-                                    &self.owner_write,
-                                ])
-                                .await?,
-                        ),
-                        Mode::Write => (
-                            "redisson write acquire script",
-                            self.conn
-                                .cmd(&[
-                                    b"EVALSHA",
-                                    sh.scripts.write_acquire.as_bytes(),
-                                    b"1",
-                                    key,
-                                    &sh.lease,
-                                    &self.owner_write,
-                                ])
-                                .await?,
-                        ),
-                    };
-                    let pttl = match r {
-                        Reply::Nil => return Ok(Outcome::Granted),
-                        Reply::Int(t) => t,
-                        other => return Err(unexpected(what, &other)),
-                    };
-                    sh.failed_try();
-                    if sh.stopping.get() {
-                        return Ok(Outcome::Stopped);
-                    }
-                    match &chan {
-                        // First failure: subscribe, then try again at once
-                        // (a release may have been published before the
-                        // subscription was in place).
-                        None => {
-                            let process = self.process.clone().ok_or_else(|| {
-                                io::Error::other("redisson client without process")
-                            })?;
-                            chan = Some(process.subscribe(k).await?);
-                        }
-                        Some(c) => {
-                            let wait = if pttl >= 0 {
-                                Duration::from_millis(pttl as u64)
-                            } else {
-                                Duration::from_secs(3600)
-                            };
-                            tokio::select! {
-                                _ = c.wake.notified() => {}
-                                _ = sleep(wait) => {}
-                                _ = sh.stop.notified() => {}
-                            }
-                        }
-                    }
-                    if sh.stopping.get() {
-                        return Ok(Outcome::Stopped);
-                    }
-                }
-            }
+            Proto::Redisson => self.redisson_lock(k, mode, None).await,
             Proto::Blpop => loop {
                 let r = self.conn.cmd(&[b"BLPOP", key, &sh.block_secs]).await?;
                 match r {
@@ -691,6 +744,108 @@ impl Client {
         }
     }
 
+    /// Redisson's `RLock.lock()` (no deadline) or `tryLock(wait)` (until
+    /// `deadline`): the acquire script; on a PTTL answer the process
+    /// subscribes to the lock's channel and the thread tries again, then
+    /// waits for a message handed to it or the PTTL (at most until the
+    /// deadline) between tries. Past the deadline after a failed try or a
+    /// wait: `TimedOut`.
+    async fn redisson_lock(
+        &mut self,
+        k: usize,
+        mode: Mode,
+        deadline: Option<Instant>,
+    ) -> io::Result<Outcome> {
+        let sh = self.shared.clone();
+        let key = &sh.keys[k];
+        let mut chan: Option<Rc<Chan>> = None;
+        let lease_prefix = match mode {
+            Mode::Read => rw_lease_prefix(key, &self.owner),
+            _ => Vec::new(),
+        };
+        loop {
+            let (what, r) = match mode {
+                Mode::Read => (
+                    "redisson read acquire script",
+                    self.conn
+                        .cmd(&[
+                            b"EVALSHA",
+                            sh.scripts.read_acquire.as_bytes(),
+                            b"2",
+                            key,
+                            &lease_prefix,
+                            &sh.lease,
+                            &self.owner,
+                            &self.owner_write,
+                        ])
+                        .await?,
+                ),
+                // One key, the lease and the hold's field in the hash.
+                Mode::Exclusive | Mode::Write => {
+                    let (what, sha, field) = if mode == Mode::Write {
+                        (
+                            "redisson write acquire script",
+                            &sh.scripts.write_acquire,
+                            &self.owner_write,
+                        )
+                    } else {
+                        ("redisson acquire script", &sh.scripts.acquire, &self.owner)
+                    };
+                    let r = self
+                        .conn
+                        .cmd(&[b"EVALSHA", sha.as_bytes(), b"1", key, &sh.lease, field])
+                        .await?;
+                    (what, r)
+                }
+            };
+            let pttl = match r {
+                Reply::Nil => return Ok(Outcome::Granted),
+                Reply::Int(t) => t,
+                other => return Err(unexpected(what, &other)),
+            };
+            sh.failed_try();
+            if sh.stopping.get() {
+                return Ok(Outcome::Stopped);
+            }
+            if expired(deadline) {
+                return Ok(Outcome::TimedOut);
+            }
+            match &chan {
+                // First failure: subscribe, then try again at once
+                // (a release may have been published before the
+                // subscription was in place).
+                None => {
+                    let process = self
+                        .process
+                        .clone()
+                        .ok_or_else(|| io::Error::other("redisson client without process"))?;
+                    chan = Some(process.subscribe(k).await?);
+                }
+                Some(c) => {
+                    let mut wait = if pttl >= 0 {
+                        Duration::from_millis(pttl as u64)
+                    } else {
+                        Duration::from_secs(3600)
+                    };
+                    if let Some(d) = deadline {
+                        wait = wait.min(d.saturating_duration_since(Instant::now()));
+                    }
+                    tokio::select! {
+                        _ = c.wake.notified() => {}
+                        _ = sleep(wait) => {}
+                        _ = sh.stop.notified() => {}
+                    }
+                }
+            }
+            if sh.stopping.get() {
+                return Ok(Outcome::Stopped);
+            }
+            if expired(deadline) {
+                return Ok(Outcome::TimedOut);
+            }
+        }
+    }
+
     async fn release(&mut self, k: usize, mode: Mode) -> io::Result<()> {
         let sh = self.shared.clone();
         let key = &sh.keys[k];
@@ -700,22 +855,7 @@ impl Client {
                 self.conn.cmd(&[b"LOCK.RELEASE", key, &self.owner]).await?,
                 &[0],
             ),
-            (Proto::Redisson, Mode::Exclusive) => (
-                "redisson release script",
-                self.conn
-                    .cmd(&[
-                        b"EVALSHA",
-                        sh.scripts.release.as_bytes(),
-                        b"2",
-                        key,
-                        &sh.channels[k],
-                        b"0",
-                        &sh.lease,
-                        &self.owner,
-                    ])
-                    .await?,
-                &[1],
-            ),
+            (Proto::Redisson, Mode::Exclusive) => return self.redisson_unlock(&[k]).await,
             // 0 while other readers hold the lock, 1 when the last one left.
             (Proto::Redisson, Mode::Read) => (
                 "redisson read release script",
@@ -778,6 +918,174 @@ impl Client {
         Ok(())
     }
 
+    /// Redisson's unlock of these exclusive locks, sent together as
+    /// `RedissonMultiLock.unlock()` does (every `unlockAsync` first, then
+    /// wait for all); each must answer 1 (released: deleted and published).
+    /// Also the unlock of the keys taken when a `tryLock` gives up
+    /// (`unlockInner`: the same in older Redisson, one after another in
+    /// newer; at most once per wait of seconds, so it makes no difference).
+    async fn redisson_unlock(&mut self, ks: &[usize]) -> io::Result<()> {
+        let sh = self.shared.clone();
+        for &k in ks {
+            self.conn.push(&[
+                b"EVALSHA",
+                sh.scripts.release.as_bytes(),
+                b"2",
+                &sh.keys[k],
+                &sh.channels[k],
+                b"0",
+                &sh.lease,
+                &self.owner,
+            ]);
+        }
+        self.conn.flush().await?;
+        for _ in ks {
+            let r = self.conn.read().await?;
+            if r != Reply::Int(1) {
+                return Err(unexpected("redisson release script", &r));
+            }
+        }
+        Ok(())
+    }
+
+    /// `name numkeys key.. owner` of the module's multi-lock commands.
+    fn multi_args<'a>(&'a self, name: &'a [u8], numkeys: &'a [u8], ks: &[usize]) -> Vec<&'a [u8]> {
+        let mut args = vec![name, numkeys];
+        args.extend(ks.iter().map(|&k| self.shared.keys[k].as_slice()));
+        args.push(&self.owner);
+        args
+    }
+
+    /// A multi-lock on the keys `ks`, in that order, taken with the
+    /// protocol's waiting strategy until granted (or stopped): the module's
+    /// `LOCK.MACQUIRE` again after a BLOCK timeout, Redisson's
+    /// `RedissonMultiLock.lock()`: `tryLock` with a wait of 1.5 s per key
+    /// again after each one that gave up.
+    async fn acquire_multi(&mut self, multi: &Multi, ks: &[usize]) -> io::Result<Outcome> {
+        let sh = self.shared.clone();
+        loop {
+            let got = if sh.proto == Proto::Module {
+                self.macquire(multi, ks).await?
+            } else {
+                self.redisson_try_multi(multi, ks).await?
+            };
+            if !matches!(got, Outcome::TimedOut) {
+                return Ok(got);
+            }
+            sh.count(&multi.gave_up);
+            if sh.stopping.get() {
+                return Ok(Outcome::Stopped);
+            }
+        }
+    }
+
+    /// `LOCK.MACQUIRE n key.. owner PX lease BLOCK wait`: every key's hold
+    /// count (1) when granted, nil when the BLOCK time ran out.
+    async fn macquire(&mut self, multi: &Multi, ks: &[usize]) -> io::Result<Outcome> {
+        let sh = self.shared.clone();
+        let n = ks.len().to_string();
+        let mut args = self.multi_args(b"LOCK.MACQUIRE", n.as_bytes(), ks);
+        args.extend([b"PX".as_slice(), &sh.lease, b"BLOCK", &sh.block]);
+        let cmd = crate::resp::command(&args);
+        let r = self.conn.raw(&cmd).await?;
+        if r == Reply::Nil {
+            sh.timeouts.set(sh.timeouts.get() + 1);
+            return Ok(Outcome::TimedOut);
+        }
+        if !all_ints(&r, ks.len(), 1) {
+            return Err(unexpected("LOCK.MACQUIRE", &r));
+        }
+        sh.count(&multi.grant_calls);
+        Ok(Outcome::Granted)
+    }
+
+    /// `RedissonMultiLock.tryLock(wait)` (lease left to the watchdog): the
+    /// locks one by one in the caller's order, each with `RLock.tryLock`
+    /// for the wait time left. A lock not acquired (its wait used up)
+    /// unlocks the ones taken and starts again from the first while time is
+    /// left; time up after any step (the last grant too) unlocks what is
+    /// taken and gives up.
+    async fn redisson_try_multi(&mut self, multi: &Multi, ks: &[usize]) -> io::Result<Outcome> {
+        let sh = self.shared.clone();
+        let deadline = Instant::now() + multi.wait;
+        let mut taken = 0;
+        while taken < ks.len() {
+            match self
+                .redisson_lock(ks[taken], Mode::Exclusive, Some(deadline))
+                .await?
+            {
+                Outcome::Granted => {
+                    sh.count(&multi.grant_calls);
+                    taken += 1;
+                }
+                Outcome::Stopped => return Ok(Outcome::Stopped),
+                Outcome::TimedOut => {
+                    self.redisson_unlock(&ks[..taken]).await?;
+                    taken = 0;
+                }
+            }
+            if expired(Some(deadline)) {
+                self.redisson_unlock(&ks[..taken]).await?;
+                return Ok(Outcome::TimedOut);
+            }
+        }
+        Ok(Outcome::Granted)
+    }
+
+    /// Releases a multi-lock: `LOCK.MRELEASE n key.. owner` (every key's
+    /// holds left: 0), or Redisson's unlock of every key, sent together.
+    async fn release_multi(&mut self, ks: &[usize]) -> io::Result<()> {
+        if self.shared.proto != Proto::Module {
+            return self.redisson_unlock(ks).await;
+        }
+        let n = ks.len().to_string();
+        let cmd = crate::resp::command(&self.multi_args(b"LOCK.MRELEASE", n.as_bytes(), ks));
+        let r = self.conn.raw(&cmd).await?;
+        if !all_ints(&r, ks.len(), 0) {
+            return Err(unexpected("LOCK.MRELEASE", &r));
+        }
+        Ok(())
+    }
+
+    /// The multi-lock critical section: one round trip that `INCR`s the data
+    /// of every key held (pipelined); each must answer the next number.
+    async fn critical_multi(&mut self, data: &Guarded, ks: &[usize]) -> io::Result<()> {
+        for &k in ks {
+            self.conn.push(&[b"INCR", &data.keys[k]]);
+        }
+        self.conn.flush().await?;
+        for &k in ks {
+            let r = self.conn.read().await?;
+            let seen = r.int().ok_or_else(|| unexpected("INCR", &r))?;
+            self.check_data(data, k, "INCR", seen, true);
+        }
+        Ok(())
+    }
+
+    /// Checks what a critical section saw of key `k`'s data: a read
+    /// (`write` false) exactly the writes completed so far, a write the
+    /// next number. False (and a violation recorded) otherwise.
+    fn check_data(&self, data: &Guarded, k: usize, what: &str, seen: i64, write: bool) -> bool {
+        let sh = &self.shared;
+        let written = &data.written[k];
+        let want = written.get() + i64::from(write);
+        let ok = seen == want;
+        if !ok {
+            sh.violation(format!(
+                "{}: {} of {}'s data by client {} saw {seen}, {} write(s) had completed",
+                sh.proto.name(),
+                what,
+                String::from_utf8_lossy(&sh.keys[k]),
+                self.id,
+                written.get()
+            ));
+        }
+        if write {
+            written.set(seen);
+        }
+        ok
+    }
+
     /// A read-write grant: counts this holder in, checks that no writer
     /// overlaps anyone, and records the figures of its kind.
     fn granted_rw(&self, rw: &Rw, k: usize, mode: Mode, wait_us: u64) {
@@ -814,41 +1122,41 @@ impl Client {
     /// a writer `INCR`s it. A reader must see exactly the writes completed
     /// so far, a writer the next number: anything else means a writer ran
     /// beside another holder in the server.
-    async fn critical_rw(&mut self, rw: &Rw, k: usize, mode: Mode) -> io::Result<()> {
-        let sh = self.shared.clone();
-        let data = &rw.data_keys[k];
-        let written = &rw.written[k];
+    async fn critical_rw(
+        &mut self,
+        rw: &Rw,
+        data: &Guarded,
+        k: usize,
+        mode: Mode,
+    ) -> io::Result<()> {
+        let key = &data.keys[k];
         let (what, r) = if mode == Mode::Write {
-            ("INCR", self.conn.cmd(&[b"INCR", data]).await?)
+            ("INCR", self.conn.cmd(&[b"INCR", key]).await?)
         } else {
-            ("GET", self.conn.cmd(&[b"GET", data]).await?)
+            ("GET", self.conn.cmd(&[b"GET", key]).await?)
         };
         let seen = match &r {
             Reply::Nil => 0,
             _ => r.int().ok_or_else(|| unexpected(what, &r))?,
         };
-        let want = written.get() + i64::from(mode == Mode::Write);
-        if seen != want {
+        if !self.check_data(data, k, what, seen, mode == Mode::Write) {
             rw.violations.set(rw.violations.get() + 1);
-            sh.violation(format!(
-                "{}: {} of {}'s data by client {} saw {seen}, {} write(s) had completed",
-                sh.proto.name(),
-                what,
-                String::from_utf8_lossy(&sh.keys[k]),
-                self.id,
-                written.get()
-            ));
-        }
-        if mode == Mode::Write {
-            written.set(seen);
         }
         Ok(())
     }
 
     async fn run(mut self, seed: u64) {
         let sh = self.shared.clone();
+        let id = self.id;
+        let fail = |what: &str, ks: &[usize], e: io::Error| {
+            sh.error(format!(
+                "{} client {id} {what} {}: {e}",
+                sh.proto.name(),
+                sh.names(ks)
+            ));
+        };
         let mut rng = stats::Rng::new(seed);
-        let n = sh.keys.len();
+        let mut ks: Vec<usize> = Vec::new();
         loop {
             if sh.stopping.get() {
                 break;
@@ -858,21 +1166,29 @@ impl Client {
                 Some(rw) if rng.chance(rw.read_fraction) => Mode::Read,
                 Some(_) => Mode::Write,
             };
-            let k = if n == 1 { 0 } else { rng.below(n) };
+            pick_keys(
+                &mut rng,
+                sh.keys.len(),
+                sh.multi.as_ref().map(|m| &m.spec),
+                &mut ks,
+            );
+            let k = ks[0];
             let t0 = Instant::now();
-            sh.wait_start[self.id].set(Some((t0, mode)));
-            let got = self.acquire(k, mode).await;
-            sh.wait_start[self.id].set(None);
+            sh.wait_start[id].set(Some((t0, mode)));
+            let got = match &sh.multi {
+                Some(multi) => self.acquire_multi(multi, &ks).await,
+                None => self.acquire(k, mode).await,
+            };
+            sh.wait_start[id].set(None);
             match got {
                 Ok(Outcome::Granted) => {}
                 Ok(Outcome::Stopped) => break,
+                Ok(Outcome::TimedOut) => {
+                    fail("acquire", &ks, io::Error::other("gave up"));
+                    break;
+                }
                 Err(e) => {
-                    sh.error(format!(
-                        "{} client {} acquire {}: {e}",
-                        sh.proto.name(),
-                        self.id,
-                        String::from_utf8_lossy(&sh.keys[k])
-                    ));
+                    fail("acquire", &ks, e);
                     break;
                 }
             }
@@ -881,42 +1197,46 @@ impl Client {
             if let Some(rw) = &sh.rw {
                 self.granted_rw(rw, k, mode, wait_us);
             } else {
-                let holder = &sh.holders[k];
-                if holder.get() != 0 {
-                    sh.violation(format!(
-                        "{}: {} granted to client {} while client {} holds it",
-                        sh.proto.name(),
-                        String::from_utf8_lossy(&sh.keys[k]),
-                        self.id,
-                        holder.get() - 1
-                    ));
+                for &k in &ks {
+                    let holder = &sh.holders[k];
+                    if holder.get() != 0 {
+                        sh.violation(format!(
+                            "{}: {} granted to client {id} (with {}) while client {} holds it",
+                            sh.proto.name(),
+                            String::from_utf8_lossy(&sh.keys[k]),
+                            sh.names(&ks),
+                            holder.get() - 1
+                        ));
+                    }
+                    holder.set(id as u32 + 1);
                 }
-                holder.set(self.id as u32 + 1);
             }
             if sh.measuring() {
-                let c = &sh.counts[self.id];
+                let c = &sh.counts[id];
                 c.set(c.get() + 1);
                 stats::record(&mut sh.hist.borrow_mut(), wait_us);
             }
-            // Exclusive: empty critical section. Read-write: one round trip
-            // on the data the lock guards, so that a holder stays counted
-            // while other clients' replies are handled (with nothing in
-            // between, one task would count itself in and out in one poll
-            // and could never see another holder). Cleared before the
-            // release is sent: the release itself may hand the lock on.
-            if let Some(rw) = &sh.rw {
-                if let Err(e) = self.critical_rw(rw, k, mode).await {
-                    sh.error(format!(
-                        "{} client {} critical section on {}: {e}",
-                        sh.proto.name(),
-                        self.id,
-                        String::from_utf8_lossy(&sh.keys[k])
-                    ));
-                    break;
-                }
+            // Exclusive: empty critical section. Read-write and multi-lock:
+            // one round trip on the data the lock guards, so that a holder
+            // stays counted while other clients' replies are handled (with
+            // nothing in between, one task would count itself in and out in
+            // one poll and could never see another holder). Cleared before
+            // the release is sent: the release itself may hand the lock on.
+            let critical = match (&sh.data, &sh.rw) {
+                (Some(data), Some(rw)) => self.critical_rw(rw, data, k, mode).await,
+                (Some(data), None) => self.critical_multi(data, &ks).await,
+                (None, _) => Ok(()),
+            };
+            if let Err(e) = critical {
+                fail("critical section on", &ks, e);
+                break;
             }
             match (&sh.rw, mode) {
-                (None, _) => sh.holders[k].set(0),
+                (None, _) => {
+                    for &k in &ks {
+                        sh.holders[k].set(0);
+                    }
+                }
                 (Some(rw), Mode::Write) => {
                     rw.active[k].fetch_sub(WRITER, Ordering::SeqCst);
                 }
@@ -924,13 +1244,13 @@ impl Client {
                     rw.active[k].fetch_sub(READER, Ordering::SeqCst);
                 }
             }
-            if let Err(e) = self.release(k, mode).await {
-                sh.error(format!(
-                    "{} client {} release {}: {e}",
-                    sh.proto.name(),
-                    self.id,
-                    String::from_utf8_lossy(&sh.keys[k])
-                ));
+            let released = if sh.multi.is_some() {
+                self.release_multi(&ks).await
+            } else {
+                self.release(k, mode).await
+            };
+            if let Err(e) = released {
+                fail("release", &ks, e);
                 break;
             }
         }
@@ -948,14 +1268,37 @@ pub struct Harness {
 
 impl Harness {
     pub async fn new(addr: &str, spec: &LoadSpec, scripts: &Scripts) -> io::Result<Harness> {
+        // A multi-lock's keys share one hash tag, so that they would also
+        // be in one slot of a cluster (LOCK.MACQUIRE's rule there).
         let keys: Vec<Vec<u8>> = (0..spec.keys)
-            .map(|i| format!("{}:{i}", spec.prefix).into_bytes())
+            .map(|i| match spec.multi {
+                Some(_) => format!("{{{}}}:{i}", spec.prefix).into_bytes(),
+                None => format!("{}:{i}", spec.prefix).into_bytes(),
+            })
             .collect();
-        if spec.read_fraction.is_some() && !matches!(spec.proto, Proto::Module | Proto::Redisson) {
-            return Err(io::Error::other(format!(
-                "{} has no read-write lock",
-                spec.proto.name()
-            )));
+        let kind = match (spec.read_fraction, spec.multi) {
+            (Some(_), Some(_)) => {
+                return Err(io::Error::other("a read-write multi-lock is not simulated"))
+            }
+            (Some(_), None) => Some("read-write lock"),
+            (None, Some(_)) => Some("multi-lock"),
+            (None, None) => None,
+        };
+        if let Some(kind) = kind {
+            if !matches!(spec.proto, Proto::Module | Proto::Redisson) {
+                return Err(io::Error::other(format!(
+                    "{} has no {kind}",
+                    spec.proto.name()
+                )));
+            }
+        }
+        if let Some(m) = spec.multi {
+            if m.keys_per_lock == 0 || m.keys_per_lock > spec.keys {
+                return Err(io::Error::other(format!(
+                    "a multi-lock of {} of {} keys",
+                    m.keys_per_lock, spec.keys
+                )));
+            }
         }
         let channels: Vec<Vec<u8>> = keys
             .iter()
@@ -976,6 +1319,13 @@ impl Harness {
         } else {
             HashMap::new()
         };
+        let data = kind.map(|_| Guarded {
+            keys: keys
+                .iter()
+                .map(|k| [k.as_slice(), b":data"].concat())
+                .collect(),
+            written: (0..spec.keys).map(|_| Cell::new(0)).collect(),
+        });
         let shared = Rc::new(Shared {
             proto: spec.proto,
             phase: Cell::new(Phase::Warmup),
@@ -1006,11 +1356,14 @@ impl Harness {
                 readers_sum: Cell::new(0),
                 readers_max: Cell::new(0),
                 violations: Cell::new(0),
-                data_keys: (0..spec.keys)
-                    .map(|i| format!("{}:{i}:data", spec.prefix).into_bytes())
-                    .collect(),
-                written: (0..spec.keys).map(|_| Cell::new(0)).collect(),
             }),
+            multi: spec.multi.map(|spec| Multi {
+                spec,
+                wait: REDISSON_MULTI_WAIT_PER_KEY * spec.keys_per_lock as u32,
+                grant_calls: Cell::new(0),
+                gave_up: Cell::new(0),
+            }),
+            data,
         });
 
         if spec.proto == Proto::Blpop {
@@ -1203,6 +1556,12 @@ pub async fn run_load(
             },
             violations: rw.violations.get(),
         }),
+        multi: shared.multi.as_ref().map(|m| MultiStats {
+            keys_per_lock: m.spec.keys_per_lock,
+            order: m.spec.order,
+            grant_calls: m.grant_calls.get(),
+            gave_up: m.gave_up.get(),
+        }),
     };
     Ok(result)
 }
@@ -1261,6 +1620,43 @@ pub async fn ping_rate(addr: &str, warmup: Duration, measure: Duration) -> io::R
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn multi_lock_keys_are_distinct_and_ordered_as_asked() {
+        let mut rng = stats::Rng::new(3);
+        let mut ks = Vec::new();
+        let mut unsorted = 0;
+        for order in [KeyOrder::Random, KeyOrder::Sorted] {
+            let m = MultiSpec {
+                keys_per_lock: 3,
+                order,
+            };
+            for _ in 0..1000 {
+                pick_keys(&mut rng, 8, Some(&m), &mut ks);
+                assert_eq!(ks.len(), 3);
+                assert!(ks.iter().all(|&k| k < 8));
+                assert!(ks[0] != ks[1] && ks[0] != ks[2] && ks[1] != ks[2], "{ks:?}");
+                let sorted = ks.windows(2).all(|w| w[0] < w[1]);
+                match order {
+                    KeyOrder::Sorted => assert!(sorted, "{ks:?}"),
+                    KeyOrder::Random => unsorted += usize::from(!sorted),
+                }
+            }
+        }
+        // 5 of the 6 orders of 3 keys are not ascending.
+        assert!((780..880).contains(&unsorted), "{unsorted}");
+        pick_keys(&mut rng, 1, None, &mut ks);
+        assert_eq!(ks, [0]);
+    }
+
+    #[test]
+    fn multi_lock_answers() {
+        let ones = Reply::Array(vec![Reply::Int(1); 3]);
+        assert!(all_ints(&ones, 3, 1));
+        assert!(!all_ints(&ones, 2, 1));
+        assert!(!all_ints(&ones, 3, 0));
+        assert!(!all_ints(&Reply::Nil, 3, 1));
+    }
 
     #[test]
     fn blpop_timeout_is_block_in_seconds() {

@@ -33,22 +33,26 @@ lock-bench: benchmark of the lock module against Redisson's protocol, spin locks
 
 usage: lock-bench [options]
   --quick                 smoke run: 1 repetition, short runs, smaller S1b/S4/S6
-  --only S2,S3            run only these scenarios (S1 S1b S2 S3 S4 S5 S6 S7)
-  --reps N                repetitions of every measurement (default: S1/S5/S1b 7, S2/S3/S4/S7 5,
+  --only S2,S3            run only these scenarios (S1 S1b S2 S3 S4 S5 S6 S7 S8)
+  --reps N                repetitions of every measurement (default: S1/S5/S1b 7, S2/S3/S4/S7/S8 5,
                           S4 memory 3, S6 9; median reported)
-  --warmup SECS           warm-up before each measured run (default 0.5)
-  --measure SECS          length of each measured run (default 2)
+  --warmup SECS           warm-up before each measured run (default 0.3, 0.2 with --quick)
+  --measure SECS          length of each measured run (default 1, 0.5 with --quick; S8's redisson
+                          runs 4.5 s longer: its MultiLock tryLock wait)
   --threads-per-process N Redisson client threads per simulated process (default 4)
   --out DIR               where latest.txt, latest.json, chart.svg go (default bench/results,
                           bench/results/quick with --quick)
   --module PATH           liblock.so (default target/release/liblock.so of this workspace)
   --redis-server PATH     default redis-server from PATH
   --redis-benchmark PATH  default redis-benchmark from PATH
-  --protocols LIST        only these protocols in S1/S2/S5/S7 (module,redisson,spin-10ms,spin-100ms,raw;
+  --protocols LIST        only these protocols in S1/S2/S5/S7/S8 (module,redisson,spin-10ms,spin-100ms,raw;
                           blpop = S2's reference: Redis's own BLPOP/RPUSH hand-off, no module)
   --s2-clients LIST       S2 client counts (default 1,4,16,64,256)
   --compare-models        measure tokio tasks vs blocking threads as the client model, then exit
   -h, --help";
+
+/// Every scenario, in the order they run.
+const SCENARIOS: [&str; 9] = ["S1", "S1b", "S2", "S3", "S4", "S5", "S6", "S7", "S8"];
 
 pub const REPS_S1: usize = 7;
 pub const REPS_S1B: usize = 7;
@@ -59,6 +63,7 @@ pub const REPS_S4_RELEASE: usize = 5;
 pub const REPS_S5: usize = 7;
 pub const REPS_S6: usize = 9;
 pub const REPS_S7: usize = 5;
+pub const REPS_S8: usize = 5;
 
 #[derive(Clone, Debug)]
 pub struct Opts {
@@ -141,7 +146,7 @@ fn parse_args() -> Result<Opts, String> {
                     .filter(|s| !s.is_empty())
                     .collect();
                 for s in &list {
-                    if !["S1", "S1b", "S2", "S3", "S4", "S5", "S6", "S7"].contains(&s.as_str()) {
+                    if !SCENARIOS.contains(&s.as_str()) {
                         return Err(format!("--only: unknown scenario {s}"));
                     }
                 }
@@ -288,6 +293,7 @@ impl Ctx {
             prefix: format!("b{n}-{}", proto.name()),
             seed: n,
             read_fraction: None,
+            multi: None,
         }
     }
 
@@ -424,7 +430,7 @@ fn header(opts: &Opts, date: &str, load_before: &str) -> Header {
          server:   {redis}\n\
          module:   {}\n\
          pinning:  {}\n\
-         runs:     every figure is the median of repeated runs (S1 {}, S1b {}, S2 {}, S3 {}, S4 {}/{}, S5 {}, S6 {}, S7 {}; all runs in latest.json); \
+         runs:     every figure is the median of repeated runs (S1 {}, S1b {}, S2 {}, S3 {}, S4 {}/{}, S5 {}, S6 {}, S7 {}, S8 {}; all runs in latest.json); \
          throughput runs {:.1} s measured after {:.1} s warm-up{}\n\
          clients:  one tokio current_thread runtime (one core), a task per client, own RESP2 codec over TCP_NODELAY sockets;\n          \
          Redisson simulated as processes of {} threads (one pub/sub connection per process); spin retries after 10 ms / 100 ms\n",
@@ -440,6 +446,7 @@ fn header(opts: &Opts, date: &str, load_before: &str) -> Header {
         opts.reps(REPS_S5),
         opts.reps(REPS_S6),
         opts.reps(REPS_S7),
+        opts.reps(REPS_S8),
         opts.measure.as_secs_f64(),
         opts.warmup.as_secs_f64(),
         if opts.quick { " (--quick)" } else { "" },
@@ -510,8 +517,7 @@ async fn run(opts: Opts) -> io::Result<bool> {
 
     let mut sections: Vec<Section> = Vec::new();
     let mut chart_data = None;
-    let ids = ["S1", "S1b", "S2", "S3", "S4", "S5", "S6", "S7"];
-    for id in ids {
+    for id in SCENARIOS {
         if !wanted(&opts, id) {
             continue;
         }
@@ -532,6 +538,7 @@ async fn run(opts: Opts) -> io::Result<bool> {
                 "S3" => expiry::s3(&ctx).await,
                 "S4" => scale::s4(&ctx).await,
                 "S7" => throughput::s7(&ctx).await,
+                "S8" => throughput::s8(&ctx).await,
                 _ => throughput::s5(&ctx).await,
             };
             let mut ctx = ctx;
