@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use crate::report::{finite, rate, Bar, Section, INTERFERENCE_PCT, RETRIES};
 use crate::resp::{Conn, Reply};
 use crate::server::{prepare_child, CpuMeter, CpuUse, Server};
-use crate::stats::{median, spread_pct};
+use crate::stats::{median, paired_ratio, spread_pct};
 use crate::{Ctx, Opts};
 
 /// One redis-benchmark result: requests/s of its (first) test, and the CPU
@@ -155,6 +155,20 @@ pub async fn s1b(ctx: &Ctx) -> io::Result<Section> {
                 "o".into(),
             ],
         ),
+        // The cost of a read hold's own lease key: a first read hold
+        // writes the hash and that key, a first write hold the hash alone.
+        (
+            "module LOCK.WACQUIRE",
+            ["LOCK.WACQUIRE", "k:__rand_int__", "o", "PX", "30000"]
+                .map(String::from)
+                .to_vec(),
+        ),
+        (
+            "module LOCK.RACQUIRE",
+            ["LOCK.RACQUIRE", "k:__rand_int__", "o", "PX", "30000"]
+                .map(String::from)
+                .to_vec(),
+        ),
     ];
     let mut conn = Conn::connect(&ctx.addr).await?;
     let mut runs: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
@@ -211,6 +225,10 @@ pub async fn s1b(ctx: &Ctx) -> io::Result<Section> {
         &runs[0],
         &runs[2],
         2.0,
+    ));
+    section.line(format!(
+        "a read hold's lease key: LOCK.RACQUIRE (hash + lease key) at {:.2}x the rate of LOCK.WACQUIRE (hash only)",
+        paired_ratio(&runs[4], &runs[3])
     ));
     section.json = json!({
         "requests": n, "reps": reps, "clients": 50, "pipeline": 16,
