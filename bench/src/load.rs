@@ -270,6 +270,11 @@ pub struct MultiSpec {
 /// lock, again and again until it returns true.
 pub const REDISSON_MULTI_WAIT_PER_KEY: Duration = Duration::from_millis(1500);
 
+/// The wait of each of `RedissonMultiLock.lock()`'s `tryLock` calls.
+pub fn redisson_multi_wait(keys_per_lock: usize) -> Duration {
+    REDISSON_MULTI_WAIT_PER_KEY * keys_per_lock as u32
+}
+
 /// A multi-lock run's own figures (measured window).
 #[derive(Clone, Debug)]
 pub struct MultiStats {
@@ -430,8 +435,6 @@ struct Guarded {
 /// A multi-lock run's state.
 struct Multi {
     spec: MultiSpec,
-    /// Redisson's `tryLock` wait.
-    wait: Duration,
     grant_calls: Cell<u64>,
     gave_up: Cell<u64>,
 }
@@ -646,6 +649,20 @@ fn pick_keys(rng: &mut stats::Rng, n: usize, multi: Option<&MultiSpec>, ks: &mut
             }
         }
     }
+}
+
+/// `name numkeys key.. owner` of the module's multi-lock commands.
+fn multi_args<'a>(
+    name: &'a [u8],
+    numkeys: &'a [u8],
+    keys: &'a [Vec<u8>],
+    ks: &[usize],
+    owner: &'a [u8],
+) -> Vec<&'a [u8]> {
+    let mut args = vec![name, numkeys];
+    args.extend(ks.iter().map(|&k| keys[k].as_slice()));
+    args.push(owner);
+    args
 }
 
 /// An array of `n` integers, each `v` (a multi-lock command's answer).
@@ -948,14 +965,6 @@ impl Client {
         Ok(())
     }
 
-    /// `name numkeys key.. owner` of the module's multi-lock commands.
-    fn multi_args<'a>(&'a self, name: &'a [u8], numkeys: &'a [u8], ks: &[usize]) -> Vec<&'a [u8]> {
-        let mut args = vec![name, numkeys];
-        args.extend(ks.iter().map(|&k| self.shared.keys[k].as_slice()));
-        args.push(&self.owner);
-        args
-    }
-
     /// A multi-lock on the keys `ks`, in that order, taken with the
     /// protocol's waiting strategy until granted (or stopped): the module's
     /// `LOCK.MACQUIRE` again after a BLOCK timeout, Redisson's
@@ -984,10 +993,9 @@ impl Client {
     async fn macquire(&mut self, multi: &Multi, ks: &[usize]) -> io::Result<Outcome> {
         let sh = self.shared.clone();
         let n = ks.len().to_string();
-        let mut args = self.multi_args(b"LOCK.MACQUIRE", n.as_bytes(), ks);
+        let mut args = multi_args(b"LOCK.MACQUIRE", n.as_bytes(), &sh.keys, ks, &self.owner);
         args.extend([b"PX".as_slice(), &sh.lease, b"BLOCK", &sh.block]);
-        let cmd = crate::resp::command(&args);
-        let r = self.conn.raw(&cmd).await?;
+        let r = self.conn.cmd(&args).await?;
         if r == Reply::Nil {
             sh.timeouts.set(sh.timeouts.get() + 1);
             return Ok(Outcome::TimedOut);
@@ -1001,29 +1009,25 @@ impl Client {
 
     /// `RedissonMultiLock.tryLock(wait)` (lease left to the watchdog): the
     /// locks one by one in the caller's order, each with `RLock.tryLock`
-    /// for the wait time left. A lock not acquired (its wait used up)
-    /// unlocks the ones taken and starts again from the first while time is
-    /// left; time up after any step (the last grant too) unlocks what is
-    /// taken and gives up.
+    /// for the wait time left; time up after any step (the last grant too)
+    /// unlocks what is taken and gives up. (Redisson also starts over from
+    /// the first lock when one is not acquired, but a lock's `tryLock` for
+    /// the time left fails only once that time is up, so it then gives up.)
     async fn redisson_try_multi(&mut self, multi: &Multi, ks: &[usize]) -> io::Result<Outcome> {
         let sh = self.shared.clone();
-        let deadline = Instant::now() + multi.wait;
-        let mut taken = 0;
-        while taken < ks.len() {
-            match self
-                .redisson_lock(ks[taken], Mode::Exclusive, Some(deadline))
+        let deadline = Instant::now() + redisson_multi_wait(multi.spec.keys_per_lock);
+        for (i, &k) in ks.iter().enumerate() {
+            let taken = match self
+                .redisson_lock(k, Mode::Exclusive, Some(deadline))
                 .await?
             {
                 Outcome::Granted => {
                     sh.count(&multi.grant_calls);
-                    taken += 1;
+                    i + 1
                 }
                 Outcome::Stopped => return Ok(Outcome::Stopped),
-                Outcome::TimedOut => {
-                    self.redisson_unlock(&ks[..taken]).await?;
-                    taken = 0;
-                }
-            }
+                Outcome::TimedOut => i,
+            };
             if expired(Some(deadline)) {
                 self.redisson_unlock(&ks[..taken]).await?;
                 return Ok(Outcome::TimedOut);
@@ -1038,9 +1042,10 @@ impl Client {
         if self.shared.proto != Proto::Module {
             return self.redisson_unlock(ks).await;
         }
+        let sh = self.shared.clone();
         let n = ks.len().to_string();
-        let cmd = crate::resp::command(&self.multi_args(b"LOCK.MRELEASE", n.as_bytes(), ks));
-        let r = self.conn.raw(&cmd).await?;
+        let args = multi_args(b"LOCK.MRELEASE", n.as_bytes(), &sh.keys, ks, &self.owner);
+        let r = self.conn.cmd(&args).await?;
         if !all_ints(&r, ks.len(), 0) {
             return Err(unexpected("LOCK.MRELEASE", &r));
         }
@@ -1359,7 +1364,6 @@ impl Harness {
             }),
             multi: spec.multi.map(|spec| Multi {
                 spec,
-                wait: REDISSON_MULTI_WAIT_PER_KEY * spec.keys_per_lock as u32,
                 grant_calls: Cell::new(0),
                 gave_up: Cell::new(0),
             }),

@@ -9,8 +9,8 @@ use std::io;
 use serde_json::{json, Value};
 
 use crate::load::{
-    commandstats, ping_rate, run_load, KeyOrder, LoadResult, LoadSpec, MultiSpec, Proto, RwStats,
-    REDISSON_MULTI_WAIT_PER_KEY,
+    commandstats, ping_rate, redisson_multi_wait, run_load, KeyOrder, LoadResult, LoadSpec,
+    MultiSpec, Proto, RwStats, REDISSON_MULTI_WAIT_PER_KEY,
 };
 use crate::report::{finite, ms, rate, Bar, Section, INTERFERENCE_PCT, RETRIES};
 use crate::resp::Conn;
@@ -627,7 +627,7 @@ pub async fn s8(ctx: &Ctx) -> io::Result<Section> {
     let reps = ctx.opts.reps(crate::REPS_S8);
     let protos = ctx.protocols(&[Proto::Module, Proto::Redisson]);
     let orders = [KeyOrder::Random, KeyOrder::Sorted];
-    let redisson_wait = REDISSON_MULTI_WAIT_PER_KEY * S8_KEYS_PER_LOCK as u32;
+    let redisson_wait = redisson_multi_wait(S8_KEYS_PER_LOCK);
     let mut section = Section::new(
         "S8",
         format!(
@@ -662,15 +662,16 @@ pub async fn s8(ctx: &Ctx) -> io::Result<Section> {
         redisson_wait.as_secs_f64(),
         (ctx.opts.measure + redisson_wait).as_secs_f64()
     ));
-    section.line(
-        "keys: each cycle draws 3 distinct keys of the pool at random (seeded RNG per client); random order = named in the order drawn, sorted order = named by index (one global order, the careful caller's way to avoid deadlock); all keys share one hash tag",
-    );
+    section.line(format!(
+        "keys: each cycle draws {S8_KEYS_PER_LOCK} distinct keys of the pool at random (seeded RNG per client); random order = named in the order drawn, sorted order = named by index (one global order, the careful caller's way to avoid deadlock); all keys share one hash tag",
+    ));
     section.line(
         "module: LOCK.MACQUIRE 3 k1 k2 k3 owner PX 30000 BLOCK 10000 (the caller waits in the server as one unit, granted all keys in one step; nil = BLOCK timeout, counted as gave up, sent again), LOCK.MRELEASE 3 k1 k2 k3 owner",
     );
     section.line(format!(
-        "redisson: RedissonMultiLock.lock(): tryLock(wait {} ms = 1500 ms per key), again whenever it returns false; tryLock takes the keys one by one in the caller's order, each by RLock.tryLock for the wait left (acquire script by EVALSHA, lease 30 s = the watchdog's; on a PTTL the process subscribes to redisson_lock__channel:{{key}} and the thread waits for a message or the PTTL, then tries again), holding the keys it has while it waits for the next; when the wait is used up it unlocks them (release scripts sent together) and gives up; the unlock of all keys is sent together too; processes of {} client threads, one pub/sub connection each",
+        "redisson: RedissonMultiLock.lock(): tryLock(wait {} ms = {} ms per key), again whenever it returns false; tryLock takes the keys one by one in the caller's order, each by RLock.tryLock for the wait left (acquire script by EVALSHA, lease 30 s = the watchdog's; on a PTTL the process subscribes to redisson_lock__channel:{{key}} and the thread waits for a message or the PTTL, then tries again), holding the keys it has while it waits for the next; when the wait is used up it unlocks them (release scripts sent together) and gives up; the unlock of all keys is sent together too; processes of {} client threads, one pub/sub connection each",
         redisson_wait.as_millis(),
+        REDISSON_MULTI_WAIT_PER_KEY.as_millis(),
         ctx.opts.threads_per_process
     ));
     section.line(
