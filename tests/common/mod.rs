@@ -17,6 +17,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 pub use redis::{Connection, Value};
 
 pub mod cluster_client;
+pub mod dataset;
 
 /// Generous bound for anything a test waits for; reached only on failure.
 pub const PATIENCE: Duration = Duration::from_secs(20);
@@ -336,6 +337,15 @@ pub fn err(con: &mut Connection, args: &[&str]) -> String {
     match raw(con, args) {
         Ok(v) => panic!("{args:?} should fail, replied {v:?}"),
         Err(e) => error_line(&e),
+    }
+}
+
+/// Runs a command expected to fail; returns the error code alone (`NOPERM`),
+/// for errors worded by the server, whose text differs between versions.
+pub fn err_code(con: &mut Connection, args: &[&str]) -> String {
+    match raw(con, args) {
+        Ok(v) => panic!("{args:?} should fail, replied {v:?}"),
+        Err(e) => e.code().unwrap_or("(no code)").to_string(),
     }
 }
 
