@@ -310,7 +310,8 @@ fn aof_commands(server: &Server) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// The commands between each MULTI and its EXEC.
+/// The commands between each MULTI and its EXEC, without SELECT: where a
+/// transaction needs one, Redis 7.2 and later write it inside, 7.0 before.
 fn transactions(commands: &[Vec<String>]) -> Vec<Vec<Vec<String>>> {
     let mut out = Vec::new();
     let mut current: Option<Vec<Vec<String>>> = None;
@@ -318,6 +319,7 @@ fn transactions(commands: &[Vec<String>]) -> Vec<Vec<Vec<String>>> {
         match cmd[0].to_ascii_uppercase().as_str() {
             "MULTI" => current = Some(Vec::new()),
             "EXEC" => out.push(current.take().expect("EXEC after MULTI")),
+            "SELECT" => {}
             _ => {
                 if let Some(tx) = current.as_mut() {
                     tx.push(cmd.clone());
