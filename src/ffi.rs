@@ -899,6 +899,8 @@ pub trait ServerEventHandler: 'static {
     /// changed: a role change, a replica coming or going, a fork (a full
     /// sync starts with one), the end of loading.
     fn replication_changed(ctx: &Context);
+    /// This master became a replica (REPLICAOF, a cluster failover).
+    fn demoted(ctx: &Context);
     /// Loading a dataset (at startup, DEBUG RELOAD, a full sync) finished.
     fn loading_ended(ctx: &Context);
     /// A client connection is being freed.
@@ -937,7 +939,15 @@ unsafe extern "C" fn on_server_event<H: ServerEventHandler>(
             let id = unsafe { (*data.cast::<raw::RedisModuleClientInfo>()).id };
             guard(&context, || H::client_gone(&context, id));
         }
-        raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED | raw::REDISMODULE_EVENT_REPLICA_CHANGE => {
+        raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED => {
+            guard(&context, || {
+                H::replication_changed(&context);
+                if subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA {
+                    H::demoted(&context);
+                }
+            });
+        }
+        raw::REDISMODULE_EVENT_REPLICA_CHANGE => {
             guard(&context, || H::replication_changed(&context));
         }
         raw::REDISMODULE_EVENT_FORK_CHILD

@@ -671,6 +671,19 @@ impl ServerEventHandler for ServerEvents {
         replication::forget_listeners();
     }
 
+    fn demoted(ctx: &Context) {
+        // Redis answers a demoted master's blocked callers itself (UNBLOCKED,
+        // through their disconnect callbacks) before this event. Valkey 9
+        // (not 8.0) leaves module-blocked callers blocked in cluster mode and
+        // for clients with CLIENT CAPA redirect: on a replica they would wait
+        // forever, or until their BLOCK time and a nil that says "timed out".
+        // Answer them as Redis does.
+        let locks = registry().map_or_else(|_| Vec::new(), |r| r.locks_in(-1));
+        for lock in &locks {
+            reject_all(ctx, lock, &LockError::demoted());
+        }
+    }
+
     fn loading_ended(ctx: &Context) {
         replication::forget_listeners();
         replication::note_load(ctx);

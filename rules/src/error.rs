@@ -217,6 +217,16 @@ impl LockError {
         )
     }
 
+    /// A waiter of a master that became a replica: it was not granted the
+    /// lock, and calls again on the new master. Redis's own words for the
+    /// callers it unblocks on that change, so clients see one answer.
+    pub fn demoted() -> Self {
+        Self::new(
+            "UNBLOCKED",
+            "force unblock from blocking operation, instance state changed (master -> replica?)",
+        )
+    }
+
     /// A lock write sent to a replica that accepts writes.
     pub fn replica() -> Self {
         Self::new("READONLY", "lock commands cannot run on a replica")
