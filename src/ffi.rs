@@ -235,14 +235,21 @@ fn as_strings(args: &[ManuallyDrop<RedisString>]) -> &[RedisString] {
     unsafe { std::slice::from_raw_parts(args.as_ptr().cast::<RedisString>(), args.len()) }
 }
 
+/// Adds the ACL category `name` (RM_AddACLCategory: Redis 7.4+, Valkey 8+,
+/// during OnLoad only). False where the server has no such call or refuses.
+pub fn add_acl_category(ctx: &Context, name: &CStr) -> bool {
+    // SAFETY: OnLoad context; the name is NUL-terminated and copied.
+    api!(RedisModule_AddACLCategory).is_some_and(|f| unsafe { f(ctx.ctx, name.as_ptr()) } == OK)
+}
+
 /// Registers a command served by `H` (RM_CreateCommand), then, on servers
-/// that have them (7.2+), its ACL categories.
+/// that have them (Redis 7.2+, Valkey), its ACL categories, space-separated.
 pub fn create_command<H: CommandHandler>(
     ctx: &Context,
     name: &CStr,
     flags: &CStr,
     keys: (c_int, c_int, c_int),
-    acl_categories: &CStr,
+    acl_categories: &str,
 ) -> bool {
     let Some(create) = api!(RedisModule_CreateCommand) else {
         return false;
@@ -267,10 +274,11 @@ pub fn create_command<H: CommandHandler>(
         api!(RedisModule_GetCommand),
         api!(RedisModule_SetCommandACLCategories),
     ) {
+        let categories = CString::new(acl_categories).unwrap_or_default();
         // SAFETY: the command was just created; categories are copied.
         let set = unsafe {
             let command = get(ctx.ctx, name.as_ptr());
-            !command.is_null() && set_categories(command, acl_categories.as_ptr()) == OK
+            !command.is_null() && set_categories(command, categories.as_ptr()) == OK
         };
         if !set {
             log_warning(ctx, &format!("lock: no ACL categories for {name:?}"));

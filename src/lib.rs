@@ -26,6 +26,8 @@ mod waiters;
 use lock_rules as rules;
 
 mod module {
+    use std::ffi::CStr;
+
     use redis_module::configuration::ConfigurationFlags;
     use redis_module::{redis_module, Context, InfoContext, RedisResult, RedisString, Status};
     use redis_module_macros::info_command_handler;
@@ -37,7 +39,7 @@ mod module {
     use crate::rules::args::MAX_DURATION_MS;
     use crate::{alarm, config, handoff, info, waiters};
 
-    const fn arg(name: &'static std::ffi::CStr, kind: ArgKind) -> ArgDoc {
+    const fn arg(name: &'static CStr, kind: ArgKind) -> ArgDoc {
         ArgDoc {
             name,
             kind,
@@ -48,11 +50,7 @@ mod module {
         }
     }
 
-    const fn option(
-        name: &'static std::ffi::CStr,
-        kind: ArgKind,
-        token: &'static std::ffi::CStr,
-    ) -> ArgDoc {
+    const fn option(name: &'static CStr, kind: ArgKind, token: &'static CStr) -> ArgDoc {
         ArgDoc {
             name,
             kind,
@@ -225,67 +223,104 @@ mod module {
     handler!(MultiRelease, multilock::release);
     handler!(WriteAcquire, rwlock::write_acquire);
 
-    /// Registers the commands. ACL categories are set from Redis 7.2 on; 7.0
-    /// gives module commands none (grant them by name).
+    /// `ffi::create_command` for one handler.
+    type Create = fn(&Context, &CStr, &CStr, (i32, i32, i32), &str) -> bool;
+
+    /// A command to register.
+    struct Command {
+        name: &'static CStr,
+        flags: &'static CStr,
+        /// Legacy first, last and step key positions.
+        keys: (i32, i32, i32),
+        acl_categories: &'static str,
+        create: Create,
+    }
+
+    const ONE_KEY: (i32, i32, i32) = (1, 1, 1);
+    /// MACQUIRE and MRELEASE declare their keys with the numkeys key spec set
+    /// with the docs, and getkeys-api for 7.0's cluster routing.
+    const NUMKEYS_KEYS: (i32, i32, i32) = (0, 0, 0);
+
+    const COMMANDS: &[Command] = &[
+        Command {
+            name: c"lock.acquire",
+            flags: c"write deny-oom blocking",
+            keys: ONE_KEY,
+            acl_categories: "write hash blocking",
+            create: ffi::create_command::<Acquire>,
+        },
+        Command {
+            name: c"lock.racquire",
+            flags: c"write deny-oom blocking",
+            keys: ONE_KEY,
+            acl_categories: "write hash blocking",
+            create: ffi::create_command::<ReadAcquire>,
+        },
+        Command {
+            name: c"lock.wacquire",
+            flags: c"write deny-oom blocking",
+            keys: ONE_KEY,
+            acl_categories: "write hash blocking",
+            create: ffi::create_command::<WriteAcquire>,
+        },
+        Command {
+            name: c"lock.macquire",
+            flags: c"write deny-oom blocking getkeys-api",
+            keys: NUMKEYS_KEYS,
+            acl_categories: "write hash blocking",
+            create: ffi::create_command::<MultiAcquire>,
+        },
+        Command {
+            name: c"lock.mrelease",
+            flags: c"write fast getkeys-api",
+            keys: NUMKEYS_KEYS,
+            acl_categories: "write hash fast",
+            create: ffi::create_command::<MultiRelease>,
+        },
+        Command {
+            name: c"lock.release",
+            flags: c"write fast",
+            keys: ONE_KEY,
+            acl_categories: "write hash fast",
+            create: ffi::create_command::<Release>,
+        },
+        Command {
+            name: c"lock.renew",
+            flags: c"write fast",
+            keys: ONE_KEY,
+            acl_categories: "write hash fast",
+            create: ffi::create_command::<Renew>,
+        },
+        Command {
+            name: c"lock.forcerelease",
+            flags: c"write fast",
+            keys: ONE_KEY,
+            acl_categories: "write hash fast",
+            create: ffi::create_command::<ForceRelease>,
+        },
+        Command {
+            name: c"lock.info",
+            flags: c"readonly fast",
+            keys: ONE_KEY,
+            acl_categories: "read hash fast",
+            create: ffi::create_command::<Info>,
+        },
+    ];
+
+    /// Registers the commands. Their ACL categories are set where the server
+    /// lets modules set them (Redis 7.2+, Valkey; 7.0 gives module commands
+    /// none: grant them by name), with `lock` among them where modules may
+    /// add categories (Redis 7.4+, Valkey 8+), so that `+@lock` grants all.
     fn create_commands(ctx: &Context) -> bool {
-        let key = (1, 1, 1);
-        ffi::create_command::<Acquire>(
-            ctx,
-            c"lock.acquire",
-            c"write deny-oom blocking",
-            key,
-            c"write hash blocking",
-        ) && ffi::create_command::<ReadAcquire>(
-            ctx,
-            c"lock.racquire",
-            c"write deny-oom blocking",
-            key,
-            c"write hash blocking",
-        ) && ffi::create_command::<WriteAcquire>(
-            ctx,
-            c"lock.wacquire",
-            c"write deny-oom blocking",
-            key,
-            c"write hash blocking",
-        ) && ffi::create_command::<MultiAcquire>(
-            ctx,
-            c"lock.macquire",
-            c"write deny-oom blocking getkeys-api",
-            // Keys: the numkeys key spec set with the docs, and getkeys-api
-            // for 7.0's cluster routing.
-            (0, 0, 0),
-            c"write hash blocking",
-        ) && ffi::create_command::<MultiRelease>(
-            ctx,
-            c"lock.mrelease",
-            c"write fast getkeys-api",
-            (0, 0, 0),
-            c"write hash fast",
-        ) && ffi::create_command::<Release>(
-            ctx,
-            c"lock.release",
-            c"write fast",
-            key,
-            c"write hash fast",
-        ) && ffi::create_command::<Renew>(
-            ctx,
-            c"lock.renew",
-            c"write fast",
-            key,
-            c"write hash fast",
-        ) && ffi::create_command::<ForceRelease>(
-            ctx,
-            c"lock.forcerelease",
-            c"write fast",
-            key,
-            c"write hash fast",
-        ) && ffi::create_command::<Info>(
-            ctx,
-            c"lock.info",
-            c"readonly fast",
-            key,
-            c"read hash fast",
-        )
+        let lock_category = ffi::add_acl_category(ctx, c"lock");
+        COMMANDS.iter().all(|c| {
+            let categories = if lock_category {
+                format!("{} lock", c.acl_categories)
+            } else {
+                c.acl_categories.to_string()
+            };
+            (c.create)(ctx, c.name, c.flags, c.keys, &categories)
+        })
     }
 
     fn init(ctx: &Context, _args: &[RedisString]) -> Status {

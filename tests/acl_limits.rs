@@ -186,6 +186,87 @@ fn lock_key_access_each_command_needs() {
     assert_eq!(q::<i64>(&mut w, &["LOCK.FORCERELEASE", "app:x"]), 1);
 }
 
+/// What the server lets a module do with ACL categories: set its commands'
+/// (Redis 7.2+, every Valkey) and add its own (Redis 7.4+, Valkey 8+). The
+/// module finds out by the calls the server offers; the test, which cannot,
+/// by the version the server reports (Valkey reports `valkey_version` and an
+/// older `redis_version`).
+fn acl_category_support(con: &mut Connection) -> (bool, bool) {
+    let info: String = q(con, &["INFO", "server"]);
+    let version = |name: &str| -> Option<(u32, u32)> {
+        let v = info
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))?;
+        let mut parts = v.trim().split('.').map(|n| n.parse().ok());
+        Some((parts.next()??, parts.next()??))
+    };
+    match (version("valkey_version"), version("redis_version")) {
+        (Some(_), _) => (true, true),
+        (None, Some(redis)) => (redis >= (7, 2), redis >= (7, 4)),
+        (None, None) => panic!("INFO server reports no version"),
+    }
+}
+
+const EVERY_COMMAND: [&[&str]; 9] = [
+    &["LOCK.ACQUIRE", "app:x", "o"],
+    &["LOCK.RENEW", "app:x", "o"],
+    &["LOCK.INFO", "app:x"],
+    &["LOCK.RELEASE", "app:x", "o"],
+    &["LOCK.FORCERELEASE", "app:x"],
+    &["LOCK.RACQUIRE", "app:rw", "o"],
+    &["LOCK.WACQUIRE", "app:rw", "o"],
+    &["LOCK.MACQUIRE", "2", "app:a", "app:b", "o"],
+    &["LOCK.MRELEASE", "2", "app:a", "app:b", "o"],
+];
+
+#[test]
+fn acl_categories_grant_the_lock_commands() {
+    let server = Server::start();
+    let mut admin = server.client();
+    let (categories, lock_category) = acl_category_support(&mut admin);
+
+    // `+@lock`: every LOCK.* command, and nothing else.
+    // `{app:*`: read holds' lease keys.
+    let plus_lock = [
+        "ACL", "SETUSER", "app", "on", ">pw", "~app:*", "~{app:*", "+@lock",
+    ];
+    if lock_category {
+        let _: () = q(&mut admin, &plus_lock);
+        let mut app = user_client(&server, "app");
+        for args in EVERY_COMMAND {
+            assert!(raw(&mut app, args).is_ok(), "{args:?}");
+        }
+        assert_refused_by_acl(&mut app, &mut admin, &["GET", "app:x"], "command", "get");
+        acl_setuser(&mut admin, "app", &["-@lock"]);
+        let info = ["LOCK.INFO", "app:x"];
+        assert_refused_by_acl(&mut app, &mut admin, &info, "command", "lock.info");
+    } else {
+        // No such category: the server refuses the rule.
+        assert_eq!(err_code(&mut admin, &plus_lock), "ERR");
+    }
+
+    // The server's own categories: LOCK.INFO reads, every other writes.
+    let keys = ["on", ">pw", "~app:*", "~{app:*"];
+    acl_setuser(&mut admin, "writer", &[&keys[..], &["+@write"]].concat());
+    acl_setuser(&mut admin, "reader", &[&keys[..], &["+@read"]].concat());
+    let mut writer = user_client(&server, "writer");
+    let mut reader = user_client(&server, "reader");
+    for args in EVERY_COMMAND {
+        let reads = args[0] == "LOCK.INFO";
+        // 7.0 gives module commands no category: grant them by name.
+        for (con, granted) in [
+            (&mut writer, categories && !reads),
+            (&mut reader, categories && reads),
+        ] {
+            if granted {
+                assert!(raw(con, args).is_ok(), "{args:?}");
+            } else {
+                assert_eq!(err_code(con, args), "NOPERM", "{args:?}");
+            }
+        }
+    }
+}
+
 #[test]
 fn fence_needs_read_and_write_access_to_the_token_key() {
     let server = Server::start();
