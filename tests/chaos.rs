@@ -316,20 +316,29 @@ impl Client<'_> {
         patience: Option<Duration>,
     ) -> (Duration, Duration, Outcome) {
         let shared = self.shared;
-        let send = shared.now();
-        let result = match self.conn() {
-            Some(con) => match patience {
-                Some(t) if con.set_read_timeout(Some(t)).is_err() => Outcome::Unknown,
-                Some(_) => {
-                    let result = call(con, args);
-                    if con.set_read_timeout(Some(PATIENCE)).is_err() {
-                        self.con = None;
+        // The send time is taken once connected: a client that has to
+        // reconnect first (after giving up mid-wait, a kill, a restart)
+        // sends its request only after the connection and CLIENT ID are
+        // done, which takes tens of ms while the server is busy. Counted
+        // from before, a later caller on an open connection seemed to
+        // overtake it (seen as FIFO violations in 300 s runs).
+        let (send, result) = match self.conn() {
+            Some(con) => {
+                let send = shared.now();
+                let result = match patience {
+                    Some(t) if con.set_read_timeout(Some(t)).is_err() => Outcome::Unknown,
+                    Some(_) => {
+                        let result = call(con, args);
+                        if con.set_read_timeout(Some(PATIENCE)).is_err() {
+                            self.con = None;
+                        }
+                        result
                     }
-                    result
-                }
-                None => call(con, args),
-            },
-            None => Outcome::Unknown,
+                    None => call(con, args),
+                };
+                (send, result)
+            }
+            None => (shared.now(), Outcome::Unknown),
         };
         let recv = shared.now();
         match &result {
