@@ -18,9 +18,11 @@
 //! request, a lower bound of its lease deadline, and a revocation
 //! (FORCERELEASE, FLUSHALL) sent while it was held. The lease deadline is
 //! at least `send + lease` (the server starts the lease after the request
-//! was sent) and, for a grant after waiting, at least `reply - MARGIN +
-//! lease`: the grant is written in the event-loop turn that sends its
-//! reply, and MARGIN is the stated bound on that reply's delivery time.
+//! was sent). A grant after waiting started its lease later, when it was
+//! written; that moment is not taken from the reply's arrival (a reply can
+//! be delayed: an AOF fsync, a fork, a busy machine), but asked of the
+//! server right after the reply: whether the hold is still the owner's and
+//! its time left, which puts the deadline at least at `ask + time left`.
 //!
 //! Clients take exclusive locks (LOCK.ACQUIRE, with re-entry and renewal),
 //! read and write holds of read-write locks (LOCK.RACQUIRE / WACQUIRE:
@@ -541,16 +543,79 @@ impl Client<'_> {
             self.anomaly(format!("{args:?} granted with hold count {reply}"));
         }
         let lease_ms = lease.unwrap_or(min_default);
+        let name = self.shared.keys[key].clone();
+        let owner = self.owner();
+        let end = if block.is_none() {
+            send + Duration::from_millis(lease_ms)
+        } else if command == "LOCK.WACQUIRE" {
+            // A waiting writer held nothing before: the hash's time left is
+            // its write hold's.
+            self.lease_end_asked(send, lease_ms, &[(&name, &format!("{owner}:write"), &name)])
+                .unwrap_or(recv)
+        } else if read {
+            // A waiting reader held nothing before: its hold is the first.
+            let lease_key = format!("{{{name}}}:{owner}:rwlock_timeout:1");
+            self.lease_end_asked(send, lease_ms, &[(&name, &owner, &lease_key)])
+                .unwrap_or(recv)
+        } else {
+            self.lease_end_asked(send, lease_ms, &[(&name, &owner, &name)])
+                .unwrap_or(recv)
+        };
         let hold = Hold {
             key,
             owner: self.owner_no(),
             start: recv,
-            end: Self::lease_bound(send, recv, lease_ms, block.is_some()),
+            end,
             token: fence.then_some(reply),
             sent: send,
             read,
         };
         Some((hold, lease_ms))
+    }
+
+    /// The earliest the lease of a hold just granted after a wait can end.
+    /// The server is asked, in one MULTI, whether each `(hash, field, key
+    /// with the hold's TTL)` is still the owner's and how long its lease has
+    /// left: a deadline is at least the moment the question was sent plus
+    /// that time left (the server answered later), less a millisecond of
+    /// rounding; and at least `send + lease`. `None` (the hold counts as
+    /// empty): one is not the owner's any more (revoked, or over already),
+    /// or no answer came.
+    fn lease_end_asked(
+        &mut self,
+        send: Duration,
+        lease_ms: u64,
+        holds: &[(&str, &str, &str)],
+    ) -> Option<Duration> {
+        let shared = self.shared;
+        let con = self.con.as_mut()?;
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        for (hash, field, ttl_key) in holds {
+            pipe.cmd("HEXISTS").arg(*hash).arg(*field);
+            pipe.cmd("PTTL").arg(*ttl_key);
+        }
+        let ask = shared.now();
+        let answers: Vec<i64> = match pipe.query(con) {
+            Ok(answers) => answers,
+            Err(_) => {
+                self.con = None;
+                return None;
+            }
+        };
+        // Several holds (a multi-lock's) are recorded with one end: the
+        // earliest of theirs.
+        let mut earliest: Option<Duration> = None;
+        for pair in answers.chunks(2) {
+            let [1, left] = *pair else {
+                return None;
+            };
+            let left = u64::try_from(left).ok()?;
+            let asked =
+                (ask + Duration::from_millis(left)).saturating_sub(Duration::from_millis(1));
+            earliest = Some(earliest.map_or(asked, |e| e.min(asked)));
+        }
+        Some(earliest?.max(send + Duration::from_millis(lease_ms)))
     }
 
     /// Sometimes renews the lease of every hold the owner has on `name`.
@@ -590,16 +655,6 @@ impl Client<'_> {
                 granted,
             });
         }
-    }
-
-    /// The earliest a hold granted to a request sent at `send` and
-    /// answered at `recv` can have ended by its lease.
-    fn lease_bound(send: Duration, recv: Duration, lease_ms: u64, blocked: bool) -> Duration {
-        let mut bound = send + Duration::from_millis(lease_ms);
-        if blocked {
-            bound = bound.max((recv + Duration::from_millis(lease_ms)).saturating_sub(MARGIN));
-        }
-        bound
     }
 
     /// A read or write hold of a read-write lock: acquire, sometimes take
@@ -756,7 +811,16 @@ impl Client<'_> {
             self.anomaly(format!("{args:?} granted with hold counts {replies:?}"));
         }
         let lease_ms = lease.unwrap_or(min_default);
-        let bound = Self::lease_bound(send, recv, lease_ms, block.is_some());
+        let owner = self.owner();
+        let bound = if block.is_some() {
+            let holds: Vec<(&str, &str, &str)> = names
+                .iter()
+                .map(|name| (name.as_str(), owner.as_str(), name.as_str()))
+                .collect();
+            self.lease_end_asked(send, lease_ms, &holds).unwrap_or(recv)
+        } else {
+            send + Duration::from_millis(lease_ms)
+        };
         thread::sleep(Duration::from_millis(self.rng.below(lease_ms / 3)));
         let mut end = bound;
         if self.rng.one_in(10) {
