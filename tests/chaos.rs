@@ -46,9 +46,6 @@ use std::time::{Duration, Instant};
 
 use redis::{Connection, Value};
 
-/// Bound on the delivery time of a grant's reply (client-side clock
-/// margin of the checker).
-const MARGIN: Duration = Duration::from_millis(25);
 /// `lock.default-lease-ms` values the fault thread switches between; the
 /// smallest bounds a hold taken without PX.
 const DEFAULT_LEASES: [u64; 3] = [200, 300, 400];
@@ -125,10 +122,29 @@ struct Hold {
     /// No later than this the owner stopped relying on the lock.
     end: Duration,
     token: Option<i64>,
-    /// The acquire's send time (for token epochs).
-    sent: Duration,
+    /// The server wrote the grant between these two times (see [`Granted`]).
+    granted: (Duration, Duration),
+    /// The hold was seen to be the owner's at this time, after its reply.
+    confirmed: Option<Duration>,
     /// A read hold of a read-write lock: it may overlap other read holds.
     read: bool,
+}
+
+/// A grant as the client can place it in time. The server wrote it between
+/// the request's send and its reply's arrival, and the server's answer to a
+/// question asked right after the reply can narrow that: the hold's time
+/// left (PTTL) puts its lease end at least at the moment of asking plus
+/// that, and, for a lease of known length, the grant at that end minus the
+/// lease (give or take the server clock's millisecond). No bound here
+/// depends on how long a reply took to arrive.
+#[derive(Debug, Clone, Copy)]
+struct Granted {
+    at: (Duration, Duration),
+    /// The lease ends no earlier than this.
+    lease_end: Duration,
+    /// When the hold was seen to be the owner's; `None`: not asked, or not
+    /// the owner's any more (the hold then counts as empty).
+    confirmed: Option<Duration>,
 }
 
 /// What a LOCK.RENEW did to the owner's holds' lease bounds.
@@ -170,8 +186,13 @@ impl Renewal {
 struct Wait {
     key: usize,
     client: usize,
+    /// When the request started to be written, and when it was written
+    /// (in the server's socket: the server reads requests in that order).
     send: Duration,
-    recv: Duration,
+    sent: Duration,
+    /// The server ended the wait between these times: a grant when it was
+    /// written, a BLOCK timeout no earlier than `send + BLOCK`.
+    ended: (Duration, Duration),
     granted: bool,
 }
 
@@ -266,12 +287,23 @@ fn connect(server_addr: &str) -> Option<Connection> {
     Some(con)
 }
 
-fn call(con: &mut Connection, args: &[String]) -> Outcome {
+/// Sends a command and reads its reply: the time it was written (in the
+/// server's socket) and what came back.
+fn call(con: &mut Connection, args: &[String], shared: &Shared) -> (Duration, Outcome) {
     let mut cmd = redis::cmd(&args[0]);
     for a in &args[1..] {
         cmd.arg(a.as_str());
     }
-    outcome(cmd.query(con))
+    let written = con.send_packed_command(&cmd.get_packed_command());
+    let sent = shared.now();
+    if written.is_err() {
+        return (sent, Outcome::Unknown);
+    }
+    let reply = match con.recv_response() {
+        Ok(Value::ServerError(e)) => Err(e.into()),
+        other => other,
+    };
+    (sent, outcome(reply))
 }
 
 struct Client<'s> {
@@ -282,6 +314,8 @@ struct Client<'s> {
     generation: usize,
     seed: u64,
     con: Option<Connection>,
+    /// When the last request was written.
+    last_sent: Duration,
     rng: Rng,
     shared: &'s Shared,
 }
@@ -328,17 +362,18 @@ impl Client<'_> {
             Some(con) => {
                 let send = shared.now();
                 let result = match patience {
-                    Some(t) if con.set_read_timeout(Some(t)).is_err() => Outcome::Unknown,
+                    Some(t) if con.set_read_timeout(Some(t)).is_err() => (send, Outcome::Unknown),
                     Some(_) => {
-                        let result = call(con, args);
+                        let result = call(con, args, shared);
                         if con.set_read_timeout(Some(PATIENCE)).is_err() {
                             self.con = None;
                         }
                         result
                     }
-                    None => call(con, args),
+                    None => call(con, args, shared),
                 };
-                (send, result)
+                self.last_sent = result.0;
+                (send, result.1)
             }
             None => (shared.now(), Outcome::Unknown),
         };
@@ -430,7 +465,8 @@ impl Client<'_> {
                             h.holds.push(hold.clone());
                         }
                         hold.start = r;
-                        hold.sent = s;
+                        hold.granted = (s, r);
+                        hold.confirmed = None;
                         hold.token = None;
                         bound = s + Duration::from_millis(again);
                     }
@@ -527,12 +563,17 @@ impl Client<'_> {
         ];
         args.extend(options);
         let (send, recv, got) = self.op_or_give_up(&args, patience);
-        if block.is_some() && matches!(got, Outcome::Int(_) | Outcome::Nil) {
-            self.record_wait(key, send, recv, matches!(got, Outcome::Int(_)));
-        }
+        let sent = self.last_sent;
         let reply = match got {
             Outcome::Int(n) => n,
-            Outcome::Nil | Outcome::Unknown => return None,
+            Outcome::Nil => {
+                if let Some(ms) = block {
+                    let ended = (send + Duration::from_millis(ms), recv);
+                    self.record_wait(key, (send, sent), ended, false);
+                }
+                return None;
+            }
+            Outcome::Unknown => return None,
             Outcome::Error(e) if refused(&e) => return None,
             other => {
                 self.anomaly(format!("{args:?} answered {other:?}"));
@@ -545,50 +586,74 @@ impl Client<'_> {
         let lease_ms = lease.unwrap_or(min_default);
         let name = self.shared.keys[key].clone();
         let owner = self.owner();
-        let end = if block.is_none() {
-            send + Duration::from_millis(lease_ms)
-        } else if command == "LOCK.WACQUIRE" {
-            // A waiting writer held nothing before: the hash's time left is
-            // its write hold's.
-            self.lease_end_asked(send, lease_ms, &[(&name, &format!("{owner}:write"), &name)])
-                .unwrap_or(recv)
+        // The key whose TTL is this hold's lease: a waiting writer held
+        // nothing before, so the hash's time left is its write hold's; a
+        // reader's first hold has its own lease key.
+        let (field, ttl_key) = if command == "LOCK.WACQUIRE" {
+            (format!("{owner}:write"), name.clone())
         } else if read {
-            // A waiting reader held nothing before: its hold is the first.
-            let lease_key = format!("{{{name}}}:{owner}:rwlock_timeout:1");
-            self.lease_end_asked(send, lease_ms, &[(&name, &owner, &lease_key)])
-                .unwrap_or(recv)
+            (
+                owner.clone(),
+                format!("{{{name}}}:{owner}:rwlock_timeout:1"),
+            )
         } else {
-            self.lease_end_asked(send, lease_ms, &[(&name, &owner, &name)])
-                .unwrap_or(recv)
+            (owner.clone(), name.clone())
         };
-        let hold = Hold {
+        let granted = self.ask_grant(send, recv, lease, lease_ms, &[(&name, &field, &ttl_key)]);
+        if block.is_some() {
+            self.record_wait(key, (send, sent), granted.at, true);
+        }
+        Some((
+            self.hold(key, recv, &granted, fence.then_some(reply), read),
+            lease_ms,
+        ))
+    }
+
+    fn hold(
+        &self,
+        key: usize,
+        recv: Duration,
+        g: &Granted,
+        token: Option<i64>,
+        read: bool,
+    ) -> Hold {
+        Hold {
             key,
             owner: self.owner_no(),
             start: recv,
-            end,
-            token: fence.then_some(reply),
-            sent: send,
+            end: g.lease_end,
+            token,
+            granted: g.at,
+            confirmed: g.confirmed,
             read,
-        };
-        Some((hold, lease_ms))
+        }
     }
 
-    /// The earliest the lease of a hold just granted after a wait can end.
-    /// The server is asked, in one MULTI, whether each `(hash, field, key
-    /// with the hold's TTL)` is still the owner's and how long its lease has
-    /// left: a deadline is at least the moment the question was sent plus
-    /// that time left (the server answered later), less a millisecond of
-    /// rounding; and at least `send + lease`. `None` (the hold counts as
-    /// empty): one is not the owner's any more (revoked, or over already),
-    /// or no answer came.
-    fn lease_end_asked(
+    /// Places a grant in time (see [`Granted`]): the request was sent at
+    /// `send` and answered at `recv`. Right after the reply the server is
+    /// asked, in one MULTI, whether each `(hash, field, key whose TTL is the
+    /// hold's lease)` is still the owner's and its time left. `lease`: the
+    /// PX asked for, if any (the default lease may change during the run);
+    /// `lease_floor_ms` the least it can be.
+    fn ask_grant(
         &mut self,
         send: Duration,
-        lease_ms: u64,
+        recv: Duration,
+        lease: Option<u64>,
+        lease_floor_ms: u64,
         holds: &[(&str, &str, &str)],
-    ) -> Option<Duration> {
+    ) -> Granted {
+        let ms = Duration::from_millis;
+        let unconfirmed = Granted {
+            at: (send, recv),
+            // Nothing proves it lived past its reply: it counts as empty.
+            lease_end: recv,
+            confirmed: None,
+        };
         let shared = self.shared;
-        let con = self.con.as_mut()?;
+        let Some(con) = self.con.as_mut() else {
+            return unconfirmed;
+        };
         let mut pipe = redis::pipe();
         pipe.atomic();
         for (hash, field, ttl_key) in holds {
@@ -600,22 +665,44 @@ impl Client<'_> {
             Ok(answers) => answers,
             Err(_) => {
                 self.con = None;
-                return None;
+                return unconfirmed;
             }
         };
-        // Several holds (a multi-lock's) are recorded with one end: the
-        // earliest of theirs.
-        let mut earliest: Option<Duration> = None;
+        let answered = shared.now();
+        let mut left: Vec<u64> = Vec::new();
         for pair in answers.chunks(2) {
-            let [1, left] = *pair else {
-                return None;
-            };
-            let left = u64::try_from(left).ok()?;
-            let asked =
-                (ask + Duration::from_millis(left)).saturating_sub(Duration::from_millis(1));
-            earliest = Some(earliest.map_or(asked, |e| e.min(asked)));
+            match *pair {
+                [1, ttl] if ttl >= 0 => left.push(ttl as u64),
+                _ => return unconfirmed,
+            }
         }
-        Some(earliest?.max(send + Duration::from_millis(lease_ms)))
+        let (Some(&least), Some(&most)) = (left.iter().min(), left.iter().max()) else {
+            return unconfirmed;
+        };
+        // The server read its clock (in whole ms) between `ask` and
+        // `answered`, and set each deadline at the grant's clock + lease.
+        let lease_end = (ask + ms(least))
+            .saturating_sub(ms(1))
+            .max(send + ms(lease_floor_ms));
+        let at = match lease {
+            Some(l) => {
+                let lo = (ask + ms(least)).saturating_sub(ms(l + 1)).max(send);
+                let hi = (answered + ms(most) + ms(1))
+                    .saturating_sub(ms(l))
+                    .min(recv);
+                if lo <= hi {
+                    (lo, hi)
+                } else {
+                    (send, recv)
+                }
+            }
+            None => (send, recv),
+        };
+        Granted {
+            at,
+            lease_end,
+            confirmed: Some(ask),
+        }
     }
 
     /// Sometimes renews the lease of every hold the owner has on `name`.
@@ -645,13 +732,20 @@ impl Client<'_> {
         }
     }
 
-    fn record_wait(&self, key: usize, send: Duration, recv: Duration, granted: bool) {
+    fn record_wait(
+        &self,
+        key: usize,
+        (send, sent): (Duration, Duration),
+        ended: (Duration, Duration),
+        granted: bool,
+    ) {
         if let Ok(mut h) = self.shared.history.lock() {
             h.waits.push(Wait {
                 key,
                 client: self.id,
                 send,
-                recv,
+                sent,
+                ended,
                 granted,
             });
         }
@@ -772,15 +866,28 @@ impl Client<'_> {
                 h.upgrades += 1;
             }
         }
-        Some(Hold {
-            key,
-            owner: self.owner_no(),
-            start: recv,
-            end: send + Duration::from_millis(lease),
-            token: fence.then_some(reply),
-            sent: send,
-            read: write,
-        })
+        let granted = if write {
+            // A writer's first read hold has its own lease key.
+            let name = self.shared.keys[key].clone();
+            let owner = self.owner();
+            let lease_key = format!("{{{name}}}:{owner}:rwlock_timeout:1");
+            self.ask_grant(
+                send,
+                recv,
+                Some(lease),
+                lease,
+                &[(&name, &owner, &lease_key)],
+            )
+        } else {
+            // An upgrade: the hash's time left may be the reader's own read
+            // holds', not the write hold's. Only send and reply place it.
+            Granted {
+                at: (send, recv),
+                lease_end: send + Duration::from_millis(lease),
+                confirmed: None,
+            }
+        };
+        Some(self.hold(key, recv, &granted, fence.then_some(reply), write))
     }
 
     /// Two exclusive locks taken together with LOCK.MACQUIRE (in either
@@ -796,9 +903,11 @@ impl Client<'_> {
         args.push(self.owner());
         args.extend(options);
         let (send, recv, got) = self.op_or_give_up(&args, patience);
-        if block.is_some() && matches!(got, Outcome::Ints(_) | Outcome::Nil) {
+        let sent = self.last_sent;
+        if let (Some(ms), Outcome::Nil) = (block, &got) {
             for key in keys {
-                self.record_wait(key, send, recv, matches!(got, Outcome::Ints(_)));
+                let ended = (send + Duration::from_millis(ms), recv);
+                self.record_wait(key, (send, sent), ended, false);
             }
         }
         let replies = match got {
@@ -812,17 +921,18 @@ impl Client<'_> {
         }
         let lease_ms = lease.unwrap_or(min_default);
         let owner = self.owner();
-        let bound = if block.is_some() {
-            let holds: Vec<(&str, &str, &str)> = names
-                .iter()
-                .map(|name| (name.as_str(), owner.as_str(), name.as_str()))
-                .collect();
-            self.lease_end_asked(send, lease_ms, &holds).unwrap_or(recv)
-        } else {
-            send + Duration::from_millis(lease_ms)
-        };
+        let holds: Vec<(&str, &str, &str)> = names
+            .iter()
+            .map(|name| (name.as_str(), owner.as_str(), name.as_str()))
+            .collect();
+        let granted = self.ask_grant(send, recv, lease, lease_ms, &holds);
+        if block.is_some() {
+            for key in keys {
+                self.record_wait(key, (send, sent), granted.at, true);
+            }
+        }
         thread::sleep(Duration::from_millis(self.rng.below(lease_ms / 3)));
-        let mut end = bound;
+        let mut end = granted.lease_end;
         if self.rng.one_in(10) {
             self.generation += 1;
         } else {
@@ -849,7 +959,8 @@ impl Client<'_> {
                     start: recv,
                     end,
                     token: fence.then_some(replies[i]),
-                    sent: send,
+                    granted: granted.at,
+                    confirmed: granted.confirmed,
                     read: false,
                 });
             }
@@ -1039,10 +1150,12 @@ fn inject_faults(shared: &Shared, servers: &Mutex<Pair>, seed: u64, run: Duratio
 }
 
 /// Cuts every hold at the revocations that may have ended it: a
-/// force-release of its key that removed a lock, or a FLUSHALL. A hold
-/// whose grant reply arrived while the revocation was in flight (or within
-/// MARGIN after its reply: both are written in the same event-loop turn)
-/// may have been granted before it: it is counted as empty.
+/// force-release of its key that removed a lock, or a FLUSHALL, run by the
+/// server between its send and its reply. A hold granted before the
+/// revocation was sent ends when it was sent. A hold granted after its
+/// reply, or seen to be its owner's after its reply (a revocation would
+/// have removed it), is untouched. Any other was granted while the
+/// revocation was in flight, perhaps before it: it counts as empty.
 fn apply_revocations(holds: &mut [Hold], faults: &[Fault]) {
     for f in faults {
         let revokes = |h: &Hold| match f.kind {
@@ -1051,9 +1164,11 @@ fn apply_revocations(holds: &mut [Hold], faults: &[Fault]) {
             _ => false,
         };
         for h in holds.iter_mut().filter(|h| revokes(h)) {
-            if h.start < f.send {
+            if h.granted.1 < f.send {
                 h.end = h.end.min(f.send);
-            } else if h.start < f.recv + MARGIN {
+            } else if h.granted.0 > f.recv || h.confirmed.is_some_and(|at| at > f.recv) {
+                // Granted after the revocation ran.
+            } else {
                 h.end = h.end.min(h.start);
             }
         }
@@ -1092,8 +1207,10 @@ fn check_mutual_exclusion(holds: &[Hold], keys: usize) -> Vec<String> {
 }
 
 /// Tokens strictly increase in grant order, within each FLUSHALL epoch
-/// (FLUSHALL deletes the counters). Grants whose order is uncertain (reply
-/// times within MARGIN) or that raced a FLUSHALL are not compared.
+/// (FLUSHALL deletes the counters). Two grants are in order when one was
+/// written before the other could have been (their [`Granted`] times do not
+/// overlap); grants whose order is uncertain, or that may have been
+/// written while a FLUSHALL ran, are not compared.
 fn check_tokens(holds: &[Hold], faults: &[Fault], keys: usize) -> Vec<String> {
     let flushes: Vec<&Fault> = faults
         .iter()
@@ -1102,10 +1219,10 @@ fn check_tokens(holds: &[Hold], faults: &[Fault], keys: usize) -> Vec<String> {
     let epoch_of = |h: &Hold| -> Option<usize> {
         let mut epoch = 0;
         for (i, f) in flushes.iter().enumerate() {
-            if h.start >= f.send && h.sent <= f.recv {
+            if h.granted.1 >= f.send && h.granted.0 <= f.recv {
                 return None;
             }
-            if h.sent > f.recv {
+            if h.granted.0 > f.recv {
                 epoch = i + 1;
             }
         }
@@ -1120,13 +1237,13 @@ fn check_tokens(holds: &[Hold], faults: &[Fault], keys: usize) -> Vec<String> {
             }
         }
         for (_, mut grants) in by_epoch {
-            grants.sort_by_key(|h| h.start);
+            grants.sort_by_key(|h| h.granted.0);
             for (i, b) in grants.iter().enumerate() {
                 for a in &grants[..i] {
-                    if a.start + MARGIN < b.start && a.token >= b.token {
+                    if a.granted.1 < b.granted.0 && a.token >= b.token {
                         violations.push(format!(
-                            "key {key}: token {:?} at {:?} after token {:?} at {:?}",
-                            b.token, b.start, a.token, a.start
+                            "key {key}: token {:?} granted in {:?} after token {:?} granted in {:?}",
+                            b.token, b.granted, a.token, a.granted
                         ));
                     }
                 }
@@ -1136,12 +1253,51 @@ fn check_tokens(holds: &[Hold], faults: &[Fault], keys: usize) -> Vec<String> {
     violations
 }
 
-/// No blocked waiter A is overtaken by a caller B that queued after it:
-/// B sent well after A, and was granted well before A stopped waiting.
-/// Pairs around a DEBUG RELOAD or a pause are skipped: while the server
-/// is stalled, requests that arrive are read in socket order, not in the
-/// order they were sent.
-fn check_fifo(waits: &[Wait], faults: &[Fault]) -> Vec<String> {
+/// The earliest reply to any request sent after each moment: requests as
+/// (send, reply) times, answered by [`Witnesses::reply_after`].
+struct Witnesses {
+    /// Send times in order, and the earliest reply among those sent at or
+    /// after each.
+    sends: Vec<Duration>,
+    earliest_reply: Vec<Duration>,
+}
+
+impl Witnesses {
+    fn new(mut requests: Vec<(Duration, Duration)>) -> Self {
+        requests.sort();
+        let mut earliest_reply = vec![Duration::MAX; requests.len()];
+        let mut earliest = Duration::MAX;
+        for (i, (_, recv)) in requests.iter().enumerate().rev() {
+            earliest = earliest.min(*recv);
+            earliest_reply[i] = earliest;
+        }
+        Self {
+            sends: requests.into_iter().map(|(send, _)| send).collect(),
+            earliest_reply,
+        }
+    }
+
+    /// The earliest reply to a request sent after `t`.
+    fn reply_after(&self, t: Duration) -> Duration {
+        let i = self.sends.partition_point(|&s| s <= t);
+        self.earliest_reply.get(i).copied().unwrap_or(Duration::MAX)
+    }
+}
+
+/// No blocked waiter A is overtaken by a caller B that queued after it, and
+/// B's grant was written before A's wait ended (see [`Wait::ended`]).
+///
+/// "Queued after it" needs care: the server runs the requests that arrive
+/// during one turn of its event loop in the order it finds their sockets
+/// ready, which is not always the order they arrived. What orders them is
+/// a turn in between: if some request C was sent after A's request was in
+/// the server's socket and C's reply came back before B was sent, then A
+/// ran in C's turn or before, and B in a later one. Any request of any
+/// client can be that witness. Pairs around a DEBUG RELOAD, a pause, a
+/// restart or a promotion are skipped: requests held back then are let in
+/// in no set order.
+fn check_fifo(waits: &[Wait], requests: &[(Duration, Duration)], faults: &[Fault]) -> Vec<String> {
+    let witnesses = Witnesses::new(requests.to_vec());
     let stalls: Vec<(Duration, Duration)> = faults
         .iter()
         .filter(|f| {
@@ -1157,21 +1313,20 @@ fn check_fifo(waits: &[Wait], faults: &[Fault]) -> Vec<String> {
         .collect();
     let mut violations = Vec::new();
     for a in waits {
+        let a_ran_by = witnesses.reply_after(a.sent);
         for b in waits.iter().filter(|b| {
             b.granted
                 && b.key == a.key
                 && b.client != a.client
-                && b.send > a.send + MARGIN
-                && b.recv + MARGIN < a.recv
+                && a_ran_by < b.send
+                && b.ended.1 < a.ended.0
         }) {
-            let from = a.send.saturating_sub(MARGIN);
-            let to = b.send + MARGIN;
-            if stalls.iter().any(|&(s, e)| s < to && from < e) {
+            if stalls.iter().any(|&(s, e)| s < b.send && a.send < e) {
                 continue;
             }
             violations.push(format!(
-                "key {}: client {} (sent {:?}) granted at {:?} while client {} (sent {:?}) waited until {:?}",
-                a.key, b.client, b.send, b.recv, a.client, a.send, a.recv
+                "key {}: client {} (sent {:?}) granted in {:?} while client {} (sent by {:?}, run by {:?}) waited until {:?}",
+                a.key, b.client, b.send, b.ended, a.client, a.sent, a_ran_by, a.ended
             ));
         }
     }
@@ -1229,6 +1384,7 @@ fn history_under_faults_keeps_every_guarantee() {
                     generation: 0,
                     seed,
                     con: None,
+                    last_sent: Duration::ZERO,
                     rng: Rng(seed ^ (id as u64 + 1).wrapping_mul(0xA24B_AED4_963E_E407)),
                     shared,
                 }
@@ -1273,7 +1429,13 @@ fn history_under_faults_keeps_every_guarantee() {
         &history.faults,
         keys + rw_keys,
     ));
-    violations.extend(check_fifo(&history.waits, &history.faults));
+    let requests: Vec<(Duration, Duration)> = history
+        .ops
+        .iter()
+        .map(|o| (o.send, o.recv))
+        .chain(history.faults.iter().map(|f| (f.send, f.recv)))
+        .collect();
+    violations.extend(check_fifo(&history.waits, &requests, &history.faults));
 
     // The replica and an AOF reload end with the master's data, compared
     // once every lease has ended and the master has deleted its key (see
@@ -1370,13 +1532,15 @@ fn history_under_faults_keeps_every_guarantee() {
 #[test]
 fn checker_finds_overlaps_reordered_tokens_and_overtaking() {
     let ms = Duration::from_millis;
+    // Granted in the millisecond before its reply.
     let hold = |owner, start, end, token| Hold {
         key: 0,
         owner,
         start: ms(start),
         end: ms(end),
         token,
-        sent: ms(start).saturating_sub(ms(1)),
+        granted: (ms(start).saturating_sub(ms(1)), ms(start)),
+        confirmed: None,
         read: false,
     };
     let fine = [hold(1, 0, 100, Some(1)), hold(2, 100, 200, Some(2))];
@@ -1400,6 +1564,16 @@ fn checker_finds_overlaps_reordered_tokens_and_overtaking() {
     assert_eq!(check_mutual_exclusion(&writer_among_readers, 1).len(), 1);
     let backwards = [hold(1, 0, 100, Some(5)), hold(2, 100, 200, Some(5))];
     assert_eq!(check_tokens(&backwards, &[], 1).len(), 1);
+    // Tokens are compared by when grants were written, not when their
+    // replies arrived: a reply that arrived late is not out of order.
+    let late_reply = [
+        Hold {
+            granted: (ms(0), ms(150)),
+            ..hold(1, 150, 300, Some(6))
+        },
+        hold(2, 100, 200, Some(7)),
+    ];
+    assert!(check_tokens(&late_reply, &[], 1).is_empty());
 
     // A force-release during the first hold ends it: no overlap.
     let mut revoked = [hold(1, 0, 300, None), hold(2, 100, 200, None)];
@@ -1412,6 +1586,25 @@ fn checker_finds_overlaps_reordered_tokens_and_overtaking() {
     };
     apply_revocations(&mut revoked, std::slice::from_ref(&force));
     assert!(check_mutual_exclusion(&revoked, 1).is_empty());
+    // A hold granted while the force-release was in flight may have been
+    // revoked at once: it counts as empty; unless it was seen to be its
+    // owner's after the force-release's reply.
+    let in_flight = || Hold {
+        granted: (ms(92), ms(96)),
+        ..hold(2, 96, 300, None)
+    };
+    let mut maybe_revoked = [in_flight(), hold(3, 150, 250, None)];
+    apply_revocations(&mut maybe_revoked, std::slice::from_ref(&force));
+    assert!(check_mutual_exclusion(&maybe_revoked, 1).is_empty());
+    let mut confirmed = [
+        Hold {
+            confirmed: Some(ms(97)),
+            ..in_flight()
+        },
+        hold(3, 150, 250, None),
+    ];
+    apply_revocations(&mut confirmed, std::slice::from_ref(&force));
+    assert_eq!(check_mutual_exclusion(&confirmed, 1).len(), 1);
     // FLUSHALL restarts the tokens.
     let flush = Fault {
         kind: FaultKind::FlushAll,
@@ -1420,17 +1613,45 @@ fn checker_finds_overlaps_reordered_tokens_and_overtaking() {
     let restarted = [hold(1, 0, 80, Some(7)), hold(2, 100, 200, Some(1))];
     assert!(check_tokens(&restarted, std::slice::from_ref(&flush), 1).is_empty());
 
+    // Written a millisecond after its send; its wait ended in the
+    // millisecond before its reply.
     let wait = |client, send, recv, granted| Wait {
         key: 0,
         client,
         send: ms(send),
-        recv: ms(recv),
+        sent: ms(send + 1),
+        ended: (ms(recv - 1), ms(recv)),
         granted,
     };
+    // Some request sent after A was written and answered before B was
+    // sent: the server ran A first.
+    let between = [(ms(10), ms(20))];
     let overtaken = [wait(1, 0, 500, true), wait(2, 100, 200, true)];
-    assert_eq!(check_fifo(&overtaken, &[]).len(), 1);
+    assert_eq!(check_fifo(&overtaken, &between, &[]).len(), 1);
+    // Without one, the server may have found B's request first.
+    assert!(check_fifo(&overtaken, &[(ms(10), ms(120))], &[]).is_empty());
     let in_order = [wait(1, 0, 150, true), wait(2, 100, 200, true)];
-    assert!(check_fifo(&in_order, &[]).is_empty());
+    assert!(check_fifo(&in_order, &between, &[]).is_empty());
+    // A request whose writing ended after the other's began (a slow
+    // client) may have reached the server second: not an overtaking.
+    let slow_writer = [
+        Wait {
+            sent: ms(120),
+            ..wait(1, 0, 500, true)
+        },
+        wait(2, 100, 200, true),
+    ];
+    assert!(check_fifo(&slow_writer, &between, &[]).is_empty());
+    // A waiter whose BLOCK time was over before the other's grant was
+    // written was not overtaken, however late its nil arrived.
+    let timed_out = [
+        Wait {
+            ended: (ms(150), ms(500)),
+            ..wait(1, 0, 500, false)
+        },
+        wait(2, 100, 200, true),
+    ];
+    assert!(check_fifo(&timed_out, &between, &[]).is_empty());
 }
 
 /// The end-of-run data checks catch a replica or an AOF that differs from
