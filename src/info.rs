@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use crate::rules::lock::Tally;
+use crate::rules::transition::Tally;
 
 pub struct Stats {
     pub acquired: AtomicU64,

@@ -18,9 +18,10 @@ use crate::rules::keys::{
     key_slot, read_lease_key, token_key, token_key_in_slot, write_notify_channel,
     write_rw_notify_channel,
 };
-use crate::rules::lock::{LockState, Write};
-use crate::rules::rwlock::{RwHolds, MODE_FIELD};
-use crate::rules::server::myself_serves_slot;
+use crate::rules::read_write::{ReadWriteHolds, MODE_FIELD};
+use crate::rules::server_text::myself_serves_slot;
+use crate::rules::state::LockState;
+use crate::rules::transition::Change;
 
 /// Set while this module fires keyspace notifications for its own writes, so
 /// its own listener can tell them from outside changes.
@@ -124,7 +125,7 @@ impl<'c> LockKey<'c> {
 
     /// Applies `writes` in order and replicates each one. The caller's
     /// execution unit wraps them in one MULTI/EXEC.
-    pub fn apply(&self, ctx: &Context, writes: &[Write]) {
+    pub fn apply(&self, ctx: &Context, writes: &[Change]) {
         let native = self.replication == Replication::Native;
         let mut modified = false;
         // See replication::note_load: a key a reload dropped silently may
@@ -139,7 +140,7 @@ impl<'c> LockKey<'c> {
         };
         for write in writes {
             match write {
-                Write::SetMode(kind) => {
+                Change::SetMode(kind) => {
                     clear_downstream();
                     self.key.hash_set_bytes(ctx, MODE_FIELD, kind.mode());
                     if native {
@@ -148,42 +149,42 @@ impl<'c> LockKey<'c> {
                     notify_own(ctx, ffi::NOTIFY_HASH, c"hset", self.name);
                     modified = true;
                 }
-                Write::SetReadLease { owner, hold, at } => {
+                Change::SetReadLease { owner, hold, at } => {
                     set_read_lease(ctx, self.name.as_slice(), owner, *hold, *at, native);
                 }
-                Write::DropReadLease { owner, hold } => {
+                Change::DropReadLease { owner, hold } => {
                     if !drop_read_lease(ctx, self.name.as_slice(), owner, *hold, native) {
                         continue;
                     }
                 }
-                Write::NotifyReadWrite(message) => {
+                Change::NotifyReadWrite(message) => {
                     publish(ctx, self.name.as_slice(), message, native, true);
                     continue;
                 }
-                Write::SetHolds { owner, holds } => {
+                Change::SetHolds { field, holds } => {
                     clear_downstream();
-                    match self.owner.filter(|arg| arg.as_slice() == &owner[..]) {
+                    match self.owner.filter(|arg| arg.as_slice() == &field[..]) {
                         Some(arg) => self.key.hash_set(ctx, arg, *holds),
-                        None => self.key.hash_set(ctx, &ffi::string(ctx, owner), *holds),
+                        None => self.key.hash_set(ctx, &ffi::string(ctx, field), *holds),
                     };
                     if native {
-                        ffi::replicate_hset(ctx, self.name, owner, *holds);
+                        ffi::replicate_hset(ctx, self.name, field, *holds);
                     }
                     notify_own(ctx, ffi::NOTIFY_HASH, c"hset", self.name);
                     modified = true;
                 }
-                Write::RemoveHolder { owner } => {
-                    match self.owner.filter(|arg| arg.as_slice() == &owner[..]) {
+                Change::RemoveField { field } => {
+                    match self.owner.filter(|arg| arg.as_slice() == &field[..]) {
                         Some(arg) => self.key.hash_delete(arg),
-                        None => self.key.hash_delete(&ffi::string(ctx, owner)),
+                        None => self.key.hash_delete(&ffi::string(ctx, field)),
                     };
                     if native {
-                        ffi::replicate_hdel(ctx, self.name, owner);
+                        ffi::replicate_hdel(ctx, self.name, field);
                     }
                     notify_own(ctx, ffi::NOTIFY_HASH, c"hdel", self.name);
                     modified = true;
                 }
-                Write::ExpireAt(at) => {
+                Change::ExpireAt(at) => {
                     self.key.expire_at(*at);
                     if native {
                         ffi::replicate_pexpireat(ctx, self.name, *at);
@@ -191,7 +192,7 @@ impl<'c> LockKey<'c> {
                     notify_own(ctx, ffi::NOTIFY_GENERIC, c"expire", self.name);
                     modified = true;
                 }
-                Write::Delete => {
+                Change::Delete => {
                     self.key.delete();
                     if native {
                         ffi::replicate_key_command(ctx, c"DEL", self.name);
@@ -199,8 +200,8 @@ impl<'c> LockKey<'c> {
                     notify_own(ctx, ffi::NOTIFY_GENERIC, c"del", self.name);
                     modified = true;
                 }
-                Write::IncrToken { to } => incr_token(ctx, self.name.as_slice(), *to, native),
-                Write::Notify => {
+                Change::IncrToken { to } => incr_token(ctx, self.name.as_slice(), *to, native),
+                Change::Notify => {
                     publish(ctx, self.name.as_slice(), b"0", native, false);
                     continue;
                 }
@@ -303,7 +304,7 @@ fn read_state(ctx: &Context, name: &[u8], key: &Key) -> Result<LockState, LockEr
             1 => LockState::from_hash(&key.hash_fields()),
             n => {
                 let fields = key.hash_fields();
-                let Some(mut rw) = RwHolds::from_hash(&fields)? else {
+                let Some(mut rw) = ReadWriteHolds::from_hash(&fields)? else {
                     return Err(LockState::too_many_fields(n));
                 };
                 rw.expires_at = key.expires_at();
@@ -320,10 +321,10 @@ fn read_state(ctx: &Context, name: &[u8], key: &Key) -> Result<LockState, LockEr
 
 /// Each read hold's lease end, from its lease key. A key without a TTL
 /// lasts as long as the hash.
-fn read_leases(ctx: &Context, lock: &[u8], rw: &mut RwHolds) {
+fn read_leases(ctx: &Context, lock: &[u8], rw: &mut ReadWriteHolds) {
     let forever = rw.expires_at.unwrap_or(i64::MAX);
     for reader in &mut rw.readers {
-        let holds = crate::rules::rwlock::lease_keys(reader.holds);
+        let holds = crate::rules::read_write::lease_keys(reader.holds);
         reader.leases = (1..=holds)
             .map(|hold| {
                 let name = ffi::string(ctx, &read_lease_key(lock, &reader.owner, hold));

@@ -6,8 +6,10 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use lock_rules::lock::{LockKind, LockState, Request, Transition};
 use lock_rules::queue::Fifo;
+use lock_rules::request::{LockKind, Request};
+use lock_rules::state::LockState;
+use lock_rules::transition::Transition;
 
 const NOW: i64 = 1_700_000_000_000;
 
@@ -44,7 +46,7 @@ fn acquire(c: &mut Criterion) {
         b.iter(|| {
             let mut t = Transition::<Request>::new(LockState::Free, NOW, None);
             black_box(t.acquire(&mut empty, black_box(&a), true)).ok();
-            black_box(t.writes.len())
+            black_box(t.changes.len())
         })
     });
     let owner = std::str::from_utf8(&a.owner).unwrap_or("a").to_string();
@@ -52,7 +54,7 @@ fn acquire(c: &mut Criterion) {
         b.iter(|| {
             let mut t = Transition::<Request>::new(held(&owner, 1), NOW, None);
             black_box(t.acquire(&mut empty, black_box(&a), true)).ok();
-            black_box(t.writes.len())
+            black_box(t.changes.len())
         })
     });
     let other = req("someone-else:1");
@@ -61,7 +63,7 @@ fn acquire(c: &mut Criterion) {
         b.iter(|| {
             let mut t = Transition::<Request>::new(held(&owner, 1), NOW, None);
             black_box(t.acquire(&mut q, black_box(&other), true)).ok();
-            black_box(t.writes.len())
+            black_box(t.changes.len())
         })
     });
     g.finish();
@@ -77,7 +79,7 @@ fn release(c: &mut Criterion) {
         b.iter(|| {
             let mut t = Transition::<Request>::new(held("a", 1), NOW, None);
             black_box(t.release(&mut empty, black_box(b"a"), None)).ok();
-            black_box(t.writes.len())
+            black_box(t.changes.len())
         })
     });
     for n in [1u64, 10_000] {
@@ -101,7 +103,7 @@ fn release(c: &mut Criterion) {
                 if let Some(w) = woken {
                     owner = w;
                 }
-                black_box(t.writes.len())
+                black_box(t.changes.len())
             })
         });
     }

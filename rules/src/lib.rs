@@ -1,6 +1,13 @@
 //! The lock module's functional core: plain Rust, no FFI, unit-tested without a
 //! server. The module (`liblock.so`) reads keys, asks these rules what to do, and
 //! applies and replicates the answer.
+//!
+//! From the bottom up: `error`, `ids`, `args` (parsing), `keys` (names derived
+//! from a lock's key), `server_text` (what the rules read from server
+//! replies); `request` (what a caller asks for), `read_write` (the read-write
+//! lock's holders and who may take which side), `state` (what a lock key
+//! holds), `queue` (a wait queue), `transition` (the rules proper),
+//! `multilock`, and `registry` (who waits for which lock).
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
@@ -8,8 +15,11 @@ pub mod args;
 pub mod error;
 pub mod ids;
 pub mod keys;
-pub mod lock;
 pub mod multilock;
 pub mod queue;
-pub mod rwlock;
-pub mod server;
+pub mod read_write;
+pub mod registry;
+pub mod request;
+pub mod server_text;
+pub mod state;
+pub mod transition;

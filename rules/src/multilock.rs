@@ -8,11 +8,11 @@
 
 use super::args::parse_i64;
 use super::error::LockError;
-use super::lock::LockState;
+use super::state::LockState;
 
 /// What a multi-lock caller may do with one of its keys now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
+pub enum KeyAccess {
     /// Free, and nobody queued ahead of the caller.
     Free,
     /// Already the caller's: one more hold, whoever waits.
@@ -23,13 +23,17 @@ pub enum Access {
 
 /// Whether `owner` may take `state` now. `first_in_line`: nobody is queued
 /// on the key, or the caller's own entry heads its queue.
-pub fn access(state: &LockState, owner: &[u8], first_in_line: bool) -> Result<Access, LockError> {
+pub fn access(
+    state: &LockState,
+    owner: &[u8],
+    first_in_line: bool,
+) -> Result<KeyAccess, LockError> {
     match state {
         LockState::Shared(_) => Err(LockError::holds_read_write_lock()),
-        LockState::Held { owner: o, .. } if o[..] == *owner => Ok(Access::Reentry),
-        LockState::Held { .. } => Ok(Access::Busy),
-        LockState::Free if first_in_line => Ok(Access::Free),
-        LockState::Free => Ok(Access::Busy),
+        LockState::Held { owner: o, .. } if o[..] == *owner => Ok(KeyAccess::Reentry),
+        LockState::Held { .. } => Ok(KeyAccess::Busy),
+        LockState::Free if first_in_line => Ok(KeyAccess::Free),
+        LockState::Free => Ok(KeyAccess::Busy),
     }
 }
 
@@ -73,10 +77,10 @@ mod tests {
             owner: o.as_bytes().into(),
             holds: 1,
         };
-        assert_eq!(access(&LockState::Free, b"a", true), Ok(Access::Free));
-        assert_eq!(access(&LockState::Free, b"a", false), Ok(Access::Busy));
-        assert_eq!(access(&held("a"), b"a", false), Ok(Access::Reentry));
-        assert_eq!(access(&held("b"), b"a", true), Ok(Access::Busy));
+        assert_eq!(access(&LockState::Free, b"a", true), Ok(KeyAccess::Free));
+        assert_eq!(access(&LockState::Free, b"a", false), Ok(KeyAccess::Busy));
+        assert_eq!(access(&held("a"), b"a", false), Ok(KeyAccess::Reentry));
+        assert_eq!(access(&held("b"), b"a", true), Ok(KeyAccess::Busy));
         let rw = LockState::Shared(Default::default());
         assert_eq!(
             access(&rw, b"a", true),

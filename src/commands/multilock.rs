@@ -3,18 +3,64 @@
 //! same rules as LOCK.ACQUIRE / LOCK.RELEASE; the changes of all keys are
 //! committed in the same command, so they are replicated in one MULTI/EXEC.
 
+use std::ffi::CStr;
+
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use super::lock::{acquire_request, block_caller, lock_id, with_queue};
-use super::run;
-use crate::ffi;
+use super::{
+    acquire_request, arg, command, lock_id, run, with_queue, Command, BLOCK, FENCE, LEASE, OWNER,
+};
+use crate::ffi::{self, ArgDoc, ArgKind, CommandSpec, KEY_RW_DELETE, KEY_RW_UPDATE};
 use crate::handoff::{self, begin, Origin};
 use crate::rules::args::{parse_acquire_options, parse_owner, Wait};
 use crate::rules::error::LockError;
-use crate::rules::lock::{LockKind, LockState, Request};
-use crate::rules::multilock::{access, check_distinct, parse_numkeys, Access};
+use crate::rules::multilock::{access, check_distinct, parse_numkeys, KeyAccess};
+use crate::rules::request::{LockKind, Request};
+use crate::rules::state::LockState;
+use crate::rules::transition::Transition;
 use crate::store::{self, LockKey};
 use crate::waiters::{LockId, Waiter};
+use crate::{blocking, events, lease};
+
+const NUMKEYS: ArgDoc = arg(c"numkeys", ArgKind::Integer);
+const KEYS: ArgDoc = ArgDoc {
+    multiple: true,
+    ..arg(c"key", ArgKind::Key)
+};
+
+/// `LOCK.MACQUIRE numkeys key [key ...] owner [PX ms | EX s] [BLOCK ms] [FENCE]`
+pub const MACQUIRE: Command = command!(
+    CommandSpec {
+        name: c"lock.macquire",
+        flags: c"write deny-oom blocking getkeys-api",
+        acl_categories: "write hash blocking",
+        summary: c"Acquires several reentrant locks at once, all or none, optionally waiting for all of them as one FIFO waiter.",
+        complexity: c"O(N), N the number of keys",
+        since: c"1.1.0",
+        arity: -4,
+        key_flags: KEY_RW_UPDATE,
+        numkeys: true,
+        args: &[NUMKEYS, KEYS, OWNER, LEASE, BLOCK, FENCE],
+    },
+    acquire
+);
+
+/// `LOCK.MRELEASE numkeys key [key ...] owner`
+pub const MRELEASE: Command = command!(
+    CommandSpec {
+        name: c"lock.mrelease",
+        flags: c"write fast getkeys-api",
+        acl_categories: "write hash fast",
+        summary: c"Releases one hold on each of several locks, all or none.",
+        complexity: c"O(N), N the number of keys",
+        since: c"1.1.0",
+        arity: -4,
+        key_flags: KEY_RW_DELETE,
+        numkeys: true,
+        args: &[NUMKEYS, KEYS, OWNER],
+    },
+    release
+);
 
 /// `COMMAND numkeys key [key ...] owner [options...]`, split.
 struct MultiCall<'a> {
@@ -23,9 +69,9 @@ struct MultiCall<'a> {
     options: &'a [RedisString],
 }
 
-fn multi_call<'a>(command: &str, args: &'a [RedisString]) -> Result<MultiCall<'a>, LockError> {
+fn multi_call<'a>(command: &CStr, args: &'a [RedisString]) -> Result<MultiCall<'a>, LockError> {
     if args.len() < 4 {
-        return Err(LockError::arity(command));
+        return Err(LockError::arity(command.to_str().unwrap_or("lock")));
     }
     let raw: Vec<&[u8]> = args[1..].iter().map(|a| a.as_slice()).collect();
     let n = parse_numkeys(&raw, 1)?;
@@ -41,11 +87,7 @@ fn multi_call<'a>(command: &str, args: &'a [RedisString]) -> Result<MultiCall<'a
     })
 }
 
-type Opened<'c> = Vec<(
-    LockId<'c>,
-    LockKey<'c>,
-    crate::rules::lock::Transition<Waiter>,
-)>;
+type Opened<'c> = Vec<(LockId<'c>, LockKey<'c>, Transition<Waiter>)>;
 
 /// Opens every key and starts its transition.
 fn open_all<'c>(
@@ -61,21 +103,6 @@ fn open_all<'c>(
             Ok((lock, key, tx))
         })
         .collect()
-}
-
-/// Commits every key's transition, and only then lets a multi-lock caller
-/// now first in line on a key have its keys: serving it opens and writes
-/// keys of its own, which must not be among the transitions still
-/// uncommitted.
-fn commit_all(ctx: &Context, opened: Opened<'_>) {
-    let mut locks = Vec::with_capacity(opened.len());
-    for (lock, key, tx) in opened {
-        handoff::commit_only(ctx, &lock, &key, tx);
-        locks.push(lock);
-    }
-    for lock in &locks {
-        handoff::serve_group_at(ctx, lock);
-    }
 }
 
 /// Answers Redis's question "which arguments are keys": Redis 7.0 routes a
@@ -101,7 +128,7 @@ fn keys_position_request(ctx: &Context, args: &[RedisString]) -> bool {
 fn multi_command<'a>(
     ctx: &'a Context,
     args: &'a [RedisString],
-    command: &str,
+    command: &CStr,
     body: impl FnOnce(MultiCall<'a>) -> Result<RedisValue, LockError>,
 ) -> RedisResult {
     if keys_position_request(ctx, args) {
@@ -110,9 +137,8 @@ fn multi_command<'a>(
     run(ctx, || body(multi_call(command, args)?))
 }
 
-/// `LOCK.MACQUIRE numkeys key [key ...] owner [PX ms | EX s] [BLOCK ms] [FENCE]`
-pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    multi_command(ctx, args, "lock.macquire", |call| {
+fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    multi_command(ctx, args, MACQUIRE.spec.name, |call| {
         let MultiCall {
             names,
             owner,
@@ -137,8 +163,8 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
                 queue.is_empty()
             });
             match first_in_line.and_then(|first| access(tx.state(), owner.as_slice(), first)) {
-                Ok(Access::Free | Access::Reentry) => {}
-                Ok(Access::Busy) => ready = false,
+                Ok(KeyAccess::Free | KeyAccess::Reentry) => {}
+                Ok(KeyAccess::Busy) => ready = false,
                 Err(e) => refused = refused.or(Some(e)),
             }
         }
@@ -148,7 +174,7 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
                 .find_map(|(_, _, tx)| tx.check_take(&request).err());
         }
         if let Some(e) = refused {
-            commit_all(ctx, opened);
+            handoff::commit_all(ctx, opened);
             return Err(e);
         }
         if ready {
@@ -156,11 +182,11 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
                 .iter_mut()
                 .map(|(_, _, tx)| tx.take(&request).map(RedisValue::Integer))
                 .collect();
-            commit_all(ctx, opened);
+            handoff::commit_all(ctx, opened);
             return replies.map(RedisValue::Array);
         }
         let locks: Vec<LockId<'static>> = opened.iter().map(|(l, _, _)| l.to_owned()).collect();
-        commit_all(ctx, opened);
+        handoff::commit_all(ctx, opened);
         // Read after the commits: a hand-off among them moves a deadline.
         let lease_ends: Vec<Option<i64>> = names
             .iter()
@@ -184,26 +210,26 @@ fn enqueue_group(
     wait: Wait,
     lease_ends: &[Option<i64>],
 ) -> Result<(), LockError> {
-    block_caller(ctx, request, wait, |reg, waiter| {
+    events::watch_for_waiters(ctx);
+    blocking::block_caller(ctx, request, wait, |reg, waiter| {
         let ids: Vec<u64> = locks.iter().map(|_| reg.next_serial()).collect();
         reg.enqueue_group(locks, &ids, waiter);
     })?;
     for (lock, lease_end) in locks.iter().zip(lease_ends) {
-        handoff::ensure_lease_timer(ctx, lock, || *lease_end);
+        lease::ensure_lease_timer(ctx, lock, || *lease_end);
     }
     Ok(())
 }
 
-/// `LOCK.MRELEASE numkeys key [key ...] owner`
-pub fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    multi_command(ctx, args, "lock.mrelease", |call| {
+fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    multi_command(ctx, args, MRELEASE.spec.name, |call| {
         let MultiCall {
             names,
             owner,
             options,
         } = call;
         if !options.is_empty() {
-            return Err(LockError::arity("lock.mrelease"));
+            return Err(LockError::arity(MRELEASE.spec.name()));
         }
         let mut opened = open_all(
             ctx,
@@ -220,7 +246,7 @@ pub fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
             _ => None,
         });
         if let Some(e) = refused {
-            commit_all(ctx, opened);
+            handoff::commit_all(ctx, opened);
             return Err(e);
         }
         let left: Result<Vec<RedisValue>, LockError> = opened
@@ -230,7 +256,7 @@ pub fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
                     .and_then(|holds| holds.map(RedisValue::Integer))
             })
             .collect();
-        commit_all(ctx, opened);
+        handoff::commit_all(ctx, opened);
         left.map(RedisValue::Array)
     })
 }

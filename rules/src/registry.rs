@@ -1,0 +1,653 @@
+//! Who is waiting for which lock: one FIFO per (db, key) of callers blocked
+//! in an acquire, how to find a waiter again from its handle (the server's
+//! blocked-client handle, `H`) or its id, multi-lock callers' entries in
+//! several queues, and the timers attached to them.
+//!
+//! This is bookkeeping only: it never opens keys or answers clients; every
+//! change hands back what the caller must undo in the server ([`Released`]).
+
+use std::borrow::Cow;
+use std::collections::{BTreeSet, HashMap};
+use std::hash::Hash;
+use std::time::Instant;
+
+use crate::ids::IdMap;
+use crate::queue::{Fifo, WaiterId};
+use crate::request::{Queued, Request};
+use crate::transition::Wake;
+
+/// A server timer's id, as the server hands it out.
+pub type TimerId = u64;
+
+/// A lock is a key in a database. Commands borrow the key from their
+/// arguments; what is kept (queues, timers, deferred work) owns it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LockId<'k> {
+    pub db: i32,
+    pub key: Cow<'k, [u8]>,
+}
+
+impl LockId<'_> {
+    pub fn to_owned(&self) -> LockId<'static> {
+        LockId {
+            db: self.db,
+            key: Cow::Owned(self.key.to_vec()),
+        }
+    }
+}
+
+/// A caller blocked in LOCK.ACQUIRE ... BLOCK (or one key of a caller
+/// blocked in LOCK.MACQUIRE).
+#[derive(Debug)]
+pub struct Waiter<H> {
+    pub request: Request,
+    /// The server's handle of the blocked caller.
+    pub bc: H,
+    /// The end of BLOCK ms; `None` for BLOCK 0 (and for every entry of a
+    /// multi-lock caller but its first, which carries the deadline).
+    pub deadline: Option<Instant>,
+    /// The multi-lock caller this entry belongs to.
+    pub group: Option<GroupId>,
+}
+
+impl<H> Queued for Waiter<H> {
+    fn request(&self) -> &Request {
+        &self.request
+    }
+
+    fn in_group(&self) -> bool {
+        self.group.is_some()
+    }
+}
+
+/// A multi-lock caller: the id of its first entry. It has one entry in
+/// the queue of each of its keys.
+pub type GroupId = WaiterId;
+
+struct Group {
+    request: Request,
+    members: Vec<(LockId<'static>, WaiterId)>,
+}
+
+/// The timer at a held lock's lease deadline, armed while anyone waits.
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseTimer {
+    pub id: TimerId,
+    pub job: u64,
+    pub fires_at: i64,
+}
+
+struct LockQueue<H> {
+    fifo: Fifo<Waiter<H>>,
+    /// Queued waiters that asked for FENCE: serving them needs the token.
+    fenced: usize,
+    lease_timer: Option<LeaseTimer>,
+}
+
+/// The one server timer for every waiter's BLOCK time: armed at the
+/// earliest deadline, and moved only when a new waiter's deadline comes
+/// earlier. A waiter served before its deadline just leaves the set; the
+/// timer, if it then fires for nobody, re-arms itself. So the usual waiter
+/// (served in time, BLOCK times alike) costs no timer call at all.
+#[derive(Debug, Clone, Copy)]
+pub struct WaitTimer {
+    pub id: TimerId,
+    pub fires_at: Instant,
+}
+
+pub struct Registry<H> {
+    queues: IdMap<i32, HashMap<Vec<u8>, LockQueue<H>>>,
+    /// How many locks have a queue (the entries of `queues`).
+    queued_locks: usize,
+    locations: IdMap<WaiterId, LockId<'static>>,
+    handles: IdMap<H, WaiterId>,
+    lease_jobs: IdMap<u64, LockId<'static>>,
+    /// Each multi-lock caller's request and entries, first entry first.
+    groups: IdMap<GroupId, Group>,
+    deadlines: BTreeSet<(Instant, WaiterId)>,
+    pub wait_timer: Option<WaitTimer>,
+    next_serial: u64,
+}
+
+/// What a caller must undo in Redis after a queue disappeared.
+#[must_use]
+#[derive(Debug, Default)]
+pub struct Released {
+    pub lease_timers: Vec<TimerId>,
+    /// The wait timer, once no queued caller has a BLOCK deadline left.
+    pub wait_timer: Option<TimerId>,
+    /// Keys whose queue lost a multi-lock caller's entry: whoever is now
+    /// first there may be served.
+    pub resettle: Vec<LockId<'static>>,
+}
+
+impl Released {
+    fn merge(&mut self, other: Released) {
+        self.lease_timers.extend(other.lease_timers);
+        self.wait_timer = self.wait_timer.or(other.wait_timer);
+        self.resettle.extend(other.resettle);
+    }
+}
+
+impl<H> Default for LockQueue<H> {
+    fn default() -> Self {
+        Self {
+            fifo: Fifo::default(),
+            fenced: 0,
+            lease_timer: None,
+        }
+    }
+}
+
+impl<H> Default for Registry<H> {
+    fn default() -> Self {
+        Self {
+            queues: IdMap::default(),
+            queued_locks: 0,
+            locations: IdMap::default(),
+            handles: IdMap::default(),
+            lease_jobs: IdMap::default(),
+            groups: IdMap::default(),
+            deadlines: BTreeSet::new(),
+            wait_timer: None,
+            next_serial: 0,
+        }
+    }
+}
+
+impl<H: Copy + Eq + Hash> Registry<H> {
+    /// A fresh number for waiter ids and timer jobs.
+    pub fn next_serial(&mut self) -> u64 {
+        self.next_serial += 1;
+        self.next_serial
+    }
+
+    pub fn waiting(&self) -> usize {
+        self.locations.len()
+    }
+
+    fn queue(&self, lock: &LockId<'_>) -> Option<&LockQueue<H>> {
+        self.queues.get(&lock.db)?.get(&lock.key[..])
+    }
+
+    fn queue_mut(&mut self, lock: &LockId<'_>) -> Option<&mut LockQueue<H>> {
+        self.queues.get_mut(&lock.db)?.get_mut(&lock.key[..])
+    }
+
+    pub fn has_waiters(&self, db: i32, key: &[u8]) -> bool {
+        self.queues.get(&db).is_some_and(|q| q.contains_key(key))
+    }
+
+    pub fn queue_len(&self, lock: &LockId<'_>) -> usize {
+        self.queue(lock).map_or(0, |q| q.fifo.len())
+    }
+
+    pub fn fenced_waiters(&self, lock: &LockId<'_>) -> usize {
+        self.queue(lock).map_or(0, |q| q.fenced)
+    }
+
+    /// How many locks have a queue.
+    pub fn lock_count(&self) -> usize {
+        self.queued_locks
+    }
+
+    /// Every lock someone waits for in `db` (all databases for -1).
+    pub fn locks_in(&self, db: i32) -> Vec<LockId<'static>> {
+        self.queues
+            .iter()
+            .filter(|(d, _)| db == -1 || **d == db)
+            .flat_map(|(d, keys)| {
+                keys.keys().map(|k| LockId {
+                    db: *d,
+                    key: Cow::Owned(k.clone()),
+                })
+            })
+            .collect()
+    }
+
+    /// Queues `waiter` under a fresh `id` (from [`Registry::next_serial`]).
+    pub fn enqueue(&mut self, lock: &LockId<'_>, id: WaiterId, waiter: Waiter<H>) {
+        let keys = self.queues.entry(lock.db).or_default();
+        if !keys.contains_key(&lock.key[..]) {
+            self.queued_locks += 1;
+            keys.insert(lock.key.to_vec(), LockQueue::default());
+        }
+        let Some(queue) = keys.get_mut(&lock.key[..]) else {
+            return;
+        };
+        let (bc, fence, deadline) = (waiter.bc, waiter.request.fence, waiter.deadline);
+        let first_entry = waiter.group.is_none_or(|g| g == id);
+        if queue.fifo.push_back(id, waiter) {
+            queue.fenced += usize::from(fence);
+            if first_entry {
+                self.handles.insert(bc, id);
+            }
+            self.locations.insert(id, lock.to_owned());
+            if let Some(at) = deadline {
+                self.deadlines.insert((at, id));
+            }
+        }
+    }
+
+    /// Queues a multi-lock caller on every lock of `locks`, under fresh ids
+    /// (from [`Registry::next_serial`], one per lock, the first one naming
+    /// the group).
+    pub fn enqueue_group(&mut self, locks: &[LockId<'_>], ids: &[WaiterId], waiter: Waiter<H>) {
+        let Some(&group) = ids.first() else {
+            return;
+        };
+        let mut members = Vec::with_capacity(ids.len());
+        for (i, (lock, &id)) in locks.iter().zip(ids).enumerate() {
+            let entry = Waiter {
+                request: waiter.request.clone(),
+                bc: waiter.bc,
+                deadline: if i == 0 { waiter.deadline } else { None },
+                group: Some(group),
+            };
+            self.enqueue(lock, id, entry);
+            members.push((lock.to_owned(), id));
+        }
+        self.groups.insert(
+            group,
+            Group {
+                request: waiter.request,
+                members,
+            },
+        );
+    }
+
+    /// The multi-lock caller first in the queue of `lock`, if it is one.
+    pub fn group_at_head(&self, lock: &LockId<'_>) -> Option<GroupId> {
+        self.queue(lock)?.fifo.front().and_then(|(_, w)| w.group)
+    }
+
+    /// A multi-lock caller's entries and request, and for each entry
+    /// whether it heads its queue.
+    pub fn group(&self, group: GroupId) -> Option<(Request, Vec<(LockId<'static>, bool)>)> {
+        let group = self.groups.get(&group)?;
+        let entries = group
+            .members
+            .iter()
+            .map(|(lock, id)| {
+                let front = self.queue(lock).and_then(|q| q.fifo.front());
+                (lock.clone(), front.is_some_and(|(head, _)| head == *id))
+            })
+            .collect();
+        Some((group.request.clone(), entries))
+    }
+
+    /// Runs `rules` on the queue of `lock` (an empty one if nobody waits).
+    /// Waiters it pops must then be passed to [`Registry::forget_woken`].
+    pub fn with_queue<R>(
+        &mut self,
+        lock: &LockId<'_>,
+        rules: impl FnOnce(&mut Fifo<Waiter<H>>) -> R,
+    ) -> R {
+        match self.queue_mut(lock) {
+            Some(queue) => rules(&mut queue.fifo),
+            None => rules(&mut Fifo::default()),
+        }
+    }
+
+    /// Drops the bookkeeping of waiters the rules took off the queue.
+    pub fn forget_woken(&mut self, lock: &LockId<'_>, wakes: &[Wake<Waiter<H>>]) -> Released {
+        let mut others = Released::default();
+        for wake in wakes {
+            // A multi-lock caller answered on one key (rejected there)
+            // leaves every other queue too.
+            if let Some(group) = wake.waiter.group {
+                others.merge(self.remove_group_except(group, wake.id, true));
+            }
+            self.locations.remove(&wake.id);
+            self.handles.remove(&wake.waiter.bc);
+            if let Some(at) = wake.waiter.deadline {
+                self.deadlines.remove(&(at, wake.id));
+            }
+            if wake.waiter.request.fence {
+                if let Some(q) = self.queue_mut(lock) {
+                    q.fenced = q.fenced.saturating_sub(1);
+                }
+            }
+        }
+        let mut released = self.drop_if_empty(lock);
+        released.merge(others);
+        released.wait_timer = self.idle_wait_timer();
+        released
+    }
+
+    /// Takes every entry of `group` but `except` out of its queue. With
+    /// `resettle`, their keys are listed for whoever is first there now.
+    fn remove_group_except(
+        &mut self,
+        group: GroupId,
+        except: WaiterId,
+        resettle: bool,
+    ) -> Released {
+        let mut released = Released::default();
+        let Some(Group { members, .. }) = self.groups.remove(&group) else {
+            return released;
+        };
+        for (lock, id) in members {
+            if id == except {
+                continue;
+            }
+            self.locations.remove(&id);
+            let Some(queue) = self.queue_mut(&lock) else {
+                continue;
+            };
+            if let Some(waiter) = queue.fifo.remove(id) {
+                if waiter.request.fence {
+                    queue.fenced = queue.fenced.saturating_sub(1);
+                }
+                if let Some(at) = waiter.deadline {
+                    self.deadlines.remove(&(at, id));
+                }
+                if id == group {
+                    self.handles.remove(&waiter.bc);
+                }
+            }
+            released.merge(self.drop_if_empty(&lock));
+            if resettle {
+                released.resettle.push(lock);
+            }
+        }
+        released
+    }
+
+    /// Takes a multi-lock caller out of every queue to grant it its keys.
+    pub fn take_group(&mut self, group: GroupId) -> Option<(Waiter<H>, Released)> {
+        let (&(ref lock, first), _) = self.groups.get(&group)?.members.split_first()?;
+        let lock = lock.clone();
+        let waiter = self.queue_mut(&lock)?.fifo.remove(first)?;
+        self.locations.remove(&first);
+        self.handles.remove(&waiter.bc);
+        if let Some(at) = waiter.deadline {
+            self.deadlines.remove(&(at, first));
+        }
+        if waiter.request.fence {
+            if let Some(q) = self.queue_mut(&lock) {
+                q.fenced = q.fenced.saturating_sub(1);
+            }
+        }
+        let mut released = self.drop_if_empty(&lock);
+        released.merge(self.remove_group_except(group, first, false));
+        released.wait_timer = self.idle_wait_timer();
+        Some((waiter, released))
+    }
+
+    fn idle_wait_timer(&mut self) -> Option<TimerId> {
+        if self.deadlines.is_empty() {
+            self.wait_timer.take().map(|t| t.id)
+        } else {
+            None
+        }
+    }
+
+    /// Takes a waiter out of its queue (timeout, disconnect).
+    pub fn remove(&mut self, id: WaiterId) -> Option<(Waiter<H>, Released)> {
+        let lock = self.locations.remove(&id)?;
+        let queue = self.queue_mut(&lock)?;
+        let waiter = queue.fifo.remove(id)?;
+        if waiter.request.fence {
+            queue.fenced = queue.fenced.saturating_sub(1);
+        }
+        self.handles.remove(&waiter.bc);
+        if let Some(at) = waiter.deadline {
+            self.deadlines.remove(&(at, id));
+        }
+        let mut released = self.drop_if_empty(&lock);
+        if let Some(group) = waiter.group {
+            released.merge(self.remove_group_except(group, id, true));
+            released.resettle.push(lock);
+        }
+        released.wait_timer = self.idle_wait_timer();
+        Some((waiter, released))
+    }
+
+    /// The earliest BLOCK deadline of anyone queued.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.deadlines.first().map(|(at, _)| *at)
+    }
+
+    /// Takes out every waiter whose BLOCK time is over at `now`.
+    pub fn remove_due(&mut self, now: Instant) -> Vec<(Waiter<H>, Released)> {
+        let mut due = Vec::new();
+        while let Some(&(at, id)) = self.deadlines.first() {
+            if at > now {
+                break;
+            }
+            self.deadlines.pop_first();
+            due.extend(self.remove(id));
+        }
+        due
+    }
+
+    pub fn waiter_of(&self, bc: H) -> Option<WaiterId> {
+        self.handles.get(&bc).copied()
+    }
+
+    fn drop_if_empty(&mut self, lock: &LockId<'_>) -> Released {
+        let Some(keys) = self.queues.get_mut(&lock.db) else {
+            return Released::default();
+        };
+        if !keys.get(&lock.key[..]).is_some_and(|q| q.fifo.is_empty()) {
+            return Released::default();
+        }
+        let queue = keys.remove(&lock.key[..]);
+        self.queued_locks -= 1;
+        if keys.is_empty() {
+            self.queues.remove(&lock.db);
+        }
+        let lease_timers = queue
+            .and_then(|q| q.lease_timer)
+            .map(|t| {
+                self.lease_jobs.remove(&t.job);
+                t.id
+            })
+            .into_iter()
+            .collect();
+        Released {
+            lease_timers,
+            ..Released::default()
+        }
+    }
+
+    pub fn lease_timer(&self, lock: &LockId<'_>) -> Option<LeaseTimer> {
+        self.queue(lock).and_then(|q| q.lease_timer)
+    }
+
+    /// Records the lease timer of a lock that has waiters; returns the one it
+    /// replaces, for the caller to stop. Without waiters nothing is recorded
+    /// (the timer will find no job and do nothing).
+    pub fn set_lease_timer(&mut self, lock: &LockId<'_>, timer: LeaseTimer) -> Option<LeaseTimer> {
+        let queue = self.queue_mut(lock)?;
+        let old = queue.lease_timer.replace(timer);
+        if let Some(old) = old {
+            self.lease_jobs.remove(&old.job);
+        }
+        self.lease_jobs.insert(timer.job, lock.to_owned());
+        old
+    }
+
+    /// The lock whose lease timer `job` just fired, clearing its record.
+    pub fn take_lease_job(&mut self, job: u64) -> Option<LockId<'static>> {
+        let lock = self.lease_jobs.remove(&job)?;
+        if let Some(q) = self.queue_mut(&lock) {
+            if q.lease_timer.is_some_and(|t| t.job == job) {
+                q.lease_timer = None;
+            }
+        }
+        Some(lock)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Handles are plain numbers here; the module's are blocked clients.
+    fn bc(n: usize) -> usize {
+        n
+    }
+
+    fn waiter(n: usize, fence: bool) -> Waiter<usize> {
+        Waiter {
+            request: Request {
+                owner: format!("o{n}").as_bytes().into(),
+                lease_ms: 10,
+                fence,
+                kind: crate::request::LockKind::Exclusive,
+            },
+            bc: bc(n),
+            deadline: None,
+            group: None,
+        }
+    }
+
+    fn lock(key: &str) -> LockId<'static> {
+        LockId {
+            db: 0,
+            key: Cow::Owned(key.as_bytes().to_vec()),
+        }
+    }
+
+    #[test]
+    fn tracks_waiters_until_they_leave() {
+        let mut r = Registry::<usize>::default();
+        r.enqueue(&lock("k"), 1, waiter(1, true));
+        r.enqueue(&lock("k"), 2, waiter(2, false));
+        assert!(r.has_waiters(0, b"k"));
+        assert!(!r.has_waiters(1, b"k"));
+        assert_eq!(r.queue_len(&lock("k")), 2);
+        assert_eq!(r.fenced_waiters(&lock("k")), 1);
+        assert_eq!(r.waiter_of(bc(2)), Some(2));
+
+        let (w, released) = r.remove(1).unwrap();
+        assert_eq!(w.bc, bc(1));
+        assert!(released.lease_timers.is_empty());
+        assert_eq!(r.fenced_waiters(&lock("k")), 0);
+
+        r.set_lease_timer(
+            &lock("k"),
+            LeaseTimer {
+                id: 77,
+                job: 5,
+                fires_at: 0,
+            },
+        );
+        let (_, released) = r.remove(2).unwrap();
+        assert_eq!(released.lease_timers, vec![77]);
+        assert!(!r.has_waiters(0, b"k"));
+        assert_eq!(r.waiting(), 0);
+        assert!(r.take_lease_job(5).is_none());
+        assert!(r.remove(2).is_none());
+    }
+
+    #[test]
+    fn rules_pop_and_woken_waiters_are_forgotten() {
+        let mut r = Registry::<usize>::default();
+        r.enqueue(&lock("k"), 1, waiter(1, false));
+        let popped = r.with_queue(&lock("k"), |q| q.pop_front());
+        let (id, w) = popped.unwrap();
+        let wakes = vec![Wake {
+            id,
+            waiter: w,
+            verdict: crate::transition::Verdict::Granted(1),
+        }];
+        let _ = r.forget_woken(&lock("k"), &wakes);
+        assert_eq!(r.waiting(), 0);
+        assert!(!r.has_waiters(0, b"k"));
+        assert_eq!(r.waiter_of(bc(1)), None);
+        // No queue: rules see an empty one.
+        assert_eq!(r.with_queue(&lock("x"), |q| q.len()), 0);
+    }
+
+    #[test]
+    fn due_waiters_leave_in_deadline_order_and_the_timer_goes_when_none_is_left() {
+        let mut r = Registry::<usize>::default();
+        let t0 = Instant::now();
+        let at = |ms| t0 + std::time::Duration::from_millis(ms);
+        let with_deadline = |n, ms| Waiter {
+            deadline: Some(at(ms)),
+            ..waiter(n, false)
+        };
+        r.enqueue(&lock("k"), 1, with_deadline(1, 300));
+        r.enqueue(&lock("k"), 2, with_deadline(2, 100));
+        r.enqueue(&lock("k"), 3, waiter(3, false));
+        r.enqueue(&lock("j"), 4, with_deadline(4, 200));
+        assert_eq!(r.next_deadline(), Some(at(100)));
+        let due: Vec<_> = r
+            .remove_due(at(200))
+            .into_iter()
+            .map(|(w, _)| w.bc)
+            .collect();
+        assert_eq!(due, vec![bc(2), bc(4)]);
+        assert_eq!(r.next_deadline(), Some(at(300)));
+        assert_eq!(r.queue_len(&lock("k")), 2);
+
+        r.wait_timer = Some(WaitTimer {
+            id: 9,
+            fires_at: at(300),
+        });
+        let (_, released) = r.remove(1).unwrap();
+        assert_eq!(released.wait_timer, Some(9));
+        assert!(r.wait_timer.is_none() && r.next_deadline().is_none());
+    }
+
+    #[test]
+    fn a_multi_lock_caller_leaves_every_queue_at_once() {
+        let mut r = Registry::<usize>::default();
+        r.enqueue(&lock("b"), 1, waiter(1, false));
+        let group = Waiter {
+            deadline: Some(Instant::now()),
+            ..waiter(2, true)
+        };
+        r.enqueue_group(&[lock("a"), lock("b")], &[2, 3], group);
+        assert_eq!(r.group_at_head(&lock("a")), Some(2));
+        assert_eq!(r.group_at_head(&lock("b")), None);
+        let (request, entries) = r.group(2).unwrap();
+        assert_eq!(&request.owner[..], b"o2");
+        assert_eq!(entries, vec![(lock("a"), true), (lock("b"), false)]);
+        assert_eq!(r.waiter_of(bc(2)), Some(2));
+        assert_eq!(r.fenced_waiters(&lock("b")), 1);
+
+        // Its BLOCK time runs out: both entries go, both keys are looked at
+        // again.
+        let due = r.remove_due(Instant::now());
+        assert_eq!(due.len(), 1);
+        let (w, released) = &due[0];
+        assert_eq!(w.bc, bc(2));
+        let mut keys = released.resettle.clone();
+        keys.sort_by(|x, y| x.key.cmp(&y.key));
+        assert_eq!(keys, vec![lock("a"), lock("b")]);
+        assert!(!r.has_waiters(0, b"a"));
+        assert_eq!(r.queue_len(&lock("b")), 1);
+        assert_eq!(r.fenced_waiters(&lock("b")), 0);
+        assert_eq!(r.waiter_of(bc(2)), None);
+        assert_eq!(r.waiting(), 1);
+
+        // Granted: taken out everywhere, nothing to look at again.
+        r.enqueue_group(&[lock("c"), lock("d")], &[4, 5], waiter(4, false));
+        let (w, released) = r.take_group(4).unwrap();
+        assert_eq!(w.bc, bc(4));
+        assert!(released.resettle.is_empty());
+        assert!(!r.has_waiters(0, b"c") && !r.has_waiters(0, b"d"));
+        assert_eq!(r.waiting(), 1);
+    }
+
+    #[test]
+    fn lists_locks_by_db() {
+        let mut r = Registry::<usize>::default();
+        r.enqueue(&lock("a"), 1, waiter(1, false));
+        r.enqueue(
+            &LockId {
+                db: 3,
+                key: Cow::Borrowed(b"b"),
+            },
+            2,
+            waiter(2, false),
+        );
+        assert_eq!(r.locks_in(0), vec![lock("a")]);
+        assert_eq!(r.locks_in(-1).len(), 2);
+    }
+}

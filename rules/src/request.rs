@@ -1,0 +1,74 @@
+//! What a caller asks for: which lock (exclusive, or a read-write lock's
+//! read or write side), for which owner, with which lease, and whether it
+//! wants a fencing token. Queue entries carry one.
+
+use std::sync::Arc;
+
+/// A hash field name of the lock's layout, shared by the request, the state
+/// and the changes that name it (one allocation per caller instead of one
+/// per copy): an owner, or a writer's `<owner>:write` field, or `mode`.
+pub type FieldName = Arc<[u8]>;
+
+/// A side of a read-write lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Read,
+    Write,
+}
+
+impl Side {
+    /// The value of the hash's `mode` field for this side.
+    pub fn mode(self) -> &'static [u8] {
+        match self {
+            Self::Read => b"read",
+            Self::Write => b"write",
+        }
+    }
+}
+
+/// Which lock a caller asks for: LOCK.ACQUIRE's exclusive lock, or a
+/// read-write lock's read or write side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockKind {
+    Exclusive,
+    Read,
+    Write,
+}
+
+impl LockKind {
+    /// The side of a read-write lock; `None` for the exclusive lock.
+    pub fn side(self) -> Option<Side> {
+        match self {
+            Self::Exclusive => None,
+            Self::Read => Some(Side::Read),
+            Self::Write => Some(Side::Write),
+        }
+    }
+}
+
+/// What one caller asks for, whether it is served at once or queued.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub owner: FieldName,
+    pub lease_ms: i64,
+    pub fence: bool,
+    pub kind: LockKind,
+}
+
+/// Queue entries carry their request; the Redis layer adds its handles.
+pub trait Queued {
+    fn request(&self) -> &Request;
+
+    /// Whether this entry is one key of a multi-lock waiter: it is served
+    /// with all its keys at once (see [`crate::multilock`]), never by one
+    /// key's settle, and nobody behind it is served before it.
+    fn in_group(&self) -> bool {
+        false
+    }
+}
+
+impl Queued for Request {
+    fn request(&self) -> &Request {
+        self
+    }
+}

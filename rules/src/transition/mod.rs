@@ -1,0 +1,255 @@
+//! The lock rules: who gets the lock, what is changed, who is woken, what is
+//! replied. Plain values in, a [`Transition`] out; the Redis layer reads the
+//! key, runs one of these, then applies `changes` in order and answers
+//! `wakes`.
+//!
+//! Every way a lock can end (release, force release, lease expiry, the key
+//! vanishing) goes through [`Transition::settle`], so hand-off order is the
+//! same FIFO whatever freed the lock. The commands' transitions are in
+//! `exclusive.rs` (and the dispatch to the other kind), the read-write
+//! lock's in `shared.rs`.
+
+mod exclusive;
+mod shared;
+
+use crate::error::LockError;
+use crate::queue::{Fifo, WaiterId};
+use crate::read_write::HoldAdmission;
+use crate::request::{FieldName, Queued, Request, Side};
+use crate::state::LockState;
+
+/// One change to the lock key or a key derived from it (its token key, a
+/// read hold's lease key, its notify channel), in the order to apply it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// `HSET key field holds`: an owner's holds (a writer's write holds
+    /// are in its `<owner>:write` field).
+    SetHolds { field: FieldName, holds: i64 },
+    /// `PEXPIREAT key at`
+    ExpireAt(i64),
+    /// `DEL key`
+    Delete,
+    /// `HDEL key field`: a previous holder's field (or `mode`), removed
+    /// after the next holder's was added, so that a hand-off rewrites the
+    /// hash in place and the key never disappears.
+    RemoveField { field: FieldName },
+    /// `INCR token-key`, which brings it `to` this value.
+    IncrToken { to: i64 },
+    /// `PUBLISH redisson_lock__channel:{key} 0`, for Redisson's waiters.
+    Notify,
+    /// `HSET key mode read|write`
+    SetMode(Side),
+    /// `SET {key}:<owner>:rwlock_timeout:<hold> 1 PXAT at`
+    SetReadLease {
+        owner: FieldName,
+        hold: i64,
+        at: i64,
+    },
+    /// `DEL {key}:<owner>:rwlock_timeout:<hold>`
+    DropReadLease { owner: FieldName, hold: i64 },
+    /// `PUBLISH redisson_rwlock:{key} <message>`, for Redisson's waiters.
+    NotifyReadWrite(&'static [u8]),
+}
+
+/// What a waiter taken off the queue is told.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// The waiter now owns the lock: its reply (hold count 1, or the fencing
+    /// token if it asked for one).
+    Granted(i64),
+    /// The lock was free for this waiter but could not be given to it.
+    Failed(LockError),
+}
+
+/// A waiter taken off the queue, and what to tell it.
+#[derive(Debug)]
+pub struct Wake<T> {
+    pub id: WaiterId,
+    pub waiter: T,
+    pub verdict: Verdict,
+}
+
+/// Counts for `INFO lock`, as this transition changed them.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Tally {
+    pub acquired: u64,
+    pub reentered: u64,
+    pub released: u64,
+    pub handed_off: u64,
+    pub force_released: u64,
+}
+
+/// How an acquire went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acquisition {
+    /// The reply: hold count after this acquire, or the fencing token.
+    Now(i64),
+    /// Busy; the caller should be queued.
+    Wait,
+    /// Busy and the caller does not (or may not) wait.
+    Busy,
+}
+
+/// The fencing counter as read from its key; `None` until loaded.
+pub type TokenValue = Option<Result<i64, LockError>>;
+
+/// One atomic change of one lock: the state it started from, the changes
+/// that bring the key to its new state, and the waiters to answer.
+#[derive(Debug)]
+pub struct Transition<T> {
+    pub(crate) state: LockState,
+    now_ms: i64,
+    pub(crate) token: TokenValue,
+    /// The hash fields of the holds this transition dropped, until the lock
+    /// is either handed on (the next holder's fields are written, then these
+    /// removed, so the key never disappears) or left free (deleted).
+    pub(crate) vacated: Vec<FieldName>,
+    /// What Redisson's waiters are told if the lock is left free.
+    pub(crate) vacated_notice: Option<Change>,
+    pub changes: Vec<Change>,
+    pub wakes: Vec<Wake<T>>,
+    pub tally: Tally,
+}
+
+impl<T: Queued> Transition<T> {
+    pub fn new(state: LockState, now_ms: i64, token: TokenValue) -> Self {
+        let mut tx = Self {
+            state,
+            now_ms,
+            token,
+            vacated: Vec::new(),
+            vacated_notice: None,
+            changes: Vec::with_capacity(4),
+            wakes: Vec::new(),
+            tally: Tally::default(),
+        };
+        tx.drop_expired_readers();
+        tx
+    }
+
+    pub fn state(&self) -> &LockState {
+        &self.state
+    }
+
+    /// When a lock with waiters must be looked at again: a read-write
+    /// lock's earliest reader lease end; `None` for the key's own TTL.
+    pub fn next_end(&self) -> Option<i64> {
+        match &self.state {
+            LockState::Shared(rw) => rw.next_end(),
+            _ => None,
+        }
+    }
+
+    /// Serves the queue from its head for as long as the head can be
+    /// served: a free lock goes to the head waiter; a read-write lock then
+    /// takes every reader behind it (a run of readers is granted together)
+    /// until a waiter that must wait. Nobody is overtaken. A waiter the lock
+    /// cannot be given to (its fencing token is broken, a refused upgrade)
+    /// is answered with the error and the next one is tried.
+    pub fn settle(&mut self, queue: &mut Fifo<T>) {
+        loop {
+            let Some((_, head)) = queue.front() else {
+                return;
+            };
+            if head.in_group() {
+                return;
+            }
+            let req = head.request();
+            let admission = match (&self.state, req.kind.side()) {
+                (LockState::Free, _) => HoldAdmission::Fresh,
+                (LockState::Held { .. }, _) | (LockState::Shared(_), None) => HoldAdmission::Busy,
+                (LockState::Shared(rw), Some(kind)) => rw.admission(kind, &req.owner),
+            };
+            if admission == HoldAdmission::Busy {
+                return;
+            }
+            let Some((id, waiter)) = queue.pop_front() else {
+                return;
+            };
+            let req = waiter.request();
+            let granted = match (admission, req.kind.side()) {
+                (HoldAdmission::Refused(e), _) => Err(e),
+                (_, None) => self.grant(req),
+                (_, Some(kind)) => self.grant_shared(req, kind),
+            };
+            let verdict = match granted {
+                Ok(reply) => {
+                    self.tally.acquired += 1;
+                    self.tally.handed_off += 1;
+                    Verdict::Granted(reply)
+                }
+                Err(e) => Verdict::Failed(e),
+            };
+            self.wakes.push(Wake {
+                id,
+                waiter,
+                verdict,
+            });
+        }
+    }
+
+    /// Whether [`Self::take`] would succeed: the lease deadline, the hold
+    /// count and the fencing token can all be had.
+    pub fn check_take(&self, req: &Request) -> Result<(), LockError> {
+        self.deadline(req.lease_ms)?;
+        if let Some(holds) = self.state.holds_of(&req.owner) {
+            holds.checked_add(1).ok_or_else(LockError::holds_overflow)?;
+        }
+        if req.fence {
+            self.next_token()?;
+        }
+        Ok(())
+    }
+
+    /// One more hold for a multi-lock caller on a key it may take now (see
+    /// [`crate::multilock::access`]).
+    pub fn take(&mut self, req: &Request) -> Result<i64, LockError> {
+        let reentry = self.state.holds_of(&req.owner).is_some();
+        let reply = self.grant(req)?;
+        if reentry {
+            self.tally.reentered += 1;
+        } else {
+            self.tally.acquired += 1;
+        }
+        Ok(reply)
+    }
+
+    /// Answers every waiter with `error` instead of the lock: the key was
+    /// overwritten with another type, or this node no longer serves it.
+    pub fn reject_all(&mut self, queue: &mut Fifo<T>, error: &LockError) {
+        while let Some((id, waiter)) = queue.pop_front() {
+            self.wakes.push(Wake {
+                id,
+                waiter,
+                verdict: Verdict::Failed(error.clone()),
+            });
+        }
+    }
+
+    /// A lock freed and handed to nobody is deleted, and Redisson's waiters
+    /// are told. A hand-off tells them nothing: the lock never came free.
+    pub(crate) fn leave_free(&mut self) {
+        if self.state != LockState::Free || self.vacated.is_empty() {
+            return;
+        }
+        self.vacated.clear();
+        self.changes.push(Change::Delete);
+        if let Some(notice) = self.vacated_notice.take() {
+            self.changes.push(notice);
+        }
+    }
+
+    pub(crate) fn deadline(&self, lease_ms: i64) -> Result<i64, LockError> {
+        self.now_ms
+            .checked_add(lease_ms)
+            .ok_or_else(LockError::lease_overflow)
+    }
+
+    pub(crate) fn next_token(&self) -> Result<i64, LockError> {
+        match &self.token {
+            None => Err(LockError::internal("fencing token not loaded")),
+            Some(Err(e)) => Err(e.clone()),
+            Some(Ok(t)) => t.checked_add(1).ok_or_else(LockError::token_overflow),
+        }
+    }
+}

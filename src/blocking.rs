@@ -1,0 +1,216 @@
+//! Callers blocked in an acquire, as the server sees them (cf. Redis's
+//! blocked.c): blocking a caller into the registry, the callbacks the server
+//! runs for it (its reply; CLIENT UNBLOCK; its connection closing), the one
+//! timer that ends BLOCK waits, and grants whose answer never reached the
+//! waiter (handed to `deferred.rs` to be released again).
+//!
+//! Offers: [`block_caller`], [`arm_wait_timer`], [`client_gone`],
+//! [`forget_answered`].
+
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{LazyLock, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use redis_module::Context;
+
+use crate::deferred;
+use crate::ffi::{self, BlockHandler, TimerHandler};
+use crate::info::{Stats, STATS};
+use crate::rules::args::{Wait, MAX_DURATION_MS};
+use crate::rules::error::LockError;
+use crate::rules::ids::IdMap;
+use crate::rules::request::Request;
+use crate::rules::server_text::has_unsent_output;
+use crate::waiters::{registry, BlockedReply, Grant, Handle, Registry, WaitTimer, Waiter};
+
+/// A poisoned mutex here only means a panic was caught while it was held;
+/// the data behind it is always left whole.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Blocks the caller and lets `place` queue it; the wait timer then
+/// covers its BLOCK deadline. If the queues cannot be had, the caller is
+/// answered the error at once.
+pub fn block_caller(
+    ctx: &Context,
+    request: Request,
+    wait: Wait,
+    place: impl FnOnce(&mut Registry, Waiter),
+) -> Result<(), LockError> {
+    let bc = ffi::block_client::<Blocked>(ctx)
+        .ok_or_else(|| LockError::internal("the server refused to block the client"))?;
+    let mut reg = match registry() {
+        Ok(reg) => reg,
+        Err(e) => {
+            ffi::unblock(bc, Some(BlockedReply::Failed(e.to_string())));
+            return Ok(());
+        }
+    };
+    let deadline = match wait {
+        Wait::Millis(ms) => Instant::now().checked_add(Duration::from_millis(ms.max(0) as u64)),
+        Wait::Forever => None,
+    };
+    place(
+        &mut reg,
+        Waiter {
+            request,
+            bc,
+            deadline,
+            group: None,
+        },
+    );
+    arm_wait_timer(ctx, &mut reg);
+    Ok(())
+}
+
+/// The server's side of a blocked caller.
+pub struct Blocked;
+
+impl BlockHandler for Blocked {
+    type Answer = BlockedReply;
+
+    fn reply(ctx: &Context, answer: Option<&BlockedReply>) {
+        match answer {
+            Some(BlockedReply::Granted(grant, reply)) => {
+                remember_answered(ctx, std::slice::from_ref(grant));
+                ffi::reply_integer(ctx, *reply);
+            }
+            Some(BlockedReply::GrantedAll(grants, replies)) => {
+                remember_answered(ctx, grants);
+                ffi::reply_integers(ctx, replies);
+            }
+            Some(BlockedReply::Failed(e)) => ffi::reply_error(ctx, e),
+            Some(BlockedReply::TimedOut) | None => ffi::reply_null(ctx),
+        }
+    }
+
+    fn timeout(ctx: &Context, bc: Handle) {
+        // CLIENT UNBLOCK <id> [TIMEOUT]. Already answered if not queued.
+        if leave_queue(ctx, bc) {
+            Stats::bump(&STATS.wait_timeouts);
+            ffi::reply_null(ctx);
+            ffi::unblock(bc, None);
+        }
+    }
+
+    fn disconnect(ctx: &Context, bc: Handle) {
+        // Also CLIENT UNBLOCK <id> ERROR. Only a queued waiter is unblocked
+        // here: one already granted was unblocked once and must not be again.
+        if leave_queue(ctx, bc) {
+            Stats::bump(&STATS.waiters_disconnected);
+            ffi::unblock(bc, None);
+        }
+    }
+
+    fn free(ctx: &Context, outcome: Box<BlockedReply>, client_gone: bool) {
+        match (client_gone, *outcome) {
+            (true, BlockedReply::Granted(grant, _)) => deferred::defer_lost_grants(ctx, [grant]),
+            (true, BlockedReply::GrantedAll(grants, _)) => deferred::defer_lost_grants(ctx, grants),
+            _ => {}
+        }
+    }
+}
+
+/// Grants answered in the server's before-sleep step, by client id, until
+/// the event loop next wakes up. In between the server writes pending
+/// replies and frees the clients it marked to close. A waiter freed there
+/// with output still unsent (its connection failed, or it was already
+/// closing) never got its answer, so its grant is released. A waiter freed
+/// with everything sent (a pipelined QUIT) got it, and keeps the lock.
+static ANSWERED: LazyLock<Mutex<IdMap<u64, Vec<Grant>>>> = LazyLock::new(Mutex::default);
+static ANY_ANSWERED: AtomicBool = AtomicBool::new(false);
+
+fn remember_answered(ctx: &Context, grants: &[Grant]) {
+    let grants = grants.to_vec();
+    lock(&ANSWERED).insert(ffi::client_id(ctx), grants);
+    ANY_ANSWERED.store(true, Relaxed);
+}
+
+fn leave_queue(ctx: &Context, bc: Handle) -> bool {
+    let Ok(mut reg) = registry() else {
+        return false;
+    };
+    let Some((_, released)) = reg.waiter_of(bc).and_then(|id| reg.remove(id)) else {
+        return false;
+    };
+    drop(reg);
+    deferred::after_queue_change(ctx, released);
+    true
+}
+
+/// Makes sure the wait timer fires by the earliest BLOCK deadline.
+pub fn arm_wait_timer(ctx: &Context, reg: &mut Registry) {
+    let Some(next) = reg.next_deadline() else {
+        return;
+    };
+    if reg.wait_timer.is_some_and(|t| t.fires_at <= next) {
+        return;
+    }
+    let now = Instant::now();
+    // Whole milliseconds, rounded up: a timer never fires before the
+    // deadline it was armed for.
+    let delay_ms = next
+        .saturating_duration_since(now)
+        .as_micros()
+        .div_ceil(1000)
+        .min(MAX_DURATION_MS as u128) as i64;
+    let Some(id) = ffi::create_timer::<WaitTimeout>(ctx, delay_ms, 0) else {
+        return;
+    };
+    let fires_at = now + Duration::from_millis(delay_ms as u64);
+    if let Some(old) = reg.wait_timer.replace(WaitTimer { id, fires_at }) {
+        ffi::stop_timer(ctx, old.id);
+    }
+}
+
+/// Fires at the earliest BLOCK deadline: answers nil to every waiter whose
+/// time is over, then re-arms for the next one.
+pub struct WaitTimeout;
+
+impl TimerHandler for WaitTimeout {
+    fn fire(ctx: &Context, _: u64) {
+        let due = match registry() {
+            Ok(mut reg) => {
+                reg.wait_timer = None;
+                reg.remove_due(Instant::now())
+            }
+            Err(_) => return,
+        };
+        for (waiter, released) in due {
+            deferred::after_queue_change(ctx, released);
+            Stats::bump(&STATS.wait_timeouts);
+            ffi::unblock(waiter.bc, Some(BlockedReply::TimedOut));
+        }
+        if let Ok(mut reg) = registry() {
+            arm_wait_timer(ctx, &mut reg);
+        }
+    }
+}
+
+/// A client is being freed: if it was answered a grant in the step that
+/// just ran and its answer is still unsent, the grant is released again.
+pub fn client_gone(ctx: &Context, client_id: u64) {
+    if !ANY_ANSWERED.load(Relaxed) {
+        return;
+    }
+    let Some(grants) = lock(&ANSWERED).remove(&client_id) else {
+        return;
+    };
+    // The client is still whole while this event runs.
+    let line = ctx
+        .call("CLIENT", &["LIST", "ID", &client_id.to_string()])
+        .and_then(String::try_from)
+        .unwrap_or_default();
+    if has_unsent_output(&line) {
+        deferred::defer_lost_grants(ctx, grants);
+    }
+}
+
+/// The event loop woke up: the grants answered before are written out or
+/// their clients' Drop ran (`client_gone`).
+pub fn forget_answered() {
+    if ANY_ANSWERED.swap(false, Relaxed) {
+        lock(&ANSWERED).clear();
+    }
+}

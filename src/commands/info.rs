@@ -1,0 +1,76 @@
+//! LOCK.INFO: who holds a lock, its lease left, its waiters and its last
+//! fencing token. Read-only, on a master or a replica.
+
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
+
+use super::{command, lock_id, run, Command, KEY};
+use crate::ffi::{self, CommandSpec, Field, KEY_RO_ACCESS};
+use crate::rules::error::LockError;
+use crate::rules::state::LockState;
+use crate::store;
+use crate::waiters::registry;
+
+/// `LOCK.INFO key`
+pub const INFO: Command = command!(
+    CommandSpec {
+        name: c"lock.info",
+        flags: c"readonly fast",
+        acl_categories: "read hash fast",
+        summary: c"Returns the owner, hold count, lease left, waiters and fencing token of a lock.",
+        complexity: c"O(1)",
+        since: c"1.0.0",
+        arity: 2,
+        key_flags: KEY_RO_ACCESS,
+        numkeys: false,
+        args: &[KEY],
+    },
+    info
+);
+
+fn info(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    run(ctx, || {
+        let [_, name] = args else {
+            return Err(LockError::arity(INFO.spec.name()));
+        };
+        let (state, ttl) = match store::read_only(ctx, name)? {
+            Some((LockState::Free, _)) | None => return Ok(RedisValue::Null),
+            Some(read) => read,
+        };
+        let lock = lock_id(ctx, name);
+        let waiters = registry().map_or(0, |r| r.queue_len(&lock));
+        let ttl = ("ttl", Field::Int(ttl.unwrap_or(-1)));
+        let waiters = ("waiters", Field::Int(waiters as i64));
+        let mut fields = match &state {
+            LockState::Held { owner, holds } => vec![
+                ("owner", Field::Bulk(owner)),
+                ("holds", Field::Int(*holds)),
+                ttl,
+                waiters,
+            ],
+            LockState::Shared(rw) => {
+                // A reader whose every lease ran out no longer holds it.
+                let readers = rw
+                    .readers
+                    .iter()
+                    .filter(|r| !r.expired())
+                    .map(|r| (&r.owner[..], r.holds))
+                    .collect();
+                let mut fields =
+                    vec![("mode", Field::Bulk(rw.mode().map_or(b"read", |m| m.mode())))];
+                if let Some((writer, holds)) = &rw.writer {
+                    fields.push(("writer", Field::Bulk(writer)));
+                    fields.push(("write_holds", Field::Int(*holds)));
+                }
+                fields.extend([("readers", Field::Counts(readers)), ttl, waiters]);
+                fields
+            }
+            LockState::Free => return Ok(RedisValue::Null),
+        };
+        let token = store::existing_token(ctx, name.as_slice());
+        if let Some(token) = token {
+            fields.push(("token", Field::Int(token)));
+        }
+        ffi::reply_map(ctx, &fields);
+        Ok(RedisValue::NoReply)
+    })
+}

@@ -1,0 +1,163 @@
+//! Work done after the command, timer or event that found it, in a 0 ms
+//! timer (the drain): locks to look at again (an outside change may have
+//! ended them, or the head of their queue changed), and grants whose answer
+//! never reached their waiter.
+//!
+//! Why not at once: a write inside a keyspace-event callback reaches
+//! replicas and the AOF before the change that caused it (see the module
+//! notes), and a lock looked at inside another lock's transition would be
+//! opened while that one is still being written. And no timer writes unless
+//! the server is a master that is neither loading nor paused ([`writable`]).
+//!
+//! What the drain does with the work (settle each lock, release each lost
+//! grant) is the events layer's (`events::drain`), handed in at load with
+//! [`on_drain`], so that the layers below it, which only note work, do not
+//! depend on it.
+//!
+//! Offers: [`writable`], [`defer_key`], [`defer_lost_grants`],
+//! [`settle_now_or_later`], [`after_queue_change`].
+
+use std::collections::HashSet;
+use std::sync::{LazyLock, Mutex, MutexGuard, OnceLock};
+
+use redis_module::{Context, ContextFlags};
+
+use crate::ffi::{self, TimerHandler};
+use crate::waiters::{Grant, LockId, Released};
+
+/// Delay before retrying deferred writes while the server refuses them
+/// (clients paused, loading).
+const RETRY_MS: i64 = 20;
+
+/// Whether a timer or deferred job may write now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Writable {
+    Now,
+    /// Loading, or clients are paused: try again shortly.
+    Later,
+    /// A replica: its data comes from its master, and it has no waiters
+    /// (they are answered when it is demoted).
+    Never,
+}
+
+pub fn writable(ctx: &Context) -> Writable {
+    let flags = ctx.get_flags();
+    if !flags.contains(ContextFlags::MASTER) {
+        Writable::Never
+    } else if flags.contains(ContextFlags::LOADING) || ffi::avoid_replica_traffic() {
+        Writable::Later
+    } else {
+        Writable::Now
+    }
+}
+
+/// What the drain has to do.
+#[derive(Debug, Default)]
+pub struct Work {
+    pub keys: HashSet<LockId<'static>>,
+    pub lost_grants: Vec<Grant>,
+}
+
+#[derive(Default)]
+struct Deferred {
+    work: Work,
+    armed: bool,
+}
+
+static DEFERRED: LazyLock<Mutex<Deferred>> = LazyLock::new(Mutex::default);
+static DRAIN: OnceLock<fn(&Context, Work)> = OnceLock::new();
+
+/// A poisoned mutex here only means a panic was caught while it was held;
+/// the data behind it is always left whole.
+fn deferred() -> MutexGuard<'static, Deferred> {
+    DEFERRED
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Sets what the drain does with the work (once, at load).
+pub fn on_drain(drain: fn(&Context, Work)) {
+    let _ = DRAIN.set(drain);
+}
+
+fn defer(ctx: &Context, add: impl FnOnce(&mut Work)) {
+    let mut d = deferred();
+    add(&mut d.work);
+    if !d.armed {
+        d.armed = ffi::create_timer::<Drain>(ctx, 0, 0).is_some();
+        ffi::wake_event_loop();
+    }
+}
+
+/// Looks at `lock` again in the drain.
+pub fn defer_key(ctx: &Context, lock: LockId<'static>) {
+    defer(ctx, |work| {
+        work.keys.insert(lock);
+    });
+}
+
+/// Releases grants whose answer never reached their waiter, in the drain.
+pub fn defer_lost_grants(ctx: &Context, grants: impl IntoIterator<Item = Grant>) {
+    defer(ctx, |work| work.lost_grants.extend(grants));
+}
+
+/// Looks at `lock` again now if the server may be written, else in the
+/// drain, else (a replica) not at all.
+pub fn settle_now_or_later(ctx: &Context, lock: LockId<'static>) {
+    match writable(ctx) {
+        Writable::Never => {}
+        Writable::Later => defer_key(ctx, lock),
+        Writable::Now => run(
+            ctx,
+            Work {
+                keys: HashSet::from([lock]),
+                lost_grants: Vec::new(),
+            },
+        ),
+    }
+}
+
+/// Undoes in the server what a change of the queues let go: stops the
+/// timers nobody needs any more, and looks again at the locks whose queue
+/// lost a multi-lock caller's entry (whoever is first there now may be
+/// served).
+pub fn after_queue_change(ctx: &Context, released: Released) {
+    for id in released.lease_timers {
+        ffi::stop_timer(ctx, id);
+    }
+    if let Some(id) = released.wait_timer {
+        ffi::stop_timer(ctx, id);
+    }
+    for lock in released.resettle {
+        defer_key(ctx, lock);
+    }
+}
+
+fn run(ctx: &Context, work: Work) {
+    if let Some(drain) = DRAIN.get() {
+        drain(ctx, work);
+    }
+}
+
+struct Drain;
+
+impl TimerHandler for Drain {
+    fn fire(ctx: &Context, _: u64) {
+        let work = {
+            let mut d = deferred();
+            d.armed = false;
+            match writable(ctx) {
+                Writable::Never => {
+                    d.work = Work::default();
+                    return;
+                }
+                Writable::Later => {
+                    d.armed = ffi::create_timer::<Drain>(ctx, RETRY_MS, 0).is_some();
+                    return;
+                }
+                Writable::Now => std::mem::take(&mut d.work),
+            }
+        };
+        run(ctx, work);
+    }
+}

@@ -1,0 +1,186 @@
+//! Everything that can end a lock outside a LOCK.* command, as far as it
+//! matters to callers waiting for it: keyspace events (DEL, expiry,
+//! eviction, RENAME, a Redisson unlock...), flushes and SWAPDB, role and
+//! replication changes, client disconnections; and the drain of deferred
+//! work (`deferred.rs`): each lock noted is read again and handed to its
+//! first waiter if it is free (settle), and each lost grant released.
+//!
+//! The module listens to keyspace and client events only once a caller has
+//! waited ([`watch_for_waiters`]); until then no lock can need them.
+//!
+//! Offers: [`KeyspaceEvents`], [`ServerEvents`], [`watch_for_waiters`],
+//! [`drain`].
+
+use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+
+use redis_module::Context;
+
+use crate::blocking;
+use crate::deferred::{self, Work};
+use crate::ffi::{self, KeyspaceHandler, ServerEventHandler};
+use crate::handoff::{self, Origin};
+use crate::info::{Stats, STATS};
+use crate::replication;
+use crate::rules::error::LockError;
+use crate::store::{self, Placement};
+use crate::waiters::{registry, Grant, LockId};
+
+/// The deferred work, on a master that may be written now.
+pub fn drain(ctx: &Context, work: Work) {
+    let placement = Placement::read(ctx);
+    for lock in &work.keys {
+        settle(ctx, &placement, lock);
+    }
+    for grant in &work.lost_grants {
+        release_lost_grant(ctx, &placement, grant);
+    }
+}
+
+/// Re-reads a lock that has waiters and hands it on if it is free. In a
+/// cluster a timer may only write keys of slots this node serves (commands
+/// are routed by the server, timers are not).
+fn settle(ctx: &Context, placement: &Placement, lock: &LockId<'_>) {
+    if !registry().is_ok_and(|r| r.queue_len(lock) > 0) || !ffi::select_db(ctx, lock.db) {
+        return;
+    }
+    if !placement.serves(&lock.key) {
+        return handoff::reject_all(ctx, lock, &LockError::slot_not_served());
+    }
+    let name = ffi::string(ctx, &lock.key);
+    let (key, mut tx) = match handoff::begin(ctx, &name, lock, Origin::Event) {
+        Ok(started) => started,
+        // The key now holds another type: waiting on would never end.
+        Err(e) => return handoff::reject_all(ctx, lock, &e),
+    };
+    match registry() {
+        Ok(mut reg) => reg.with_queue(lock, |queue| tx.settle(queue)),
+        Err(e) => return ffi::log_warning(ctx, &format!("lock: {e}")),
+    }
+    handoff::commit(ctx, lock, &key, tx);
+}
+
+/// Releases the hold of a waiter that never got its answer, handing the
+/// lock on.
+fn release_lost_grant(ctx: &Context, placement: &Placement, grant: &Grant) {
+    let lock = &grant.lock;
+    if !ffi::select_db(ctx, lock.db) || !placement.serves(&lock.key) {
+        return;
+    }
+    let name = ffi::string(ctx, &lock.key);
+    let Ok((key, mut tx)) = handoff::begin(ctx, &name, lock, Origin::Event) else {
+        return;
+    };
+    let released = match registry() {
+        Ok(mut reg) => reg.with_queue(lock, |queue| tx.release(queue, &grant.owner, grant.side)),
+        Err(_) => return,
+    };
+    // NOTOWNER: the lease ran out or someone removed it already.
+    if released.is_ok() {
+        Stats::bump(&STATS.lost_grants_released);
+        handoff::commit(ctx, lock, &key, tx);
+    }
+}
+
+/// Keyspace notifications. Writing here is unsafe (see the module notes):
+/// a key someone waits for is only noted for the 0 ms drain.
+pub struct KeyspaceEvents;
+
+impl KeyspaceHandler for KeyspaceEvents {
+    fn event(ctx: &Context, event: &[u8], key: &[u8]) {
+        if store::is_own_notification() {
+            return;
+        }
+        let db = ffi::selected_db(ctx);
+        // When the registry is busy (never expected), note the key anyway:
+        // the drain re-checks everything.
+        if registry().is_ok_and(|r| !r.has_waiters(db, key)) {
+            return;
+        }
+        // Whoever noticed first (the lease timer, Redis's active or lazy
+        // expiry, a command opening the key), the lease ran out while
+        // callers waited.
+        if event == b"expired" {
+            Stats::bump(&STATS.expired_with_waiters);
+        }
+        let lock = LockId {
+            db,
+            key: Cow::Owned(key.to_vec()),
+        };
+        deferred::defer_key(ctx, lock);
+    }
+}
+
+/// Set once the module listens to the events that only matter to waiters.
+static WATCHING: AtomicBool = AtomicBool::new(false);
+
+/// Starts listening, at the first wait, to keyspace events that can end a
+/// lock, client disconnections and event-loop wake-ups. Until a caller has
+/// waited, no lock can need them, and the rest of Redis pays nothing for
+/// them; Redis offers no way to stop listening to keyspace events later.
+pub fn watch_for_waiters(ctx: &Context) {
+    if WATCHING.swap(true, Relaxed) {
+        return;
+    }
+    if !ffi::subscribe_keyspace_events::<KeyspaceEvents>(ctx)
+        || !ffi::subscribe_waiter_events::<ServerEvents>(ctx)
+    {
+        ffi::log_warning(
+            ctx,
+            "lock: could not subscribe to keyspace and client events; \
+             waiters are served at lease deadlines only",
+        );
+    }
+}
+
+pub struct ServerEvents;
+
+impl ServerEventHandler for ServerEvents {
+    fn replication_changed(_ctx: &Context) {
+        replication::forget_listeners();
+    }
+
+    fn demoted(ctx: &Context) {
+        // Redis answers a demoted master's blocked callers itself (UNBLOCKED,
+        // through their disconnect callbacks) before this event. Valkey 9
+        // (not 8.0) leaves module-blocked callers blocked in cluster mode and
+        // for clients with CLIENT CAPA redirect: on a replica they would wait
+        // forever, or until their BLOCK time and a nil that says "timed out".
+        // Answer them as Redis does.
+        let locks = registry().map_or_else(|_| Vec::new(), |r| r.locks_in(-1));
+        for lock in &locks {
+            handoff::reject_all(ctx, lock, &LockError::demoted());
+        }
+    }
+
+    fn loading_ended(ctx: &Context) {
+        replication::forget_listeners();
+        replication::note_load(ctx);
+    }
+
+    fn flushed(ctx: &Context, db: i32) {
+        defer_locks_in(ctx, &[db]);
+    }
+
+    fn swapped(ctx: &Context, a: i32, b: i32) {
+        defer_locks_in(ctx, &[a, b]);
+    }
+
+    fn client_gone(ctx: &Context, client_id: u64) {
+        blocking::client_gone(ctx, client_id);
+    }
+
+    fn after_sleep(_ctx: &Context) {
+        blocking::forget_answered();
+    }
+}
+
+fn defer_locks_in(ctx: &Context, dbs: &[i32]) {
+    let locks: Vec<LockId<'static>> = match registry() {
+        Ok(reg) => dbs.iter().flat_map(|db| reg.locks_in(*db)).collect(),
+        Err(_) => return,
+    };
+    for lock in locks {
+        deferred::defer_key(ctx, lock);
+    }
+}

@@ -1,0 +1,185 @@
+//! ACL checks the module makes itself: whether the caller's user may read
+//! and write a key the command did not declare (a fencing token key, a read
+//! hold lease key).
+
+use std::ffi::c_int;
+use std::ptr::{self, NonNull};
+
+use super::server::client_id;
+use super::string::string;
+use super::OK;
+use redis_module::{raw, Context};
+
+/// errno values RM_Call documents for `C`: no ACL user for the context
+/// (ENOTSUP) and an ACL refusal (EACCES).
+#[cfg(target_os = "linux")]
+const ENOTSUP: i32 = 95;
+#[cfg(not(target_os = "linux"))]
+const ENOTSUP: i32 = 45;
+const EACCES: i32 = 13;
+
+/// A string Redis handed over (no auto memory), freed once on drop.
+struct OwnedString<'c> {
+    ptr: NonNull<raw::RedisModuleString>,
+    ctx: &'c Context,
+}
+
+impl Drop for OwnedString<'_> {
+    fn drop(&mut self) {
+        if let Some(free) = api!(RedisModule_FreeString) {
+            // SAFETY: the string was created for this context, without auto
+            // memory, and is freed exactly once here.
+            unsafe { free(self.ctx.ctx, self.ptr.as_ptr()) };
+        }
+    }
+}
+
+/// Who runs the current command, for ACL purposes.
+enum Caller<'c> {
+    /// An ACL user, by name.
+    User(OwnedString<'c>),
+    /// No user: runs unrestricted, as Redis runs it (the master link, a
+    /// module's RM_Call without `C`, a script run by one of those, AOF
+    /// loading).
+    Unrestricted,
+    /// Could not be told (a server without the calls, or RM_Call failing
+    /// for another reason).
+    Unknown,
+}
+
+/// Whether the context's client has an ACL user, asked with
+/// `RM_Call(ctx, "PING", "C")`: RM_Call checks for a user before anything
+/// else and fails with ENOTSUP, running nothing, when there is none. With a
+/// user, PING runs (no effect on data, but counted in `INFO commandstats`
+/// and shown to MONITOR) or is refused by the user's ACL (EACCES, and an
+/// ACL LOG entry for `ping`), which proves a user just as well. `None`: no
+/// answer either way. Only asked for callers that are not connections.
+fn context_has_user(ctx: &Context) -> Option<bool> {
+    let (Some(call), Some(free)) = (api!(RedisModule_Call), api!(RedisModule_FreeCallReply)) else {
+        return None;
+    };
+    // SAFETY: ctx is the live context of a command; "C" takes no argument.
+    let reply = unsafe { call(ctx.ctx, c"PING".as_ptr(), c"C".as_ptr()) };
+    if reply.is_null() {
+        // Read at once: no call has been made since RM_Call set errno.
+        return match std::io::Error::last_os_error().raw_os_error() {
+            Some(ENOTSUP) => Some(false),
+            Some(EACCES) => Some(true),
+            _ => None,
+        };
+    }
+    // SAFETY: a reply RM_Call returned without auto memory, freed once.
+    unsafe { free(reply) };
+    Some(true)
+}
+
+/// Who runs the current command.
+///
+/// RM_GetCurrentUserName dereferences the client's user, which is NULL on
+/// 7.0 for the callers that run unrestricted, so it is only called once a
+/// user is known to exist. A connection is looked up by id
+/// (RM_GetClientUserNameById, which checks). Scripts, functions and RM_Call
+/// run on clients that are not connections, and the master link has no
+/// user; for those [`context_has_user`] decides (a script runs as the user
+/// of whoever called it).
+fn caller(ctx: &Context) -> Caller<'_> {
+    if ctx
+        .get_flags()
+        .contains(redis_module::ContextFlags::LOADING)
+    {
+        // AOF replay: Redis applies no ACL to it.
+        return Caller::Unrestricted;
+    }
+    let by_id = api!(RedisModule_GetClientUserNameById).map_or(ptr::null_mut(), |f| {
+        // SAFETY: ctx is live; Redis looks the id up and returns NULL for
+        // no such connection or a connection without a user.
+        unsafe { f(ctx.ctx, client_id(ctx)) }
+    });
+    if let Some(name) = NonNull::new(by_id) {
+        return Caller::User(OwnedString { ptr: name, ctx });
+    }
+    match context_has_user(ctx) {
+        Some(true) => {
+            // SAFETY: the context's client has a user (asked just above,
+            // nothing ran since); Redis copies its name.
+            let name = api!(RedisModule_GetCurrentUserName)
+                .map_or(ptr::null_mut(), |f| unsafe { f(ctx.ctx) });
+            NonNull::new(name).map_or(Caller::Unknown, |ptr| {
+                Caller::User(OwnedString { ptr, ctx })
+            })
+        }
+        Some(false) => Caller::Unrestricted,
+        None => Caller::Unknown,
+    }
+}
+
+/// Whether the ACL user running the current command may read and write
+/// `key`, as INCR needs (key spec RW ACCESS UPDATE: `~` or both `%R~` and
+/// `%W~` patterns), by any key pattern of that user
+/// (RM_ACLCheckKeyPermissions). True when the command runs unrestricted
+/// (see [`caller`]). A refusal is written to ACL LOG (reason `key`, context
+/// `module`), as Redis logs a refused declared key. Fails closed: false
+/// when the user cannot be told or the server lacks the calls.
+pub fn may_update_key(ctx: &Context, key: &[u8]) -> bool {
+    key_permitted(ctx, key, KeyUse::Update)
+}
+
+/// Whether the ACL user running the current command may read `key`; like
+/// [`may_update_key`], but a refusal is not logged: the caller leaves out
+/// what it would have read instead of failing.
+pub fn may_read_key(ctx: &Context, key: &[u8]) -> bool {
+    key_permitted(ctx, key, KeyUse::Read)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum KeyUse {
+    Read,
+    Update,
+}
+
+fn key_permitted(ctx: &Context, key: &[u8], usage: KeyUse) -> bool {
+    let name = match caller(ctx) {
+        Caller::User(name) => name,
+        Caller::Unrestricted => return true,
+        Caller::Unknown => return false,
+    };
+    let (Some(get_user), Some(check), Some(free_user)) = (
+        api!(RedisModule_GetModuleUserFromUserName),
+        api!(RedisModule_ACLCheckKeyPermissions),
+        api!(RedisModule_FreeModuleUser),
+    ) else {
+        return false;
+    };
+    // SAFETY: `name` is a live string; the user handle is only used in
+    // this call (a user can be deleted between commands) and freed below.
+    let Some(user) = NonNull::new(unsafe { get_user(name.ptr.as_ptr()) }) else {
+        // The client's user is gone: nothing to grant from.
+        return false;
+    };
+    let key = string(ctx, key);
+    let flags = match usage {
+        KeyUse::Read => raw::REDISMODULE_CMD_KEY_ACCESS,
+        KeyUse::Update => raw::REDISMODULE_CMD_KEY_ACCESS | raw::REDISMODULE_CMD_KEY_UPDATE,
+    } as c_int;
+    // SAFETY: live user handle and key string; the flags are within the
+    // mask 7.0 accepts (ACCESS, INSERT, DELETE, UPDATE).
+    let allowed = unsafe { check(user.as_ptr(), key.inner, flags) } == OK;
+    if !allowed && usage == KeyUse::Update {
+        if let Some(log) = api!(RedisModule_ACLAddLogEntry) {
+            // SAFETY: ctx is a command context (its client describes the
+            // entry); Redis copies the user name and the key.
+            unsafe {
+                log(
+                    ctx.ctx,
+                    user.as_ptr(),
+                    key.inner,
+                    raw::RedisModuleACLLogEntryReason_REDISMODULE_ACL_LOG_KEY,
+                )
+            };
+        }
+    }
+    // SAFETY: a handle from GetModuleUserFromUserName: this frees only the
+    // handle, never the ACL user itself; freed once.
+    unsafe { free_user(user.as_ptr()) };
+    allowed
+}

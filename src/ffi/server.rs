@@ -1,0 +1,110 @@
+//! What the server says about itself and the current context: the clock,
+//! the selected db, whether it is paused, INFO fields the module reads, the
+//! client id.
+
+use std::ffi::{c_int, CStr};
+
+use super::OK;
+use redis_module::{raw, Context};
+
+/// Wall-clock ms, the clock key expiry uses.
+pub fn now_ms() -> i64 {
+    // SAFETY: RM_Milliseconds reads the clock and has no preconditions.
+    api!(RedisModule_Milliseconds).map_or(0, |f| unsafe { f() })
+}
+
+pub fn selected_db(ctx: &Context) -> i32 {
+    // SAFETY: ctx is the live context of the current callback.
+    api!(RedisModule_GetSelectedDb).map_or(0, |f| unsafe { f(ctx.ctx) })
+}
+
+pub fn select_db(ctx: &Context, db: i32) -> bool {
+    // SAFETY: ctx is live; Redis range-checks `db` and reports an error.
+    api!(RedisModule_SelectDb).is_some_and(|f| unsafe { f(ctx.ctx, db) } == OK)
+}
+
+/// True while writes must not be propagated: clients paused (CLIENT PAUSE,
+/// failover). Propagating then fails an assertion in redis-server 7.0.
+pub fn avoid_replica_traffic() -> bool {
+    // SAFETY: no arguments; reads server state on the main thread.
+    api!(RedisModule_AvoidReplicaTraffic).is_none_or(|f| unsafe { f() } != 0)
+}
+
+/// Stop Redis from marking every key opened for writing as modified (which
+/// would abort WATCHers even when nothing changed); [`Key::signal_modified`]
+/// is called after real writes instead.
+pub fn signal_modified_keys_explicitly(ctx: &Context) {
+    if let Some(f) = api!(RedisModule_SetModuleOptions) {
+        // SAFETY: ctx is the OnLoad context; the option is a plain flag.
+        unsafe {
+            f(
+                ctx.ctx,
+                raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED as c_int,
+            )
+        };
+    }
+}
+
+/// Whether `INFO replication` shows anything that could receive replicated
+/// commands: a replica role, connected replicas, or a replication backlog
+/// (kept for partial resyncs after replicas leave). `true` when unsure.
+pub fn replication_may_listen(ctx: &Context) -> bool {
+    let (Some(get), Some(field), Some(signed), Some(free)) = (
+        api!(RedisModule_GetServerInfo),
+        api!(RedisModule_ServerInfoGetFieldC),
+        api!(RedisModule_ServerInfoGetFieldSigned),
+        api!(RedisModule_FreeServerInfo),
+    ) else {
+        return true;
+    };
+    // SAFETY: ctx is live; the info data is read, then freed once.
+    unsafe {
+        let info = get(ctx.ctx, c"replication".as_ptr());
+        if info.is_null() {
+            return true;
+        }
+        let role = field(info, c"role".as_ptr());
+        let master = !role.is_null() && CStr::from_ptr(role).to_bytes() == b"master";
+        let mut err: c_int = 0;
+        let replicas = signed(info, c"connected_slaves".as_ptr(), &mut err);
+        let replicas_known = err == 0;
+        let backlog = signed(info, c"repl_backlog_active".as_ptr(), &mut err);
+        let known = replicas_known && err == 0;
+        free(ctx.ctx, info);
+        !(master && known && replicas == 0 && backlog == 0)
+    }
+}
+
+/// `rdb_last_load_keys_expired` of `INFO persistence`: keys the last load
+/// dropped because their TTL had passed. 0 when unknown.
+pub fn keys_expired_by_last_load(ctx: &Context) -> i64 {
+    let (Some(get), Some(signed), Some(free)) = (
+        api!(RedisModule_GetServerInfo),
+        api!(RedisModule_ServerInfoGetFieldSigned),
+        api!(RedisModule_FreeServerInfo),
+    ) else {
+        return 0;
+    };
+    // SAFETY: ctx is live; the info data is read, then freed once.
+    unsafe {
+        let info = get(ctx.ctx, c"persistence".as_ptr());
+        if info.is_null() {
+            return 0;
+        }
+        let mut err: c_int = 0;
+        let expired = signed(info, c"rdb_last_load_keys_expired".as_ptr(), &mut err);
+        free(ctx.ctx, info);
+        if err == 0 {
+            expired
+        } else {
+            0
+        }
+    }
+}
+
+/// The id of the context's client (the real client in a blocked-reply
+/// callback).
+pub fn client_id(ctx: &Context) -> u64 {
+    // SAFETY: ctx is the live context of the current callback.
+    api!(RedisModule_GetClientId).map_or(0, |f| unsafe { f(ctx.ctx) })
+}
