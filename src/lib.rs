@@ -107,9 +107,13 @@ mod module {
     #[cfg(test)]
     const ALLOCATOR: Allocator = std::alloc::System;
 
+    /// MODULE LIST's `ver`: the package version as MMmmpp (1.1.0 is 10100),
+    /// the version that `since` in the commands' docs refers to.
+    const VERSION: i32 = 10100;
+
     redis_module! {
         name: "lock",
-        version: 10000,
+        version: VERSION,
         allocator: (Allocator, ALLOCATOR),
         data_types: [],
         init: init,
@@ -128,5 +132,15 @@ mod module {
             enum: [],
             module_args_as_configuration: true,
         ]
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn module_version_is_the_package_version() {
+            let v = super::VERSION;
+            let dotted = format!("{}.{}.{}", v / 10000, v / 100 % 100, v % 100);
+            assert_eq!(dotted, env!("CARGO_PKG_VERSION"));
+        }
     }
 }

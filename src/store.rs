@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 use redis_module::{Context, ContextFlags, RedisString};
 
 use crate::config;
-use crate::ffi::{self, Key, KeyKind};
+use crate::ffi::{self, Key, KeyKind, Native};
 use crate::replication::{self, Replication};
 use crate::rules::args::parse_i64;
 use crate::rules::error::LockError;
@@ -135,16 +135,23 @@ impl<'c> LockKey<'c> {
                 && replication::downstream_may_keep_dropped_keys()
                 && self.key.kind() == KeyKind::Empty
             {
-                ffi::replicate_key_command(ctx, c"DEL", self.name);
+                ffi::replicate(ctx, self.name, Native::Del);
             }
         };
         for write in writes {
             match write {
-                Change::SetMode(kind) => {
+                Change::SetMode(side) => {
                     clear_downstream();
-                    self.key.hash_set_bytes(ctx, MODE_FIELD, kind.mode());
+                    self.key.hash_set_bytes(ctx, MODE_FIELD, side.mode());
                     if native {
-                        ffi::replicate_hset_bytes(ctx, self.name, MODE_FIELD, kind.mode());
+                        ffi::replicate(
+                            ctx,
+                            self.name,
+                            Native::HSetBytes {
+                                field: MODE_FIELD,
+                                value: side.mode(),
+                            },
+                        );
                     }
                     notify_own(ctx, ffi::NOTIFY_HASH, c"hset", self.name);
                     modified = true;
@@ -168,7 +175,14 @@ impl<'c> LockKey<'c> {
                         None => self.key.hash_set(ctx, &ffi::string(ctx, field), *holds),
                     };
                     if native {
-                        ffi::replicate_hset(ctx, self.name, field, *holds);
+                        ffi::replicate(
+                            ctx,
+                            self.name,
+                            Native::HSet {
+                                field,
+                                value: *holds,
+                            },
+                        );
                     }
                     notify_own(ctx, ffi::NOTIFY_HASH, c"hset", self.name);
                     modified = true;
@@ -179,7 +193,7 @@ impl<'c> LockKey<'c> {
                         None => self.key.hash_delete(&ffi::string(ctx, field)),
                     };
                     if native {
-                        ffi::replicate_hdel(ctx, self.name, field);
+                        ffi::replicate(ctx, self.name, Native::HDel { field });
                     }
                     notify_own(ctx, ffi::NOTIFY_HASH, c"hdel", self.name);
                     modified = true;
@@ -187,7 +201,7 @@ impl<'c> LockKey<'c> {
                 Change::ExpireAt(at) => {
                     self.key.expire_at(*at);
                     if native {
-                        ffi::replicate_pexpireat(ctx, self.name, *at);
+                        ffi::replicate(ctx, self.name, Native::PExpireAt { at_ms: *at });
                     }
                     notify_own(ctx, ffi::NOTIFY_GENERIC, c"expire", self.name);
                     modified = true;
@@ -195,7 +209,7 @@ impl<'c> LockKey<'c> {
                 Change::Delete => {
                     self.key.delete();
                     if native {
-                        ffi::replicate_key_command(ctx, c"DEL", self.name);
+                        ffi::replicate(ctx, self.name, Native::Del);
                     }
                     notify_own(ctx, ffi::NOTIFY_GENERIC, c"del", self.name);
                     modified = true;
@@ -225,7 +239,7 @@ fn set_read_lease(ctx: &Context, lock: &[u8], owner: &[u8], hold: i64, at: i64, 
     key.string_set(ctx, b"1");
     key.expire_at(at);
     if native {
-        ffi::replicate_set_one_pxat(ctx, &name, at);
+        ffi::replicate(ctx, &name, Native::SetOnePxAt { at_ms: at });
     }
     notify_own(ctx, ffi::NOTIFY_STRING, c"set", &name);
     ffi::signal_modified(ctx, &name);
@@ -241,7 +255,7 @@ fn drop_read_lease(ctx: &Context, lock: &[u8], owner: &[u8], hold: i64, native: 
         return false;
     }
     if native {
-        ffi::replicate_key_command(ctx, c"DEL", &name);
+        ffi::replicate(ctx, &name, Native::Del);
     }
     notify_own(ctx, ffi::NOTIFY_GENERIC, c"del", &name);
     ffi::signal_modified(ctx, &name);
@@ -381,7 +395,7 @@ fn incr_token(ctx: &Context, lock: &[u8], to: i64, native: bool) {
         key.expire_at(at);
     }
     if native {
-        ffi::replicate_key_command(ctx, c"INCR", &name);
+        ffi::replicate(ctx, &name, Native::Incr);
     }
     notify_own(ctx, ffi::NOTIFY_STRING, c"incrby", &name);
     ffi::signal_modified(ctx, &name);

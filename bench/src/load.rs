@@ -49,6 +49,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
+use lock_rules::keys::{notify_channel, read_lease_prefix, rw_notify_channel, tagged_name};
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
@@ -171,41 +172,6 @@ pub fn blpop_timeout(block_ms: u64) -> String {
     } else {
         format!("{s}.{ms:03}").trim_end_matches('0').to_string()
     }
-}
-
-/// Redisson channel of a lock name.
-pub fn channel_of(key: &[u8]) -> Vec<u8> {
-    let mut c = b"redisson_lock__channel:{".to_vec();
-    c.extend_from_slice(key);
-    c.push(b'}');
-    c
-}
-
-/// Redisson channel of a read-write lock name.
-pub fn rw_channel_of(key: &[u8]) -> Vec<u8> {
-    let mut c = b"redisson_rwlock:{".to_vec();
-    c.extend_from_slice(key);
-    c.push(b'}');
-    c
-}
-
-/// `{key}`: the prefix of every read hold's lease key of a read-write lock.
-fn hash_tag(key: &[u8]) -> Vec<u8> {
-    let mut t = Vec::with_capacity(key.len() + 2);
-    t.push(b'{');
-    t.extend_from_slice(key);
-    t.push(b'}');
-    t
-}
-
-/// `{key}:<owner>:rwlock_timeout`: the prefix of an owner's read hold lease
-/// keys (`:<n>` appended for the n-th hold).
-fn rw_lease_prefix(key: &[u8], owner: &[u8]) -> Vec<u8> {
-    let mut p = hash_tag(key);
-    p.push(b':');
-    p.extend_from_slice(owner);
-    p.extend_from_slice(b":rwlock_timeout");
-    p
 }
 
 /// Owner id in Redisson's `<uuid>:<thread>` form: one uuid-like id per
@@ -777,7 +743,7 @@ impl Client {
         let key = &sh.keys[k];
         let mut chan: Option<Rc<Chan>> = None;
         let lease_prefix = match mode {
-            Mode::Read => rw_lease_prefix(key, &self.owner),
+            Mode::Read => read_lease_prefix(key, &self.owner),
             _ => Vec::new(),
         };
         loop {
@@ -883,8 +849,8 @@ impl Client {
                         b"4",
                         key,
                         &sh.channels[k],
-                        &rw_lease_prefix(key, &self.owner),
-                        &hash_tag(key),
+                        &read_lease_prefix(key, &self.owner),
+                        &tagged_name(key),
                         b"0",
                         &self.owner,
                     ])
@@ -1309,9 +1275,9 @@ impl Harness {
             .iter()
             .map(|k| {
                 if spec.read_fraction.is_some() {
-                    rw_channel_of(k)
+                    rw_notify_channel(k)
                 } else {
-                    channel_of(k)
+                    notify_channel(k)
                 }
             })
             .collect();

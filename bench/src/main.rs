@@ -33,7 +33,9 @@ lock-bench: benchmark of the lock module against Redisson's protocol, spin locks
 
 usage: lock-bench [options]
   --quick                 smoke run: 1 repetition, short runs, smaller S1b/S4/S6
-  --only S2,S3            run only these scenarios (S1 S1b S2 S3 S4 S5 S6 S7 S8)
+  --only S2,lease-expiry  run only these scenarios, by tag or name: S1 uncontended,
+                          S1b pipelined-acquires, S2 hot-lock, S3 lease-expiry, S4 scale,
+                          S5 moderate-contention, S6 no-tax, S7 read-write, S8 multi-lock
   --reps N                repetitions of every measurement (default: S1/S5/S1b 7, S2/S3/S4/S7/S8 5,
                           S4 memory 3, S6 9; median reported)
   --warmup SECS           warm-up before each measured run (default 0.3, 0.2 with --quick)
@@ -51,8 +53,35 @@ usage: lock-bench [options]
   --compare-models        measure tokio tasks vs blocking threads as the client model, then exit
   -h, --help";
 
-/// Every scenario, in the order they run.
-const SCENARIOS: [&str; 9] = ["S1", "S1b", "S2", "S3", "S4", "S5", "S6", "S7", "S8"];
+/// Every scenario, in the order they run: its tag and a name saying what it
+/// measures.
+const SCENARIOS: [(&str, &str); 9] = [
+    ("S1", "uncontended"),
+    ("S1b", "pipelined-acquires"),
+    ("S2", "hot-lock"),
+    ("S3", "lease-expiry"),
+    ("S4", "scale"),
+    ("S5", "moderate-contention"),
+    ("S6", "no-tax"),
+    ("S7", "read-write"),
+    ("S8", "multi-lock"),
+];
+
+/// The name of scenario `tag`.
+pub fn scenario_name(tag: &str) -> &'static str {
+    SCENARIOS
+        .iter()
+        .find(|(t, _)| *t == tag)
+        .map_or("", |(_, name)| name)
+}
+
+/// The tag of a scenario given by tag (any case) or by name.
+fn scenario_tag(given: &str) -> Option<&'static str> {
+    SCENARIOS
+        .iter()
+        .find(|(tag, name)| tag.eq_ignore_ascii_case(given) || name.eq_ignore_ascii_case(given))
+        .map(|(tag, _)| *tag)
+}
 
 pub const REPS_S1: usize = 7;
 pub const REPS_S1B: usize = 7;
@@ -140,15 +169,11 @@ fn parse_args() -> Result<Opts, String> {
             "--quick" => quick = true,
             "--only" => {
                 let v = value(&mut args, &a)?;
-                let list: Vec<String> = v
-                    .split(',')
-                    .map(|s| s.trim().to_uppercase().replace("S1B", "S1b"))
-                    .filter(|s| !s.is_empty())
-                    .collect();
-                for s in &list {
-                    if !SCENARIOS.contains(&s.as_str()) {
-                        return Err(format!("--only: unknown scenario {s}"));
-                    }
+                let mut list = Vec::new();
+                for s in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                    let tag =
+                        scenario_tag(s).ok_or_else(|| format!("--only: unknown scenario {s}"))?;
+                    list.push(tag.to_string());
                 }
                 only = Some(list);
             }
@@ -517,7 +542,7 @@ async fn run(opts: Opts) -> io::Result<bool> {
 
     let mut sections: Vec<Section> = Vec::new();
     let mut chart_data = None;
-    for id in SCENARIOS {
+    for (id, _) in SCENARIOS {
         if !wanted(&opts, id) {
             continue;
         }

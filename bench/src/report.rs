@@ -200,7 +200,12 @@ impl Section {
     }
 
     pub fn render(&self) -> String {
-        let mut out = format!("{} {}\n", self.id, self.title);
+        let mut out = format!(
+            "{} {}: {}\n",
+            self.id,
+            crate::scenario_name(self.id),
+            self.title
+        );
         for l in &self.lines {
             out.push_str("  ");
             out.push_str(l);
@@ -237,7 +242,7 @@ impl Section {
 
     pub fn to_json(&self) -> Value {
         json!({
-            "id": self.id, "title": self.title,
+            "id": self.id, "name": crate::scenario_name(self.id), "title": self.title,
             "bars": self.bars.iter().map(Bar::json).collect::<Vec<_>>(),
             "violations": self.violations, "errors": self.errors,
             "discarded_for_interference": self.discarded,

@@ -59,6 +59,20 @@ fn suffixed(name: &[u8], suffix: &[&[u8]]) -> Vec<u8> {
     out
 }
 
+/// `{name}`, or `name` when it carries its own `{`: what every key derived
+/// from the lock with Redisson's `suffixName` starts with.
+pub fn tagged_name(lock: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(lock.len() + 2);
+    push_tagged(lock, &mut out);
+    out
+}
+
+/// `{name}:<owner>:rwlock_timeout`: what an owner's read hold lease keys
+/// start with (Redisson's scripts add `:<hold>`).
+pub fn read_lease_prefix(lock: &[u8], owner: &[u8]) -> Vec<u8> {
+    suffixed(lock, &[owner, b":rwlock_timeout"])
+}
+
 /// The lease of a read-write lock's read hold number `hold` (from 1) of
 /// `owner`, as Redisson's RReadWriteLock keeps it:
 /// `{name}:<owner>:rwlock_timeout:<hold>`.
@@ -129,6 +143,16 @@ fn crc16(data: &[u8]) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prefixes_start_the_keys_they_prefix() {
+        assert_eq!(tagged_name(b"k"), b"{k}");
+        assert_eq!(tagged_name(b"a{b}"), b"a{b}");
+        let key = read_lease_key(b"k", b"o", 3);
+        assert_eq!(key, b"{k}:o:rwlock_timeout:3");
+        assert!(key.starts_with(&read_lease_prefix(b"k", b"o")));
+        assert!(key.starts_with(&tagged_name(b"k")));
+    }
 
     #[test]
     fn derives_read_write_lock_names() {

@@ -298,16 +298,7 @@ impl<H: Copy + Eq + Hash> Registry<H> {
             if let Some(group) = wake.waiter.group {
                 others.merge(self.remove_group_except(group, wake.id, true));
             }
-            self.locations.remove(&wake.id);
-            self.handles.remove(&wake.waiter.bc);
-            if let Some(at) = wake.waiter.deadline {
-                self.deadlines.remove(&(at, wake.id));
-            }
-            if wake.waiter.request.fence {
-                if let Some(q) = self.queue_mut(lock) {
-                    q.fenced = q.fenced.saturating_sub(1);
-                }
-            }
+            self.forget_entry(lock, wake.id, &wake.waiter, true);
         }
         let mut released = self.drop_if_empty(lock);
         released.merge(others);
@@ -336,15 +327,8 @@ impl<H: Copy + Eq + Hash> Registry<H> {
                 continue;
             };
             if let Some(waiter) = queue.fifo.remove(id) {
-                if waiter.request.fence {
-                    queue.fenced = queue.fenced.saturating_sub(1);
-                }
-                if let Some(at) = waiter.deadline {
-                    self.deadlines.remove(&(at, id));
-                }
-                if id == group {
-                    self.handles.remove(&waiter.bc);
-                }
+                // Only a caller's first entry is known by its handle.
+                self.forget_entry(&lock, id, &waiter, id == group);
             }
             released.merge(self.drop_if_empty(&lock));
             if resettle {
@@ -359,20 +343,35 @@ impl<H: Copy + Eq + Hash> Registry<H> {
         let (&(ref lock, first), _) = self.groups.get(&group)?.members.split_first()?;
         let lock = lock.clone();
         let waiter = self.queue_mut(&lock)?.fifo.remove(first)?;
-        self.locations.remove(&first);
-        self.handles.remove(&waiter.bc);
-        if let Some(at) = waiter.deadline {
-            self.deadlines.remove(&(at, first));
-        }
-        if waiter.request.fence {
-            if let Some(q) = self.queue_mut(&lock) {
-                q.fenced = q.fenced.saturating_sub(1);
-            }
-        }
+        self.forget_entry(&lock, first, &waiter, true);
         let mut released = self.drop_if_empty(&lock);
         released.merge(self.remove_group_except(group, first, false));
         released.wait_timer = self.idle_wait_timer();
         Some((waiter, released))
+    }
+
+    /// Drops the bookkeeping of entry `id`, already taken out of the queue
+    /// of `lock`: where it was, its deadline, the queue's count of waiters
+    /// that asked for FENCE, and (`forget_handle`) its handle.
+    fn forget_entry(
+        &mut self,
+        lock: &LockId<'_>,
+        id: WaiterId,
+        waiter: &Waiter<H>,
+        forget_handle: bool,
+    ) {
+        self.locations.remove(&id);
+        if forget_handle {
+            self.handles.remove(&waiter.bc);
+        }
+        if let Some(at) = waiter.deadline {
+            self.deadlines.remove(&(at, id));
+        }
+        if waiter.request.fence {
+            if let Some(q) = self.queue_mut(lock) {
+                q.fenced = q.fenced.saturating_sub(1);
+            }
+        }
     }
 
     fn idle_wait_timer(&mut self) -> Option<TimerId> {
@@ -386,15 +385,8 @@ impl<H: Copy + Eq + Hash> Registry<H> {
     /// Takes a waiter out of its queue (timeout, disconnect).
     pub fn remove(&mut self, id: WaiterId) -> Option<(Waiter<H>, Released)> {
         let lock = self.locations.remove(&id)?;
-        let queue = self.queue_mut(&lock)?;
-        let waiter = queue.fifo.remove(id)?;
-        if waiter.request.fence {
-            queue.fenced = queue.fenced.saturating_sub(1);
-        }
-        self.handles.remove(&waiter.bc);
-        if let Some(at) = waiter.deadline {
-            self.deadlines.remove(&(at, id));
-        }
+        let waiter = self.queue_mut(&lock)?.fifo.remove(id)?;
+        self.forget_entry(&lock, id, &waiter, true);
         let mut released = self.drop_if_empty(&lock);
         if let Some(group) = waiter.group {
             released.merge(self.remove_group_except(group, id, true));

@@ -56,10 +56,7 @@ pub use events::{
 };
 pub use key::{notify, signal_modified, Key, KeyKind, NOTIFY_GENERIC, NOTIFY_HASH, NOTIFY_STRING};
 pub use publish::{publish_unlock, replicate_publish};
-pub use replicate::{
-    count_unpropagated_change, replicate_hdel, replicate_hset, replicate_hset_bytes,
-    replicate_key_command, replicate_pexpireat, replicate_set_one_pxat,
-};
+pub use replicate::{count_unpropagated_change, replicate, Native};
 pub use reply::{reply_error, reply_integer, reply_integers, reply_map, reply_null, Field};
 pub use server::{
     avoid_replica_traffic, client_id, keys_expired_by_last_load, now_ms, replication_may_listen,

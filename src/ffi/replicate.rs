@@ -2,108 +2,113 @@
 //! `PEXPIREAT`, `SET ... PXAT`, `DEL`, `INCR`), or only counting the change
 //! when nothing can receive them.
 
-use std::ffi::CStr;
-
 use redis_module::{raw, Context, RedisString};
 
-/// `HSET key field value`.
-pub fn replicate_hset(ctx: &Context, key: &RedisString, field: &[u8], value: i64) {
-    if let Some(f) = api!(RedisModule_Replicate) {
-        // SAFETY: "sbl": a live RedisModuleString, a (pointer, length) pair and a
-        // long long, in that order; Redis copies them before returning.
-        unsafe {
-            f(
-                ctx.ctx,
-                c"HSET".as_ptr(),
-                c"sbl".as_ptr(),
-                key.inner,
-                field.as_ptr(),
-                field.len(),
-                value as std::ffi::c_longlong,
-            )
-        };
-    }
+/// A native command that replays one change of a lock key (or a key derived
+/// from it) on replicas and in the AOF.
+#[derive(Debug, Clone, Copy)]
+pub enum Native<'a> {
+    /// `HSET key field value`.
+    HSet { field: &'a [u8], value: i64 },
+    /// `HSET key field value` with a value that is not a number.
+    HSetBytes { field: &'a [u8], value: &'a [u8] },
+    /// `HDEL key field`.
+    HDel { field: &'a [u8] },
+    /// `PEXPIREAT key at`.
+    PExpireAt { at_ms: i64 },
+    /// `SET key 1 PXAT at`: a read hold's lease key, with its absolute end.
+    SetOnePxAt { at_ms: i64 },
+    /// `DEL key`.
+    Del,
+    /// `INCR key`.
+    Incr,
 }
 
-/// `HSET key field value` with a value that is not a number.
-pub fn replicate_hset_bytes(ctx: &Context, key: &RedisString, field: &[u8], value: &[u8]) {
-    if let Some(f) = api!(RedisModule_Replicate) {
-        // SAFETY: "sbb": a live RedisModuleString and two (pointer, length)
-        // pairs; Redis copies them before returning.
-        unsafe {
-            f(
-                ctx.ctx,
-                c"HSET".as_ptr(),
-                c"sbb".as_ptr(),
-                key.inner,
-                field.as_ptr(),
-                field.len(),
-                value.as_ptr(),
-                value.len(),
-            )
-        };
-    }
-}
-
-/// `SET key 1 PXAT at`: a read hold's lease key, with its absolute end.
-pub fn replicate_set_one_pxat(ctx: &Context, key: &RedisString, at_ms: i64) {
-    if let Some(f) = api!(RedisModule_Replicate) {
-        // SAFETY: "sccl": a live RedisModuleString, two C strings and a long
-        // long; Redis copies them before returning.
-        unsafe {
-            f(
-                ctx.ctx,
-                c"SET".as_ptr(),
-                c"sccl".as_ptr(),
-                key.inner,
-                c"1".as_ptr(),
-                c"PXAT".as_ptr(),
-                at_ms as std::ffi::c_longlong,
-            )
-        };
-    }
-}
-
-/// `HDEL key field`.
-pub fn replicate_hdel(ctx: &Context, key: &RedisString, field: &[u8]) {
-    if let Some(f) = api!(RedisModule_Replicate) {
-        // SAFETY: "sb": a live RedisModuleString and a (pointer, length) pair;
-        // Redis copies them before returning.
-        unsafe {
-            f(
-                ctx.ctx,
-                c"HDEL".as_ptr(),
-                c"sb".as_ptr(),
-                key.inner,
-                field.as_ptr(),
-                field.len(),
-            )
-        };
-    }
-}
-
-/// `PEXPIREAT key at`.
-pub fn replicate_pexpireat(ctx: &Context, key: &RedisString, at_ms: i64) {
-    if let Some(f) = api!(RedisModule_Replicate) {
-        // SAFETY: "sl": a live RedisModuleString and a long long.
-        unsafe {
-            f(
-                ctx.ctx,
-                c"PEXPIREAT".as_ptr(),
-                c"sl".as_ptr(),
-                key.inner,
-                at_ms as std::ffi::c_longlong,
-            )
-        };
-    }
-}
-
-/// A one-key command: `DEL key`, `INCR key`.
-pub fn replicate_key_command(ctx: &Context, command: &CStr, key: &RedisString) {
-    if let Some(f) = api!(RedisModule_Replicate) {
-        // SAFETY: "s": one live RedisModuleString.
-        unsafe { f(ctx.ctx, command.as_ptr(), c"s".as_ptr(), key.inner) };
-    }
+/// Replicates `command` on `key` (RM_Replicate: in the current execution
+/// unit's MULTI/EXEC, with every other change of the same command).
+pub fn replicate(ctx: &Context, key: &RedisString, command: Native) {
+    let Some(f) = api!(RedisModule_Replicate) else {
+        return;
+    };
+    let (ctx, key) = (ctx.ctx, key.inner);
+    match command {
+        // SAFETY (every arm): the format names the arguments that follow, in
+        // order: s = a live RedisModuleString, b = a (pointer, length) pair,
+        // l = a long long, c = a C string; Redis copies them before
+        // returning.
+        Native::HSet { field, value } => {
+            // SAFETY: "sbl", see above.
+            unsafe {
+                f(
+                    ctx,
+                    c"HSET".as_ptr(),
+                    c"sbl".as_ptr(),
+                    key,
+                    field.as_ptr(),
+                    field.len(),
+                    value as std::ffi::c_longlong,
+                )
+            }
+        }
+        Native::HSetBytes { field, value } => {
+            // SAFETY: "sbb", see above.
+            unsafe {
+                f(
+                    ctx,
+                    c"HSET".as_ptr(),
+                    c"sbb".as_ptr(),
+                    key,
+                    field.as_ptr(),
+                    field.len(),
+                    value.as_ptr(),
+                    value.len(),
+                )
+            }
+        }
+        Native::HDel { field } => {
+            // SAFETY: "sb", see above.
+            unsafe {
+                f(
+                    ctx,
+                    c"HDEL".as_ptr(),
+                    c"sb".as_ptr(),
+                    key,
+                    field.as_ptr(),
+                    field.len(),
+                )
+            }
+        }
+        Native::PExpireAt { at_ms } => {
+            // SAFETY: "sl", see above.
+            unsafe {
+                f(
+                    ctx,
+                    c"PEXPIREAT".as_ptr(),
+                    c"sl".as_ptr(),
+                    key,
+                    at_ms as std::ffi::c_longlong,
+                )
+            }
+        }
+        Native::SetOnePxAt { at_ms } => {
+            // SAFETY: "sccl", see above.
+            unsafe {
+                f(
+                    ctx,
+                    c"SET".as_ptr(),
+                    c"sccl".as_ptr(),
+                    key,
+                    c"1".as_ptr(),
+                    c"PXAT".as_ptr(),
+                    at_ms as std::ffi::c_longlong,
+                )
+            }
+        }
+        // SAFETY: "s", see above.
+        Native::Del => unsafe { f(ctx, c"DEL".as_ptr(), c"s".as_ptr(), key) },
+        // SAFETY: "s", see above.
+        Native::Incr => unsafe { f(ctx, c"INCR".as_ptr(), c"s".as_ptr(), key) },
+    };
 }
 
 /// Counts a change towards the `save` points without building a command,
