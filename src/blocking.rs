@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 
 use redis_module::Context;
 
-use crate::deferred;
 use crate::ffi::{self, BlockHandler, TimerHandler};
 use crate::info::{Stats, STATS};
 use crate::rules::args::{Wait, MAX_DURATION_MS};
@@ -22,6 +21,7 @@ use crate::rules::ids::IdMap;
 use crate::rules::request::Request;
 use crate::rules::server_text::has_unsent_output;
 use crate::waiters::{registry, BlockedReply, Grant, Handle, Registry, WaitTimer, Waiter};
+use crate::{deferred, keepalive};
 
 /// A poisoned mutex here only means a panic was caught while it was held;
 /// the data behind it is always left whole.
@@ -74,10 +74,12 @@ impl BlockHandler for Blocked {
         match answer {
             Some(BlockedReply::Granted(grant, reply)) => {
                 remember_answered(ctx, std::slice::from_ref(grant));
+                keep_alive(ctx, std::slice::from_ref(grant));
                 ffi::reply_integer(ctx, *reply);
             }
             Some(BlockedReply::GrantedAll(grants, replies)) => {
                 remember_answered(ctx, grants);
+                keep_alive(ctx, grants);
                 ffi::reply_integers(ctx, replies);
             }
             Some(BlockedReply::Failed(e)) => ffi::reply_error(ctx, e),
@@ -125,6 +127,16 @@ fn remember_answered(ctx: &Context, grants: &[Grant]) {
     let grants = grants.to_vec();
     lock(&ANSWERED).insert(ffi::client_id(ctx), grants);
     ANY_ANSWERED.store(true, Relaxed);
+}
+
+/// Binds the grants of a waiter that asked for KEEPALIVE to its connection,
+/// now that it is answered on it.
+fn keep_alive(ctx: &Context, grants: &[Grant]) {
+    for grant in grants {
+        if let Some(lease_ms) = grant.keepalive_lease {
+            keepalive::bind(ctx, &grant.lock, &grant.owner, lease_ms);
+        }
+    }
 }
 
 fn leave_queue(ctx: &Context, bc: Handle) -> bool {

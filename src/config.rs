@@ -11,6 +11,26 @@ pub const DEFAULT_LEASE: i64 = 30_000;
 /// when a lock is released, so Redisson clients waiting on it wake up.
 pub static REDISSON_NOTIFY: AtomicBool = AtomicBool::new(true);
 
+/// `lock.keepalive-dead-peer-ms`: the connection of a KEEPALIVE holder
+/// whose host stops answering (a crash, a network cut) is closed by the
+/// kernel within about this long (TCP keepalive probes and
+/// TCP_USER_TIMEOUT on that connection), which ends the renewals.
+pub static KEEPALIVE_DEAD_PEER_MS: AtomicI64 = AtomicI64::new(DEFAULT_DEAD_PEER_MS);
+pub const DEFAULT_DEAD_PEER_MS: i64 = 10_000;
+
+/// `lock.keepalive-max-hold-ms`: renewals of a KEEPALIVE hold stop this long
+/// after it was first bound (0: never), so that a holder that is alive at
+/// the TCP level but stuck (stopped, deadlocked) loses the lock after all.
+pub static KEEPALIVE_MAX_HOLD_MS: AtomicI64 = AtomicI64::new(0);
+
+pub fn keepalive_dead_peer_ms() -> i64 {
+    KEEPALIVE_DEAD_PEER_MS.load(Relaxed)
+}
+
+pub fn keepalive_max_hold_ms() -> i64 {
+    KEEPALIVE_MAX_HOLD_MS.load(Relaxed)
+}
+
 pub fn default_lease_ms() -> i64 {
     DEFAULT_LEASE_MS.load(Relaxed)
 }

@@ -16,7 +16,6 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use redis_module::Context;
 
-use crate::blocking;
 use crate::deferred::{self, Work};
 use crate::ffi::{self, KeyspaceHandler, ServerEventHandler};
 use crate::handoff::{self, Origin};
@@ -25,6 +24,7 @@ use crate::replication;
 use crate::rules::error::LockError;
 use crate::store::{self, Placement};
 use crate::waiters::{registry, Grant, LockId};
+use crate::{blocking, keepalive};
 
 /// The deferred work, on a master that may be written now.
 pub fn drain(ctx: &Context, work: Work) {
@@ -113,6 +113,7 @@ impl KeyspaceHandler for KeyspaceEvents {
 
 /// Set once the module listens to the events that only matter to waiters.
 static WATCHING: AtomicBool = AtomicBool::new(false);
+static WATCHING_CLIENTS: AtomicBool = AtomicBool::new(false);
 
 /// Starts listening, at the first wait, to keyspace events that can end a
 /// lock, client disconnections and event-loop wake-ups. Until a caller has
@@ -122,13 +123,30 @@ pub fn watch_for_waiters(ctx: &Context) {
     if WATCHING.swap(true, Relaxed) {
         return;
     }
+    watch_clients(ctx);
     if !ffi::subscribe_keyspace_events::<KeyspaceEvents>(ctx)
-        || !ffi::subscribe_waiter_events::<ServerEvents>(ctx)
+        || !ffi::subscribe_event_loop::<ServerEvents>(ctx)
     {
         ffi::log_warning(
             ctx,
-            "lock: could not subscribe to keyspace and client events; \
+            "lock: could not subscribe to keyspace and event-loop events; \
              waiters are served at lease deadlines only",
+        );
+    }
+}
+
+/// Starts listening to client disconnections: at the first wait, or the
+/// first KEEPALIVE hold (whose renewals end with its connection).
+pub fn watch_clients(ctx: &Context) {
+    if WATCHING_CLIENTS.swap(true, Relaxed) {
+        return;
+    }
+    if !ffi::subscribe_client_events::<ServerEvents>(ctx) {
+        ffi::log_warning(
+            ctx,
+            "lock: could not subscribe to client events; KEEPALIVE holds are \
+             renewed until their lease is renewed no more, and lost grants are \
+             released at their lease end",
         );
     }
 }
@@ -151,6 +169,8 @@ impl ServerEventHandler for ServerEvents {
         for lock in &locks {
             handoff::reject_all(ctx, lock, &LockError::demoted());
         }
+        // A replica renews nothing; holders re-attach on the new master.
+        keepalive::clear();
     }
 
     fn loading_ended(ctx: &Context) {
@@ -168,6 +188,7 @@ impl ServerEventHandler for ServerEvents {
 
     fn client_gone(ctx: &Context, client_id: u64) {
         blocking::client_gone(ctx, client_id);
+        keepalive::client_gone(client_id);
     }
 
     fn after_sleep(_ctx: &Context) {

@@ -223,6 +223,7 @@ fn grant_of(lock: &LockId<'_>, request: &Request) -> Grant {
         lock: lock.to_owned(),
         side: request.kind.side(),
         owner: request.owner.clone(),
+        keepalive_lease: request.keepalive.then_some(request.lease_ms),
     }
 }
 

@@ -14,6 +14,10 @@ pub struct Stats {
     pub wait_timeouts: AtomicU64,
     pub waiters_disconnected: AtomicU64,
     pub lost_grants_released: AtomicU64,
+    pub keepalive_renewals: AtomicU64,
+    /// KEEPALIVE holds whose renewals stopped: the connection ended, the
+    /// maximum hold time passed, or the hold was gone at its renewal.
+    pub keepalive_ended: AtomicU64,
 }
 
 pub static STATS: Stats = Stats {
@@ -26,6 +30,8 @@ pub static STATS: Stats = Stats {
     wait_timeouts: AtomicU64::new(0),
     waiters_disconnected: AtomicU64::new(0),
     lost_grants_released: AtomicU64::new(0),
+    keepalive_renewals: AtomicU64::new(0),
+    keepalive_ended: AtomicU64::new(0),
 };
 
 impl Stats {
@@ -48,7 +54,7 @@ impl Stats {
     }
 
     /// Name and value of every counter, in INFO order.
-    pub fn fields(&self) -> [(&'static str, u64); 9] {
+    pub fn fields(&self) -> [(&'static str, u64); 11] {
         [
             ("acquired", self.acquired.load(Relaxed)),
             ("reentered", self.reentered.load(Relaxed)),
@@ -68,6 +74,8 @@ impl Stats {
                 "lost_grants_released",
                 self.lost_grants_released.load(Relaxed),
             ),
+            ("keepalive_renewals", self.keepalive_renewals.load(Relaxed)),
+            ("keepalive_ended", self.keepalive_ended.load(Relaxed)),
         ]
     }
 }

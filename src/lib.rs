@@ -6,6 +6,8 @@
 //! - `commands/`: the LOCK.* commands, each declared next to its handler.
 //! - `events.rs`: what ends a lock outside a command (keyspace and server
 //!   events), and the drain of deferred work.
+//! - `keepalive.rs`: KEEPALIVE holds renewed by the server while their
+//!   connection lives.
 //! - `blocking.rs`: blocked callers, the BLOCK timer, lost grants.
 //! - `handoff.rs`: beginning and committing a lock's transition.
 //! - `lease.rs`: timers (and an alarm thread) at lease ends of locks
@@ -31,6 +33,7 @@ mod events;
 mod ffi;
 mod handoff;
 mod info;
+mod keepalive;
 mod lease;
 mod replication;
 mod store;
@@ -44,7 +47,7 @@ mod module {
     use redis_module_macros::info_command_handler;
 
     use crate::rules::args::MAX_DURATION_MS;
-    use crate::{commands, config, deferred, events, ffi, info, lease, waiters};
+    use crate::{commands, config, deferred, events, ffi, info, keepalive, lease, waiters};
 
     fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         if !commands::register_all(ctx) {
@@ -92,6 +95,7 @@ mod module {
                 .unwrap_or_default();
             ctx.add_info_field_long_long("waiters", waiters as i64);
             ctx.add_info_field_long_long("locks_with_waiters", locks as i64);
+            ctx.add_info_field_long_long("keepalive_holds", keepalive::held() as i64);
         });
         Ok(())
     }
@@ -124,6 +128,8 @@ mod module {
         configurations: [
             i64: [
                 ["default-lease-ms", &config::DEFAULT_LEASE_MS, config::DEFAULT_LEASE, 1, MAX_DURATION_MS, ConfigurationFlags::DEFAULT, None],
+                ["keepalive-dead-peer-ms", &config::KEEPALIVE_DEAD_PEER_MS, config::DEFAULT_DEAD_PEER_MS, 1000, 86_400_000, ConfigurationFlags::DEFAULT, None],
+                ["keepalive-max-hold-ms", &config::KEEPALIVE_MAX_HOLD_MS, 0, 0, MAX_DURATION_MS, ConfigurationFlags::DEFAULT, None],
             ],
             string: [],
             bool: [

@@ -31,6 +31,9 @@ pub struct Grant {
     pub owner: FieldName,
     /// Which side of a read-write lock; `None` for an exclusive lock.
     pub side: Option<Side>,
+    /// KEEPALIVE: the lease the server renews while the waiter's
+    /// connection lives, once it hears of the grant.
+    pub keepalive_lease: Option<i64>,
 }
 
 /// What a blocked caller is told when it is unblocked.

@@ -28,11 +28,15 @@ pub struct AcquireOptions {
     /// `None` means answer at once when the lock is busy.
     pub wait: Option<Wait>,
     pub fence: bool,
+    /// `KEEPALIVE`: the server renews the lease while the connection lives.
+    pub keepalive: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RenewOptions {
     pub lease_ms: Option<i64>,
+    /// `KEEPALIVE`: bind the holds to this connection from now on.
+    pub keepalive: bool,
 }
 
 /// Parses the options after `key owner` of LOCK.ACQUIRE.
@@ -46,6 +50,8 @@ pub fn parse_acquire_options<A: Deref<Target = [u8]>>(
     while let Some(name) = parser.next_name()? {
         if name == "FENCE" {
             out.fence = true;
+        } else if name == "KEEPALIVE" {
+            out.keepalive = true;
         } else if name == "BLOCK" {
             out.wait = Some(match parser.duration(name, 0)? {
                 0 => Wait::Forever,
@@ -60,10 +66,14 @@ pub fn parse_acquire_options<A: Deref<Target = [u8]>>(
 
 /// Parses the options after `key owner` of LOCK.RENEW.
 pub fn parse_renew_options<A: Deref<Target = [u8]>>(args: &[A]) -> Result<RenewOptions, LockError> {
-    let mut parser = Options::new(args).only(&["PX", "EX"]);
+    let mut parser = Options::new(args).only(&["PX", "EX", "KEEPALIVE"]);
     let mut out = RenewOptions::default();
     while let Some(name) = parser.next_name()? {
-        out.lease_ms = Some(parser.lease(name)?);
+        if name == "KEEPALIVE" {
+            out.keepalive = true;
+        } else {
+            out.lease_ms = Some(parser.lease(name)?);
+        }
     }
     Ok(out)
 }
@@ -75,7 +85,7 @@ pub fn parse_owner(raw: &[u8]) -> Result<&[u8], LockError> {
     Ok(raw)
 }
 
-const ACQUIRE_OPTIONS: &[&str] = &["PX", "EX", "BLOCK", "FENCE"];
+const ACQUIRE_OPTIONS: &[&str] = &["PX", "EX", "BLOCK", "FENCE", "KEEPALIVE"];
 
 struct Options<'a, A> {
     args: &'a [A],
@@ -91,7 +101,8 @@ fn bit(name: &str) -> u32 {
         "PX" => 1,
         "EX" => 2,
         "BLOCK" => 4,
-        _ => 8,
+        "FENCE" => 8,
+        _ => 16,
     }
 }
 
@@ -226,15 +237,17 @@ mod tests {
             Ok(AcquireOptions {
                 lease_ms: Some(1500),
                 wait: Some(Wait::Forever),
-                fence: true
+                fence: true,
+                keepalive: false,
             })
         );
         assert_eq!(
-            acquire(&["EX", "3", "BLOCK", "250"]),
+            acquire(&["EX", "3", "keepAlive", "BLOCK", "250"]),
             Ok(AcquireOptions {
                 lease_ms: Some(3000),
                 wait: Some(Wait::Millis(250)),
-                fence: false
+                fence: false,
+                keepalive: true,
             })
         );
     }
@@ -252,6 +265,10 @@ mod tests {
             (
                 &["FENCE", "fence"],
                 "ERR syntax error: FENCE given more than once",
+            ),
+            (
+                &["KEEPALIVE", "FENCE", "keepalive"],
+                "ERR syntax error: KEEPALIVE given more than once",
             ),
             (
                 &["PX", "1", "EX", "2"],
@@ -299,17 +316,29 @@ mod tests {
     }
 
     #[test]
-    fn renew_takes_only_a_lease() {
-        assert_eq!(renew(&[]), Ok(RenewOptions { lease_ms: None }));
+    fn renew_takes_only_a_lease_and_keepalive() {
+        assert_eq!(renew(&[]), Ok(RenewOptions::default()));
         assert_eq!(
             renew(&["ex", "2"]),
             Ok(RenewOptions {
-                lease_ms: Some(2000)
+                lease_ms: Some(2000),
+                keepalive: false,
+            })
+        );
+        assert_eq!(
+            renew(&["KEEPALIVE", "px", "7"]),
+            Ok(RenewOptions {
+                lease_ms: Some(7),
+                keepalive: true,
             })
         );
         assert_eq!(
             renew(&["BLOCK", "1"]),
             Err("ERR syntax error: unknown option 'BLOCK'".to_string())
+        );
+        assert_eq!(
+            renew(&["FENCE"]),
+            Err("ERR syntax error: unknown option 'FENCE'".to_string())
         );
         assert_eq!(
             renew(&["PX", "1", "EX", "1"]),

@@ -227,6 +227,15 @@ impl LockError {
         )
     }
 
+    /// KEEPALIVE from a script, a function or another module's RM_Call:
+    /// their client never disconnects, so the hold would be renewed forever.
+    pub fn keepalive_without_connection() -> Self {
+        Self::new(
+            "ERR",
+            "KEEPALIVE needs the caller's own connection: not from a script, a function or a module's call",
+        )
+    }
+
     /// A lock write sent to a replica that accepts writes.
     pub fn replica() -> Self {
         Self::new("READONLY", "lock commands cannot run on a replica")

@@ -7,13 +7,15 @@
 //! replies); `request` (what a caller asks for), `read_write` (the read-write
 //! lock's holders and who may take which side), `state` (what a lock key
 //! holds), `queue` (a wait queue), `transition` (the rules proper),
-//! `multilock`, and `registry` (who waits for which lock).
+//! `multilock`, `registry` (who waits for which lock) and `keepalive` (which
+//! holds the server renews).
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod args;
 pub mod error;
 pub mod ids;
+pub mod keepalive;
 pub mod keys;
 pub mod multilock;
 pub mod queue;

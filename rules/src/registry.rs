@@ -21,7 +21,7 @@ pub type TimerId = u64;
 
 /// A lock is a key in a database. Commands borrow the key from their
 /// arguments; what is kept (queues, timers, deferred work) owns it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct LockId<'k> {
     pub db: i32,
     pub key: Cow<'k, [u8]>,
@@ -489,6 +489,7 @@ mod tests {
                 lease_ms: 10,
                 fence,
                 kind: crate::request::LockKind::Exclusive,
+                keepalive: false,
             },
             bc: bc(n),
             deadline: None,

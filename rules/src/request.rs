@@ -53,6 +53,10 @@ pub struct Request {
     pub lease_ms: i64,
     pub fence: bool,
     pub kind: LockKind,
+    /// KEEPALIVE: once granted, the hold is bound to the caller's connection
+    /// and renewed by the server while it lives (the rules do not look at
+    /// this; the server layer binds the hold when it answers the caller).
+    pub keepalive: bool,
 }
 
 /// Queue entries carry their request; the Redis layer adds its handles.

@@ -1,6 +1,6 @@
 //! Reading the server's own replies that the Redis layer consults: who
 //! serves a slot (`CLUSTER NODES`), whether a client still has unsent output
-//! (`CLIENT LIST`).
+//! (`CLIENT LIST`), and which socket it is on.
 
 /// Whether the `myself` line of `CLUSTER NODES` serves `slot` and is not
 /// migrating it away: only then may this node write a key of that slot on
@@ -44,9 +44,28 @@ pub fn has_unsent_output(client_line: &str) -> bool {
     })
 }
 
+/// The socket (`fd=`) of a `CLIENT LIST` line; `None` for a client
+/// without one (`fd=-1`: scripts, the AOF).
+pub fn client_fd(client_line: &str) -> Option<i32> {
+    client_line
+        .split(' ')
+        .find_map(|field| field.strip_prefix("fd="))
+        .and_then(|n| n.trim().parse::<i32>().ok())
+        .filter(|fd| *fd >= 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_a_clients_socket() {
+        let line = "id=7 addr=127.0.0.1:5000 laddr=127.0.0.1:6379 fd=12 name= age=0";
+        assert_eq!(client_fd(line), Some(12));
+        assert_eq!(client_fd("id=3 addr= fd=-1 name="), None);
+        assert_eq!(client_fd("id=3 addr=x"), None);
+        assert_eq!(client_fd(""), None);
+    }
 
     #[test]
     fn reads_slot_ownership_from_cluster_nodes() {

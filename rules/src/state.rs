@@ -4,7 +4,7 @@
 use super::args::parse_i64;
 use super::error::{printable, LockError};
 use super::read_write::ReadWriteHolds;
-use super::request::FieldName;
+use super::request::{FieldName, Side};
 
 /// What the lock key holds, as far as the rules care.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +42,17 @@ impl LockState {
 
     pub fn too_many_fields(n: usize) -> LockError {
         LockError::not_a_lock(format_args!("it has {n} fields, a lock has one"))
+    }
+
+    /// Whether `who` has any hold, of either side of a read-write lock.
+    pub fn held_by(&self, who: &[u8]) -> bool {
+        match self {
+            Self::Free => false,
+            Self::Held { owner, .. } => owner[..] == *who,
+            Self::Shared(rw) => {
+                rw.holds_of(Side::Read, who).is_some() || rw.holds_of(Side::Write, who).is_some()
+            }
+        }
     }
 
     pub fn holds_of(&self, who: &[u8]) -> Option<i64> {

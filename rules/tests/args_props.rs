@@ -4,8 +4,8 @@
 //! agree with a reference parser written from the README's grammar:
 //!
 //! ```text
-//! LOCK.ACQUIRE key owner [PX milliseconds | EX seconds] [BLOCK milliseconds] [FENCE]
-//! LOCK.RENEW   key owner [PX milliseconds | EX seconds]
+//! LOCK.ACQUIRE key owner [PX milliseconds | EX seconds] [BLOCK milliseconds] [FENCE] [KEEPALIVE]
+//! LOCK.RENEW   key owner [PX milliseconds | EX seconds] [KEEPALIVE]
 //! ```
 //!
 //! Options are case-insensitive, in any order, each at most once; durations
@@ -74,6 +74,10 @@ fn reference(args: &[Vec<u8>], allowed: &[&'static str]) -> Result<AcquireOption
         seen.push(name);
         if name == "FENCE" {
             out.fence = true;
+            continue;
+        }
+        if name == "KEEPALIVE" {
+            out.keepalive = true;
             continue;
         }
         let Some(value) = args.get(i) else {
@@ -160,6 +164,7 @@ fn option_name() -> impl Strategy<Value = Vec<u8>> {
         any_case("EX"),
         any_case("BLOCK"),
         any_case("FENCE"),
+        any_case("KEEPALIVE"),
     ]
 }
 
@@ -223,14 +228,14 @@ fn tokens() -> impl Strategy<Value = Vec<Vec<u8>>> {
     proptest::collection::vec(token(), 0..10)
 }
 
-/// A valid option set: (lease as PX ms or EX s, BLOCK ms, FENCE).
+/// A valid option set: (lease as PX ms or EX s, BLOCK ms, FENCE, KEEPALIVE).
 #[derive(Debug, Clone)]
 enum Lease {
     Px(i64),
     Ex(i64),
 }
 
-fn valid_options() -> impl Strategy<Value = (Option<Lease>, Option<i64>, bool)> {
+fn valid_options() -> impl Strategy<Value = (Option<Lease>, Option<i64>, Flags)> {
     let lease = prop_oneof![
         Just(None),
         (1..=MAX_DURATION_MS).prop_map(|n| Some(Lease::Px(n))),
@@ -241,14 +246,17 @@ fn valid_options() -> impl Strategy<Value = (Option<Lease>, Option<i64>, bool)> 
         Just(Some(0)),
         (0..=MAX_DURATION_MS).prop_map(Some)
     ];
-    (lease, block, any::<bool>())
+    (lease, block, (any::<bool>(), any::<bool>()))
 }
+
+/// (FENCE, KEEPALIVE)
+type Flags = (bool, bool);
 
 /// The options as argument groups, each name in a random case.
 fn groups(
     lease: &Option<Lease>,
     block: Option<i64>,
-    fence: bool,
+    (fence, keepalive): Flags,
 ) -> impl Strategy<Value = Vec<Vec<Vec<u8>>>> {
     let mut parts: Vec<BoxedStrategy<Vec<Vec<u8>>>> = Vec::new();
     let with_value = |name: &'static str, n: i64| {
@@ -267,10 +275,17 @@ fn groups(
     if fence {
         parts.push(any_case("FENCE").prop_map(|w| vec![w]).boxed());
     }
+    if keepalive {
+        parts.push(any_case("KEEPALIVE").prop_map(|w| vec![w]).boxed());
+    }
     parts
 }
 
-fn expected(lease: &Option<Lease>, block: Option<i64>, fence: bool) -> AcquireOptions {
+fn expected(
+    lease: &Option<Lease>,
+    block: Option<i64>,
+    (fence, keepalive): Flags,
+) -> AcquireOptions {
     AcquireOptions {
         lease_ms: match lease {
             Some(Lease::Px(n)) => Some(*n),
@@ -285,6 +300,7 @@ fn expected(lease: &Option<Lease>, block: Option<i64>, fence: bool) -> AcquireOp
             }
         }),
         fence,
+        keepalive,
     }
 }
 
@@ -321,7 +337,7 @@ proptest! {
         if let Err(e) = &got {
             assert_well_formed(e);
         }
-        prop_assert_eq!(got, reference(&args, &["PX", "EX", "BLOCK", "FENCE"]));
+        prop_assert_eq!(got, reference(&args, &["PX", "EX", "BLOCK", "FENCE", "KEEPALIVE"]));
     }
 
     #[test]
@@ -330,8 +346,8 @@ proptest! {
         if let Err(e) = &got {
             assert_well_formed(e);
         }
-        let want = reference(&args, &["PX", "EX"])
-            .map(|o| RenewOptions { lease_ms: o.lease_ms });
+        let want = reference(&args, &["PX", "EX", "KEEPALIVE"])
+            .map(|o| RenewOptions { lease_ms: o.lease_ms, keepalive: o.keepalive });
         prop_assert_eq!(got, want);
     }
 
@@ -392,17 +408,21 @@ proptest! {
     /// options.
     #[test]
     fn order_and_case_of_options_do_not_matter(
-        (lease, block, fence, args) in valid_options().prop_flat_map(|(lease, block, fence)| {
-            let parts = groups(&lease, block, fence);
-            (Just(lease), Just(block), Just(fence), parts.prop_shuffle())
+        (lease, block, flags, args) in valid_options().prop_flat_map(|(lease, block, flags)| {
+            let parts = groups(&lease, block, flags);
+            (Just(lease), Just(block), Just(flags), parts.prop_shuffle())
         }),
     ) {
         let args: Vec<Vec<u8>> = args.into_iter().flatten().collect();
-        prop_assert_eq!(acquire(&args), Ok(expected(&lease, block, fence)));
+        prop_assert_eq!(acquire(&args), Ok(expected(&lease, block, flags)));
+        let (fence, keepalive) = flags;
         if block.is_none() && !fence {
             prop_assert_eq!(
                 renew(&args),
-                Ok(RenewOptions { lease_ms: expected(&lease, None, false).lease_ms })
+                Ok(RenewOptions {
+                    lease_ms: expected(&lease, None, (false, false)).lease_ms,
+                    keepalive,
+                })
             );
         }
     }
@@ -411,8 +431,8 @@ proptest! {
     /// error; so is giving both PX and EX.
     #[test]
     fn a_repeated_or_conflicting_option_is_an_error(
-        (args, extra, at) in valid_options().prop_flat_map(|(lease, block, fence)| {
-            let parts = groups(&lease, block, fence);
+        (args, extra, at) in valid_options().prop_flat_map(|(lease, block, flags)| {
+            let parts = groups(&lease, block, flags);
             let extra = prop_oneof![
                 (any_case("PX"), 1..=MAX_DURATION_MS)
                     .prop_map(|(w, n)| vec![w, n.to_string().into_bytes()]),
@@ -421,6 +441,7 @@ proptest! {
                 (any_case("BLOCK"), 0..=1000i64)
                     .prop_map(|(w, n)| vec![w, n.to_string().into_bytes()]),
                 any_case("FENCE").prop_map(|w| vec![w]),
+                any_case("KEEPALIVE").prop_map(|w| vec![w]),
             ];
             (parts.prop_shuffle(), extra, 0..4usize)
         }),
@@ -453,7 +474,9 @@ proptest! {
     #[test]
     fn an_unknown_option_is_refused_and_quoted(
         word in junk().prop_filter("a known option", |w| {
-            !["PX", "EX", "BLOCK", "FENCE"].iter().any(|o| o.as_bytes().eq_ignore_ascii_case(w))
+            !["PX", "EX", "BLOCK", "FENCE", "KEEPALIVE"]
+                .iter()
+                .any(|o| o.as_bytes().eq_ignore_ascii_case(w))
         }),
         before in proptest::sample::select(vec![vec![], vec!["FENCE"], vec!["PX", "5"]]),
     ) {

@@ -6,7 +6,7 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::{
     acquire_request, command, lock_id, owner_call, run, with_queue, Command, OwnerCall, BLOCK,
-    FENCE, KEY, LEASE, OWNER,
+    FENCE, KEEPALIVE, KEY, LEASE, OWNER,
 };
 use crate::ffi::{ArgDoc, CommandSpec, KEY_RW_UPDATE};
 use crate::handoff::{self, begin, Origin};
@@ -15,9 +15,9 @@ use crate::rules::error::LockError;
 use crate::rules::request::{LockKind, Request};
 use crate::rules::transition::Acquisition;
 use crate::waiters::LockId;
-use crate::{blocking, events, lease, store};
+use crate::{blocking, events, keepalive, lease, store};
 
-const ACQUIRE_ARGS: &[ArgDoc] = &[KEY, OWNER, LEASE, BLOCK, FENCE];
+const ACQUIRE_ARGS: &[ArgDoc] = &[KEY, OWNER, LEASE, BLOCK, FENCE, KEEPALIVE];
 
 /// `LOCK.ACQUIRE key owner [PX ms | EX s] [BLOCK ms] [FENCE]`
 pub const ACQUIRE: Command = command!(
@@ -111,7 +111,13 @@ fn acquire_as(
         let next_end = tx.next_end();
         handoff::commit(ctx, &lock, &key, tx);
         match (acquired?, wait) {
-            (Acquisition::Now(reply), _) => Ok(RedisValue::Integer(reply)),
+            (Acquisition::Now(reply), _) => {
+                if request.keepalive {
+                    events::watch_clients(ctx);
+                    keepalive::bind(ctx, &lock, owner.as_slice(), request.lease_ms);
+                }
+                Ok(RedisValue::Integer(reply))
+            }
             (Acquisition::Wait, Some(wait)) => {
                 drop(key);
                 let lease_end = lease::earliest(next_end, store::expires_at(ctx, name));

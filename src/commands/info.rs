@@ -1,14 +1,17 @@
-//! LOCK.INFO: who holds a lock, its lease left, its waiters and its last
-//! fencing token. Read-only, on a master or a replica.
+//! LOCK.INFO: who holds a lock, its lease left, its waiters, its last
+//! fencing token, and which client keeps a KEEPALIVE hold alive. Read-only,
+//! on a master or a replica.
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::{command, lock_id, run, Command, KEY};
 use crate::ffi::{self, CommandSpec, Field, KEY_RO_ACCESS};
 use crate::rules::error::LockError;
+use crate::rules::keepalive::ClientId;
+use crate::rules::request::FieldName;
 use crate::rules::state::LockState;
-use crate::store;
 use crate::waiters::registry;
+use crate::{keepalive, store};
 
 /// `LOCK.INFO key`
 pub const INFO: Command = command!(
@@ -69,6 +72,21 @@ fn info(ctx: &Context, args: &[RedisString]) -> RedisResult {
         let token = store::existing_token(ctx, name.as_slice());
         if let Some(token) = token {
             fields.push(("token", Field::Int(token)));
+        }
+        // KEEPALIVE holds of current holders, with the client keeping each.
+        let bound: Vec<(FieldName, ClientId)> = keepalive::bound_owners(&lock)
+            .into_iter()
+            .filter(|(owner, _)| state.held_by(owner))
+            .collect();
+        match (&state, bound.as_slice()) {
+            (_, []) => {}
+            (LockState::Held { .. }, [(_, client), ..]) => {
+                fields.push(("keepalive_client", Field::Int(*client as i64)));
+            }
+            _ => fields.push((
+                "keepalive_clients",
+                Field::Counts(bound.iter().map(|(o, c)| (&o[..], *c as i64)).collect()),
+            )),
         }
         ffi::reply_map(ctx, &fields);
         Ok(RedisValue::NoReply)

@@ -16,7 +16,6 @@ use std::ffi::CStr;
 
 use redis_module::{Context, ContextFlags, RedisResult, RedisString, RedisValue};
 
-use crate::config;
 use crate::ffi::{self, ArgDoc, ArgKind, CommandSpec};
 use crate::handoff::Origin;
 use crate::rules::args::{parse_owner, AcquireOptions, Wait};
@@ -25,6 +24,7 @@ use crate::rules::keys::{read_lease_key_in_slot, token_key_in_slot};
 use crate::rules::queue::Fifo;
 use crate::rules::request::{LockKind, Request};
 use crate::waiters::{anyone_waits, registry, LockId, Waiter};
+use crate::{config, keepalive};
 
 /// A command of the module: what the server is told about it, and the
 /// registration of its handler (`ffi::register_command` for it).
@@ -142,6 +142,7 @@ const LEASE: ArgDoc = ArgDoc {
 };
 const BLOCK: ArgDoc = option(c"timeout", ArgKind::Integer, c"BLOCK");
 const FENCE: ArgDoc = option(c"fence", ArgKind::Flag, c"FENCE");
+const KEEPALIVE: ArgDoc = option(c"keepalive", ArgKind::Flag, c"KEEPALIVE");
 
 // ---------------------------------------------------------------------------
 // What the handlers of several commands share
@@ -219,6 +220,9 @@ fn acquire_request(
     options: &AcquireOptions,
     kind: LockKind,
 ) -> Result<(Request, Option<Wait>), LockError> {
+    if options.keepalive {
+        keepalive::may_bind(ctx)?;
+    }
     for name in locks {
         if options.fence {
             let token = token_key_in_slot(name.as_slice())?;
@@ -234,6 +238,7 @@ fn acquire_request(
         lease_ms: options.lease_ms.unwrap_or_else(config::default_lease_ms),
         fence: options.fence,
         kind,
+        keepalive: options.keepalive,
     };
     let wait = options
         .wait

@@ -8,7 +8,8 @@ use std::ffi::CStr;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::{
-    acquire_request, arg, command, lock_id, run, with_queue, Command, BLOCK, FENCE, LEASE, OWNER,
+    acquire_request, arg, command, lock_id, run, with_queue, Command, BLOCK, FENCE, KEEPALIVE,
+    LEASE, OWNER,
 };
 use crate::ffi::{self, ArgDoc, ArgKind, CommandSpec, KEY_RW_DELETE, KEY_RW_UPDATE};
 use crate::handoff::{self, begin, Origin};
@@ -20,7 +21,7 @@ use crate::rules::state::LockState;
 use crate::rules::transition::Transition;
 use crate::store::{self, LockKey};
 use crate::waiters::{LockId, Waiter};
-use crate::{blocking, events, lease};
+use crate::{blocking, events, keepalive, lease};
 
 const NUMKEYS: ArgDoc = arg(c"numkeys", ArgKind::Integer);
 const KEYS: ArgDoc = ArgDoc {
@@ -40,7 +41,7 @@ pub const MACQUIRE: Command = command!(
         arity: -4,
         key_flags: KEY_RW_UPDATE,
         numkeys: true,
-        args: &[NUMKEYS, KEYS, OWNER, LEASE, BLOCK, FENCE],
+        args: &[NUMKEYS, KEYS, OWNER, LEASE, BLOCK, FENCE, KEEPALIVE],
     },
     acquire
 );
@@ -182,7 +183,14 @@ fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
                 .iter_mut()
                 .map(|(_, _, tx)| tx.take(&request).map(RedisValue::Integer))
                 .collect();
+            let locks: Vec<LockId<'static>> = opened.iter().map(|(l, _, _)| l.to_owned()).collect();
             handoff::commit_all(ctx, opened);
+            if replies.is_ok() && request.keepalive {
+                events::watch_clients(ctx);
+                for lock in &locks {
+                    keepalive::bind(ctx, lock, owner.as_slice(), request.lease_ms);
+                }
+            }
             return replies.map(RedisValue::Array);
         }
         let locks: Vec<LockId<'static>> = opened.iter().map(|(l, _, _)| l.to_owned()).collect();
@@ -256,6 +264,11 @@ fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
                     .and_then(|holds| holds.map(RedisValue::Integer))
             })
             .collect();
+        for (lock, _, tx) in &opened {
+            if !tx.state().held_by(who) {
+                keepalive::unbind(lock, who);
+            }
+        }
         handoff::commit_all(ctx, opened);
         left.map(RedisValue::Array)
     })

@@ -7,12 +7,12 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 use super::{
     by, command, lock_id, owner_call, run, with_queue, Command, OwnerCall, KEY, LEASE, OWNER,
 };
-use crate::config;
 use crate::ffi::{ArgDoc, ArgKind, CommandSpec, KEY_RW_DELETE, KEY_RW_UPDATE};
 use crate::handoff::{self, begin};
 use crate::rules::args::{parse_owner, parse_renew_options};
 use crate::rules::error::{printable, LockError};
 use crate::rules::request::Side;
+use crate::{config, events, keepalive};
 
 /// `LOCK.RELEASE key owner [READ | WRITE]`
 pub const RELEASE: Command = command!(
@@ -63,7 +63,7 @@ pub const RENEW: Command = command!(
         arity: -3,
         key_flags: KEY_RW_UPDATE,
         numkeys: false,
-        args: &[KEY, OWNER, LEASE],
+        args: &[KEY, OWNER, LEASE, super::KEEPALIVE],
     },
     renew
 );
@@ -97,6 +97,9 @@ fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
         let lock = lock_id(ctx, name);
         let (key, mut tx) = begin(ctx, name, &lock, by(Some(owner_arg)))?;
         let left = with_queue(&lock, |queue| tx.release(queue, owner, side))?;
+        if left.is_ok() && !tx.state().held_by(owner) {
+            keepalive::unbind(&lock, owner);
+        }
         handoff::commit(ctx, &lock, &key, tx);
         Ok(RedisValue::Integer(left?))
     })
@@ -122,13 +125,20 @@ fn renew(ctx: &Context, args: &[RedisString]) -> RedisResult {
             owner,
             options,
         } = owner_call(&RENEW.spec, args)?;
-        let lease = parse_renew_options(options)?
-            .lease_ms
-            .unwrap_or_else(config::default_lease_ms);
+        let options = parse_renew_options(options)?;
+        if options.keepalive {
+            keepalive::may_bind(ctx)?;
+        }
+        let lease = options.lease_ms.unwrap_or_else(config::default_lease_ms);
         let lock = lock_id(ctx, name);
         let (key, mut tx) = begin(ctx, name, &lock, by(Some(owner)))?;
         let renewed = tx.renew(owner.as_slice(), lease);
         handoff::commit(ctx, &lock, &key, tx);
+        if renewed.is_ok() && options.keepalive {
+            // Re-attach: from now on this connection keeps the holds alive.
+            events::watch_clients(ctx);
+            keepalive::bind(ctx, &lock, owner.as_slice(), lease);
+        }
         Ok(RedisValue::Integer(renewed?))
     })
 }
@@ -141,6 +151,9 @@ fn force_release(ctx: &Context, args: &[RedisString]) -> RedisResult {
         let lock = lock_id(ctx, name);
         let (key, mut tx) = begin(ctx, name, &lock, by(None))?;
         let removed = with_queue(&lock, |queue| tx.force_release(queue))?;
+        if removed == 1 {
+            keepalive::unbind_lock(&lock);
+        }
         handoff::commit(ctx, &lock, &key, tx);
         Ok(RedisValue::Integer(removed))
     })

@@ -163,14 +163,19 @@ pub fn subscribe_data_events<H: ServerEventHandler>(ctx: &Context) -> bool {
     )
 }
 
-/// Client disconnections and event loop wake-ups, which only matter once
-/// callers wait: the second fires on every turn of the event loop.
-pub fn subscribe_waiter_events<H: ServerEventHandler>(ctx: &Context) -> bool {
+/// Client disconnections: they matter to waiters and KEEPALIVE holds.
+pub fn subscribe_client_events<H: ServerEventHandler>(ctx: &Context) -> bool {
     subscribe_server_events(
         ctx,
-        &[
-            (raw::REDISMODULE_EVENT_CLIENT_CHANGE, on_server_event::<H>),
-            (raw::REDISMODULE_EVENT_EVENTLOOP, on_event_loop::<H>),
-        ],
+        &[(raw::REDISMODULE_EVENT_CLIENT_CHANGE, on_server_event::<H>)],
+    )
+}
+
+/// Event loop wake-ups, which only matter once callers wait: this fires on
+/// every turn of the event loop.
+pub fn subscribe_event_loop<H: ServerEventHandler>(ctx: &Context) -> bool {
+    subscribe_server_events(
+        ctx,
+        &[(raw::REDISMODULE_EVENT_EVENTLOOP, on_event_loop::<H>)],
     )
 }

@@ -41,6 +41,7 @@ mod publish;
 mod replicate;
 mod reply;
 mod server;
+mod socket;
 mod string;
 mod timer;
 
@@ -51,8 +52,8 @@ pub use command::{
     CommandBody, CommandHandler, CommandSpec, KEY_RO_ACCESS, KEY_RW_DELETE, KEY_RW_UPDATE,
 };
 pub use events::{
-    subscribe_data_events, subscribe_keyspace_events, subscribe_waiter_events, KeyspaceHandler,
-    ServerEventHandler,
+    subscribe_client_events, subscribe_data_events, subscribe_event_loop,
+    subscribe_keyspace_events, KeyspaceHandler, ServerEventHandler,
 };
 pub use key::{notify, signal_modified, Key, KeyKind, NOTIFY_GENERIC, NOTIFY_HASH, NOTIFY_STRING};
 pub use publish::{publish_unlock, replicate_publish};
@@ -62,10 +63,11 @@ pub use server::{
     avoid_replica_traffic, client_id, keys_expired_by_last_load, now_ms, replication_may_listen,
     select_db, selected_db, signal_modified_keys_explicitly,
 };
+pub use socket::close_when_peer_is_gone;
 pub use string::string;
 pub use timer::{
     create_timer, keep_detached_context, one_shots_pending, run_timer_on_main_thread, stop_timer,
-    wake_event_loop, TimerHandler,
+    wake_event_loop, TimerHandler, TimerId,
 };
 
 /// Runs `f`; a panic becomes a warning in the server log and `None`, instead

@@ -177,6 +177,7 @@ mod tests {
             lease_ms,
             fence: false,
             kind: LockKind::Exclusive,
+            keepalive: false,
         }
     }
 

@@ -280,6 +280,7 @@ mod tests {
             lease_ms,
             fence: false,
             kind,
+            keepalive: false,
         }
     }
 

@@ -1,0 +1,232 @@
+//! KEEPALIVE: the server renews a hold's lease for as long as the
+//! connection that took it lives (or that was handed it after waiting, or
+//! that re-attached it with `LOCK.RENEW ... KEEPALIVE`). No client timer.
+//!
+//! One timer, armed at the earliest renewal due, renews every hold due by
+//! then in one step, so their new deadlines reach replicas and the AOF as
+//! absolute `PEXPIREAT`s in one MULTI/EXEC. A renewal is the LOCK.RENEW
+//! transition with the lease the hold was bound with, every third of that
+//! lease. When the connection ends the binding goes, and the hold lives out
+//! its current lease: the lock-delay that keeps a dead holder's late writes
+//! away from the next one. A connection whose peer vanished without closing
+//! it is closed by the kernel (`lock.keepalive-dead-peer-ms`, see
+//! `ffi::close_when_peer_is_gone`); a holder alive at the TCP level but
+//! stuck is cut off after `lock.keepalive-max-hold-ms` if that is set.
+//!
+//! Bindings live in this server's memory only: a replica never renews, and
+//! after a failover or a restart a holder re-attaches on the new master.
+//!
+//! Offers: [`may_bind`], [`bind`], [`unbind`], [`unbind_lock`], [`client_gone`],
+//! [`clear`], [`held`], [`bound_owners`].
+
+use std::borrow::Cow;
+use std::sync::{LazyLock, Mutex, MutexGuard};
+
+use redis_module::Context;
+
+use crate::config;
+use crate::deferred::{writable, Writable};
+use crate::ffi::{self, TimerHandler, TimerId};
+use crate::handoff::{self, Origin};
+use crate::info::{Stats, STATS};
+use crate::rules::error::LockError;
+use crate::rules::ids::IdMap;
+use crate::rules::keepalive::{ClientId, Hold, Keepalive};
+use crate::rules::request::FieldName;
+use crate::rules::server_text::client_fd;
+use crate::store::Placement;
+use crate::waiters::LockId;
+
+/// Renewals due within this long of the earliest one are made with it: a
+/// lease renewed a little early loses nothing, and the server wakes up
+/// once for many holds instead of once per millisecond.
+const BATCH_MS: i64 = 50;
+/// Delay before retrying while the server refuses writes (clients paused,
+/// loading).
+const RETRY_MS: i64 = 20;
+
+#[derive(Default)]
+struct State {
+    holds: Keepalive,
+    /// The renewal timer and when it fires (unix ms).
+    timer: Option<(TimerId, i64)>,
+    /// Clients whose socket is already set to close when its peer is gone.
+    tuned: IdMap<ClientId, ()>,
+}
+
+static STATE: LazyLock<Mutex<State>> = LazyLock::new(Mutex::default);
+
+/// A poisoned mutex only means a panic was caught while it was held; the
+/// data behind it is left whole.
+fn state() -> MutexGuard<'static, State> {
+    STATE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn hold(lock: &LockId<'_>, owner: &[u8]) -> Hold {
+    Hold {
+        lock: lock.to_owned(),
+        owner: FieldName::from(owner),
+    }
+}
+
+/// Whether the context's client has a connection of its own to keep holds
+/// alive for: not a script's, a function's or an RM_Call's client, which
+/// never disconnects. A client seen for the first time has its socket set
+/// to be closed by the kernel when its peer stops answering (a CLIENT LIST
+/// once per connection).
+pub fn may_bind(ctx: &Context) -> Result<(), LockError> {
+    let client = ffi::client_id(ctx);
+    if state().tuned.contains_key(&client) {
+        return Ok(());
+    }
+    let line = ctx
+        .call("CLIENT", &["LIST", "ID", &client.to_string()])
+        .and_then(String::try_from)
+        .unwrap_or_default();
+    let fd = client_fd(&line).ok_or_else(LockError::keepalive_without_connection)?;
+    ffi::close_when_peer_is_gone(fd, config::keepalive_dead_peer_ms());
+    state().tuned.insert(client, ());
+    Ok(())
+}
+
+/// Binds `owner`'s holds of `lock` to the context's client (checked with
+/// [`may_bind`] when the command was called): the server renews them with
+/// `lease_ms` from now on, while that connection lives.
+pub fn bind(ctx: &Context, lock: &LockId<'_>, owner: &[u8], lease_ms: i64) {
+    let client = ffi::client_id(ctx);
+    let now = ffi::now_ms();
+    state().holds.bind(hold(lock, owner), client, lease_ms, now);
+    arm(ctx);
+}
+
+/// `owner` no longer holds `lock` (released): no more renewals.
+pub fn unbind(lock: &LockId<'_>, owner: &[u8]) {
+    if state().holds.unbind(&hold(lock, owner)).is_some() {
+        Stats::bump(&STATS.keepalive_ended);
+    }
+}
+
+/// Nobody holds `lock` any more (forced release).
+pub fn unbind_lock(lock: &LockId<'_>) {
+    let n = state().holds.unbind_lock(lock);
+    STATS
+        .keepalive_ended
+        .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// A connection ended: its holds are no longer renewed.
+pub fn client_gone(client: ClientId) {
+    let n = {
+        let mut s = state();
+        s.tuned.remove(&client);
+        if s.holds.is_empty() {
+            return;
+        }
+        s.holds.client_gone(client)
+    };
+    STATS
+        .keepalive_ended
+        .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Every binding goes: the server became a replica.
+pub fn clear() {
+    let mut s = state();
+    s.holds.clear();
+    s.tuned = IdMap::default();
+}
+
+/// How many holds are kept alive now.
+pub fn held() -> usize {
+    state().holds.len()
+}
+
+/// The owners of `lock` whose holds are kept alive, and their client ids.
+pub fn bound_owners(lock: &LockId<'_>) -> Vec<(FieldName, ClientId)> {
+    let s = state();
+    if s.holds.is_empty() {
+        return Vec::new();
+    }
+    s.holds.bound_owners(lock)
+}
+
+/// Makes sure the renewal timer fires by the earliest renewal due.
+fn arm(ctx: &Context) {
+    let mut s = state();
+    let Some(next) = s.holds.next_due() else {
+        return;
+    };
+    if s.timer.is_some_and(|(_, at)| at <= next) {
+        return;
+    }
+    let now = ffi::now_ms();
+    let Some(id) = ffi::create_timer::<Renewal>(ctx, next.saturating_sub(now).max(0), 0) else {
+        return;
+    };
+    if let Some((old, _)) = s.timer.replace((id, next)) {
+        ffi::stop_timer(ctx, old);
+    }
+}
+
+struct Renewal;
+
+impl TimerHandler for Renewal {
+    fn fire(ctx: &Context, _: u64) {
+        state().timer = None;
+        match writable(ctx) {
+            // A replica has no bindings (they go when it is demoted).
+            Writable::Never => return,
+            Writable::Later => {
+                let retry = ffi::create_timer::<Renewal>(ctx, RETRY_MS, 0);
+                state().timer = retry.map(|id| (id, ffi::now_ms() + RETRY_MS));
+                return;
+            }
+            Writable::Now => renew_due(ctx),
+        }
+        arm(ctx);
+    }
+}
+
+/// Renews every hold due within [`BATCH_MS`], in one execution unit.
+fn renew_due(ctx: &Context) {
+    let now = ffi::now_ms();
+    let due = state().holds.take_due(now + BATCH_MS);
+    if due.is_empty() {
+        return;
+    }
+    let max_hold = config::keepalive_max_hold_ms();
+    let placement = Placement::read(ctx);
+    for (hold, binding) in due {
+        let over = max_hold > 0 && now.saturating_sub(binding.since_ms) >= max_hold;
+        let renewed = !over && renew(ctx, &placement, &hold, binding.lease_ms);
+        let mut s = state();
+        if renewed {
+            s.holds.renewed(&hold, now);
+            Stats::bump(&STATS.keepalive_renewals);
+        } else if s.holds.unbind(&hold).is_some() {
+            Stats::bump(&STATS.keepalive_ended);
+        }
+    }
+}
+
+/// One renewal: LOCK.RENEW's transition for the hold's owner. False when
+/// the owner no longer holds the lock (released, forced, its lease ran out)
+/// or the key is no longer this node's.
+fn renew(ctx: &Context, placement: &Placement, hold: &Hold, lease_ms: i64) -> bool {
+    if !ffi::select_db(ctx, hold.lock.db) || !placement.serves(&hold.lock.key) {
+        return false;
+    }
+    let name = ffi::string(ctx, &hold.lock.key);
+    let lock = LockId {
+        db: hold.lock.db,
+        key: Cow::Borrowed(&hold.lock.key[..]),
+    };
+    let Ok((key, mut tx)) = handoff::begin(ctx, &name, &lock, Origin::Event) else {
+        return false;
+    };
+    let renewed = tx.renew(&hold.owner, lease_ms).is_ok();
+    handoff::commit(ctx, &lock, &key, tx);
+    renewed
+}

@@ -1,0 +1,691 @@
+//! KEEPALIVE: the server renews a hold's lease while the connection that
+//! holds it lives, and the hold ends its current lease after the connection
+//! goes (closed, killed, cut off, a restart), never before; LOCK.RENEW ...
+//! KEEPALIVE re-attaches a hold from a new connection; renewals reach
+//! replicas and the AOF as absolute deadlines; a replica or a restarted
+//! server never renews on its own.
+//!
+//! Time passes in these tests only as the server's renewals count it
+//! (`INFO lock` keepalive_renewals), and a hold's end is read off the
+//! server's own clock: the waiter's new deadline minus its lease is when
+//! it was handed the lock.
+
+mod common;
+use common::dataset::{aof_matches, replica_matches};
+use common::*;
+
+use std::io::Write;
+use std::process::{Child, Command, Stdio};
+
+/// A `redis-cli` process holding a connection: each line written to its
+/// standard input runs as a command while it stays open. Killing it closes
+/// the connection as a crashed client's would.
+struct Cli {
+    child: Child,
+}
+
+impl Cli {
+    fn start(program: &[&str], host: &str, port: u16) -> Cli {
+        let port = port.to_string();
+        let mut args: Vec<&str> = program.to_vec();
+        args.extend(["redis-cli", "-h", host, "-p", &port]);
+        let child = Command::new(args[0])
+            .args(&args[1..])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start redis-cli");
+        Cli { child }
+    }
+
+    fn local(server: &Server) -> Cli {
+        Cli::start(&[], "127.0.0.1", server.port)
+    }
+
+    fn run(&mut self, line: &str) {
+        let stdin = self.child.stdin.as_mut().expect("redis-cli stdin");
+        writeln!(stdin, "{line}").expect("write to redis-cli");
+        stdin.flush().expect("flush to redis-cli");
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success(), "kill {signal}");
+    }
+
+    /// kill -9, and wait for it to be gone.
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Cli {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn int(v: Value) -> i64 {
+    match v {
+        Value::Int(n) => n,
+        other => panic!("expected an integer, got {other:?}"),
+    }
+}
+
+fn renewals(server: &Server) -> i64 {
+    server.stat("keepalive_renewals")
+}
+
+/// Waits until the server has renewed `n` more leases than `from`.
+fn wait_for_renewals(server: &Server, from: i64, n: i64) {
+    wait_until(&format!("{n} more renewals"), || {
+        renewals(server) >= from + n
+    });
+}
+
+/// Waits until the server holds no KEEPALIVE binding (it has seen the
+/// holder's connection end), then the lock's deadline as it stands: what
+/// is left of the lease is all the hold gets.
+fn deadline_once_unbound(server: &Server, con: &mut Connection, key: &str) -> i64 {
+    wait_until("the KEEPALIVE binding gone", || {
+        server.stat("keepalive_holds") == 0
+    });
+    pexpiretime(con, key)
+}
+
+/// The moment (server clock, unix ms) the waiter holding `key` with a
+/// `lease_ms` lease was handed the lock: its deadline minus its lease.
+fn granted_at(con: &mut Connection, key: &str, lease_ms: i64) -> i64 {
+    pexpiretime(con, key) - lease_ms
+}
+
+/// The hold lives while its connection does: three leases pass (counted by
+/// renewals) and the queued caller is not served; when the connection
+/// closes, the caller gets the lock when the lease left ends, not before.
+#[test]
+fn an_idle_connection_keeps_the_lock_until_it_closes_then_the_lease_runs_out() {
+    let server = Server::start();
+    let mut con = server.client();
+    let mut holder = server.client();
+    let holder_id = client_id(&mut holder);
+    assert_eq!(
+        q::<i64>(
+            &mut holder,
+            &["LOCK.ACQUIRE", "k", "h", "PX", "300", "KEEPALIVE"]
+        ),
+        1
+    );
+    assert_eq!(
+        lock_field(&mut con, "k", "keepalive_client"),
+        Some(holder_id.to_string())
+    );
+    assert_eq!(server.stat("keepalive_holds"), 1);
+    let mut waiter = queue_waiter::<Connection>(
+        &server,
+        &mut con,
+        "k",
+        "w",
+        &["PX", "60000", "BLOCK", "0"],
+        1,
+    );
+
+    // Three leases: every lease is renewed three times.
+    let from = renewals(&server);
+    wait_for_renewals(&server, from, 9);
+    assert_eq!(lock_field(&mut con, "k", "owner").as_deref(), Some("h"));
+    assert_eq!(waiters(&mut con, "k"), 1);
+    assert!(pttl(&mut con, "k") > 0);
+
+    drop(holder);
+    let deadline = deadline_once_unbound(&server, &mut con, "k");
+    assert_eq!(int(recv(&mut waiter).expect("the waiter's grant")), 1);
+    let at = granted_at(&mut con, "k", 60_000);
+    assert!(
+        at > deadline,
+        "handed on at {at}, the lease ran to {deadline}"
+    );
+    assert!(
+        at <= deadline + 1000,
+        "handed on at {at}, long after the lease ended at {deadline}"
+    );
+    assert!(server.stat("keepalive_ended") >= 1);
+}
+
+/// A holder process killed with -9: the kernel closes its connection, the
+/// renewals stop, the next caller gets the lock at the end of the lease.
+#[test]
+fn a_killed_holder_process_loses_the_lock_at_its_lease_end() {
+    let server = Server::start();
+    let mut con = server.client();
+    let mut cli = Cli::local(&server);
+    cli.run("LOCK.ACQUIRE job cron-1 PX 400 KEEPALIVE");
+    wait_until("the process holds the lock", || {
+        lock_field(&mut con, "job", "keepalive_client").is_some()
+    });
+    let mut waiter = queue_waiter::<Connection>(
+        &server,
+        &mut con,
+        "job",
+        "cron-2",
+        &["PX", "60000", "BLOCK", "0"],
+        1,
+    );
+    let from = renewals(&server);
+    wait_for_renewals(&server, from, 3);
+    assert_eq!(
+        lock_field(&mut con, "job", "owner").as_deref(),
+        Some("cron-1")
+    );
+
+    cli.kill();
+    let deadline = deadline_once_unbound(&server, &mut con, "job");
+    assert_eq!(int(recv(&mut waiter).expect("the waiter's grant")), 1);
+    let at = granted_at(&mut con, "job", 60_000);
+    assert!(at > deadline && at <= deadline + 1000, "{at} vs {deadline}");
+}
+
+/// A process that is stopped (SIGSTOP) keeps its connection: at the TCP
+/// level it looks alive, so its hold is renewed; lock.keepalive-max-hold-ms
+/// bounds that, counted from when the hold was first bound.
+#[test]
+fn a_stopped_holder_keeps_the_lock_until_the_maximum_hold_time() {
+    let server = Server::start();
+    let mut con = server.client();
+    let mut cli = Cli::local(&server);
+    cli.run("LOCK.ACQUIRE k stuck PX 300 KEEPALIVE");
+    wait_until("the process holds the lock", || {
+        lock_field(&mut con, "k", "keepalive_client").is_some()
+    });
+    cli.signal("-STOP");
+    let from = renewals(&server);
+    wait_for_renewals(&server, from, 9);
+    assert_eq!(lock_field(&mut con, "k", "owner").as_deref(), Some("stuck"));
+
+    // The hold has been bound for longer than this already: the next
+    // renewal is the last one not made.
+    let _: () = q(
+        &mut con,
+        &["CONFIG", "SET", "lock.keepalive-max-hold-ms", "200"],
+    );
+    let deadline = deadline_once_unbound(&server, &mut con, "k");
+    assert_eq!(lock_field(&mut con, "k", "owner").as_deref(), Some("stuck"));
+    let mut waiter = queue_waiter::<Connection>(
+        &server,
+        &mut con,
+        "k",
+        "next",
+        &["PX", "60000", "BLOCK", "0"],
+        1,
+    );
+    assert_eq!(int(recv(&mut waiter).expect("the waiter's grant")), 1);
+    let at = granted_at(&mut con, "k", 60_000);
+    assert!(at > deadline && at <= deadline + 1000, "{at} vs {deadline}");
+    cli.signal("-CONT");
+}
+
+/// After a reconnect, LOCK.RENEW ... KEEPALIVE binds the hold to the new
+/// connection: a blip shorter than the lease loses nothing.
+#[test]
+fn renew_keepalive_reattaches_a_hold_after_a_reconnect() {
+    let server = Server::start();
+    let mut con = server.client();
+    let mut first = server.client();
+    assert_eq!(
+        q::<i64>(
+            &mut first,
+            &["LOCK.ACQUIRE", "k", "app", "PX", "500", "KEEPALIVE"]
+        ),
+        1
+    );
+    drop(first);
+    wait_until("the old connection's binding gone", || {
+        server.stat("keepalive_holds") == 0
+    });
+    let mut second = server.client();
+    let second_id = client_id(&mut second);
+    assert_eq!(
+        q::<i64>(
+            &mut second,
+            &["LOCK.RENEW", "k", "app", "PX", "500", "KEEPALIVE"]
+        ),
+        500
+    );
+    assert_eq!(
+        lock_field(&mut con, "k", "keepalive_client"),
+        Some(second_id.to_string())
+    );
+    let from = renewals(&server);
+    wait_for_renewals(&server, from, 9);
+    assert_eq!(lock_field(&mut con, "k", "owner").as_deref(), Some("app"));
+
+    // Only a holder can re-attach.
+    assert!(err(&mut second, &["LOCK.RENEW", "k", "other", "KEEPALIVE"]).starts_with("NOTOWNER"));
+    assert!(err(&mut second, &["LOCK.RENEW", "free", "app", "KEEPALIVE"]).starts_with("NOTOWNER"));
+    assert_eq!(server.stat("keepalive_holds"), 1);
+    // A release ends the renewals at once.
+    assert_eq!(q::<i64>(&mut second, &["LOCK.RELEASE", "k", "app"]), 0);
+    assert_eq!(server.stat("keepalive_holds"), 0);
+    assert!(!exists(&mut con, "k"));
+}
+
+/// KEEPALIVE on every acquire: read and write holds of a read-write lock
+/// (LOCK.INFO names the client keeping each), a multi-lock's keys, and a
+/// waiter, which is bound when it is handed the lock.
+#[test]
+fn every_acquire_takes_keepalive_and_lock_info_shows_who_keeps_what() {
+    let server = Server::start();
+    let mut con = server.client();
+    let mut r1 = server.client();
+    let mut r2 = server.client();
+    let (id1, id2) = (client_id(&mut r1), client_id(&mut r2));
+    for (c, owner) in [(&mut r1, "r1"), (&mut r2, "r2")] {
+        assert_eq!(
+            q::<i64>(c, &["LOCK.RACQUIRE", "rw", owner, "PX", "300", "KEEPALIVE"]),
+            1
+        );
+    }
+    let kept: Value = q(&mut con, &["LOCK.INFO", "rw"]);
+    let Value::Array(items) = kept else {
+        panic!("LOCK.INFO: {kept:?}")
+    };
+    let clients = items
+        .chunks(2)
+        .find(|kv| text(&kv[0]) == "keepalive_clients")
+        .map(|kv| kv[1].clone())
+        .expect("keepalive_clients");
+    assert_eq!(
+        clients,
+        Value::Array(vec![
+            Value::BulkString(b"r1".to_vec()),
+            Value::Int(id1),
+            Value::BulkString(b"r2".to_vec()),
+            Value::Int(id2),
+        ])
+    );
+    let mut writer = server.client();
+    send(
+        &mut writer,
+        &[
+            "LOCK.WACQUIRE",
+            "rw",
+            "w",
+            "PX",
+            "300",
+            "BLOCK",
+            "0",
+            "KEEPALIVE",
+        ],
+    );
+    wait_for_waiters(&mut con, "rw", 1);
+    let from = renewals(&server);
+    wait_for_renewals(&server, from, 6);
+    assert_eq!(q::<i64>(&mut r1, &["LOCK.RELEASE", "rw", "r1"]), 0);
+    assert_eq!(q::<i64>(&mut r2, &["LOCK.RELEASE", "rw", "r2"]), 0);
+    assert_eq!(int(recv(&mut writer).expect("the writer's grant")), 1);
+    let writer_id = client_id(&mut writer);
+    let from = renewals(&server);
+    wait_for_renewals(&server, from, 6);
+    let info = lock_info(&mut con, "rw");
+    assert_eq!(field(&info, "writer").as_deref(), Some("w"));
+    let kept = field(&info, "keepalive_clients").expect("keepalive_clients");
+    assert!(kept.contains(&format!("int({writer_id})")), "{kept}");
+
+    let mut m = server.client();
+    let replies: Vec<i64> = q(
+        &mut m,
+        &[
+            "LOCK.MACQUIRE",
+            "2",
+            "a",
+            "b",
+            "m",
+            "PX",
+            "300",
+            "KEEPALIVE",
+        ],
+    );
+    assert_eq!(replies, vec![1, 1]);
+    let from = renewals(&server);
+    wait_for_renewals(&server, from, 9);
+    for key in ["a", "b"] {
+        assert_eq!(lock_field(&mut con, key, "owner").as_deref(), Some("m"));
+    }
+    assert_eq!(server.stat("keepalive_holds"), 3);
+    let left: Vec<i64> = q(&mut m, &["LOCK.MRELEASE", "2", "a", "b", "m"]);
+    assert_eq!(left, vec![0, 0]);
+    assert_eq!(server.stat("keepalive_holds"), 1);
+    assert_eq!(q::<i64>(&mut con, &["LOCK.FORCERELEASE", "rw"]), 1);
+    assert_eq!(server.stat("keepalive_holds"), 0);
+}
+
+/// Renewals are native absolute deadlines: the replica and the AOF follow
+/// them exactly, and hold the same data when the hold is over.
+#[test]
+fn renewals_reach_the_replica_and_the_aof_as_absolute_deadlines() {
+    let master = Config::default().aof().start();
+    let replica = master.start_replica(Config::default().without_module());
+    let mut con = master.client();
+    let mut on_replica = replica.client();
+    let mut holder = master.client();
+    assert_eq!(
+        q::<i64>(
+            &mut holder,
+            &["LOCK.ACQUIRE", "k", "h", "PX", "300", "KEEPALIVE", "FENCE"]
+        ),
+        1
+    );
+    let first = pexpiretime(&mut con, "k");
+    let from = renewals(&master);
+    wait_for_renewals(&master, from, 6);
+    // Between two renewals (the deadline read twice the same), the replica
+    // has the master's deadline.
+    wait_until("the replica on the master's deadline", || {
+        let before = pexpiretime(&mut con, "k");
+        let _: i64 = q(&mut con, &["WAIT", "1", "5000"]);
+        let on_replica = pexpiretime(&mut on_replica, "k");
+        let after = pexpiretime(&mut con, "k");
+        before == after && on_replica == before
+    });
+    assert!(pexpiretime(&mut con, "k") > first + 300);
+    drop(holder);
+    wait_until("the lease over", || !exists(&mut con, "k"));
+    assert_eq!(replica_matches(&master, &replica), Ok(()));
+    assert_eq!(aof_matches(&master), Ok(()));
+}
+
+/// Bindings are in memory only: a master restarted from its AOF renews
+/// nothing, and the hold ends at the deadline it had.
+#[test]
+fn a_restart_never_extends_a_hold() {
+    let mut master = Config::default().aof().start();
+    let mut holder = master.client();
+    assert_eq!(
+        q::<i64>(
+            &mut holder,
+            &["LOCK.ACQUIRE", "k", "h", "PX", "500", "KEEPALIVE"]
+        ),
+        1
+    );
+    let from = renewals(&master);
+    wait_for_renewals(&master, from, 1);
+    master.restart();
+    let mut con = master.client();
+    let deadline = pexpiretime(&mut con, "k");
+    assert!(deadline > 0, "the hold survived the restart");
+    assert_eq!(master.stat("keepalive_holds"), 0);
+    let mut waiter = queue_waiter::<Connection>(
+        &master,
+        &mut con,
+        "k",
+        "w",
+        &["PX", "60000", "BLOCK", "0"],
+        1,
+    );
+    assert_eq!(int(recv(&mut waiter).expect("the waiter's grant")), 1);
+    let at = granted_at(&mut con, "k", 60_000);
+    assert!(at > deadline && at <= deadline + 1000, "{at} vs {deadline}");
+    assert_eq!(master.stat("keepalive_renewals"), 0);
+}
+
+/// A promoted replica renews nothing it was not asked to: the binding was
+/// the old master's. The holder re-attaches on the new master, which then
+/// keeps the hold alive; the demoted master forgets its bindings.
+#[test]
+fn after_a_promotion_the_holder_reattaches_on_the_new_master() {
+    let master = Config::default().start();
+    let replica = master.start_replica(Config::default());
+    let mut holder = master.client();
+    assert_eq!(
+        q::<i64>(
+            &mut holder,
+            &["LOCK.ACQUIRE", "k", "h", "PX", "500", "KEEPALIVE"]
+        ),
+        1
+    );
+    let _: i64 = q(&mut holder, &["WAIT", "1", "5000"]);
+
+    // A planned failover: the replica takes over, the master follows it.
+    let _: () = q(&mut replica.client(), &["REPLICAOF", "NO", "ONE"]);
+    let port = replica.port.to_string();
+    let _: () = q(&mut master.client(), &["REPLICAOF", "127.0.0.1", &port]);
+    wait_until("the old master demoted", || {
+        master.stat("keepalive_holds") == 0
+    });
+    let renewed_before = renewals(&master);
+    let mut on_new = replica.client();
+    assert!(exists(&mut on_new, "k"));
+    assert_eq!(replica.stat("keepalive_holds"), 0);
+    assert_eq!(
+        q::<i64>(
+            &mut on_new,
+            &["LOCK.RENEW", "k", "h", "PX", "500", "KEEPALIVE"]
+        ),
+        500
+    );
+    let from = renewals(&replica);
+    wait_for_renewals(&replica, from, 9);
+    assert_eq!(lock_field(&mut on_new, "k", "owner").as_deref(), Some("h"));
+    assert_eq!(
+        renewals(&master),
+        renewed_before,
+        "the demoted master renews nothing"
+    );
+}
+
+/// A network namespace with a veth pair: the server listens on the host
+/// side, a client runs on the other, and taking the link down cuts the
+/// client off without closing its connection.
+struct Netns {
+    name: String,
+    host_if: String,
+    host_ip: String,
+}
+
+impl Netns {
+    fn ip(args: &[&str]) -> Result<(), String> {
+        let out = Command::new("ip")
+            .args(args)
+            .output()
+            .map_err(|e| format!("ip: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "ip {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
+    }
+
+    fn create() -> Result<Netns, String> {
+        let pid = std::process::id();
+        let net = format!("10.213.{}", pid % 250);
+        let ns = Netns {
+            name: format!("lockns{pid}"),
+            host_if: format!("lkh{pid}"),
+            host_ip: format!("{net}.1"),
+        };
+        let peer = format!("lkn{pid}");
+        Netns::ip(&["netns", "add", &ns.name])?;
+        Netns::ip(&[
+            "link",
+            "add",
+            &ns.host_if,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &peer,
+        ])?;
+        Netns::ip(&["link", "set", &peer, "netns", &ns.name])?;
+        Netns::ip(&[
+            "addr",
+            "add",
+            &format!("{}/24", ns.host_ip),
+            "dev",
+            &ns.host_if,
+        ])?;
+        Netns::ip(&["link", "set", &ns.host_if, "up"])?;
+        let inside = |args: &[&str]| {
+            let mut all = vec!["netns", "exec", ns.name.as_str(), "ip"];
+            all.extend_from_slice(args);
+            Netns::ip(&all)
+        };
+        inside(&["addr", "add", &format!("{net}.2/24"), "dev", &peer])?;
+        inside(&["link", "set", &peer, "up"])?;
+        inside(&["link", "set", "lo", "up"])?;
+        Ok(ns)
+    }
+
+    /// Takes the client's side of the link down: its packets go nowhere.
+    fn cut(&self) {
+        let peer = format!("lkn{}", std::process::id());
+        Netns::ip(&[
+            "netns", "exec", &self.name, "ip", "link", "set", &peer, "down",
+        ])
+        .expect("cut the link");
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Netns::ip(&["link", "del", &self.host_if]);
+        let _ = Netns::ip(&["netns", "del", &self.name]);
+    }
+}
+
+/// A holder cut off by the network (no FIN, no RST: its host is gone as
+/// far as the server can tell) loses the lock within
+/// lock.keepalive-dead-peer-ms plus one lease: the kernel closes the
+/// connection once keepalive probes go unanswered, then the lease left
+/// runs out. Until then the server goes on renewing.
+#[test]
+fn a_holder_cut_off_by_the_network_loses_the_lock_within_the_dead_peer_bound() {
+    let ns = match Netns::create() {
+        Ok(ns) => ns,
+        Err(e) => {
+            eprintln!("network namespaces cannot be made here ({e}): network-cut test skipped");
+            return;
+        }
+    };
+    let mut config = Config::default().arg("protected-mode", "no");
+    // Later than the harness's own --bind 127.0.0.1, so this one counts.
+    config
+        .args
+        .extend(["--bind".into(), "127.0.0.1".into(), ns.host_ip.clone()]);
+    let server = config.start();
+    let mut con = server.client();
+    let dead_peer_ms = 2000;
+    let lease_ms = 1000;
+    let _: () = q(
+        &mut con,
+        &[
+            "CONFIG",
+            "SET",
+            "lock.keepalive-dead-peer-ms",
+            &dead_peer_ms.to_string(),
+        ],
+    );
+    let mut cli = Cli::start(&["ip", "netns", "exec", &ns.name], &ns.host_ip, server.port);
+    cli.run(&format!("LOCK.ACQUIRE k remote PX {lease_ms} KEEPALIVE"));
+    wait_until("the remote client holds the lock", || {
+        lock_field(&mut con, "k", "keepalive_client").is_some()
+    });
+
+    let cut_at = now_ms();
+    ns.cut();
+    // The connection still looks open: renewals go on for a while.
+    let from = renewals(&server);
+    wait_for_renewals(&server, from, 3);
+    assert_eq!(
+        lock_field(&mut con, "k", "owner").as_deref(),
+        Some("remote")
+    );
+
+    wait_until("the cut-off holder's lock free", || !exists(&mut con, "k"));
+    let freed_after = now_ms() - cut_at;
+    assert!(
+        freed_after <= dead_peer_ms + lease_ms + 1500,
+        "the lock outlived the cut by {freed_after} ms"
+    );
+    assert!(server.stat("keepalive_ended") >= 1);
+    drop(cli);
+}
+
+/// KEEPALIVE needs the caller's own connection: a script's client never
+/// disconnects, so from a script the acquire is refused and nothing is
+/// written; inside MULTI the caller's connection keeps the hold.
+#[test]
+fn keepalive_needs_a_connection_of_its_own() {
+    let server = Server::start();
+    let mut con = server.client();
+    let script = "return redis.call('LOCK.ACQUIRE', KEYS[1], 'o', 'PX', '300', 'KEEPALIVE')";
+    assert_eq!(err_code(&mut con, &["EVAL", script, "1", "k"]), "ERR",);
+    assert!(!exists(&mut con, "k"));
+    let script = "return redis.call('LOCK.RENEW', KEYS[1], 'o', 'KEEPALIVE')";
+    let _: i64 = q(&mut con, &["LOCK.ACQUIRE", "k", "o", "PX", "300"]);
+    assert_eq!(err_code(&mut con, &["EVAL", script, "1", "k"]), "ERR");
+    assert_eq!(server.stat("keepalive_holds"), 0);
+
+    let mut tx = server.client();
+    let tx_id = client_id(&mut tx);
+    let replies: Vec<Value> = redis::pipe()
+        .atomic()
+        .cmd("LOCK.ACQUIRE")
+        .arg("m")
+        .arg("o")
+        .arg("PX")
+        .arg("300")
+        .arg("KEEPALIVE")
+        .query(&mut tx)
+        .expect("MULTI");
+    assert_eq!(replies, vec![Value::Int(1)]);
+    assert_eq!(
+        lock_field(&mut con, "m", "keepalive_client"),
+        Some(tx_id.to_string())
+    );
+    let from = renewals(&server);
+    wait_for_renewals(&server, from, 3);
+    assert_eq!(lock_field(&mut con, "m", "owner").as_deref(), Some("o"));
+}
+
+/// The same across a cluster's manual failover: the new master keeps the
+/// lease (the deadline replicated), the demoted one forgets its bindings,
+/// and the holder re-attaches on the new master.
+#[test]
+fn after_a_cluster_failover_the_holder_reattaches_on_the_new_master() {
+    let cluster = Cluster::start_with_replicas(1, 1);
+    let master = cluster.master_of_slot(0);
+    let replica = cluster.replica_of(master);
+    let mut holder = master.client();
+    assert_eq!(
+        q::<i64>(
+            &mut holder,
+            &["LOCK.ACQUIRE", "k", "h", "PX", "1000", "KEEPALIVE"]
+        ),
+        1
+    );
+    let _: i64 = q(&mut holder, &["WAIT", "1", "5000"]);
+    cluster.failover(replica);
+    wait_until("the demoted master's bindings gone", || {
+        master.stat("keepalive_holds") == 0
+    });
+    let mut on_new = replica.client();
+    assert_eq!(lock_field(&mut on_new, "k", "owner").as_deref(), Some("h"));
+    assert_eq!(
+        q::<i64>(
+            &mut on_new,
+            &["LOCK.RENEW", "k", "h", "PX", "1000", "KEEPALIVE"]
+        ),
+        1000
+    );
+    let from = renewals(replica);
+    wait_for_renewals(replica, from, 9);
+    assert_eq!(lock_field(&mut on_new, "k", "owner").as_deref(), Some("h"));
+}
