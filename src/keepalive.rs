@@ -16,8 +16,9 @@
 //! Bindings live in this server's memory only: a replica never renews, and
 //! after a failover or a restart a holder re-attaches on the new master.
 //!
-//! Offers: [`may_bind`], [`bind`], [`unbind`], [`unbind_lock`], [`client_gone`],
-//! [`clear`], [`held`], [`bound_owners`].
+//! Offers: [`may_bind`], [`bind`], [`lease_replaced`], [`unbind`],
+//! [`unbind_lock`], [`client_gone`], [`clear`], [`held`],
+//! [`bound_owners`].
 
 use std::borrow::Cow;
 use std::sync::{LazyLock, Mutex, MutexGuard};
@@ -98,6 +99,23 @@ pub fn bind(ctx: &Context, lock: &LockId<'_>, owner: &[u8], lease_ms: i64) {
     let client = ffi::client_id(ctx);
     let now = ffi::now_ms();
     state().holds.bind(hold(lock, owner), client, lease_ms, now);
+    arm(ctx);
+}
+
+/// `owner` gave its holds of `lock` a new lease (a re-entry, or LOCK.RENEW
+/// without KEEPALIVE): if they are kept alive, they are renewed with it from
+/// now on.
+pub fn lease_replaced(ctx: &Context, lock: &LockId<'_>, owner: &[u8], lease_ms: i64) {
+    {
+        let mut s = state();
+        if s.holds.is_empty()
+            || !s
+                .holds
+                .lease_replaced(&hold(lock, owner), lease_ms, ffi::now_ms())
+        {
+            return;
+        }
+    }
     arm(ctx);
 }
 

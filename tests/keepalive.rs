@@ -273,6 +273,60 @@ fn renew_keepalive_reattaches_a_hold_after_a_reconnect() {
     assert!(!exists(&mut con, "k"));
 }
 
+/// A kept-alive hold given a shorter lease by its owner (LOCK.RENEW
+/// without KEEPALIVE, or a re-entry) is renewed with that lease from then
+/// on: the next renewal is not left where the old lease put it, after the
+/// new lease has run out.
+#[test]
+fn a_shorter_lease_from_the_owner_is_renewed_in_time() {
+    let server = Server::start();
+    let mut con = server.client();
+    let mut holder = server.client();
+    assert_eq!(
+        q::<i64>(
+            &mut holder,
+            &["LOCK.ACQUIRE", "k", "h", "PX", "60000", "KEEPALIVE"]
+        ),
+        1
+    );
+    let mut waiter = queue_waiter::<Connection>(
+        &server,
+        &mut con,
+        "k",
+        "w",
+        &["PX", "60000", "BLOCK", "0"],
+        1,
+    );
+    // Renewed next after 20 s with the old schedule; the lease is 300 ms.
+    assert_eq!(
+        q::<i64>(&mut holder, &["LOCK.RENEW", "k", "h", "PX", "300"]),
+        300
+    );
+    let from = renewals(&server);
+    wait_for_renewals(&server, from, 6);
+    assert_eq!(lock_field(&mut con, "k", "owner").as_deref(), Some("h"));
+    assert!(pttl(&mut con, "k") <= 300, "renewed with the new lease");
+    // A re-entry's lease replaces it the same way.
+    assert_eq!(
+        q::<i64>(&mut holder, &["LOCK.ACQUIRE", "k", "h", "PX", "200"]),
+        2
+    );
+    let from = renewals(&server);
+    wait_for_renewals(&server, from, 6);
+    assert_eq!(lock_field(&mut con, "k", "owner").as_deref(), Some("h"));
+    assert!(pttl(&mut con, "k") <= 200);
+    assert_eq!(waiters(&mut con, "k"), 1);
+    assert_eq!(
+        lock_field(&mut con, "k", "keepalive_client"),
+        Some(client_id(&mut holder).to_string())
+    );
+
+    for _ in 0..2 {
+        let _: i64 = q(&mut holder, &["LOCK.RELEASE", "k", "h"]);
+    }
+    assert_eq!(int(recv(&mut waiter).expect("the waiter's grant")), 1);
+}
+
 /// KEEPALIVE on every acquire: read and write holds of a read-write lock
 /// (LOCK.INFO names the client keeping each), a multi-lock's keys, and a
 /// waiter, which is bound when it is handed the lock.

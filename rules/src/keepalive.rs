@@ -107,6 +107,22 @@ impl Keepalive {
             .count()
     }
 
+    /// `hold` was given a new lease by its owner (a re-entry, or LOCK.RENEW
+    /// without KEEPALIVE): from now on it is renewed with that lease, the
+    /// next time a third of it from now. Otherwise a lease shorter than the
+    /// time to the next renewal would lapse while the connection lives.
+    /// Returns whether the hold is kept alive.
+    pub fn lease_replaced(&mut self, hold: &Hold, lease_ms: i64, now_ms: i64) -> bool {
+        let Some(b) = self.bindings.get_mut(hold) else {
+            return false;
+        };
+        self.schedule.remove(&(b.due_ms, hold.clone()));
+        b.lease_ms = lease_ms;
+        b.due_ms = next_renewal(now_ms, lease_ms);
+        self.schedule.insert((b.due_ms, hold.clone()));
+        true
+    }
+
     /// `client`'s connection ended: its holds are no longer renewed.
     /// Returns how many there were.
     pub fn client_gone(&mut self, client: ClientId) -> usize {
@@ -296,5 +312,19 @@ mod tests {
         assert!(k.is_empty());
         assert_eq!(k.next_due(), None);
         assert_eq!(k.client_gone(1), 0);
+    }
+
+    #[test]
+    fn a_new_lease_from_the_owner_is_the_one_renewed_from_then_on() {
+        let mut k = Keepalive::default();
+        k.bind(hold("a", "o"), 1, 30_000, 0);
+        // A re-entry with a 3 s lease at 1000: renewed by 2000, not 10000.
+        assert!(k.lease_replaced(&hold("a", "o"), 3000, 1000));
+        assert_eq!(k.next_due(), Some(2000));
+        let b = *k.binding(&hold("a", "o")).unwrap();
+        assert_eq!((b.lease_ms, b.since_ms, b.client), (3000, 0, 1));
+        assert_eq!(k.take_due(2000).len(), 1);
+        assert!(!k.lease_replaced(&hold("b", "o"), 3000, 1000), "not bound");
+        assert_eq!(k.len(), 1);
     }
 }

@@ -115,6 +115,8 @@ fn acquire_as(
                 if request.keepalive {
                     events::watch_clients(ctx);
                     keepalive::bind(ctx, &lock, owner.as_slice(), request.lease_ms);
+                } else {
+                    keepalive::lease_replaced(ctx, &lock, owner.as_slice(), request.lease_ms);
                 }
                 Ok(RedisValue::Integer(reply))
             }

@@ -190,6 +190,10 @@ fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
                 for lock in &locks {
                     keepalive::bind(ctx, lock, owner.as_slice(), request.lease_ms);
                 }
+            } else if replies.is_ok() {
+                for lock in &locks {
+                    keepalive::lease_replaced(ctx, lock, owner.as_slice(), request.lease_ms);
+                }
             }
             return replies.map(RedisValue::Array);
         }

@@ -138,6 +138,8 @@ fn renew(ctx: &Context, args: &[RedisString]) -> RedisResult {
             // Re-attach: from now on this connection keeps the holds alive.
             events::watch_clients(ctx);
             keepalive::bind(ctx, &lock, owner.as_slice(), lease);
+        } else if renewed.is_ok() {
+            keepalive::lease_replaced(ctx, &lock, owner.as_slice(), lease);
         }
         Ok(RedisValue::Integer(renewed?))
     })
