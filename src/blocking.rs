@@ -13,15 +13,16 @@ use std::time::{Duration, Instant};
 
 use redis_module::Context;
 
+use crate::deferred;
 use crate::ffi::{self, BlockHandler, TimerHandler};
 use crate::info::{Stats, STATS};
+use crate::keepalive::{self, Taken};
 use crate::rules::args::{Wait, MAX_DURATION_MS};
 use crate::rules::error::LockError;
 use crate::rules::ids::IdMap;
 use crate::rules::request::Request;
 use crate::rules::server_text::has_unsent_output;
 use crate::waiters::{registry, BlockedReply, Grant, Handle, Registry, WaitTimer, Waiter};
-use crate::{deferred, keepalive};
 
 /// A poisoned mutex here only means a panic was caught while it was held;
 /// the data behind it is always left whole.
@@ -130,12 +131,14 @@ fn remember_answered(ctx: &Context, grants: &[Grant]) {
 }
 
 /// Binds the grants of a waiter that asked for KEEPALIVE to its connection,
-/// now that it is answered on it.
+/// now that it is answered on it. A waiter's grant is never a re-entry.
 fn keep_alive(ctx: &Context, grants: &[Grant]) {
     for grant in grants {
-        if let Some(lease_ms) = grant.keepalive_lease {
-            keepalive::bind(ctx, &grant.lock, &grant.owner, lease_ms);
-        }
+        let (how, lease_ms) = match grant.keepalive_lease {
+            Some(lease_ms) => (Taken::KeepAlive, lease_ms),
+            None => (Taken::Fresh, 0),
+        };
+        keepalive::taken(ctx, &grant.lock, &grant.owner, how, lease_ms);
     }
 }
 

@@ -16,9 +16,8 @@
 //! Bindings live in this server's memory only: a replica never renews, and
 //! after a failover or a restart a holder re-attaches on the new master.
 //!
-//! Offers: [`may_bind`], [`bind`], [`lease_replaced`], [`unbind`],
-//! [`unbind_lock`], [`client_gone`], [`clear`], [`held`],
-//! [`bound_owners`].
+//! Offers: [`may_bind`], [`taken`], [`unbind`], [`unbind_lock`],
+//! [`client_gone`], [`clear`], [`held`], [`bound_owners`].
 
 use std::borrow::Cow;
 use std::sync::{LazyLock, Mutex, MutexGuard};
@@ -92,31 +91,48 @@ pub fn may_bind(ctx: &Context) -> Result<(), LockError> {
     Ok(())
 }
 
-/// Binds `owner`'s holds of `lock` to the context's client (checked with
-/// [`may_bind`] when the command was called): the server renews them with
-/// `lease_ms` from now on, while that connection lives.
-pub fn bind(ctx: &Context, lock: &LockId<'_>, owner: &[u8], lease_ms: i64) {
-    let client = ffi::client_id(ctx);
-    let now = ffi::now_ms();
-    state().holds.bind(hold(lock, owner), client, lease_ms, now);
-    arm(ctx);
+/// How a hold was just granted, as far as its binding goes.
+pub enum Taken {
+    /// With KEEPALIVE: bound to the caller's connection.
+    KeepAlive,
+    /// A re-entry (or the other side of a read-write lock) without it.
+    Reentry,
+    /// A fresh hold without it.
+    Fresh,
 }
 
-/// `owner` gave its holds of `lock` a new lease (a re-entry, or LOCK.RENEW
-/// without KEEPALIVE): if they are kept alive, they are renewed with it from
-/// now on.
-pub fn lease_replaced(ctx: &Context, lock: &LockId<'_>, owner: &[u8], lease_ms: i64) {
-    {
+/// Settles `owner`'s binding of `lock` after a grant with a `lease_ms`
+/// lease. KEEPALIVE binds the holds to the context's client (checked with
+/// [`may_bind`] when the command was called), renewed with that lease while
+/// the connection lives. A re-entry without it keeps a binding, renewed
+/// with the new lease from now on: a lease shorter than the time to the
+/// next renewal would otherwise run out while the connection lives. A fresh
+/// hold without it is not kept alive, even if a binding was left by a hold
+/// that ended outside LOCK.* commands (DEL, FLUSHALL, a Redisson unlock)
+/// before a renewal noticed.
+pub fn taken(ctx: &Context, lock: &LockId<'_>, owner: &[u8], how: Taken, lease_ms: i64) {
+    let now = ffi::now_ms();
+    let rearm = {
         let mut s = state();
-        if s.holds.is_empty()
-            || !s
-                .holds
-                .lease_replaced(&hold(lock, owner), lease_ms, ffi::now_ms())
-        {
-            return;
+        match how {
+            Taken::KeepAlive => {
+                s.holds
+                    .bind(hold(lock, owner), ffi::client_id(ctx), lease_ms, now);
+                true
+            }
+            _ if s.holds.is_empty() => false,
+            Taken::Reentry => s.holds.lease_replaced(&hold(lock, owner), lease_ms, now),
+            Taken::Fresh => {
+                if s.holds.unbind(&hold(lock, owner)).is_some() {
+                    Stats::bump(&STATS.keepalive_ended);
+                }
+                false
+            }
         }
+    };
+    if rearm {
+        arm(ctx);
     }
-    arm(ctx);
 }
 
 /// `owner` no longer holds `lock` (released): no more renewals.

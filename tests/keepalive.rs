@@ -276,9 +276,10 @@ fn renew_keepalive_reattaches_a_hold_after_a_reconnect() {
 /// A kept-alive hold given a shorter lease by its owner (LOCK.RENEW
 /// without KEEPALIVE, or a re-entry) is renewed with that lease from then
 /// on: the next renewal is not left where the old lease put it, after the
-/// new lease has run out.
+/// new lease has run out. A fresh hold without KEEPALIVE is never kept
+/// alive.
 #[test]
-fn a_shorter_lease_from_the_owner_is_renewed_in_time() {
+fn a_new_lease_from_the_owner_is_the_one_kept_alive() {
     let server = Server::start();
     let mut con = server.client();
     let mut holder = server.client();
@@ -325,6 +326,25 @@ fn a_shorter_lease_from_the_owner_is_renewed_in_time() {
         let _: i64 = q(&mut holder, &["LOCK.RELEASE", "k", "h"]);
     }
     assert_eq!(int(recv(&mut waiter).expect("the waiter's grant")), 1);
+
+    // A hold that ended outside LOCK.* commands leaves its binding until a
+    // renewal notices; the owner's next fresh hold without KEEPALIVE is not
+    // kept alive by it.
+    assert_eq!(
+        q::<i64>(
+            &mut holder,
+            &["LOCK.ACQUIRE", "other", "h", "PX", "60000", "KEEPALIVE"]
+        ),
+        1
+    );
+    let _: i64 = q(&mut con, &["DEL", "other"]);
+    assert_eq!(server.stat("keepalive_holds"), 1);
+    assert_eq!(
+        q::<i64>(&mut holder, &["LOCK.ACQUIRE", "other", "h", "PX", "60000"]),
+        1
+    );
+    assert_eq!(server.stat("keepalive_holds"), 0);
+    assert_eq!(lock_field(&mut con, "other", "keepalive_client"), None);
 }
 
 /// KEEPALIVE on every acquire: read and write holds of a read-write lock

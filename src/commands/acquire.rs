@@ -10,12 +10,13 @@ use super::{
 };
 use crate::ffi::{ArgDoc, CommandSpec, KEY_RW_UPDATE};
 use crate::handoff::{self, begin, Origin};
+use crate::keepalive::{self, Taken};
 use crate::rules::args::{parse_acquire_options, Wait};
 use crate::rules::error::LockError;
 use crate::rules::request::{LockKind, Request};
 use crate::rules::transition::Acquisition;
 use crate::waiters::LockId;
-use crate::{blocking, events, keepalive, lease, store};
+use crate::{blocking, events, lease, store};
 
 const ACQUIRE_ARGS: &[ArgDoc] = &[KEY, OWNER, LEASE, BLOCK, FENCE, KEEPALIVE];
 
@@ -107,17 +108,21 @@ fn acquire_as(
             fences: request.fence,
         };
         let (key, mut tx) = begin(ctx, name, &lock, origin)?;
+        let re_entry = tx.state().held_by(owner.as_slice());
         let acquired = with_queue(&lock, |queue| tx.acquire(queue, &request, wait.is_some()))?;
         let next_end = tx.next_end();
         handoff::commit(ctx, &lock, &key, tx);
         match (acquired?, wait) {
             (Acquisition::Now(reply), _) => {
-                if request.keepalive {
+                let how = if request.keepalive {
                     events::watch_clients(ctx);
-                    keepalive::bind(ctx, &lock, owner.as_slice(), request.lease_ms);
+                    Taken::KeepAlive
+                } else if re_entry {
+                    Taken::Reentry
                 } else {
-                    keepalive::lease_replaced(ctx, &lock, owner.as_slice(), request.lease_ms);
-                }
+                    Taken::Fresh
+                };
+                keepalive::taken(ctx, &lock, owner.as_slice(), how, request.lease_ms);
                 Ok(RedisValue::Integer(reply))
             }
             (Acquisition::Wait, Some(wait)) => {

@@ -13,6 +13,7 @@ use super::{
 };
 use crate::ffi::{self, ArgDoc, ArgKind, CommandSpec, KEY_RW_DELETE, KEY_RW_UPDATE};
 use crate::handoff::{self, begin, Origin};
+use crate::keepalive::{self, Taken};
 use crate::rules::args::{parse_acquire_options, parse_owner, Wait};
 use crate::rules::error::LockError;
 use crate::rules::multilock::{access, check_distinct, parse_numkeys, KeyAccess};
@@ -21,7 +22,7 @@ use crate::rules::state::LockState;
 use crate::rules::transition::Transition;
 use crate::store::{self, LockKey};
 use crate::waiters::{LockId, Waiter};
-use crate::{blocking, events, keepalive, lease};
+use crate::{blocking, events, lease};
 
 const NUMKEYS: ArgDoc = arg(c"numkeys", ArgKind::Integer);
 const KEYS: ArgDoc = ArgDoc {
@@ -158,12 +159,16 @@ fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
         // have handed a key on, and its waiter must hear.
         let mut ready = true;
         let mut refused = None;
+        let mut re_entries = Vec::with_capacity(opened.len());
         for (lock, _, tx) in &mut opened {
             let first_in_line = with_queue(lock, |queue| {
                 tx.settle(queue);
                 queue.is_empty()
             });
-            match first_in_line.and_then(|first| access(tx.state(), owner.as_slice(), first)) {
+            let access =
+                first_in_line.and_then(|first| access(tx.state(), owner.as_slice(), first));
+            re_entries.push(matches!(access, Ok(KeyAccess::Reentry)));
+            match access {
                 Ok(KeyAccess::Free | KeyAccess::Reentry) => {}
                 Ok(KeyAccess::Busy) => ready = false,
                 Err(e) => refused = refused.or(Some(e)),
@@ -185,14 +190,17 @@ fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
                 .collect();
             let locks: Vec<LockId<'static>> = opened.iter().map(|(l, _, _)| l.to_owned()).collect();
             handoff::commit_all(ctx, opened);
-            if replies.is_ok() && request.keepalive {
-                events::watch_clients(ctx);
-                for lock in &locks {
-                    keepalive::bind(ctx, lock, owner.as_slice(), request.lease_ms);
+            if replies.is_ok() {
+                if request.keepalive {
+                    events::watch_clients(ctx);
                 }
-            } else if replies.is_ok() {
-                for lock in &locks {
-                    keepalive::lease_replaced(ctx, lock, owner.as_slice(), request.lease_ms);
+                for (lock, re_entry) in locks.iter().zip(re_entries) {
+                    let how = match (request.keepalive, re_entry) {
+                        (true, _) => Taken::KeepAlive,
+                        (false, true) => Taken::Reentry,
+                        (false, false) => Taken::Fresh,
+                    };
+                    keepalive::taken(ctx, lock, owner.as_slice(), how, request.lease_ms);
                 }
             }
             return replies.map(RedisValue::Array);

@@ -9,10 +9,11 @@ use super::{
 };
 use crate::ffi::{ArgDoc, ArgKind, CommandSpec, KEY_RW_DELETE, KEY_RW_UPDATE};
 use crate::handoff::{self, begin};
+use crate::keepalive::{self, Taken};
 use crate::rules::args::{parse_owner, parse_renew_options};
 use crate::rules::error::{printable, LockError};
 use crate::rules::request::Side;
-use crate::{config, events, keepalive};
+use crate::{config, events};
 
 /// `LOCK.RELEASE key owner [READ | WRITE]`
 pub const RELEASE: Command = command!(
@@ -137,9 +138,9 @@ fn renew(ctx: &Context, args: &[RedisString]) -> RedisResult {
         if renewed.is_ok() && options.keepalive {
             // Re-attach: from now on this connection keeps the holds alive.
             events::watch_clients(ctx);
-            keepalive::bind(ctx, &lock, owner.as_slice(), lease);
+            keepalive::taken(ctx, &lock, owner.as_slice(), Taken::KeepAlive, lease);
         } else if renewed.is_ok() {
-            keepalive::lease_replaced(ctx, &lock, owner.as_slice(), lease);
+            keepalive::taken(ctx, &lock, owner.as_slice(), Taken::Reentry, lease);
         }
         Ok(RedisValue::Integer(renewed?))
     })
