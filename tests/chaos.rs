@@ -976,19 +976,19 @@ struct Pair {
 
 impl Pair {
     /// A planned failover, as an operator (or Sentinel) runs it: pause
-    /// writes, WAIT until the replica has every write, promote it, point the
+    /// writes, wait until the replica has every write, promote it, point the
     /// clients at it, make the old master its replica, resume. False (and
-    /// nothing changed) when the replica is not in sync.
+    /// nothing changed) when the replica does not catch up within 2 s.
     fn promote(&mut self, shared: &Shared) -> bool {
-        let link = self.replica.info_field("replication", "master_link_status");
-        if link.as_deref() != Some("up") {
-            return false;
-        }
         let mut old = self.master.client();
         let _: () = q(&mut old, &["CLIENT", "PAUSE", "10000", "WRITE"]);
-        if q::<i64>(&mut old, &["WAIT", "1", "2000"]) < 1 {
-            let _: () = q(&mut old, &["CLIENT", "UNPAUSE"]);
-            return false;
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while !self.master.replica_caught_up(&self.replica) {
+            if Instant::now() > deadline {
+                let _: () = q(&mut old, &["CLIENT", "UNPAUSE"]);
+                return false;
+            }
+            thread::sleep(Duration::from_millis(1));
         }
         let _: () = q(&mut self.replica.client(), &["REPLICAOF", "NO", "ONE"]);
         if let Ok(mut addr) = shared.master_addr.lock() {

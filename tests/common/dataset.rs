@@ -85,16 +85,16 @@ pub fn differences(
 }
 
 /// Whether `replica` holds what readers of `master` see, once the master
-/// has deleted every expired key and the replica has acknowledged the whole
-/// replication stream (WAIT). Keys the replica still keeps past their TTL
-/// are not compared (see the module doc); everything else is.
+/// has deleted every expired key and the replica has applied the whole
+/// replication stream ([`Server::replica_caught_up`]). Keys the replica
+/// still keeps past their TTL are not compared (see the module doc);
+/// everything else is.
 pub fn replica_matches(master: &Server, replica: &Server) -> Result<(), String> {
     wait_until_nothing_expires(master);
     let want = visible_data(master);
-    let acked: i64 = q(&mut master.client(), &["WAIT", "1", "20000"]);
-    if acked != 1 {
-        return Err("the replica did not acknowledge the master's writes".into());
-    }
+    wait_until("the replica caught up", || {
+        master.replica_caught_up(replica)
+    });
     let diff = differences(&want, &visible_data(replica), "the replica");
     if diff.is_empty() {
         Ok(())

@@ -282,6 +282,27 @@ impl Server {
         })
     }
 
+    /// Whether `replica` has loaded this master's data and applied its
+    /// replication stream up to where it stands now. WAIT cannot tell: it
+    /// waits for the calling connection's own last write, and on a
+    /// connection that wrote nothing it counts the connected replicas at
+    /// once, a replica still loading a full sync included.
+    pub fn replica_caught_up(&self, replica: &Server) -> bool {
+        let offset = |server: &Server, field: &str| -> Option<i64> {
+            server
+                .info_field("replication", field)
+                .and_then(|v| v.parse().ok())
+        };
+        let Some(target) = offset(self, "master_repl_offset") else {
+            return false;
+        };
+        replica
+            .info_field("replication", "master_link_status")
+            .as_deref()
+            == Some("up")
+            && offset(replica, "slave_repl_offset").is_some_and(|done| done >= target)
+    }
+
     /// A counter of `INFO lock` (`lock_<name>`).
     pub fn stat(&self, name: &str) -> i64 {
         self.info_field("lock", &format!("lock_{name}"))
