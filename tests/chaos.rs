@@ -16,7 +16,11 @@
 //!
 //! A hold counts from the grant's reply to the earliest of: the release
 //! request, a lower bound of its lease deadline, and a revocation
-//! (FORCERELEASE, FLUSHALL) sent while it was held. The lease deadline is
+//! (FORCERELEASE, FLUSHALL) sent while it was held. A KEEPALIVE hold lasts
+//! at least while its connection did: until its release, or its owner
+//! dropping the connection, or the first fault that may have ended the
+//! connection or the binding (a kill of that client, a restart, a
+//! promotion), whichever came first, or its lease bound if later. The lease deadline is
 //! at least `send + lease` (the server starts the lease after the request
 //! was sent). A grant after waiting started its lease later, when it was
 //! written; that moment is not taken from the reply's arrival (a reply can
@@ -24,7 +28,9 @@
 //! server right after the reply: whether the hold is still the owner's and
 //! its time left, which puts the deadline at least at `ask + time left`.
 //!
-//! Clients take exclusive locks (LOCK.ACQUIRE, with re-entry and renewal),
+//! Clients take exclusive locks (LOCK.ACQUIRE, with re-entry and renewal;
+//! some with KEEPALIVE, held past their lease, walked away from by closing
+//! the connection),
 //! read and write holds of read-write locks (LOCK.RACQUIRE / WACQUIRE:
 //! read holds may overlap each other, nothing else may; with downgrades,
 //! upgrades and releases naming READ or WRITE), and pairs of
@@ -50,6 +56,12 @@ use redis::{Connection, Value};
 /// smallest bounds a hold taken without PX.
 const DEFAULT_LEASES: [u64; 3] = [200, 300, 400];
 const MAX_LEASE_MS: u64 = 400;
+/// The least lease of a KEEPALIVE hold. It is renewed every third of its
+/// lease, so a renewal may be two thirds of it late before the hold lapses:
+/// here 200 ms, more than any fault stalls the server for (a DEBUG RELOAD
+/// of this data, a fork). A stall longer than that ends a hold whose
+/// connection lives, as it ends any lease.
+const MIN_KEEPALIVE_LEASE_MS: u64 = 300;
 
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -128,6 +140,18 @@ struct Hold {
     confirmed: Option<Duration>,
     /// A read hold of a read-write lock: it may overlap other read holds.
     read: bool,
+    /// A KEEPALIVE hold.
+    kept: Option<Kept>,
+}
+
+/// A hold the server keeps alive while the connection of the client that
+/// took it lives ([`apply_keepalive`]).
+#[derive(Debug, Clone, Copy)]
+struct Kept {
+    client: usize,
+    /// The hold was not released, and its owner had not dropped that
+    /// connection, before this (the release's send, the drop).
+    until: Duration,
 }
 
 /// A grant as the client can place it in time. The server wrote it between
@@ -220,6 +244,8 @@ struct Fault {
     /// The key for a force-release, if it removed a lock.
     key: Option<usize>,
     removed: bool,
+    /// The client whose connection a kill was aimed at.
+    victim: Option<usize>,
     send: Duration,
     recv: Duration,
 }
@@ -316,6 +342,9 @@ struct Client<'s> {
     con: Option<Connection>,
     /// When the last request was written.
     last_sent: Duration,
+    /// When the client first dropped its connection since its latest
+    /// acquire: its KEEPALIVE holds were no longer renewed from then on.
+    dropped: Option<Duration>,
     rng: Rng,
     shared: &'s Shared,
 }
@@ -366,7 +395,7 @@ impl Client<'_> {
                     Some(_) => {
                         let result = call(con, args, shared);
                         if con.set_read_timeout(Some(PATIENCE)).is_err() {
-                            self.con = None;
+                            self.drop_connection();
                         }
                         result
                     }
@@ -383,11 +412,11 @@ impl Client<'_> {
             // process that lost its connection and restarted, go on as a
             // new owner.
             Outcome::Unknown => {
-                self.con = None;
+                self.drop_connection();
                 self.generation += 1;
             }
             // Nothing ran; the next request goes to the current master.
-            Outcome::Error(e) if moved_on(e) => self.con = None,
+            Outcome::Error(e) if moved_on(e) => self.drop_connection(),
             _ => {}
         }
         if let Ok(mut h) = shared.history.lock() {
@@ -403,6 +432,42 @@ impl Client<'_> {
             });
         }
         (send, recv, result)
+    }
+
+    /// Closes the connection (if open): the server ends the KEEPALIVE
+    /// bindings made on it.
+    fn drop_connection(&mut self) {
+        if self.con.take().is_some() && self.dropped.is_none() {
+            self.dropped = Some(self.shared.now());
+        }
+    }
+
+    /// Walks away from what it holds, like a process that crashed and came
+    /// back with a new owner id; from KEEPALIVE holds by closing the
+    /// connection, so that their leases run out.
+    fn walk_away(&mut self, kept: bool) {
+        self.generation += 1;
+        if kept {
+            self.drop_connection();
+        }
+    }
+
+    /// How long a KEEPALIVE hold released (or walked away from) at `end`
+    /// was surely renewed: until then, unless the connection went before.
+    fn keep_until(&self, hold: &mut Hold, end: Duration) {
+        if let Some(kept) = &mut hold.kept {
+            kept.until = self.dropped.map_or(end, |d| d.min(end));
+        }
+    }
+
+    /// Holds the lock for a while: a KEEPALIVE hold often past its lease.
+    fn critical_section(&mut self, lease_ms: u64, kept: bool) {
+        let ms = if kept {
+            self.rng.range(lease_ms / 3, lease_ms * 2)
+        } else {
+            self.rng.below(lease_ms / 3)
+        };
+        thread::sleep(Duration::from_millis(ms));
     }
 
     fn owner(&self) -> String {
@@ -441,9 +506,12 @@ impl Client<'_> {
             };
             let mut bound = hold.end;
             let mut holds = 1;
-            // Re-entry: one more hold and a fresh lease.
+            let kept = hold.kept.is_some();
+            let min_lease = if kept { MIN_KEEPALIVE_LEASE_MS } else { 150 };
+            // Re-entry: one more hold and a fresh lease (which KEEPALIVE
+            // then renews).
             if self.rng.one_in(8) {
-                let again = self.rng.range(150, MAX_LEASE_MS);
+                let again = self.rng.range(min_lease, MAX_LEASE_MS);
                 let args = vec![
                     "LOCK.ACQUIRE".to_string(),
                     name.clone(),
@@ -458,9 +526,10 @@ impl Client<'_> {
                         bound = s + Duration::from_millis(again);
                     }
                     // The lease had run out: the first hold ended before
-                    // this fresh one.
+                    // this fresh one, which is not kept alive.
                     (s, r, Outcome::Int(1)) => {
                         hold.end = bound.min(s);
+                        self.keep_until(&mut hold, s);
                         if let Ok(mut h) = self.shared.history.lock() {
                             h.holds.push(hold.clone());
                         }
@@ -468,6 +537,7 @@ impl Client<'_> {
                         hold.granted = (s, r);
                         hold.confirmed = None;
                         hold.token = None;
+                        hold.kept = None;
                         bound = s + Duration::from_millis(again);
                     }
                     // Perhaps it ran, and perhaps it shortened the lease.
@@ -484,30 +554,33 @@ impl Client<'_> {
                     }
                 }
             }
-            // The critical section.
-            thread::sleep(Duration::from_millis(self.rng.below(lease_ms / 3)));
-            bound = self.maybe_renew(&name).apply(bound);
+            let kept = hold.kept.is_some();
+            self.critical_section(lease_ms, kept);
+            bound = self.maybe_renew(&name, min_lease).apply(bound);
             hold.end = bound;
             // Sometimes the owner walks away and lets the lease end it.
+            let mut until = self.shared.now();
             if self.rng.one_in(10) {
-                self.generation += 1;
+                self.walk_away(kept);
             } else {
                 let args = vec!["LOCK.RELEASE".to_string(), name.clone(), self.owner()];
                 for _ in 0..holds {
                     let (s, _, got) = self.op(&args);
+                    until = s;
                     match got {
                         Outcome::Int(n) if n > 0 => continue,
                         Outcome::Int(_) | Outcome::Unknown => {}
                         Outcome::Error(e) if e.starts_with("NOTOWNER") => {}
                         // The release did not run: walk away and let the
                         // lease end the hold.
-                        Outcome::Error(e) if refused(&e) => self.generation += 1,
+                        Outcome::Error(e) if refused(&e) => self.walk_away(kept),
                         other => self.anomaly(format!("{args:?} answered {other:?}")),
                     }
                     hold.end = hold.end.min(s);
                     break;
                 }
             }
+            self.keep_until(&mut hold, until);
             if let Ok(mut h) = self.shared.history.lock() {
                 h.holds.push(hold);
             }
@@ -515,19 +588,26 @@ impl Client<'_> {
     }
 }
 
+/// An acquire's options, drawn at random.
+struct AcquireOptions {
+    /// `[PX lease] [BLOCK ms] [FENCE] [KEEPALIVE]`.
+    args: Vec<String>,
+    lease: Option<u64>,
+    block: Option<u64>,
+    fence: bool,
+    keepalive: bool,
+    /// How long the caller waits before giving up mid-wait (sometimes).
+    patience: Option<Duration>,
+}
+
 impl Client<'_> {
-    /// `[PX lease] [BLOCK ms] [FENCE]` at random, and how long the caller
-    /// waits before giving up mid-wait (sometimes).
-    fn acquire_options(
-        &mut self,
-    ) -> (
-        Vec<String>,
-        Option<u64>,
-        Option<u64>,
-        bool,
-        Option<Duration>,
-    ) {
-        let lease = (!self.rng.one_in(5)).then(|| self.rng.range(150, MAX_LEASE_MS));
+    fn acquire_options(&mut self) -> AcquireOptions {
+        let keepalive = self.rng.one_in(5);
+        let lease = if keepalive {
+            Some(self.rng.range(MIN_KEEPALIVE_LEASE_MS, MAX_LEASE_MS))
+        } else {
+            (!self.rng.one_in(5)).then(|| self.rng.range(150, MAX_LEASE_MS))
+        };
         let block = (!self.rng.one_in(4)).then(|| self.rng.range(10, 250));
         let fence = self.rng.one_in(3);
         let mut args = Vec::new();
@@ -540,10 +620,20 @@ impl Client<'_> {
         if fence {
             args.push("FENCE".into());
         }
+        if keepalive {
+            args.push("KEEPALIVE".into());
+        }
         let patience = block
             .filter(|_| self.rng.one_in(10))
             .map(|ms| Duration::from_millis(self.rng.range(1, ms)));
-        (args, lease, block, fence, patience)
+        AcquireOptions {
+            args,
+            lease,
+            block,
+            fence,
+            keepalive,
+            patience,
+        }
     }
 
     /// Sends `command key owner` with random options; on a grant, the hold
@@ -555,13 +645,21 @@ impl Client<'_> {
         read: bool,
         min_default: u64,
     ) -> Option<(Hold, u64)> {
-        let (options, lease, block, fence, patience) = self.acquire_options();
+        let AcquireOptions {
+            args: options,
+            lease,
+            block,
+            fence,
+            keepalive,
+            patience,
+        } = self.acquire_options();
         let mut args = vec![
             command.to_string(),
             self.shared.keys[key].clone(),
             self.owner(),
         ];
         args.extend(options);
+        self.dropped = None;
         let (send, recv, got) = self.op_or_give_up(&args, patience);
         let sent = self.last_sent;
         let reply = match got {
@@ -604,7 +702,7 @@ impl Client<'_> {
             self.record_wait(key, (send, sent), granted.at, true);
         }
         Some((
-            self.hold(key, recv, &granted, fence.then_some(reply), read),
+            self.hold(key, recv, &granted, fence.then_some(reply), read, keepalive),
             lease_ms,
         ))
     }
@@ -616,6 +714,7 @@ impl Client<'_> {
         g: &Granted,
         token: Option<i64>,
         read: bool,
+        keepalive: bool,
     ) -> Hold {
         Hold {
             key,
@@ -626,6 +725,10 @@ impl Client<'_> {
             granted: g.at,
             confirmed: g.confirmed,
             read,
+            kept: keepalive.then_some(Kept {
+                client: self.id,
+                until: recv,
+            }),
         }
     }
 
@@ -664,7 +767,7 @@ impl Client<'_> {
         let answers: Vec<i64> = match pipe.query(con) {
             Ok(answers) => answers,
             Err(_) => {
-                self.con = None;
+                self.drop_connection();
                 return unconfirmed;
             }
         };
@@ -705,12 +808,13 @@ impl Client<'_> {
         }
     }
 
-    /// Sometimes renews the lease of every hold the owner has on `name`.
-    fn maybe_renew(&mut self, name: &str) -> Renewal {
+    /// Sometimes renews the lease of every hold the owner has on `name`
+    /// with one of at least `min_lease` ms.
+    fn maybe_renew(&mut self, name: &str, min_lease: u64) -> Renewal {
         if !self.rng.one_in(5) {
             return Renewal::None;
         }
-        let renewal = self.rng.range(150, MAX_LEASE_MS);
+        let renewal = self.rng.range(min_lease, MAX_LEASE_MS);
         let args = vec![
             "LOCK.RENEW".to_string(),
             name.to_string(),
@@ -766,12 +870,15 @@ impl Client<'_> {
         let Some((first, lease_ms)) = self.acquire_hold(key, command, !write, min_default) else {
             return;
         };
+        // The owner's binding covers its holds of both kinds.
+        let kept = first.kept.is_some();
+        let min_lease = if kept { MIN_KEEPALIVE_LEASE_MS } else { 150 };
         let mut holds = vec![first];
         if self.rng.one_in(3) {
-            holds.extend(self.other_kind_hold(key, write));
+            holds.extend(self.other_kind_hold(key, write, min_lease, kept));
         }
-        thread::sleep(Duration::from_millis(self.rng.below(lease_ms / 3)));
-        let renewal = self.maybe_renew(&name);
+        self.critical_section(lease_ms, kept);
+        let renewal = self.maybe_renew(&name, min_lease);
         let sole = holds.len() == 1;
         for hold in &mut holds {
             hold.end = if sole {
@@ -780,8 +887,10 @@ impl Client<'_> {
                 renewal.apply_one_of(hold.end)
             };
         }
+        // When each hold was released, if it was.
+        let mut released = vec![None; holds.len()];
         if self.rng.one_in(10) {
-            self.generation += 1;
+            self.walk_away(kept);
         } else {
             // With both kinds held the release must name one; the write
             // hold goes first more often (a downgrade), and the read hold
@@ -800,17 +909,22 @@ impl Client<'_> {
                 }
                 let (s, _, got) = self.op(&args);
                 hold.end = hold.end.min(s);
+                released[i] = Some(s);
                 match got {
                     Outcome::Int(0) => continue,
                     Outcome::Error(e) if e.starts_with("NOTOWNER") => continue,
                     Outcome::Unknown => {}
-                    Outcome::Error(e) if refused(&e) => self.generation += 1,
+                    Outcome::Error(e) if refused(&e) => self.walk_away(kept),
                     other => self.anomaly(format!("{args:?} answered {other:?}")),
                 }
                 // The connection or the master changed: walk away from the
                 // rest and let the leases end it.
                 break;
             }
+        }
+        let now = self.shared.now();
+        for (hold, at) in holds.iter_mut().zip(released) {
+            self.keep_until(hold, at.unwrap_or(now));
         }
         if let Ok(mut h) = self.shared.history.lock() {
             h.holds.extend(holds);
@@ -822,8 +936,14 @@ impl Client<'_> {
     /// only when it is the only holder, else it is refused with DEADLOCK.
     /// Either may find its first hold's lease over and be treated as any
     /// caller.
-    fn other_kind_hold(&mut self, key: usize, write: bool) -> Option<Hold> {
-        let lease = self.rng.range(150, MAX_LEASE_MS);
+    fn other_kind_hold(
+        &mut self,
+        key: usize,
+        write: bool,
+        min_lease: u64,
+        kept: bool,
+    ) -> Option<Hold> {
+        let lease = self.rng.range(min_lease, MAX_LEASE_MS);
         let fence = self.rng.one_in(3);
         let command = if write {
             "LOCK.RACQUIRE"
@@ -887,7 +1007,7 @@ impl Client<'_> {
                 confirmed: None,
             }
         };
-        Some(self.hold(key, recv, &granted, fence.then_some(reply), write))
+        Some(self.hold(key, recv, &granted, fence.then_some(reply), write, kept))
     }
 
     /// Two exclusive locks taken together with LOCK.MACQUIRE (in either
@@ -897,11 +1017,19 @@ impl Client<'_> {
         let second = (first + 1 + self.rng.below(exclusive as u64 - 1) as usize) % exclusive;
         let keys = [first, second];
         let names: Vec<String> = keys.iter().map(|&k| self.shared.keys[k].clone()).collect();
-        let (options, lease, block, fence, patience) = self.acquire_options();
+        let AcquireOptions {
+            args: options,
+            lease,
+            block,
+            fence,
+            keepalive,
+            patience,
+        } = self.acquire_options();
         let mut args = vec!["LOCK.MACQUIRE".to_string(), "2".into()];
         args.extend(names.iter().cloned());
         args.push(self.owner());
         args.extend(options);
+        self.dropped = None;
         let (send, recv, got) = self.op_or_give_up(&args, patience);
         let sent = self.last_sent;
         if let (Some(ms), Outcome::Nil) = (block, &got) {
@@ -931,39 +1059,49 @@ impl Client<'_> {
                 self.record_wait(key, (send, sent), granted.at, true);
             }
         }
-        thread::sleep(Duration::from_millis(self.rng.below(lease_ms / 3)));
+        self.critical_section(lease_ms, keepalive);
         let mut end = granted.lease_end;
+        let mut until = self.shared.now();
         if self.rng.one_in(10) {
-            self.generation += 1;
+            self.walk_away(keepalive);
         } else {
             let mut args = vec!["LOCK.MRELEASE".to_string(), "2".into()];
             args.extend(names.iter().cloned());
             args.push(self.owner());
             let (s, _, got) = self.op(&args);
+            until = s;
             match got {
                 Outcome::Ints(v) if v == [0, 0] => end = end.min(s),
                 Outcome::Unknown => end = end.min(s),
                 // One lease ran out: all or none, so the other key stays
                 // held until its own lease ends. Walk away from it (the
                 // owner's next acquire of it would be a re-entry).
-                Outcome::Error(e) if e.starts_with("NOTOWNER") => self.generation += 1,
-                Outcome::Error(e) if refused(&e) => self.generation += 1,
+                Outcome::Error(e) if e.starts_with("NOTOWNER") => self.walk_away(keepalive),
+                Outcome::Error(e) if refused(&e) => self.walk_away(keepalive),
                 other => self.anomaly(format!("{args:?} answered {other:?}")),
             }
         }
-        if let Ok(mut h) = self.shared.history.lock() {
-            for (i, key) in keys.into_iter().enumerate() {
-                h.holds.push(Hold {
+        let holds: Vec<Hold> = keys
+            .into_iter()
+            .enumerate()
+            .map(|(i, key)| {
+                let mut hold = self.hold(
                     key,
-                    owner: self.owner_no(),
-                    start: recv,
-                    end,
-                    token: fence.then_some(replies[i]),
-                    granted: granted.at,
-                    confirmed: granted.confirmed,
-                    read: false,
-                });
-            }
+                    recv,
+                    &Granted {
+                        lease_end: end,
+                        ..granted
+                    },
+                    fence.then_some(replies[i]),
+                    false,
+                    keepalive,
+                );
+                self.keep_until(&mut hold, until);
+                hold
+            })
+            .collect();
+        if let Ok(mut h) = self.shared.history.lock() {
+            h.holds.extend(holds);
         }
     }
 }
@@ -1046,6 +1184,7 @@ fn inject_faults(shared: &Shared, servers: &Mutex<Pair>, seed: u64, run: Duratio
                         kind,
                         key: None,
                         removed: false,
+                        victim: None,
                         send,
                         recv,
                     });
@@ -1061,6 +1200,7 @@ fn inject_faults(shared: &Shared, servers: &Mutex<Pair>, seed: u64, run: Duratio
             continue;
         };
         let pick = rng.below(100);
+        let mut victim = None;
         let (kind, args, key): (FaultKind, Vec<String>, Option<usize>) = match pick {
             0..=29 => {
                 let k = rng.below(shared.keys.len() as u64) as usize;
@@ -1069,21 +1209,22 @@ fn inject_faults(shared: &Shared, servers: &Mutex<Pair>, seed: u64, run: Duratio
             }
             30..=34 => (FaultKind::FlushAll, vec!["FLUSHALL".into()], None),
             35..=59 => {
-                let ids: Vec<i64> = shared
+                let ids: Vec<(usize, i64)> = shared
                     .client_ids
                     .lock()
-                    .map(|ids| ids.iter().flatten().copied().collect())
+                    .map(|ids| {
+                        ids.iter()
+                            .enumerate()
+                            .filter_map(|(client, id)| id.map(|id| (client, id)))
+                            .collect()
+                    })
                     .unwrap_or_default();
                 if ids.is_empty() {
                     continue;
                 }
-                let victim = ids[rng.below(ids.len() as u64) as usize];
-                let args = vec![
-                    "CLIENT".into(),
-                    "KILL".into(),
-                    "ID".into(),
-                    victim.to_string(),
-                ];
+                let (client, id) = ids[rng.below(ids.len() as u64) as usize];
+                victim = Some(client);
+                let args = vec!["CLIENT".into(), "KILL".into(), "ID".into(), id.to_string()];
                 (FaultKind::ClientKill, args, None)
             }
             60..=69 => (
@@ -1142,10 +1283,38 @@ fn inject_faults(shared: &Shared, servers: &Mutex<Pair>, seed: u64, run: Duratio
                 kind,
                 key,
                 removed,
+                victim,
                 send,
                 recv,
             });
         }
+    }
+}
+
+/// Extends every KEEPALIVE hold to when its binding surely still stood: its
+/// release or its owner dropping the connection ([`Kept::until`]), or
+/// before that the first fault that may have ended the binding: a kill of
+/// its client's connection, a restart, a promotion (the new master has no
+/// bindings). Whatever the server's renewals did is not taken on trust: a
+/// renewal missed while the connection lived lets the lease end early and
+/// the next holder in, which the mutual-exclusion check sees.
+fn apply_keepalive(holds: &mut [Hold], faults: &[Fault]) {
+    for h in holds.iter_mut() {
+        let Some(kept) = h.kept else {
+            continue;
+        };
+        let cut = faults
+            .iter()
+            .filter(|f| f.recv >= h.granted.0)
+            .filter(|f| match f.kind {
+                FaultKind::Restart | FaultKind::Promote => true,
+                FaultKind::ClientKill => f.victim == Some(kept.client),
+                _ => false,
+            })
+            .map(|f| f.send)
+            .min()
+            .unwrap_or(Duration::MAX);
+        h.end = h.end.max(kept.until.min(cut));
     }
 }
 
@@ -1386,6 +1555,7 @@ fn history_under_faults_keeps_every_guarantee() {
                     seed,
                     con: None,
                     last_sent: Duration::ZERO,
+                    dropped: None,
                     rng: Rng(seed ^ (id as u64 + 1).wrapping_mul(0xA24B_AED4_963E_E407)),
                     shared,
                 }
@@ -1420,8 +1590,13 @@ fn history_under_faults_keeps_every_guarantee() {
             .all(|k| lock_info(&mut con, k).is_empty())
     });
     assert_eq!(master.stat("waiters"), 0, "waiters left at the end");
+    // Every client closed its connection: nothing is kept alive.
+    wait_until("no KEEPALIVE binding", || {
+        master.stat("keepalive_holds") == 0
+    });
 
     // The checks over the whole history.
+    apply_keepalive(&mut history.holds, &history.faults);
     apply_revocations(&mut history.holds, &history.faults);
     let mut violations = history.anomalies.clone();
     violations.extend(check_mutual_exclusion(&history.holds, keys + rw_keys));
@@ -1470,6 +1645,7 @@ fn history_under_faults_keeps_every_guarantee() {
     }
     let granted = history.holds.len();
     let fenced = history.holds.iter().filter(|h| h.token.is_some()).count();
+    let kept = history.holds.iter().filter(|h| h.kept.is_some()).count();
     let waited = history.waits.len();
     let exclusive = shared.keys.len() - rw_keys;
     let read = history.holds.iter().filter(|h| h.read).count();
@@ -1486,7 +1662,7 @@ fn history_under_faults_keeps_every_guarantee() {
             .count()
     };
     eprintln!(
-        "chaos totals: {} operations, {granted} grants ({fenced} fenced; {read} read and {written} write holds, \
+        "chaos totals: {} operations, {granted} grants ({fenced} fenced, {kept} kept alive; {read} read and {written} write holds, \
          {} multi-lock grants; {} downgrades, {} upgrades, {} upgrades refused), \
          {waited} blocked acquires answered, {} dropped mid-wait, \
          {} faults {faults:?}, violations found: {}",
@@ -1518,7 +1694,7 @@ fn history_under_faults_keeps_every_guarantee() {
     );
     // The run must have exercised what it checks.
     assert!(
-        granted > 0 && fenced > 0 && waited > 0,
+        granted > 0 && fenced > 0 && kept > 0 && waited > 0,
         "too little happened"
     );
     assert!(
@@ -1545,6 +1721,7 @@ fn checker_finds_overlaps_reordered_tokens_and_overtaking() {
         granted: (ms(start).saturating_sub(ms(1)), ms(start)),
         confirmed: None,
         read: false,
+        kept: None,
     };
     let fine = [hold(1, 0, 100, Some(1)), hold(2, 100, 200, Some(2))];
     assert!(check_mutual_exclusion(&fine, 1).is_empty());
@@ -1584,6 +1761,7 @@ fn checker_finds_overlaps_reordered_tokens_and_overtaking() {
         kind: FaultKind::ForceRelease,
         key: Some(0),
         removed: true,
+        victim: None,
         send: ms(90),
         recv: ms(95),
     };
@@ -1615,6 +1793,55 @@ fn checker_finds_overlaps_reordered_tokens_and_overtaking() {
     };
     let restarted = [hold(1, 0, 80, Some(7)), hold(2, 100, 200, Some(1))];
     assert!(check_tokens(&restarted, std::slice::from_ref(&flush), 1).is_empty());
+
+    // A KEEPALIVE hold whose lease bound ends at 100 lasts while client 1
+    // keeps its connection (until 300): another owner's hold at 200 is an
+    // overlap. Unless something may have ended the binding before: a kill
+    // of client 1, a restart, a promotion; not a kill of another client.
+    let kept = || {
+        [
+            Hold {
+                kept: Some(Kept {
+                    client: 1,
+                    until: ms(300),
+                }),
+                ..hold(1, 0, 100, None)
+            },
+            hold(2, 200, 250, None),
+        ]
+    };
+    let kill = |victim| Fault {
+        kind: FaultKind::ClientKill,
+        victim: Some(victim),
+        key: None,
+        removed: false,
+        ..force
+    };
+    let mut kept_alive = kept();
+    apply_keepalive(&mut kept_alive, &[kill(2)]);
+    assert_eq!(check_mutual_exclusion(&kept_alive, 1).len(), 1);
+    for cut in [
+        kill(1),
+        Fault {
+            kind: FaultKind::Restart,
+            ..kill(0)
+        },
+        Fault {
+            kind: FaultKind::Promote,
+            ..kill(0)
+        },
+    ] {
+        let mut ended = kept();
+        apply_keepalive(&mut ended, &[cut]);
+        assert!(check_mutual_exclusion(&ended, 1).is_empty());
+    }
+    // A kill before the grant ended an older connection.
+    let mut earlier = kept();
+    let mut old_kill = kill(1);
+    (old_kill.send, old_kill.recv) = (ms(0), ms(0));
+    earlier[0].granted = (ms(1), ms(2));
+    apply_keepalive(&mut earlier, &[old_kill]);
+    assert_eq!(check_mutual_exclusion(&earlier, 1).len(), 1);
 
     // Written a millisecond after its send; its wait ended in the
     // millisecond before its reply.

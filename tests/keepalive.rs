@@ -460,7 +460,9 @@ fn renewals_reach_the_replica_and_the_aof_as_absolute_deadlines() {
     // has the master's deadline.
     wait_until("the replica on the master's deadline", || {
         let before = pexpiretime(&mut con, "k");
-        let _: i64 = q(&mut con, &["WAIT", "1", "5000"]);
+        wait_until("the replica caught up", || {
+            master.replica_caught_up(&replica)
+        });
         let on_replica = pexpiretime(&mut on_replica, "k");
         let after = pexpiretime(&mut con, "k");
         before == after && on_replica == before
