@@ -653,6 +653,15 @@ fn before_nul(name: &[u8]) -> &[u8] {
     name.split(|&b| b == 0).next().unwrap_or_default()
 }
 
+/// An unknown-command error in any server's words: `ERR unknown command
+/// ...`, and from a script `ERR Unknown Redis command called from script`
+/// (Redis) or `ERR Unknown command called from script` (Valkey 9).
+fn is_unknown_command(error: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(error).to_ascii_lowercase();
+    text.starts_with("err unknown command")
+        || (text.starts_with("err unknown ") && text.contains("command called from script"))
+}
+
 fn command(name: &[u8]) -> Option<Cmd> {
     let name = name.to_ascii_uppercase();
     Some(match &name[..] {
@@ -955,9 +964,7 @@ impl Run {
 
     fn check(&self, o: &Outcome<'_>, tally: &mut Tally) {
         let unchanged = o.digest_before == o.digest_after && o.expiry_before == o.expiry_after;
-        let unknown_command = matches!(&o.reply, Reply::Error(e)
-            if e.starts_with(b"ERR unknown command")
-                || e.starts_with(b"ERR Unknown Redis command called from script"));
+        let unknown_command = matches!(&o.reply, Reply::Error(e) if is_unknown_command(e));
         // A name with a NUL is unknown, or the command before the NUL
         // (see `before_nul`).
         let mut oracle_args = o.args.to_vec();
