@@ -56,11 +56,11 @@ use redis::{Connection, Value};
 /// smallest bounds a hold taken without PX.
 const DEFAULT_LEASES: [u64; 3] = [200, 300, 400];
 const MAX_LEASE_MS: u64 = 400;
-/// The least lease of a KEEPALIVE hold. It is renewed every third of its
-/// lease, so a renewal may be two thirds of it late before the hold lapses:
-/// here 200 ms, more than any fault stalls the server for (a DEBUG RELOAD
-/// of this data, a fork). A stall longer than that ends a hold whose
-/// connection lives, as it ends any lease.
+/// The least lease of a KEEPALIVE hold. It is renewed at half its lease,
+/// so a renewal may be half of it late before the hold lapses: here 150 ms,
+/// more than any fault stalls the server for (a DEBUG RELOAD of this data,
+/// a fork, a write pause of at most 80 ms). A stall longer than that ends a
+/// hold whose connection lives, as it ends any lease.
 const MIN_KEEPALIVE_LEASE_MS: u64 = 300;
 
 fn env_or(name: &str, default: u64) -> u64 {
@@ -870,12 +870,16 @@ impl Client<'_> {
         let Some((first, lease_ms)) = self.acquire_hold(key, command, !write, min_default) else {
             return;
         };
-        // The owner's binding covers its holds of both kinds.
         let kept = first.kept.is_some();
         let min_lease = if kept { MIN_KEEPALIVE_LEASE_MS } else { 150 };
         let mut holds = vec![first];
         if self.rng.one_in(3) {
-            holds.extend(self.other_kind_hold(key, write, min_lease, kept));
+            // The owner's binding covers its holds of both kinds, but only
+            // if the first one still stood when the second was granted:
+            // one taken after a force-release or a FLUSHALL is a fresh hold
+            // and is not kept alive. The client cannot tell which, so the
+            // second hold counts by its lease alone.
+            holds.extend(self.other_kind_hold(key, write, min_lease));
         }
         self.critical_section(lease_ms, kept);
         let renewal = self.maybe_renew(&name, min_lease);
@@ -936,13 +940,7 @@ impl Client<'_> {
     /// only when it is the only holder, else it is refused with DEADLOCK.
     /// Either may find its first hold's lease over and be treated as any
     /// caller.
-    fn other_kind_hold(
-        &mut self,
-        key: usize,
-        write: bool,
-        min_lease: u64,
-        kept: bool,
-    ) -> Option<Hold> {
+    fn other_kind_hold(&mut self, key: usize, write: bool, min_lease: u64) -> Option<Hold> {
         let lease = self.rng.range(min_lease, MAX_LEASE_MS);
         let fence = self.rng.one_in(3);
         let command = if write {
@@ -1007,7 +1005,7 @@ impl Client<'_> {
                 confirmed: None,
             }
         };
-        Some(self.hold(key, recv, &granted, fence.then_some(reply), write, kept))
+        Some(self.hold(key, recv, &granted, fence.then_some(reply), write, false))
     }
 
     /// Two exclusive locks taken together with LOCK.MACQUIRE (in either
