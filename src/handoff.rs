@@ -57,6 +57,8 @@ pub enum Origin<'c> {
     },
     /// A timer or an event.
     Event,
+    /// A KEEPALIVE renewal (a timer) of `owner`'s holds.
+    Renewal { owner: &'c RedisString },
 }
 
 /// Opens the lock in the context's db and starts a transition from what it
@@ -79,6 +81,13 @@ pub fn begin<'c>(
             (owner, fences, Replication::for_command(ctx, flags))
         }
         Origin::Event => (None, false, Replication::Native),
+        // Renewals come by the thousand: they skip building native commands
+        // nobody would receive, as commands do.
+        Origin::Renewal { owner } => (
+            Some(owner),
+            false,
+            Replication::for_command(ctx, ctx.get_flags()),
+        ),
     };
     let key = LockKey::open(ctx, name, owner, replication)?;
     let state = key.read(ctx)?;

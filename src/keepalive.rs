@@ -5,9 +5,10 @@
 //! One timer, armed at the earliest renewal due, renews every hold due by
 //! then in one step, so their new deadlines reach replicas and the AOF as
 //! absolute `PEXPIREAT`s in one MULTI/EXEC. A renewal is the LOCK.RENEW
-//! transition with the lease the hold was bound with, every third of that
-//! lease. When the connection ends the binding goes, and the hold lives out
-//! its current lease: the lock-delay that keeps a dead holder's late writes
+//! transition with the lease the hold was bound with, once half of that
+//! lease has passed (`rules::keepalive::RENEW_DIVISOR` says why half).
+//! When the connection ends the binding goes, and the hold lives out its
+//! current lease: the lock-delay that keeps a dead holder's late writes
 //! away from the next one. A connection whose peer vanished without closing
 //! it is closed by the kernel (`lock.keepalive-dead-peer-ms`, see
 //! `ffi::close_when_peer_is_gone`); a holder alive at the TCP level but
@@ -17,9 +18,8 @@
 //! after a failover or a restart a holder re-attaches on the new master.
 //!
 //! Offers: [`may_bind`], [`taken`], [`unbind`], [`unbind_lock`],
-//! [`client_gone`], [`clear`], [`held`], [`bound_owners`].
+//! [`client_gone`], [`clear`], [`held`], [`client_of`].
 
-use std::borrow::Cow;
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use redis_module::Context;
@@ -32,7 +32,6 @@ use crate::info::{Stats, STATS};
 use crate::rules::error::LockError;
 use crate::rules::ids::IdMap;
 use crate::rules::keepalive::{ClientId, Hold, Keepalive};
-use crate::rules::request::FieldName;
 use crate::rules::server_text::client_fd;
 use crate::store::Placement;
 use crate::waiters::LockId;
@@ -62,13 +61,6 @@ fn state() -> MutexGuard<'static, State> {
     STATE
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn hold(lock: &LockId<'_>, owner: &[u8]) -> Hold {
-    Hold {
-        lock: lock.to_owned(),
-        owner: FieldName::from(owner),
-    }
 }
 
 /// Whether the context's client has a connection of its own to keep holds
@@ -111,19 +103,18 @@ pub enum Taken {
 /// that ended outside LOCK.* commands (DEL, FLUSHALL, a Redisson unlock)
 /// before a renewal noticed.
 pub fn taken(ctx: &Context, lock: &LockId<'_>, owner: &[u8], how: Taken, lease_ms: i64) {
-    let now = ffi::now_ms();
     let rearm = {
         let mut s = state();
         match how {
             Taken::KeepAlive => {
-                s.holds
-                    .bind(hold(lock, owner), ffi::client_id(ctx), lease_ms, now);
+                let client = ffi::client_id(ctx);
+                s.holds.bind(lock, owner, client, lease_ms, ffi::now_ms());
                 true
             }
             _ if s.holds.is_empty() => false,
-            Taken::Reentry => s.holds.lease_replaced(&hold(lock, owner), lease_ms, now),
+            Taken::Reentry => s.holds.lease_replaced(lock, owner, lease_ms, ffi::now_ms()),
             Taken::Fresh => {
-                if s.holds.unbind(&hold(lock, owner)).is_some() {
+                if s.holds.unbind(lock, owner).is_some() {
                     Stats::bump(&STATS.keepalive_ended);
                 }
                 false
@@ -137,14 +128,14 @@ pub fn taken(ctx: &Context, lock: &LockId<'_>, owner: &[u8], how: Taken, lease_m
 
 /// `owner` no longer holds `lock` (released): no more renewals.
 pub fn unbind(lock: &LockId<'_>, owner: &[u8]) {
-    if state().holds.unbind(&hold(lock, owner)).is_some() {
+    if state().holds.unbind(lock, owner).is_some() {
         Stats::bump(&STATS.keepalive_ended);
     }
 }
 
-/// Nobody holds `lock` any more (forced release).
-pub fn unbind_lock(lock: &LockId<'_>) {
-    let n = state().holds.unbind_lock(lock);
+/// Nobody holds `lock` any more (forced release): `owners` held it.
+pub fn unbind_lock<'o>(lock: &LockId<'_>, owners: impl IntoIterator<Item = &'o [u8]>) {
+    let n = state().holds.unbind_lock(lock, owners);
     STATS
         .keepalive_ended
         .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
@@ -155,9 +146,6 @@ pub fn client_gone(client: ClientId) {
     let n = {
         let mut s = state();
         s.tuned.remove(&client);
-        if s.holds.is_empty() {
-            return;
-        }
         s.holds.client_gone(client)
     };
     STATS
@@ -177,13 +165,9 @@ pub fn held() -> usize {
     state().holds.len()
 }
 
-/// The owners of `lock` whose holds are kept alive, and their client ids.
-pub fn bound_owners(lock: &LockId<'_>) -> Vec<(FieldName, ClientId)> {
-    let s = state();
-    if s.holds.is_empty() {
-        return Vec::new();
-    }
-    s.holds.bound_owners(lock)
+/// The client keeping `owner`'s holds of `lock` alive, if any.
+pub fn client_of(lock: &LockId<'_>, owner: &[u8]) -> Option<ClientId> {
+    state().holds.binding(lock, owner).map(|b| b.client)
 }
 
 /// Makes sure the renewal timer fires by the earliest renewal due.
@@ -232,14 +216,15 @@ fn renew_due(ctx: &Context) {
     }
     let max_hold = config::keepalive_max_hold_ms();
     let placement = Placement::read(ctx);
-    for (hold, binding) in due {
+    for due in due {
+        let binding = due.binding;
         let over = max_hold > 0 && now.saturating_sub(binding.since_ms) >= max_hold;
-        let renewed = !over && renew(ctx, &placement, &hold, binding.lease_ms);
+        let renewed = !over && renew(ctx, &placement, &due.hold, binding.lease_ms);
         let mut s = state();
         if renewed {
-            s.holds.renewed(&hold, now);
+            s.holds.renewed(&due, now);
             Stats::bump(&STATS.keepalive_renewals);
-        } else if s.holds.unbind(&hold).is_some() {
+        } else if s.holds.unbind_due(&due) {
             Stats::bump(&STATS.keepalive_ended);
         }
     }
@@ -249,18 +234,17 @@ fn renew_due(ctx: &Context) {
 /// the owner no longer holds the lock (released, forced, its lease ran out)
 /// or the key is no longer this node's.
 fn renew(ctx: &Context, placement: &Placement, hold: &Hold, lease_ms: i64) -> bool {
-    if !ffi::select_db(ctx, hold.lock.db) || !placement.serves(&hold.lock.key) {
+    if !ffi::select_db(ctx, hold.db) || !placement.serves(hold.key()) {
         return false;
     }
-    let name = ffi::string(ctx, &hold.lock.key);
-    let lock = LockId {
-        db: hold.lock.db,
-        key: Cow::Borrowed(&hold.lock.key[..]),
-    };
-    let Ok((key, mut tx)) = handoff::begin(ctx, &name, &lock, Origin::Event) else {
+    let name = ffi::string(ctx, hold.key());
+    let owner = ffi::string(ctx, hold.owner());
+    let lock = hold.lock();
+    let Ok((key, mut tx)) = handoff::begin(ctx, &name, &lock, Origin::Renewal { owner: &owner })
+    else {
         return false;
     };
-    let renewed = tx.renew(&hold.owner, lease_ms).is_ok();
+    let renewed = tx.renew(hold.owner(), lease_ms).is_ok();
     handoff::commit(ctx, &lock, &key, tx);
     renewed
 }

@@ -11,8 +11,9 @@
 //! coming or going, a fork (a full sync forks before any replica is owed a
 //! command), the end of loading.
 //!
-//! Only LOCK.* commands take the shortcut, and they still count each change
-//! for the `save` points. Timers and events (rare) always replicate.
+//! LOCK.* commands and KEEPALIVE renewals (which come by the thousand) take
+//! the shortcut, and still count each change for the `save` points. Other
+//! timers and events (rare) always replicate.
 
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering::Relaxed};
 
@@ -36,7 +37,7 @@ pub enum Replication {
 }
 
 impl Replication {
-    /// For a LOCK.* command running now.
+    /// For a LOCK.* command (or a KEEPALIVE renewal) running now.
     pub fn for_command(ctx: &Context, flags: ContextFlags) -> Self {
         if flags.contains(ContextFlags::AOF) || replicas_may_listen(ctx) {
             Self::Native

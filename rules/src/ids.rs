@@ -4,7 +4,7 @@
 //! names) against collision attacks buys nothing here and costs a few
 //! hundred instructions per lookup.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// Folded 64x64->128 multiply: every input bit reaches the high and low
@@ -48,6 +48,7 @@ impl Hasher for IdHasher {
 }
 
 pub type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+pub type IdSet<K> = HashSet<K, BuildHasherDefault<IdHasher>>;
 
 #[cfg(test)]
 mod tests {

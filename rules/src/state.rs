@@ -55,6 +55,23 @@ impl LockState {
         }
     }
 
+    /// Every owner with a hold, each once.
+    pub fn owners(&self) -> Vec<&[u8]> {
+        match self {
+            Self::Free => Vec::new(),
+            Self::Held { owner, .. } => vec![&owner[..]],
+            Self::Shared(rw) => {
+                let mut owners: Vec<&[u8]> = rw.readers.iter().map(|r| &r.owner[..]).collect();
+                if let Some((writer, _)) = &rw.writer {
+                    if !owners.contains(&&writer[..]) {
+                        owners.push(writer);
+                    }
+                }
+                owners
+            }
+        }
+    }
+
     pub fn holds_of(&self, who: &[u8]) -> Option<i64> {
         match self {
             Self::Held { owner, holds } if owner[..] == *who => Some(*holds),

@@ -8,7 +8,6 @@ use super::{command, lock_id, run, Command, KEY};
 use crate::ffi::{self, CommandSpec, Field, KEY_RO_ACCESS};
 use crate::rules::error::LockError;
 use crate::rules::keepalive::ClientId;
-use crate::rules::request::FieldName;
 use crate::rules::state::LockState;
 use crate::waiters::registry;
 use crate::{keepalive, store};
@@ -74,10 +73,12 @@ fn info(ctx: &Context, args: &[RedisString]) -> RedisResult {
             fields.push(("token", Field::Int(token)));
         }
         // KEEPALIVE holds of current holders, with the client keeping each.
-        let bound: Vec<(FieldName, ClientId)> = keepalive::bound_owners(&lock)
+        let mut bound: Vec<(&[u8], ClientId)> = state
+            .owners()
             .into_iter()
-            .filter(|(owner, _)| state.held_by(owner))
+            .filter_map(|owner| keepalive::client_of(&lock, owner).map(|c| (owner, c)))
             .collect();
+        bound.sort();
         match (&state, bound.as_slice()) {
             (_, []) => {}
             (LockState::Held { .. }, [(_, client), ..]) => {
@@ -85,7 +86,7 @@ fn info(ctx: &Context, args: &[RedisString]) -> RedisResult {
             }
             _ => fields.push((
                 "keepalive_clients",
-                Field::Counts(bound.iter().map(|(o, c)| (&o[..], *c as i64)).collect()),
+                Field::Counts(bound.iter().map(|(o, c)| (*o, *c as i64)).collect()),
             )),
         }
         ffi::reply_map(ctx, &fields);

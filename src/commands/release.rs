@@ -153,9 +153,15 @@ fn force_release(ctx: &Context, args: &[RedisString]) -> RedisResult {
         };
         let lock = lock_id(ctx, name);
         let (key, mut tx) = begin(ctx, name, &lock, by(None))?;
+        let owners: Vec<Vec<u8>> = tx
+            .state()
+            .owners()
+            .into_iter()
+            .map(<[u8]>::to_vec)
+            .collect();
         let removed = with_queue(&lock, |queue| tx.force_release(queue))?;
         if removed == 1 {
-            keepalive::unbind_lock(&lock);
+            keepalive::unbind_lock(&lock, owners.iter().map(Vec::as_slice));
         }
         handoff::commit(ctx, &lock, &key, tx);
         Ok(RedisValue::Integer(removed))
