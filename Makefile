@@ -3,7 +3,7 @@
 # make chaos build the module, run the history checker under faults for minutes (tests/chaos.rs; LOCK_CHAOS_* to tune)
 # make fuzz  build the module, send 1M random argument vectors to a live server (tests/fuzz.rs; LOCK_FUZZ_SEED to replay)
 # make fmt / make lint / make bench
-# make bench  build module + lock-bench, run every scenario (~13 min, BENCH_ARGS=--quick for a smoke run) into bench/results/, then the rules' criterion benchmark
+# make bench  build module + lock-bench, run every scenario (~15 min, BENCH_ARGS=--quick for a smoke run) into bench/results/, then the rules' criterion benchmark
 
 PORT ?= 6379
 REDIS_SERVER ?= redis-server

@@ -2,6 +2,8 @@
 //! tokio task per client on a current_thread runtime, and the protocols:
 //!
 //! - module:   `LOCK.ACQUIRE key owner PX lease BLOCK wait` / `LOCK.RELEASE key owner`
+//! - module-keepalive: the same with `KEEPALIVE` (the server renews the lease
+//!   while the connection lives)
 //! - redisson: acquire script by EVALSHA; on a PTTL answer the client's process
 //!   subscribes to `redisson_lock__channel:{key}` (once per process and lock) and
 //!   the client retries when one message is handed to it or the PTTL passes;
@@ -140,6 +142,8 @@ impl Scripts {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Proto {
     Module,
+    /// The module's commands with KEEPALIVE.
+    ModuleKeepalive,
     Redisson,
     /// Retry sleep in ms.
     Spin(u64),
@@ -149,9 +153,23 @@ pub enum Proto {
 }
 
 impl Proto {
+    /// The module's commands, with or without KEEPALIVE.
+    pub fn is_module(&self) -> bool {
+        matches!(self, Proto::Module | Proto::ModuleKeepalive)
+    }
+
+    /// The acquire options after `PX lease BLOCK wait`.
+    fn acquire_flags(&self) -> &'static [&'static [u8]] {
+        match self {
+            Proto::ModuleKeepalive => &[b"KEEPALIVE"],
+            _ => &[],
+        }
+    }
+
     pub fn name(&self) -> String {
         match self {
             Proto::Module => "module".into(),
+            Proto::ModuleKeepalive => "module-keepalive".into(),
             Proto::Redisson => "redisson".into(),
             Proto::Spin(ms) => format!("spin-{ms}ms"),
             Proto::Raw => "raw".into(),
@@ -650,24 +668,23 @@ impl Client {
         let sh = self.shared.clone();
         let key = &sh.keys[k];
         match sh.proto {
-            Proto::Module => loop {
+            Proto::Module | Proto::ModuleKeepalive => loop {
                 let name: &str = match mode {
                     Mode::Exclusive => "LOCK.ACQUIRE",
                     Mode::Read => "LOCK.RACQUIRE",
                     Mode::Write => "LOCK.WACQUIRE",
                 };
-                let r = self
-                    .conn
-                    .cmd(&[
-                        name.as_bytes(),
-                        key,
-                        &self.owner,
-                        b"PX",
-                        &sh.lease,
-                        b"BLOCK",
-                        &sh.block,
-                    ])
-                    .await?;
+                let mut args: Vec<&[u8]> = vec![
+                    name.as_bytes(),
+                    key,
+                    &self.owner,
+                    b"PX",
+                    &sh.lease,
+                    b"BLOCK",
+                    &sh.block,
+                ];
+                args.extend(sh.proto.acquire_flags());
+                let r = self.conn.cmd(&args).await?;
                 match r {
                     Reply::Int(1) => return Ok(Outcome::Granted),
                     Reply::Nil => {
@@ -833,7 +850,7 @@ impl Client {
         let sh = self.shared.clone();
         let key = &sh.keys[k];
         let (what, r, want): (&str, Reply, &[i64]) = match (sh.proto, mode) {
-            (Proto::Module, _) => (
+            (Proto::Module | Proto::ModuleKeepalive, _) => (
                 "LOCK.RELEASE",
                 self.conn.cmd(&[b"LOCK.RELEASE", key, &self.owner]).await?,
                 &[0],
@@ -939,7 +956,7 @@ impl Client {
     async fn acquire_multi(&mut self, multi: &Multi, ks: &[usize]) -> io::Result<Outcome> {
         let sh = self.shared.clone();
         loop {
-            let got = if sh.proto == Proto::Module {
+            let got = if sh.proto.is_module() {
                 self.macquire(multi, ks).await?
             } else {
                 self.redisson_try_multi(multi, ks).await?
@@ -961,6 +978,7 @@ impl Client {
         let n = ks.len().to_string();
         let mut args = multi_args(b"LOCK.MACQUIRE", n.as_bytes(), &sh.keys, ks, &self.owner);
         args.extend([b"PX".as_slice(), &sh.lease, b"BLOCK", &sh.block]);
+        args.extend(sh.proto.acquire_flags());
         let r = self.conn.cmd(&args).await?;
         if r == Reply::Nil {
             sh.timeouts.set(sh.timeouts.get() + 1);
@@ -1005,7 +1023,7 @@ impl Client {
     /// Releases a multi-lock: `LOCK.MRELEASE n key.. owner` (every key's
     /// holds left: 0), or Redisson's unlock of every key, sent together.
     async fn release_multi(&mut self, ks: &[usize]) -> io::Result<()> {
-        if self.shared.proto != Proto::Module {
+        if !self.shared.proto.is_module() {
             return self.redisson_unlock(ks).await;
         }
         let sh = self.shared.clone();
@@ -1256,7 +1274,7 @@ impl Harness {
             (None, None) => None,
         };
         if let Some(kind) = kind {
-            if !matches!(spec.proto, Proto::Module | Proto::Redisson) {
+            if !spec.proto.is_module() && spec.proto != Proto::Redisson {
                 return Err(io::Error::other(format!(
                     "{} has no {kind}",
                     spec.proto.name()

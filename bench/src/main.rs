@@ -7,6 +7,7 @@ mod benchmark;
 mod chart;
 mod compare;
 mod expiry;
+mod keepalive;
 mod load;
 mod report;
 mod resp;
@@ -35,9 +36,10 @@ usage: lock-bench [options]
   --quick                 smoke run: 1 repetition, short runs, smaller S1b/S4/S6
   --only S2,lease-expiry  run only these scenarios, by tag or name: S1 uncontended,
                           S1b pipelined-acquires, S2 hot-lock, S3 lease-expiry, S4 scale,
-                          S5 moderate-contention, S6 no-tax, S7 read-write, S8 multi-lock
+                          S5 moderate-contention, S6 no-tax, S7 read-write, S8 multi-lock,
+                          S9 keepalive-renewals
   --reps N                repetitions of every measurement (default: S1/S5/S1b 7, S2/S3/S4/S7/S8 5,
-                          S4 memory 3, S6 9; median reported)
+                          S4 memory 3, S6 9, S9 3 renewal periods; median reported)
   --warmup SECS           warm-up before each measured run (default 0.3, 0.2 with --quick)
   --measure SECS          length of each measured run (default 1, 0.5 with --quick; S8's redisson
                           runs 4.5 s longer: its MultiLock tryLock wait)
@@ -47,15 +49,16 @@ usage: lock-bench [options]
   --module PATH           liblock.so (default target/release/liblock.so of this workspace)
   --redis-server PATH     default redis-server from PATH
   --redis-benchmark PATH  default redis-benchmark from PATH
-  --protocols LIST        only these protocols in S1/S2/S5/S7/S8 (module,redisson,spin-10ms,spin-100ms,raw;
-                          blpop = S2's reference: Redis's own BLPOP/RPUSH hand-off, no module)
+  --protocols LIST        only these protocols in S1/S2/S5/S7/S8 (module,module-keepalive,redisson,
+                          spin-10ms,spin-100ms,raw; blpop = S2's reference: Redis's own BLPOP/RPUSH
+                          hand-off, no module)
   --s2-clients LIST       S2 client counts (default 1,4,16,64,256)
   --compare-models        measure tokio tasks vs blocking threads as the client model, then exit
   -h, --help";
 
 /// Every scenario, in the order they run: its tag and a name saying what it
 /// measures.
-const SCENARIOS: [(&str, &str); 9] = [
+const SCENARIOS: [(&str, &str); 10] = [
     ("S1", "uncontended"),
     ("S1b", "pipelined-acquires"),
     ("S2", "hot-lock"),
@@ -65,6 +68,7 @@ const SCENARIOS: [(&str, &str); 9] = [
     ("S6", "no-tax"),
     ("S7", "read-write"),
     ("S8", "multi-lock"),
+    ("S9", "keepalive-renewals"),
 ];
 
 /// The name of scenario `tag`.
@@ -93,6 +97,8 @@ pub const REPS_S5: usize = 7;
 pub const REPS_S6: usize = 9;
 pub const REPS_S7: usize = 5;
 pub const REPS_S8: usize = 5;
+/// Renewal periods (10 s each) measured.
+pub const REPS_S9: usize = 3;
 
 #[derive(Clone, Debug)]
 pub struct Opts {
@@ -206,6 +212,7 @@ fn parse_args() -> Result<Opts, String> {
                 for p in &list {
                     if ![
                         "module",
+                        "module-keepalive",
                         "redisson",
                         "spin-10ms",
                         "spin-100ms",
@@ -455,7 +462,7 @@ fn header(opts: &Opts, date: &str, load_before: &str) -> Header {
          server:   {redis}\n\
          module:   {}\n\
          pinning:  {}\n\
-         runs:     every figure is the median of repeated runs (S1 {}, S1b {}, S2 {}, S3 {}, S4 {}/{}, S5 {}, S6 {}, S7 {}, S8 {}; all runs in latest.json); \
+         runs:     every figure is the median of repeated runs (S1 {}, S1b {}, S2 {}, S3 {}, S4 {}/{}, S5 {}, S6 {}, S7 {}, S8 {}, S9 {}; all runs in latest.json); \
          throughput runs {:.1} s measured after {:.1} s warm-up{}\n\
          clients:  one tokio current_thread runtime (one core), a task per client, own RESP2 codec over TCP_NODELAY sockets;\n          \
          Redisson simulated as processes of {} threads (one pub/sub connection per process); spin retries after 10 ms / 100 ms\n",
@@ -472,6 +479,7 @@ fn header(opts: &Opts, date: &str, load_before: &str) -> Header {
         opts.reps(REPS_S6),
         opts.reps(REPS_S7),
         opts.reps(REPS_S8),
+        opts.reps(REPS_S9),
         opts.measure.as_secs_f64(),
         opts.warmup.as_secs_f64(),
         if opts.quick { " (--quick)" } else { "" },
@@ -564,6 +572,7 @@ async fn run(opts: Opts) -> io::Result<bool> {
                 "S4" => scale::s4(&ctx).await,
                 "S7" => throughput::s7(&ctx).await,
                 "S8" => throughput::s8(&ctx).await,
+                "S9" => keepalive::s9(&ctx).await,
                 _ => throughput::s5(&ctx).await,
             };
             let mut ctx = ctx;

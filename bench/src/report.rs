@@ -8,7 +8,8 @@ pub struct Bar {
     pub what: String,
     pub measured: f64,
     pub threshold: f64,
-    /// `x` (ratio), `ms`, `B` (bytes) or empty (plain number).
+    /// `x` (ratio), `ms`, `%` (of one core), `B` (bytes) or empty (plain
+    /// number).
     pub unit: &'static str,
     /// The bar is an upper limit (latency, memory) rather than a lower one.
     pub at_most: bool,
@@ -67,6 +68,10 @@ impl Bar {
         Bar::new(what, measured, limit, "ms", true)
     }
 
+    pub fn at_most_pct(what: impl Into<String>, measured: f64, limit: f64) -> Bar {
+        Bar::new(what, measured, limit, "%", true)
+    }
+
     pub fn at_most_bytes(what: impl Into<String>, measured: f64, limit: f64) -> Bar {
         Bar::new(what, measured, limit, "B", true)
     }
@@ -94,6 +99,8 @@ impl Bar {
             "x" => format!("{x:.2}x"),
             "ms" if rule => format!("{} ms", num(x)),
             "ms" => format!("{x:.2} ms"),
+            "%" if rule => format!("{}%", num(x)),
+            "%" => format!("{x:.2}%"),
             "B" if rule => format!("{} B", num(x)),
             "B" => format!("{x:.1} B"),
             _ if rule => num(x),
