@@ -281,8 +281,6 @@ struct Shared {
     epoch: Instant,
     stop: AtomicBool,
     history: Mutex<History>,
-    /// Current CLIENT ID of each client's connection.
-    client_ids: Mutex<Vec<Option<i64>>>,
     /// Exclusive locks first, then `rw_keys` read-write locks.
     keys: Vec<String>,
     rw_keys: usize,
@@ -358,10 +356,13 @@ impl Client<'_> {
                 thread::sleep(Duration::from_millis(10));
                 return None;
             };
-            let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut con).ok()?;
-            if let Ok(mut ids) = self.shared.client_ids.lock() {
-                ids[self.id] = Some(id);
-            }
+            // Named, so that a kill can be aimed at this client's current
+            // connection (see `named_clients`).
+            let _: () = redis::cmd("CLIENT")
+                .arg("SETNAME")
+                .arg(client_name(self.id))
+                .query(&mut con)
+                .ok()?;
             self.con = Some(con);
         }
         self.con.as_mut()
@@ -1207,16 +1208,16 @@ fn inject_faults(shared: &Shared, servers: &Mutex<Pair>, seed: u64, run: Duratio
             }
             30..=34 => (FaultKind::FlushAll, vec!["FLUSHALL".into()], None),
             35..=59 => {
-                let ids: Vec<(usize, i64)> = shared
-                    .client_ids
-                    .lock()
-                    .map(|ids| {
-                        ids.iter()
-                            .enumerate()
-                            .filter_map(|(client, id)| id.map(|id| (client, id)))
-                            .collect()
-                    })
-                    .unwrap_or_default();
+                // Looked up by name on the server that runs the kill: a
+                // CLIENT ID remembered from a connection is stale after a
+                // restart or a promotion, and may by then be another
+                // client's connection on the new master.
+                let list: redis::RedisResult<String> = redis::cmd("CLIENT")
+                    .arg("LIST")
+                    .arg("TYPE")
+                    .arg("normal")
+                    .query(c);
+                let ids = named_clients(&list.unwrap_or_default());
                 if ids.is_empty() {
                     continue;
                 }
@@ -1287,6 +1288,25 @@ fn inject_faults(shared: &Shared, servers: &Mutex<Pair>, seed: u64, run: Duratio
             });
         }
     }
+}
+
+/// The connection name of chaos client `i`.
+fn client_name(i: usize) -> String {
+    format!("chaos-client-{i}")
+}
+
+/// The chaos clients in a CLIENT LIST reply: (client, CLIENT ID).
+fn named_clients(list: &str) -> Vec<(usize, u64)> {
+    list.lines()
+        .filter_map(|line| {
+            let field = |name: &str| {
+                line.split(' ')
+                    .find_map(|f| f.strip_prefix(name)?.strip_prefix('='))
+            };
+            let client = field("name")?.strip_prefix("chaos-client-")?.parse().ok()?;
+            Some((client, field("id")?.parse().ok()?))
+        })
+        .collect()
 }
 
 /// Extends every KEEPALIVE hold to when its binding surely still stood: its
@@ -1533,7 +1553,6 @@ fn history_under_faults_keeps_every_guarantee() {
         epoch: Instant::now(),
         stop: AtomicBool::new(false),
         history: Mutex::new(History::default()),
-        client_ids: Mutex::new(vec![None; clients]),
         keys: (0..keys)
             .map(lock_key)
             .chain((0..rw_keys).map(rw_key))
@@ -1955,5 +1974,33 @@ fn data_checks_find_a_diverged_replica_or_aof() {
     assert_eq!(
         aof_matches(&master),
         Err("aof-only: only on the AOF reload".into())
+    );
+}
+
+/// A client kill is aimed by connection name on the server that runs it: a
+/// CLIENT ID remembered from before a restart names nobody, or somebody
+/// else, on the new process (what once cut a KEEPALIVE hold of a client the
+/// checker thought untouched).
+#[test]
+fn kills_find_their_victim_by_name_after_a_restart() {
+    let mut server = Config::default().aof().start();
+    let name = |con: &mut Connection, i: usize| {
+        q::<()>(con, &["CLIENT", "SETNAME", &client_name(i)]);
+        q::<u64>(con, &["CLIENT", "ID"])
+    };
+    let mut before = server.client();
+    let before_id = name(&mut before, 3);
+    let mut list = server.client();
+    let listed = |list: &mut Connection| named_clients(&q::<String>(list, &["CLIENT", "LIST"]));
+    assert_eq!(listed(&mut list), vec![(3, before_id)]);
+
+    server.restart();
+    let mut after = server.client();
+    let after_id = name(&mut after, 5);
+    let mut list = server.client();
+    assert_eq!(listed(&mut list), vec![(5, after_id)]);
+    assert_eq!(
+        named_clients("id=7 addr=x name= age=1\nid=x name=chaos-client-2\n"),
+        vec![]
     );
 }
