@@ -6,9 +6,9 @@
 //! - `commands/`: the LOCK.* commands, each declared next to its handler.
 //! - `events.rs`: what ends a lock outside a command (keyspace and server
 //!   events), and the drain of deferred work.
+//! - `blocking.rs`: blocked callers, the BLOCK timer, lost grants.
 //! - `keepalive.rs`: KEEPALIVE holds renewed by the server while their
 //!   connection lives.
-//! - `blocking.rs`: blocked callers, the BLOCK timer, lost grants.
 //! - `handoff.rs`: beginning and committing a lock's transition.
 //! - `lease.rs`: timers (and an alarm thread) at lease ends of locks
 //!   someone waits for.
@@ -46,10 +46,13 @@ mod module {
     use redis_module::{redis_module, Context, InfoContext, RedisResult, RedisString, Status};
     use redis_module_macros::info_command_handler;
 
-    use crate::rules::args::MAX_DURATION_MS;
     use crate::{commands, config, deferred, events, ffi, info, keepalive, lease, waiters};
 
     fn init(ctx: &Context, _args: &[RedisString]) -> Status {
+        if let Some(problem) = config::load_args_out_of_range() {
+            ffi::log_warning(ctx, &format!("lock: {problem}"));
+            return Status::Err;
+        }
         if !commands::register_all(ctx) {
             ffi::log_warning(ctx, "lock: could not register the commands");
             return Status::Err;
@@ -127,9 +130,9 @@ mod module {
         commands: [],
         configurations: [
             i64: [
-                ["default-lease-ms", &config::DEFAULT_LEASE_MS, config::DEFAULT_LEASE, 1, MAX_DURATION_MS, ConfigurationFlags::DEFAULT, None],
-                ["keepalive-dead-peer-ms", &config::KEEPALIVE_DEAD_PEER_MS, config::DEFAULT_DEAD_PEER_MS, 1000, 86_400_000, ConfigurationFlags::DEFAULT, None],
-                ["keepalive-max-hold-ms", &config::KEEPALIVE_MAX_HOLD_MS, 0, 0, MAX_DURATION_MS, ConfigurationFlags::DEFAULT, None],
+                ["default-lease-ms", &config::DEFAULT_LEASE_MS, config::DEFAULT_LEASE, config::DEFAULT_LEASE_RANGE.min, config::DEFAULT_LEASE_RANGE.max, ConfigurationFlags::DEFAULT, None],
+                ["keepalive-dead-peer-ms", &config::KEEPALIVE_DEAD_PEER_MS, config::DEFAULT_DEAD_PEER_MS, config::DEAD_PEER_RANGE.min, config::DEAD_PEER_RANGE.max, ConfigurationFlags::DEFAULT, None],
+                ["keepalive-max-hold-ms", &config::KEEPALIVE_MAX_HOLD_MS, 0, config::MAX_HOLD_RANGE.min, config::MAX_HOLD_RANGE.max, ConfigurationFlags::DEFAULT, None],
             ],
             string: [],
             bool: [

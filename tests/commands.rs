@@ -239,6 +239,31 @@ fn config_set_out_of_range_is_refused() {
     }
 }
 
+/// A value given at load that CONFIG SET would refuse fails the load (and
+/// so the server's start) with the setting named in the log, instead of
+/// setting a 5 ms dead-peer timeout or a zero lease.
+#[test]
+fn load_arguments_out_of_range_fail_the_load() {
+    for (name, bad) in [
+        ("default-lease-ms", "0"),
+        ("keepalive-dead-peer-ms", "5"),
+        ("keepalive-max-hold-ms", "-5"),
+    ] {
+        let log = Config::default().module_arg(name, bad).start_refused();
+        assert!(
+            log.contains(&format!("{name} {bad} is out of range")),
+            "{name} {bad}: {log}"
+        );
+    }
+    // Both bounds are accepted.
+    let server = Config::default()
+        .module_arg("keepalive-dead-peer-ms", "1000")
+        .module_arg("keepalive-max-hold-ms", "0")
+        .start();
+    let mut con = server.client();
+    assert_eq!(config_get(&mut con, "lock.keepalive-dead-peer-ms"), "1000");
+}
+
 #[test]
 fn config_redisson_notify_yes_no() {
     let server = Server::start();

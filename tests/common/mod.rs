@@ -108,6 +108,22 @@ impl Config {
     pub fn start(self) -> Server {
         Server::start_in(fresh_dir(), self)
     }
+
+    /// Starts a server that must exit at startup (a module that fails to
+    /// load stops it) and returns its log.
+    pub fn start_refused(self) -> String {
+        let mut server = Server {
+            port: free_port(),
+            dir: fresh_dir(),
+            config: self,
+            child: None,
+        };
+        match server.spawn() {
+            Ok(()) => panic!("started with {:?}", server.config.module_args),
+            Err(e) => assert!(e.starts_with("exited"), "{e}"),
+        }
+        server.log()
+    }
 }
 
 pub struct Server {
