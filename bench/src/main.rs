@@ -97,7 +97,7 @@ pub const REPS_S5: usize = 7;
 pub const REPS_S6: usize = 9;
 pub const REPS_S7: usize = 5;
 pub const REPS_S8: usize = 5;
-/// Renewal periods (10 s each) measured.
+/// Renewal periods (15 s each, `keepalive::PERIOD`) measured.
 pub const REPS_S9: usize = 3;
 
 #[derive(Clone, Debug)]
