@@ -1309,14 +1309,43 @@ fn named_clients(list: &str) -> Vec<(usize, u64)> {
         .collect()
 }
 
+/// A stretch this long in which the server answered no lock command (a
+/// fork, a reload, a paused or starved server) may have let a KEEPALIVE
+/// hold's lease run out while its connection lived: renewals come every
+/// half lease, and one due in the stretch comes at its end, perhaps after
+/// the deadline. That is the lease doing its job (docs/semantics.md, "What
+/// ends a kept hold"). Half the shortest kept lease, less a margin for
+/// replies read late by a busy client.
+const STALL: Duration = Duration::from_millis(MIN_KEEPALIVE_LEASE_MS / 2 - 50);
+
+/// When each stretch of at least [`STALL`] without an answer to a lock
+/// command began (the answer before it). `LOCK.INFO` is left out: it is
+/// answered while writes are paused, and renewals are not made then.
+fn stalls(ops: &[Op]) -> Vec<Duration> {
+    let mut answered: Vec<Duration> = ops
+        .iter()
+        .filter(|op| op.outcome != Outcome::Unknown)
+        .filter(|op| op.args[0].starts_with("LOCK.") && op.args[0] != "LOCK.INFO")
+        .map(|op| op.recv)
+        .collect();
+    answered.sort();
+    answered
+        .windows(2)
+        .filter(|w| w[1] - w[0] >= STALL)
+        .map(|w| w[0])
+        .collect()
+}
+
 /// Extends every KEEPALIVE hold to when its binding surely still stood: its
 /// release or its owner dropping the connection ([`Kept::until`]), or
-/// before that the first fault that may have ended the binding: a kill of
-/// its client's connection, a restart, a promotion (the new master has no
-/// bindings). Whatever the server's renewals did is not taken on trust: a
-/// renewal missed while the connection lived lets the lease end early and
-/// the next holder in, which the mutual-exclusion check sees.
-fn apply_keepalive(holds: &mut [Hold], faults: &[Fault]) {
+/// before that the first fault that may have ended the binding (a kill of
+/// its client's connection, a restart, a promotion: the new master has no
+/// bindings) or the first stall that may have let its lease run out
+/// ([`stalls`]). Whatever the server's renewals did is not taken on trust:
+/// a renewal missed while the connection lived and the server answered
+/// lets the lease end early and the next holder in, which the
+/// mutual-exclusion check sees.
+fn apply_keepalive(holds: &mut [Hold], faults: &[Fault], stalls: &[Duration]) {
     for h in holds.iter_mut() {
         let Some(kept) = h.kept else {
             continue;
@@ -1329,9 +1358,9 @@ fn apply_keepalive(holds: &mut [Hold], faults: &[Fault]) {
                 FaultKind::ClientKill => f.victim == Some(kept.client),
                 _ => false,
             })
-            .map(|f| f.send)
-            .min()
-            .unwrap_or(Duration::MAX);
+            .map(|f| f.send);
+        let stalled = stalls.iter().copied().filter(|&at| at >= h.granted.0);
+        let cut = cut.chain(stalled).min().unwrap_or(Duration::MAX);
         h.end = h.end.max(kept.until.min(cut));
     }
 }
@@ -1613,7 +1642,8 @@ fn history_under_faults_keeps_every_guarantee() {
     });
 
     // The checks over the whole history.
-    apply_keepalive(&mut history.holds, &history.faults);
+    let stalled = stalls(&history.ops);
+    apply_keepalive(&mut history.holds, &history.faults, &stalled);
     apply_revocations(&mut history.holds, &history.faults);
     let mut violations = history.anomalies.clone();
     violations.extend(check_mutual_exclusion(&history.holds, keys + rw_keys));
@@ -1835,7 +1865,7 @@ fn checker_finds_overlaps_reordered_tokens_and_overtaking() {
         ..force
     };
     let mut kept_alive = kept();
-    apply_keepalive(&mut kept_alive, &[kill(2)]);
+    apply_keepalive(&mut kept_alive, &[kill(2)], &[]);
     assert_eq!(check_mutual_exclusion(&kept_alive, 1).len(), 1);
     for cut in [
         kill(1),
@@ -1849,7 +1879,7 @@ fn checker_finds_overlaps_reordered_tokens_and_overtaking() {
         },
     ] {
         let mut ended = kept();
-        apply_keepalive(&mut ended, &[cut]);
+        apply_keepalive(&mut ended, &[cut], &[]);
         assert!(check_mutual_exclusion(&ended, 1).is_empty());
     }
     // A kill before the grant ended an older connection.
@@ -1857,8 +1887,32 @@ fn checker_finds_overlaps_reordered_tokens_and_overtaking() {
     let mut old_kill = kill(1);
     (old_kill.send, old_kill.recv) = (ms(0), ms(0));
     earlier[0].granted = (ms(1), ms(2));
-    apply_keepalive(&mut earlier, &[old_kill]);
+    apply_keepalive(&mut earlier, &[old_kill], &[]);
     assert_eq!(check_mutual_exclusion(&earlier, 1).len(), 1);
+    // A stall after the grant may have let the lease run out; one before
+    // it did not.
+    let mut stalled = kept();
+    apply_keepalive(&mut stalled, &[], &[ms(150)]);
+    assert!(check_mutual_exclusion(&stalled, 1).is_empty());
+    let mut stalled_before = kept();
+    stalled_before[0].granted = (ms(1), ms(2));
+    apply_keepalive(&mut stalled_before, &[], &[ms(0)]);
+    assert_eq!(check_mutual_exclusion(&stalled_before, 1).len(), 1);
+    let op = |recv, command: &str| Op {
+        send: ms(recv - 1),
+        recv: ms(recv),
+        args: vec![command.to_string()],
+        outcome: Outcome::Int(1),
+    };
+    let answers = [
+        op(10, "LOCK.ACQUIRE"),
+        op(20, "LOCK.RELEASE"),
+        op(60, "LOCK.INFO"),
+        op(20 + STALL.as_millis() as u64, "LOCK.RENEW"),
+        op(21 + STALL.as_millis() as u64, "LOCK.ACQUIRE"),
+    ];
+    // From 20 on nothing but LOCK.INFO was answered for STALL.
+    assert_eq!(stalls(&answers), vec![ms(20)]);
 
     // Written a millisecond after its send; its wait ended in the
     // millisecond before its reply.
