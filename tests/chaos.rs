@@ -1318,9 +1318,12 @@ fn named_clients(list: &str) -> Vec<(usize, u64)> {
 /// replies read late by a busy client.
 const STALL: Duration = Duration::from_millis(MIN_KEEPALIVE_LEASE_MS / 2 - 50);
 
-/// When each stretch of at least [`STALL`] without an answer to a lock
-/// command began (the answer before it). `LOCK.INFO` is left out: it is
-/// answered while writes are paused, and renewals are not made then.
+/// When each stretch of at least [`STALL`] in which the server answered no
+/// lock command, or took no writes, began. Silences are the gaps between
+/// answers to lock commands (`LOCK.INFO` is left out: it is answered while
+/// writes are paused) and the `CLIENT PAUSE ... WRITE` windows, in which
+/// renewals wait, each taken as [`PAUSE_GAP`] longer: a renewal may miss a
+/// gap that short between two pauses, which then count as one.
 fn stalls(ops: &[Op]) -> Vec<Duration> {
     let mut answered: Vec<Duration> = ops
         .iter()
@@ -1329,12 +1332,38 @@ fn stalls(ops: &[Op]) -> Vec<Duration> {
         .map(|op| op.recv)
         .collect();
     answered.sort();
-    answered
+    let gaps = answered
         .windows(2)
-        .filter(|w| w[1] - w[0] >= STALL)
-        .map(|w| w[0])
+        .filter(|w| w[1] - w[0] >= PAUSE_GAP)
+        .map(|w| (w[0], w[1]));
+    let pauses = ops.iter().filter_map(|op| match op.args.as_slice() {
+        [client, pause, ms, write]
+            if client == "CLIENT" && pause == "PAUSE" && write == "WRITE" =>
+        {
+            let ms = ms.parse().ok()?;
+            Some((op.send, op.recv + Duration::from_millis(ms) + PAUSE_GAP))
+        }
+        _ => None,
+    });
+    let mut silences: Vec<(Duration, Duration)> = gaps.chain(pauses).collect();
+    silences.sort();
+    let mut merged: Vec<(Duration, Duration)> = Vec::new();
+    for (start, end) in silences {
+        match merged.last_mut() {
+            Some(last) if start < last.1 => last.1 = last.1.max(end),
+            _ => merged.push((start, end)),
+        }
+    }
+    merged
+        .into_iter()
+        .filter(|(start, end)| *end - *start >= STALL)
+        .map(|(start, _)| start)
         .collect()
 }
+
+/// How long after a write pause a renewal may still not have been made
+/// (see [`stalls`]).
+const PAUSE_GAP: Duration = Duration::from_millis(5);
 
 /// Extends every KEEPALIVE hold to when its binding surely still stood: its
 /// release or its owner dropping the connection ([`Kept::until`]), or
@@ -1913,6 +1942,28 @@ fn checker_finds_overlaps_reordered_tokens_and_overtaking() {
     ];
     // From 20 on nothing but LOCK.INFO was answered for STALL.
     assert_eq!(stalls(&answers), vec![ms(20)]);
+    // Write pauses 3 ms apart, a lock command answered in between: one
+    // stall; 20 ms apart: none.
+    let pause = |send: u64, ms_: u64| Op {
+        send: ms(send),
+        recv: ms(send),
+        args: ["CLIENT", "PAUSE", &ms_.to_string(), "WRITE"]
+            .map(String::from)
+            .to_vec(),
+        outcome: Outcome::Status("OK".into()),
+    };
+    let half = STALL.as_millis() as u64 / 2 + 1;
+    let busy = |t: u64| {
+        (0..400u64)
+            .step_by(2)
+            .map(move |i| op(t + i, "LOCK.ACQUIRE"))
+    };
+    let mut chained: Vec<Op> = busy(1000).collect();
+    chained.extend([pause(1100, half), pause(1103 + half, half)]);
+    assert_eq!(stalls(&chained), vec![ms(1100)]);
+    let mut apart: Vec<Op> = busy(1000).collect();
+    apart.extend([pause(1100, half), pause(1120 + half, half)]);
+    assert!(stalls(&apart).is_empty());
 
     // Written a millisecond after its send; its wait ended in the
     // millisecond before its reply.
