@@ -44,7 +44,7 @@ pub fn writable(ctx: &Context) -> Writable {
     let flags = ctx.get_flags();
     if !flags.contains(ContextFlags::MASTER) {
         Writable::Never
-    } else if flags.contains(ContextFlags::LOADING) || ffi::avoid_replica_traffic() {
+    } else if flags.contains(ContextFlags::LOADING) || ffi::writes_paused(ctx) {
         Writable::Later
     } else {
         Writable::Now

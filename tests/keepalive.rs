@@ -765,3 +765,34 @@ fn after_a_cluster_failover_the_holder_reattaches_on_the_new_master() {
     wait_for_renewals(replica, from, 9);
     assert_eq!(lock_field(&mut on_new, "k", "owner").as_deref(), Some("h"));
 }
+
+/// Writes paused over a renewal's due time: the renewal is made when the
+/// pause ends, though nothing else runs on the server then. Redis 7.0 tells
+/// a timer the pause is over only once a command or its cron (here, at
+/// `hz 1`, once a second) has refreshed its cached clock: without asking
+/// again after refreshing it, the renewal came after the 400 ms lease in
+/// most trials.
+#[test]
+fn a_renewal_held_up_by_a_write_pause_is_made_when_the_pause_ends() {
+    let server = Config::default().arg("hz", "1").start();
+    let mut holder = server.client();
+    let mut admin = server.client();
+    for trial in 0..5 {
+        let key = format!("k{trial}");
+        assert_eq!(
+            acquire(&mut holder, &key, "o", &["PX", "400", "KEEPALIVE"]),
+            Value::Int(1)
+        );
+        // Renewal due at 200 ms; writes paused from about 100 to 250 ms.
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        q::<()>(&mut admin, &["CLIENT", "PAUSE", "150", "WRITE"]);
+        // Nothing runs on the server until well past the lease's end.
+        std::thread::sleep(std::time::Duration::from_millis(450));
+        assert_eq!(
+            lock_field(&mut admin, &key, "owner").as_deref(),
+            Some("o"),
+            "trial {trial}: the hold ended at its lease"
+        );
+        assert_eq!(q::<i64>(&mut holder, &["LOCK.RELEASE", &key, "o"]), 0);
+    }
+}

@@ -25,7 +25,22 @@ pub fn select_db(ctx: &Context, db: i32) -> bool {
 
 /// True while writes must not be propagated: clients paused (CLIENT PAUSE,
 /// failover). Propagating then fails an assertion in redis-server 7.0.
-pub fn avoid_replica_traffic() -> bool {
+///
+/// Redis decides that a pause is over by its cached clock, which a command
+/// (`call()`) and the cron (every 1000/hz ms) refresh, a timer not: asked
+/// from a timer after a pause ended on an otherwise idle server, it says
+/// "paused" for up to 100 ms more, which once kept a KEEPALIVE renewal out
+/// past its lease. So a "paused" is asked again after a PING through
+/// RM_Call, which runs `call()`.
+pub fn writes_paused(ctx: &Context) -> bool {
+    if !avoid_replica_traffic() {
+        return false;
+    }
+    let _ = ctx.call("PING", &[] as &[&str]);
+    avoid_replica_traffic()
+}
+
+fn avoid_replica_traffic() -> bool {
     // SAFETY: no arguments; reads server state on the main thread.
     api!(RedisModule_AvoidReplicaTraffic).is_none_or(|f| unsafe { f() } != 0)
 }
