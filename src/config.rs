@@ -49,6 +49,21 @@ pub const MAX_HOLD_RANGE: Range = Range {
     max: MAX_DURATION_MS,
 };
 
+/// `lock.token-ttl-ms`: how long a fencing token key is kept after the
+/// latest token (and at least until the lease it fenced ends). Tokens
+/// start from the clock once it is gone, so this only bounds how far back
+/// a server's clock may step without a token going back.
+pub static TOKEN_TTL_MS: AtomicI64 = AtomicI64::new(DEFAULT_TOKEN_TTL_MS);
+pub const DEFAULT_TOKEN_TTL_MS: i64 = 3_600_000;
+pub const TOKEN_TTL_RANGE: Range = Range {
+    min: 1,
+    max: MAX_DURATION_MS,
+};
+
+pub fn token_ttl_ms() -> i64 {
+    TOKEN_TTL_MS.load(Relaxed)
+}
+
 /// The first numeric setting whose value given at load is outside its
 /// range, as "name value is out of range (min to max)". Checked once the
 /// settings are registered, so that a load argument CONFIG SET would refuse
@@ -66,6 +81,7 @@ pub fn load_args_out_of_range() -> Option<String> {
             &KEEPALIVE_MAX_HOLD_MS,
             MAX_HOLD_RANGE,
         ),
+        ("token-ttl-ms", &TOKEN_TTL_MS, TOKEN_TTL_RANGE),
     ]
     .into_iter()
     .find_map(|(name, value, Range { min, max })| {

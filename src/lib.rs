@@ -133,6 +133,7 @@ mod module {
                 ["default-lease-ms", &config::DEFAULT_LEASE_MS, config::DEFAULT_LEASE, config::DEFAULT_LEASE_RANGE.min, config::DEFAULT_LEASE_RANGE.max, ConfigurationFlags::DEFAULT, None],
                 ["keepalive-dead-peer-ms", &config::KEEPALIVE_DEAD_PEER_MS, config::DEFAULT_DEAD_PEER_MS, config::DEAD_PEER_RANGE.min, config::DEAD_PEER_RANGE.max, ConfigurationFlags::DEFAULT, None],
                 ["keepalive-max-hold-ms", &config::KEEPALIVE_MAX_HOLD_MS, 0, config::MAX_HOLD_RANGE.min, config::MAX_HOLD_RANGE.max, ConfigurationFlags::DEFAULT, None],
+                ["token-ttl-ms", &config::TOKEN_TTL_MS, config::DEFAULT_TOKEN_TTL_MS, config::TOKEN_TTL_RANGE.min, config::TOKEN_TTL_RANGE.max, ConfigurationFlags::DEFAULT, None],
             ],
             string: [],
             bool: [

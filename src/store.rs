@@ -214,7 +214,9 @@ impl<'c> LockKey<'c> {
                     notify_own(ctx, ffi::NOTIFY_GENERIC, c"del", self.name);
                     modified = true;
                 }
-                Change::IncrToken { to } => incr_token(ctx, self.name.as_slice(), *to, native),
+                Change::SetToken { to, fenced_until } => {
+                    set_token(ctx, self.name.as_slice(), *to, *fenced_until, native)
+                }
                 Change::Notify => {
                     publish(ctx, self.name.as_slice(), b"0", native, false);
                     continue;
@@ -239,7 +241,14 @@ fn set_read_lease(ctx: &Context, lock: &[u8], owner: &[u8], hold: i64, at: i64, 
     key.string_set(ctx, b"1");
     key.expire_at(at);
     if native {
-        ffi::replicate(ctx, &name, Native::SetOnePxAt { at_ms: at });
+        ffi::replicate(
+            ctx,
+            &name,
+            Native::SetPxAt {
+                value: 1,
+                at_ms: at,
+            },
+        );
     }
     notify_own(ctx, ffi::NOTIFY_STRING, c"set", &name);
     ffi::signal_modified(ctx, &name);
@@ -381,22 +390,35 @@ pub fn existing_token(ctx: &Context, lock: &[u8]) -> Option<i64> {
         .flatten()
 }
 
-/// Brings the token key to `to` with the key API and replicates `INCR`.
-/// The rules computed `to` from the value read before, so the replayed INCR
-/// lands on the same number; the key keeps its TTL, as with INCR.
-fn incr_token(ctx: &Context, lock: &[u8], to: i64, native: bool) {
+/// `SET <token key> to PXAT at` with the key API, replicated as such: the
+/// value itself, not an INCR, so that a replica or an AOF whose counter
+/// missed writes lands on it too. The key is kept until the fenced hold's
+/// lease ends and `lock.token-ttl-ms` from now at least, and no less than
+/// it already was; once it is gone, the next token starts from the clock
+/// (see `rules::transition::TOKENS_PER_MS`), so idle locks leave nothing
+/// behind.
+fn set_token(ctx: &Context, lock: &[u8], to: i64, fenced_until: i64, native: bool) {
     let name = ffi::string(ctx, &token_key(lock));
     let Some(key) = Key::open(ctx, &name, true) else {
         return ffi::log_warning(ctx, "lock: cannot open the fencing token key");
     };
-    let expires_at = key.expires_at();
+    let keep_until = key
+        .expires_at()
+        .unwrap_or(0)
+        .max(fenced_until)
+        .max(ffi::now_ms().saturating_add(config::token_ttl_ms()));
     key.string_set(ctx, to.to_string().as_bytes());
-    if let Some(at) = expires_at {
-        key.expire_at(at);
-    }
+    key.expire_at(keep_until);
     if native {
-        ffi::replicate(ctx, &name, Native::Incr);
+        ffi::replicate(
+            ctx,
+            &name,
+            Native::SetPxAt {
+                value: to,
+                at_ms: keep_until,
+            },
+        );
     }
-    notify_own(ctx, ffi::NOTIFY_STRING, c"incrby", &name);
+    notify_own(ctx, ffi::NOTIFY_STRING, c"set", &name);
     ffi::signal_modified(ctx, &name);
 }

@@ -1,5 +1,5 @@
 //! Replicating a command's effects as native commands (`HSET`, `HDEL`,
-//! `PEXPIREAT`, `SET ... PXAT`, `DEL`, `INCR`), or only counting the change
+//! `PEXPIREAT`, `SET ... PXAT`, `DEL`), or only counting the change
 //! when nothing can receive them.
 
 use redis_module::{raw, Context, RedisString};
@@ -16,12 +16,11 @@ pub enum Native<'a> {
     HDel { field: &'a [u8] },
     /// `PEXPIREAT key at`.
     PExpireAt { at_ms: i64 },
-    /// `SET key 1 PXAT at`: a read hold's lease key, with its absolute end.
-    SetOnePxAt { at_ms: i64 },
+    /// `SET key value PXAT at`: a read hold's lease key (value 1) or a
+    /// fencing token key, with its absolute end.
+    SetPxAt { value: i64, at_ms: i64 },
     /// `DEL key`.
     Del,
-    /// `INCR key`.
-    Incr,
 }
 
 /// Replicates `command` on `key` (RM_Replicate: in the current execution
@@ -90,15 +89,15 @@ pub fn replicate(ctx: &Context, key: &RedisString, command: Native) {
                 )
             }
         }
-        Native::SetOnePxAt { at_ms } => {
-            // SAFETY: "sccl", see above.
+        Native::SetPxAt { value, at_ms } => {
+            // SAFETY: "slcl", see above.
             unsafe {
                 f(
                     ctx,
                     c"SET".as_ptr(),
-                    c"sccl".as_ptr(),
+                    c"slcl".as_ptr(),
                     key,
-                    c"1".as_ptr(),
+                    value as std::ffi::c_longlong,
                     c"PXAT".as_ptr(),
                     at_ms as std::ffi::c_longlong,
                 )
@@ -106,8 +105,6 @@ pub fn replicate(ctx: &Context, key: &RedisString, command: Native) {
         }
         // SAFETY: "s", see above.
         Native::Del => unsafe { f(ctx, c"DEL".as_ptr(), c"s".as_ptr(), key) },
-        // SAFETY: "s", see above.
-        Native::Incr => unsafe { f(ctx, c"INCR".as_ptr(), c"s".as_ptr(), key) },
     };
 }
 

@@ -138,7 +138,10 @@ impl<T: Queued> Transition<T> {
         self.vacated_notice = None;
         self.changes.push(Change::ExpireAt(at));
         if let Some(t) = token {
-            self.changes.push(Change::IncrToken { to: t });
+            self.changes.push(Change::SetToken {
+                to: t,
+                fenced_until: at,
+            });
             self.token = Some(Ok(t));
         }
         Ok(token.unwrap_or(holds))
@@ -168,6 +171,7 @@ mod tests {
     use crate::queue::WaiterId;
     use crate::request::LockKind;
     use crate::transition::Verdict;
+    use crate::transition::TOKENS_PER_MS;
 
     const NOW: i64 = 1_000_000;
 
@@ -394,20 +398,44 @@ mod tests {
 
     #[test]
     fn fenced_acquire_replies_the_next_token() {
-        let mut t = Transition::new(LockState::Free, NOW, Some(Ok(41)));
+        // The counter ahead of the clock's floor: one more.
+        let ahead = NOW * TOKENS_PER_MS + 41;
+        let mut t = Transition::new(LockState::Free, NOW, Some(Ok(ahead)));
         let r = t.acquire(&mut Fifo::<Request>::default(), &fenced("a", 9), false);
-        assert_eq!(r, Ok(Acquisition::Now(42)));
+        assert_eq!(r, Ok(Acquisition::Now(ahead + 1)));
         assert_eq!(
             t.changes,
             vec![
                 set("a", 1),
                 Change::ExpireAt(NOW + 9),
-                Change::IncrToken { to: 42 }
+                Change::SetToken {
+                    to: ahead + 1,
+                    fenced_until: NOW + 9
+                }
             ]
         );
         // A fenced re-entry gets a newer token still.
         let r = t.acquire(&mut Fifo::default(), &fenced("a", 9), false);
-        assert_eq!(r, Ok(Acquisition::Now(43)));
+        assert_eq!(r, Ok(Acquisition::Now(ahead + 2)));
+    }
+
+    /// A counter that lost its last writes (an unclean failover, an older
+    /// RDB, FLUSHALL, its TTL) starts again from the clock, above every
+    /// token granted before it, not from what is left of it.
+    #[test]
+    fn a_counter_behind_the_clock_starts_again_from_it() {
+        for last in [0, 3, NOW * TOKENS_PER_MS - 1] {
+            let mut t = Transition::new(LockState::Free, NOW, Some(Ok(last)));
+            let r = t.acquire(&mut Fifo::<Request>::default(), &fenced("a", 9), false);
+            assert_eq!(r, Ok(Acquisition::Now(NOW * TOKENS_PER_MS)), "last {last}");
+            // Within the same millisecond the counter goes on by one.
+            let r = t.acquire(&mut Fifo::default(), &fenced("a", 9), false);
+            assert_eq!(r, Ok(Acquisition::Now(NOW * TOKENS_PER_MS + 1)));
+        }
+        // A millisecond later the floor is a thousand tokens on.
+        let mut t = Transition::new(LockState::Free, NOW + 1, Some(Ok(NOW * TOKENS_PER_MS + 1)));
+        let r = t.acquire(&mut Fifo::<Request>::default(), &fenced("a", 9), false);
+        assert_eq!(r, Ok(Acquisition::Now((NOW + 1) * TOKENS_PER_MS)));
     }
 
     #[test]

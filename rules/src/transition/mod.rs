@@ -33,8 +33,9 @@ pub enum Change {
     /// after the next holder's was added, so that a hand-off rewrites the
     /// hash in place and the key never disappears.
     RemoveField { field: FieldName },
-    /// `INCR token-key`, which brings it `to` this value.
-    IncrToken { to: i64 },
+    /// `SET token-key to PXAT ...`: the fencing token just granted, kept at
+    /// least until `fenced_until` (the lease end of the hold it fenced).
+    SetToken { to: i64, fenced_until: i64 },
     /// `PUBLISH redisson_lock__channel:{key} 0`, for Redisson's waiters.
     Notify,
     /// `HSET key mode read|write`
@@ -89,6 +90,21 @@ pub enum Acquisition {
     /// Busy and the caller does not (or may not) wait.
     Busy,
 }
+
+/// A fencing token is at least the granting master's clock in microseconds
+/// (its unix milliseconds times this), and one more than the last token of
+/// the lock. The counter alone goes back whenever its key loses writes: an
+/// unclean failover (the promoted replica never got the last grants), a
+/// restart from an older RDB or AOF, FLUSHALL, or the key's own TTL. The
+/// clock does not, as long as the servers' clocks agree to within the time
+/// between the lost grant and the next one (a failover takes seconds), so
+/// a token granted after any of those is still above every earlier one. A
+/// thousand tokens per millisecond per lock stay on the clock (a lock is
+/// granted some tens of thousands of times a second at most); faster, the
+/// counter runs ahead and catches the clock up later. Microseconds since
+/// 1970 stay below 2^53 until the year 2255, so a token is exact as a Lua
+/// number, a JavaScript number or a double, and far from i64's end.
+pub const TOKENS_PER_MS: i64 = 1000;
 
 /// The fencing counter as read from its key; `None` until loaded.
 pub type TokenValue = Option<Result<i64, LockError>>;
@@ -245,11 +261,15 @@ impl<T: Queued> Transition<T> {
             .ok_or_else(LockError::lease_overflow)
     }
 
+    /// The next fencing token: one more than the last, and at least the
+    /// clock's [`TOKENS_PER_MS`] floor (see there).
     pub(crate) fn next_token(&self) -> Result<i64, LockError> {
-        match &self.token {
-            None => Err(LockError::internal("fencing token not loaded")),
-            Some(Err(e)) => Err(e.clone()),
-            Some(Ok(t)) => t.checked_add(1).ok_or_else(LockError::token_overflow),
-        }
+        let last = match &self.token {
+            None => return Err(LockError::internal("fencing token not loaded")),
+            Some(Err(e)) => return Err(e.clone()),
+            Some(Ok(t)) => *t,
+        };
+        let next = last.checked_add(1).ok_or_else(LockError::token_overflow)?;
+        Ok(next.max(self.now_ms.saturating_mul(TOKENS_PER_MS)))
     }
 }

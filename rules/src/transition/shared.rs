@@ -132,7 +132,10 @@ impl<T: Queued> Transition<T> {
         self.state = LockState::Shared(rw);
         self.follow_leases();
         if let Some(t) = token {
-            self.changes.push(Change::IncrToken { to: t });
+            self.changes.push(Change::SetToken {
+                to: t,
+                fenced_until: at,
+            });
             self.token = Some(Ok(t));
         }
         Ok(token.unwrap_or(holds))
