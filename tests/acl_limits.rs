@@ -315,7 +315,7 @@ fn fence_needs_read_and_write_access_to_the_token_key() {
     assert_eq!(waiters(&mut admin, "app:y"), 0);
 
     // Read or write alone is not enough: FENCE reads the counter and
-    // increments it (as INCR).
+    // writes the next token (as SET).
     for pattern in ["%R~redisson_lock_token:*", "%W~redisson_lock_token:*"] {
         acl_setuser(&mut admin, "app", &["resetkeys", "~app:*", pattern]);
         assert_eq!(
@@ -328,19 +328,15 @@ fn fence_needs_read_and_write_access_to_the_token_key() {
     for pattern in ["%RW~redisson_lock_token:*", "~redisson_lock_token:*"] {
         acl_setuser(&mut admin, "app", &["resetkeys", "~app:*", pattern]);
         let _: () = q(&mut admin, &["DEL", "redisson_lock_token:{app:z}"]);
+        let before = token_floor(&mut admin);
+        let t1: i64 = q(&mut app, &["LOCK.ACQUIRE", "app:z", "w1", "FENCE"]);
+        assert_token_between(t1, before, token_floor(&mut admin), 0, pattern);
+        assert_eq!(hgetall(&mut admin, "app:z"), [("w1".into(), "1".into())]);
+        let t2: i64 = q(&mut app, &["LOCK.ACQUIRE", "app:z", "w1", "FENCE"]);
+        assert!(t2 > t1, "{pattern}: a re-entry takes a new token");
         assert_eq!(
-            q::<i64>(&mut app, &["LOCK.ACQUIRE", "app:z", "w1", "FENCE"]),
-            1,
-            "{pattern}"
-        );
-        assert_eq!(
-            q::<i64>(&mut app, &["LOCK.ACQUIRE", "app:z", "w1", "FENCE"]),
-            2,
-            "{pattern}: a re-entry takes a new token"
-        );
-        assert_eq!(
-            token(&mut admin, "redisson_lock_token:{app:z}").as_deref(),
-            Some("2")
+            token(&mut admin, "redisson_lock_token:{app:z}"),
+            Some(t2.to_string())
         );
         assert_eq!(q::<i64>(&mut app, &["LOCK.RELEASE", "app:z", "w1"]), 1);
         assert_eq!(q::<i64>(&mut app, &["LOCK.RELEASE", "app:z", "w1"]), 0);
@@ -351,9 +347,10 @@ fn fence_needs_read_and_write_access_to_the_token_key() {
         "app",
         &["resetkeys", "~app:*", "~redisson_lock_token:app:*"],
     );
+    let t: i64 = q(&mut app, &["LOCK.ACQUIRE", "app:{x}", "w1", "FENCE"]);
     assert_eq!(
-        q::<i64>(&mut app, &["LOCK.ACQUIRE", "app:{x}", "w1", "FENCE"]),
-        1
+        token(&mut admin, "redisson_lock_token:app:{x}"),
+        Some(t.to_string())
     );
     assert_eq!(
         err(&mut app, &["LOCK.ACQUIRE", "app:w", "w1", "FENCE"]),
@@ -366,16 +363,18 @@ fn default_user_is_unaffected() {
     let server = Server::start();
     let mut con = server.client();
     create_app_user(&mut con);
+    let mut last = 0;
     for key in ["app:x", "other:x", "app:{x}"] {
-        assert_eq!(
-            q::<i64>(
-                &mut con,
-                &["LOCK.ACQUIRE", key, "o", "PX", "10000", "FENCE"]
-            ),
-            1,
-            "{key}"
+        let before = token_floor(&mut con);
+        let t: i64 = q(
+            &mut con,
+            &["LOCK.ACQUIRE", key, "o", "PX", "10000", "FENCE"],
         );
-        assert_eq!(lock_field(&mut con, key, "token").as_deref(), Some("1"));
+        assert_token_between(t, before, token_floor(&mut con), 0, key);
+        assert_eq!(lock_field(&mut con, key, "token"), Some(t.to_string()));
+        if key == "other:x" {
+            last = t;
+        }
         assert_eq!(
             q::<i64>(&mut con, &["LOCK.RENEW", key, "o", "PX", "20000"]),
             20000
@@ -387,15 +386,16 @@ fn default_user_is_unaffected() {
     send(&mut con, &["LOCK.ACQUIRE", "other:x", "o", "FENCE"]);
     assert_eq!(text(&recv(&mut con).expect("QUEUED")), "QUEUED");
     send(&mut con, &["EXEC"]);
-    assert_eq!(
-        recv(&mut con).expect("EXEC"),
-        Value::Array(vec![Value::Int(2)])
-    );
+    let in_exec = match recv(&mut con).expect("EXEC") {
+        Value::Array(replies) if replies.len() == 1 => int(replies[0].clone()),
+        other => panic!("EXEC replied {other:?}"),
+    };
+    assert!(in_exec > last, "token {in_exec} in EXEC after {last}");
     let script = "return redis.call('lock.acquire', KEYS[1], ARGV[1], 'FENCE')";
-    assert_eq!(
-        q::<i64>(&mut con, &["EVAL", script, "1", "other:x", "o"]),
-        3,
-        "a re-entry in a script, with a new token"
+    let in_script: i64 = q(&mut con, &["EVAL", script, "1", "other:x", "o"]);
+    assert!(
+        in_script > in_exec,
+        "a re-entry in a script, with a new token: {in_script} after {in_exec}"
     );
 }
 
@@ -459,10 +459,12 @@ fn restricted_user_in_transactions_and_scripts() {
     assert_eq!(field(&entry, "username").as_deref(), Some("scripted"));
 
     acl_setuser(&mut admin, "scripted", &["~redisson_lock_token:{app:*"]);
-    assert_eq!(q::<i64>(&mut s, &["EVAL", script, "1", "app:x", "w"]), 1);
+    let before = token_floor(&mut admin);
+    let t: i64 = q(&mut s, &["EVAL", script, "1", "app:x", "w"]);
+    assert_token_between(t, before, token_floor(&mut admin), 0, "script");
     assert_eq!(
-        token(&mut admin, "redisson_lock_token:{app:x}").as_deref(),
-        Some("1")
+        token(&mut admin, "redisson_lock_token:{app:x}"),
+        Some(t.to_string())
     );
 }
 
@@ -492,15 +494,17 @@ fn a_queued_fence_caller_was_checked_when_it_called() {
     // Its access to the token key is withdrawn while it waits: the grant,
     // written by the releasing caller, still takes its token.
     acl_setuser(&mut admin, "app", &["resetkeys", "~app:*"]);
+    let before = token_floor(&mut admin);
     assert_eq!(q::<i64>(&mut admin, &["LOCK.RELEASE", "app:x", "a"]), 0);
-    assert_eq!(int(recv(&mut w).expect("grant")), 1);
+    let granted = int(recv(&mut w).expect("grant"));
+    assert_token_between(granted, before, token_floor(&mut admin), 0, "grant");
     assert_eq!(
         lock_field(&mut admin, "app:x", "owner").as_deref(),
         Some("w")
     );
     assert_eq!(
-        token(&mut admin, "redisson_lock_token:{app:x}").as_deref(),
-        Some("1")
+        token(&mut admin, "redisson_lock_token:{app:x}"),
+        Some(granted.to_string())
     );
     // Its next FENCE call is checked again.
     assert_eq!(
@@ -682,14 +686,14 @@ fn aof_replay_is_not_checked_against_the_default_user() {
     ]))
     .expect("write AOF");
     drop(file);
+    // The replayed grant takes its token from the clock at the reload.
+    let before = token_floor(&mut con);
     drop(con);
     server.restart();
     let mut con = server.client();
     assert_eq!(lock_field(&mut con, "app:x", "owner").as_deref(), Some("o"));
-    assert_eq!(
-        token(&mut con, "redisson_lock_token:{app:x}").as_deref(),
-        Some("1")
-    );
+    let t: i64 = q(&mut con, &["GET", "redisson_lock_token:{app:x}"]);
+    assert_token_between(t, before, token_floor(&mut con), 0, "replayed");
 }
 
 // ---------------------------------------------------------------- limits
@@ -762,10 +766,7 @@ fn maxmemory_noeviction_refuses_acquire_but_not_release() {
         q::<i64>(&mut con, &["LOCK.ACQUIRE", "held", "a", "PX", "60000"]),
         1
     );
-    assert_eq!(
-        q::<i64>(&mut con, &["LOCK.ACQUIRE", "queued", "a", "FENCE"]),
-        1
-    );
+    let first: i64 = q(&mut con, &["LOCK.ACQUIRE", "queued", "a", "FENCE"]);
     let mut w: Connection = queue_waiter(
         &server,
         &mut con,
@@ -798,7 +799,11 @@ fn maxmemory_noeviction_refuses_acquire_but_not_release() {
     assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "held", "a"]), 0);
     assert!(!exists(&mut con, "held"));
     assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "queued", "a"]), 0);
-    assert_eq!(int(recv(&mut w).expect("grant")), 2, "the waiter's token");
+    let granted = int(recv(&mut w).expect("grant"));
+    assert!(
+        granted > first,
+        "the waiter's token {granted} after {first}"
+    );
     assert_eq!(
         lock_field(&mut con, "queued", "owner").as_deref(),
         Some("w")
@@ -818,12 +823,15 @@ fn leases_past_their_deadline_but_still_stored_are_over() {
     let keys = [
         "acq", "same", "rel", "renew", "info", "force", "fence", "wait",
     ];
+    let mut first = 0;
     for key in keys {
         let mut args = vec!["LOCK.ACQUIRE", key, "old", "PX", "50"];
         if key == "fence" {
             args.push("FENCE");
+            first = q::<i64>(&mut con, &args);
+        } else {
+            assert_eq!(q::<i64>(&mut con, &args), 1, "{key}");
         }
-        assert_eq!(q::<i64>(&mut con, &args), 1, "{key}");
     }
     // Each deadline is at most 50 ms after this (same clock as the server).
     let taken = now_ms();
@@ -858,10 +866,12 @@ fn leases_past_their_deadline_but_still_stored_are_over() {
         Value::Nil
     );
     assert_eq!(q::<i64>(&mut con, &["LOCK.FORCERELEASE", "force"]), 0);
-    assert_eq!(
-        q::<i64>(&mut con, &["LOCK.ACQUIRE", "fence", "new", "FENCE"]),
-        2,
-        "the token key has no lease"
+    // The token key outlives the lease it fenced (lock.token-ttl-ms).
+    let next: i64 = q(&mut con, &["LOCK.ACQUIRE", "fence", "new", "FENCE"]);
+    assert!(next > first, "token {next} after {first}");
+    assert!(
+        pttl(&mut con, "redisson_lock_token:{fence}") > 3_000_000,
+        "the token key is kept about an hour"
     );
     let mut w = server.client();
     assert_eq!(
@@ -1007,12 +1017,20 @@ fn durations_near_i64_max() {
         Value::Nil
     );
     assert_eq!(waiters(&mut con, "k"), 1);
+    let before = token_floor(&mut con);
     assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "k", "holder"]), 0);
-    assert_eq!(int(recv(&mut long).expect("grant")), 1, "token 1");
+    let granted = int(recv(&mut long).expect("grant"));
+    assert_token_between(granted, before, token_floor(&mut con), 0, "first");
     let ttl = pttl(&mut con, "k");
     assert!(
         ttl > 1_000_000_000_000_000 - 600_000,
         "lease of about 10^15 ms, got {ttl}"
+    );
+    // The token key is kept until that lease ends.
+    let token_ttl = pttl(&mut con, "redisson_lock_token:{k}");
+    assert!(
+        token_ttl > 1_000_000_000_000_000 - 600_000,
+        "token key kept as long as the lease, got {token_ttl}"
     );
     assert_eq!(
         q::<i64>(
@@ -1032,16 +1050,16 @@ fn info_shows_the_token_only_to_readers_of_the_token_key() {
     let server = Server::start();
     let mut admin = server.client();
     acl_setuser(&mut admin, "reader", &["on", ">pw", "~app:*", "+lock.info"]);
-    let _: i64 = q(&mut admin, &["LOCK.ACQUIRE", "app:x", "o", "FENCE"]);
+    let t: i64 = q(&mut admin, &["LOCK.ACQUIRE", "app:x", "o", "FENCE"]);
     let mut reader = user_client(&server, "reader");
     let info = lock_info(&mut reader, "app:x");
     assert_eq!(field(&info, "owner").as_deref(), Some("o"));
     assert_eq!(field(&info, "token"), None, "token shown: {info:?}");
     assert_eq!(
-        field(&lock_info(&mut admin, "app:x"), "token").as_deref(),
-        Some("1")
+        field(&lock_info(&mut admin, "app:x"), "token"),
+        Some(t.to_string())
     );
     acl_setuser(&mut admin, "reader", &["%R~redisson_lock_token:*"]);
     let info = lock_info(&mut reader, "app:x");
-    assert_eq!(field(&info, "token").as_deref(), Some("1"));
+    assert_eq!(field(&info, "token"), Some(t.to_string()));
 }

@@ -73,6 +73,14 @@ fn flat_get<'a>(items: &'a [Value], name: &str) -> Option<&'a Value> {
         .map(|kv| &kv[1])
 }
 
+/// An integer reply (a hold count or a fencing token).
+fn int(v: Value) -> i64 {
+    match v {
+        Value::Int(n) => n,
+        other => panic!("expected an integer, got {other:?}"),
+    }
+}
+
 fn array(v: &Value) -> &[Value] {
     match v {
         Value::Array(items) => items,
@@ -164,14 +172,19 @@ fn acquire_ex_sets_the_lease_in_seconds() {
 fn acquire_options_are_case_insensitive() {
     let server = Server::start();
     let mut con = server.client();
-    assert_eq!(
-        acquire(&mut con, "k", "o", &["px", "5000", "block", "10", "fence"]),
-        Value::Int(1)
-    );
+    let before = token_floor(&mut con);
+    let token = int(acquire(
+        &mut con,
+        "k",
+        "o",
+        &["px", "5000", "block", "10", "fence"],
+    ));
+    // `fence` took effect: the reply is a fencing token, not the hold count.
+    assert_token_between(token, before, token_floor(&mut con), 0, "fence");
     assert_in(pttl(&mut con, "k"), 4000, 5000, "px 5000");
     assert_eq!(
-        q::<String>(&mut con, &["GET", "redisson_lock_token:{k}"]),
-        "1"
+        q::<i64>(&mut con, &["GET", "redisson_lock_token:{k}"]),
+        token
     );
 }
 
@@ -288,38 +301,57 @@ fn fence_tokens_strictly_increase() {
     let server = Server::start();
     let mut con = server.client();
     let token_key = "redisson_lock_token:{k}";
-    assert_eq!(acquire(&mut con, "k", "a", &["FENCE"]), Value::Int(1));
-    assert_eq!(q::<String>(&mut con, &["GET", token_key]), "1");
+    // A fresh lock's first token is the server's clock floor (not 1).
+    let before = token_floor(&mut con);
+    let t1 = int(acquire(&mut con, "k", "a", &["FENCE"]));
+    assert_token_between(t1, before, token_floor(&mut con), 0, "first token");
+    assert_eq!(q::<i64>(&mut con, &["GET", token_key]), t1);
     assert_eq!(hgetall(&mut con, "k"), pairs(&[("a", "1")]));
     // Fenced re-entry: a new token, and one more hold.
-    assert_eq!(acquire(&mut con, "k", "a", &["FENCE"]), Value::Int(2));
-    assert_eq!(q::<String>(&mut con, &["GET", token_key]), "2");
+    let t2 = int(acquire(&mut con, "k", "a", &["FENCE"]));
+    assert!(t2 > t1, "re-entry token {t2} after {t1}");
+    assert_eq!(q::<i64>(&mut con, &["GET", token_key]), t2);
     assert_eq!(hgetall(&mut con, "k"), pairs(&[("a", "2")]));
     assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "k", "a"]), 1);
     assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "k", "a"]), 0);
-    // The token key survives the release; the next cycle continues from it.
-    assert_eq!(q::<String>(&mut con, &["GET", token_key]), "2");
-    assert_eq!(acquire(&mut con, "k", "b", &["FENCE"]), Value::Int(3));
-    assert_eq!(q::<String>(&mut con, &["GET", token_key]), "3");
-    assert_eq!(lock_field(&mut con, "k", "token").as_deref(), Some("3"));
+    // The token key survives the release (kept lock.token-ttl-ms, an hour,
+    // past the last token); the next cycle continues from it.
+    assert_eq!(q::<i64>(&mut con, &["GET", token_key]), t2);
+    assert_in(pttl(&mut con, token_key), 3_590_000, 3_600_000, "token TTL");
+    let t3 = int(acquire(&mut con, "k", "b", &["FENCE"]));
+    assert!(t3 > t2, "next cycle's token {t3} after {t2}");
+    assert_eq!(q::<i64>(&mut con, &["GET", token_key]), t3);
+    assert_eq!(lock_field(&mut con, "k", "token"), Some(t3.to_string()));
     assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "k", "b"]), 0);
     // An unfenced cycle does not consume a token.
     assert_eq!(acquire(&mut con, "k", "c", &[]), Value::Int(1));
     assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "k", "c"]), 0);
-    assert_eq!(acquire(&mut con, "k", "d", &["FENCE"]), Value::Int(4));
+    assert_eq!(q::<i64>(&mut con, &["GET", token_key]), t3);
+    let t4 = int(acquire(&mut con, "k", "d", &["FENCE"]));
+    assert!(t4 > t3, "token {t4} after {t3}");
+    // A counter ahead of the clock goes on by exactly one.
+    let ahead: i64 = 9_000_000_000_000_000;
+    let _: () = q(&mut con, &["SET", token_key, &ahead.to_string()]);
+    assert_eq!(
+        acquire(&mut con, "k", "d", &["FENCE"]),
+        Value::Int(ahead + 1)
+    );
+    assert_eq!(
+        acquire(&mut con, "k", "d", &["FENCE"]),
+        Value::Int(ahead + 2)
+    );
 }
 
 #[test]
 fn fence_token_key_of_a_hash_tagged_name() {
     let server = Server::start();
     let mut con = server.client();
+    let before = token_floor(&mut con);
+    let token = int(acquire(&mut con, "{user}:lock", "a", &["FENCE"]));
+    assert_token_between(token, before, token_floor(&mut con), 0, "{user}:lock");
     assert_eq!(
-        acquire(&mut con, "{user}:lock", "a", &["FENCE"]),
-        Value::Int(1)
-    );
-    assert_eq!(
-        q::<String>(&mut con, &["GET", "redisson_lock_token:{user}:lock"]),
-        "1"
+        q::<i64>(&mut con, &["GET", "redisson_lock_token:{user}:lock"]),
+        token
     );
     let mut keys: Vec<String> = q(&mut con, &["KEYS", "*"]);
     keys.sort();
@@ -635,14 +667,12 @@ fn info_token_only_when_a_token_exists() {
     assert_eq!(acquire(&mut con, "k", "o", &["PX", "60000"]), Value::Int(1));
     assert_eq!(lock_field(&mut con, "k", "token"), None);
     assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "k", "o"]), 0);
-    assert_eq!(
-        acquire(&mut con, "k", "o", &["PX", "60000", "FENCE"]),
-        Value::Int(1)
-    );
+    let token = int(acquire(&mut con, "k", "o", &["PX", "60000", "FENCE"]));
     let info = lock_info(&mut con, "k");
     let names: Vec<&str> = info.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, ["owner", "holds", "ttl", "waiters", "token"]);
-    assert_eq!(info[4].1, "1");
+    assert_eq!(info[1].1, "1");
+    assert_eq!(info[4].1, token.to_string());
     let _: () = q(&mut con, &["DEL", "redisson_lock_token:{k}"]);
     assert_eq!(lock_field(&mut con, "k", "token"), None);
     assert_eq!(lock_info(&mut con, "k").len(), 4);
@@ -653,10 +683,9 @@ fn info_is_a_map_in_resp3() {
     let server = Server::start();
     let mut con = server.client_resp3();
     assert_eq!(raw(&mut con, &["LOCK.INFO", "k"]).unwrap(), Value::Nil);
-    assert_eq!(
-        acquire(&mut con, "k", "o", &["PX", "10000", "FENCE"]),
-        Value::Int(1)
-    );
+    let before = token_floor(&mut con);
+    let token = int(acquire(&mut con, "k", "o", &["PX", "10000", "FENCE"]));
+    assert_token_between(token, before, token_floor(&mut con), 0, "token");
     let map = match raw(&mut con, &["LOCK.INFO", "k"]).unwrap() {
         Value::Map(map) => map,
         other => panic!("LOCK.INFO in RESP3 should be a map: {other:?}"),
@@ -670,7 +699,7 @@ fn info_is_a_map_in_resp3() {
         ref other => panic!("ttl: {other:?}"),
     }
     assert_eq!(map[3].1, Value::Int(0));
-    assert_eq!(map[4].1, Value::Int(1));
+    assert_eq!(map[4].1, Value::Int(token));
 }
 
 // ---------------------------------------------------------------- errors
@@ -949,6 +978,7 @@ fn block_inside_multi_answers_nil_at_once() {
 fn acquire_and_release_work_inside_multi() {
     let server = Server::start();
     let mut con = server.client();
+    let before = token_floor(&mut con);
     let _: () = q(&mut con, &["MULTI"]);
     for args in [
         &["LOCK.ACQUIRE", "k", "a", "PX", "60000"][..],
@@ -962,17 +992,21 @@ fn acquire_and_release_work_inside_multi() {
         assert_eq!(queued, "QUEUED");
     }
     let reply = raw(&mut con, &["EXEC"]).expect("EXEC");
+    let after = token_floor(&mut con);
+    let replies = array(&reply);
     assert_eq!(
-        array(&reply),
+        replies[..5],
         [
             Value::Int(1),
             Value::Int(2),
             Value::Int(1),
             Value::Int(50000),
             Value::Int(0),
-            Value::Int(1)
         ]
     );
+    // The last is the fresh lock's first fencing token.
+    assert_eq!(replies.len(), 6, "{replies:?}");
+    assert_token_between(int(replies[5].clone()), before, after, 0, "FENCE");
     assert_eq!(hgetall(&mut con, "k"), pairs(&[("b", "1")]));
 }
 
@@ -1251,14 +1285,14 @@ fn keyspace_notifications_for_module_writes() {
         events_until_marker(&mut sub, &mut con, "m6"),
         pairs(&[("del", "k")])
     );
-    // FENCE adds the token key's incrby.
-    assert_eq!(acquire(&mut con, "k", "o", &["FENCE"]), Value::Int(1));
+    // FENCE adds the token key's set (SET ... PXAT, formerly an incrby).
+    let _ = int(acquire(&mut con, "k", "o", &["FENCE"]));
     assert_eq!(
         sorted(events_until_marker(&mut sub, &mut con, "m7")),
         pairs(&[
             ("expire", "k"),
             ("hset", "k"),
-            ("incrby", "redisson_lock_token:{k}")
+            ("set", "redisson_lock_token:{k}")
         ])
     );
     assert_eq!(q::<i64>(&mut con, &["LOCK.FORCERELEASE", "k"]), 1);

@@ -562,6 +562,44 @@ pub fn now_ms() -> i64 {
         .as_millis() as i64
 }
 
+/// Fencing tokens per millisecond of the granting master's clock
+/// (`rules::transition::TOKENS_PER_MS`): a token is at least the master's
+/// unix time in ms times this, and one more than the lock's last token.
+pub const TOKENS_PER_MS: i64 = 1000;
+
+/// The server's clock floor for a fencing token now: its `TIME` in whole
+/// milliseconds times [`TOKENS_PER_MS`]. Read it before and after a FENCE
+/// grant to bound the token (see [`assert_token_between`]).
+pub fn token_floor(con: &mut Connection) -> i64 {
+    let time: Vec<i64> = q(con, &["TIME"]);
+    assert_eq!(time.len(), 2, "TIME replied {time:?}");
+    (time[0] * 1000 + time[1] / 1000) * TOKENS_PER_MS
+}
+
+/// Asserts that `token` was granted between the clock floors `before` and
+/// `after` (from [`token_floor`]) on a lock whose counter was not ahead of
+/// the clock, with at most `earlier` tokens of the same lock granted in
+/// that window before it: it is at least `before`, and at most `after`
+/// plus `earlier` (each earlier token can push the counter one past the
+/// clock). The first token of a fresh lock has `earlier` = 0.
+pub fn assert_token_between(token: i64, before: i64, after: i64, earlier: i64, what: &str) {
+    assert!(
+        before <= token && token <= after + earlier,
+        "{what}: token {token} not in [{before}, {after} + {earlier}]"
+    );
+}
+
+/// Asserts that every token of `tokens` (in grant order) is above the one
+/// before it.
+pub fn assert_strictly_increasing(tokens: &[i64], what: &str) {
+    for pair in tokens.windows(2) {
+        assert!(
+            pair[0] < pair[1],
+            "{what}: tokens not increasing: {tokens:?}"
+        );
+    }
+}
+
 /// Node timeout of the test clusters. No test makes a node fail by
 /// timeout, so it only has to ride out a slow moment of a loaded machine;
 /// a manual failover (`CLUSTER FAILOVER`) does not wait for it.
