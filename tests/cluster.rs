@@ -184,21 +184,33 @@ fn transaction_over_two_slots_is_refused_with_crossslot() {
     let (x, y) = ("{tag}:a", "{tag}:b");
     let node = cluster.node_for(x);
     let mut con = node.client();
+    let before = token_floor(&mut con);
     let _: () = q(&mut con, &["MULTI"]);
     raw(&mut con, &["LOCK.ACQUIRE", x, "o1", "PX", "60000"]).unwrap();
     raw(&mut con, &["LOCK.ACQUIRE", y, "o1", "PX", "60000", "FENCE"]).unwrap();
     raw(&mut con, &["LOCK.RELEASE", x, "o1"]).unwrap();
     let exec = raw(&mut con, &["EXEC"]).unwrap();
-    assert_eq!(
-        exec,
-        Value::Array(vec![Value::Int(1), Value::Int(1), Value::Int(0)])
-    );
-    assert_eq!(lock_field(&mut con, y, "token").as_deref(), Some("1"));
+    let after = token_floor(&mut con);
+    let Value::Array(replies) = exec else {
+        panic!("EXEC replied {exec:?}")
+    };
+    assert_eq!(replies.len(), 3, "{replies:?}");
+    assert_eq!((&replies[0], &replies[2]), (&Value::Int(1), &Value::Int(0)));
+    // y's first fencing token.
+    let Value::Int(y_token) = replies[1] else {
+        panic!("FENCE in EXEC replied {:?}", replies[1])
+    };
+    assert_token_between(y_token, before, after, 0, y);
+    assert_eq!(lock_field(&mut con, y, "token"), Some(y_token.to_string()));
     assert_eq!(lock_info(&mut con, x), Vec::new());
     // A multi-lock over them runs on the node that serves them.
     let _: Value = q(&mut con, &["LOCK.RELEASE", y, "o1"]);
-    let got: Value = q(&mut con, &["LOCK.MACQUIRE", "2", x, y, "o2", "FENCE"]);
-    assert_eq!(got, Value::Array(vec![Value::Int(1), Value::Int(2)]));
+    let before = token_floor(&mut con);
+    let got: Vec<i64> = q(&mut con, &["LOCK.MACQUIRE", "2", x, y, "o2", "FENCE"]);
+    // x's first token; y's next one.
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_token_between(got[0], before, token_floor(&mut con), 0, x);
+    assert!(got[1] > y_token, "{y}: token {} after {y_token}", got[1]);
     let got: Value = q(&mut con, &["LOCK.MRELEASE", "2", y, x, "o2"]);
     assert_eq!(got, Value::Array(vec![Value::Int(0), Value::Int(0)]));
 }
@@ -227,20 +239,19 @@ fn fencing_token_key_stays_in_the_lock_slot() {
     assert_eq!(slot(&cluster, token_key), s);
     let node = cluster.node_for(key);
     let mut con = node.client();
-    assert_eq!(
-        q::<i64>(
-            &mut con,
-            &["LOCK.ACQUIRE", key, "o1", "PX", "60000", "FENCE"]
-        ),
-        1
+    let before = token_floor(&mut con);
+    let token: i64 = q(
+        &mut con,
+        &["LOCK.ACQUIRE", key, "o1", "PX", "60000", "FENCE"],
     );
+    assert_token_between(token, before, token_floor(&mut con), 0, key);
     assert_eq!(q::<i64>(&mut con, &["EXISTS", token_key]), 1);
-    assert_eq!(q::<String>(&mut con, &["GET", token_key]), "1");
+    assert_eq!(q::<i64>(&mut con, &["GET", token_key]), token);
     assert_eq!(
         q::<i64>(&mut con, &["CLUSTER", "COUNTKEYSINSLOT", &s.to_string()]),
         2
     );
-    assert_eq!(lock_field(&mut con, key, "token").as_deref(), Some("1"));
+    assert_eq!(lock_field(&mut con, key, "token"), Some(token.to_string()));
     for other in cluster.nodes.iter().filter(|n| n.port != node.port) {
         assert_eq!(q::<i64>(&mut other.client(), &["DBSIZE"]), 0);
     }
@@ -345,13 +356,15 @@ fn waiter_of_a_migrated_slot_gets_tryagain_and_nothing_is_rewritten() {
 #[test]
 fn fence_while_the_slot_migrates_and_the_token_is_elsewhere_is_tryagain() {
     // The lock key is still here (so the command is served here), the token
-    // key is not: its value is unknown here and must not restart at 1.
+    // key is not: its value is unknown here (it may be ahead of the clock)
+    // and must not restart from the clock.
     let cluster = Cluster::start(3);
     let key = "fenced-migrating";
     let mut con = cluster.node_for(key).client();
-    assert_eq!(q::<i64>(&mut con, &["LOCK.ACQUIRE", key, "o1", "FENCE"]), 1);
+    let first: i64 = q(&mut con, &["LOCK.ACQUIRE", key, "o1", "FENCE"]);
     assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", key, "o1"]), 0);
-    assert_eq!(q::<i64>(&mut con, &["LOCK.ACQUIRE", key, "o1", "FENCE"]), 2);
+    let second: i64 = q(&mut con, &["LOCK.ACQUIRE", key, "o1", "FENCE"]);
+    assert!(second > first, "token {second} after {first}");
 
     let migration = Migration::start(&cluster, key);
     let s = &migration.slot;

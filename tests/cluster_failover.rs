@@ -39,6 +39,15 @@ fn int(what: &str, r: Result<Value, CallError>) -> i64 {
     }
 }
 
+/// The fencing token clock floor now (see [`token_floor`]); every node of
+/// the test cluster runs on this machine's clock.
+fn floor(cluster: &Cluster) -> i64 {
+    token_floor(&mut cluster.nodes[0].client())
+}
+
+/// A counter ahead of any clock floor: FENCE goes on from it by exactly one.
+const AHEAD: i64 = 9_000_000_000_000_000;
+
 /// The error reply of a call that must fail with one.
 fn reply_error(what: &str, r: Result<Value, CallError>) -> String {
     match r {
@@ -148,6 +157,7 @@ fn lock_commands_through_a_cluster_client_follow_moved_and_ask() {
         keys.extend(keys_on_shard(&cluster, "order:", shard, 2));
     }
     keys.push("{acct:7}:lock".to_string());
+    let mut last_token = HashMap::new();
     for key in &keys {
         let acquire = |owner: &str, extra: &[&str]| {
             let mut args = vec!["LOCK.ACQUIRE", key.as_str(), owner, "PX", "60000"];
@@ -158,16 +168,12 @@ fn lock_commands_through_a_cluster_client_follow_moved_and_ask() {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             c.query(&args)
         };
-        assert_eq!(
-            int(key, run(&mut c, &acquire("app-1", &["FENCE"]))),
-            1,
-            "first token"
-        );
-        assert_eq!(
-            int(key, run(&mut c, &acquire("app-1", &["FENCE"]))),
-            2,
-            "re-entry takes a new token"
-        );
+        let before = floor(&cluster);
+        let first = int(key, run(&mut c, &acquire("app-1", &["FENCE"])));
+        assert_token_between(first, before, floor(&cluster), 0, "first token");
+        let token = int(key, run(&mut c, &acquire("app-1", &["FENCE"])));
+        assert!(token > first, "re-entry takes a new token: {token}");
+        last_token.insert(key.clone(), token);
         assert_eq!(int(key, run(&mut c, &acquire("app-1", &[]))), 3, "holds");
         assert_eq!(run(&mut c, &acquire("app-2", &[])), Ok(Value::Nil), "busy");
         assert_eq!(
@@ -180,7 +186,7 @@ fn lock_commands_through_a_cluster_client_follow_moved_and_ask() {
         let info = lock_info(&mut master.client(), key);
         assert_eq!(field(&info, "owner").as_deref(), Some("app-1"), "{key}");
         assert_eq!(field(&info, "holds").as_deref(), Some("3"));
-        assert_eq!(field(&info, "token").as_deref(), Some("2"));
+        assert_eq!(field(&info, "token"), Some(token.to_string()));
         let ttl: i64 = field(&info, "ttl").expect("ttl").parse().unwrap();
         assert!(ttl > 0 && ttl <= 30000, "renewed lease: {ttl}");
         assert_eq!(without_ttl(info_via(&mut c, key)), without_ttl(info));
@@ -200,13 +206,11 @@ fn lock_commands_through_a_cluster_client_follow_moved_and_ask() {
 
     // A blocked waiter through a second client is handed the lock.
     let key = keys[2].clone();
-    assert_eq!(
-        int(
-            &key,
-            c.query(&["LOCK.ACQUIRE", &key, "app-1", "PX", "60000", "FENCE"])
-        ),
-        3
+    let held = int(
+        &key,
+        c.query(&["LOCK.ACQUIRE", &key, "app-1", "PX", "60000", "FENCE"]),
     );
+    assert!(held > last_token[&key], "the counter goes on: {held}");
     let seed = cluster.nodes[0].addr();
     let waiter = {
         let key = key.clone();
@@ -219,7 +223,8 @@ fn lock_commands_through_a_cluster_client_follow_moved_and_ask() {
     let master = cluster.master_of_slot(slot_of(&key));
     wait_for_waiters(&mut master.client(), &key, 1);
     assert_eq!(int(&key, c.query(&["LOCK.RELEASE", &key, "app-1"])), 0);
-    assert_eq!(waiter.join().expect("waiter"), Ok(Value::Int(4)));
+    let handed = int(&key, waiter.join().expect("waiter"));
+    assert!(handed > held, "the waiter's token {handed} after {held}");
     assert_eq!(int(&key, c.query(&["LOCK.RELEASE", &key, "app-2"])), 0);
 
     asked_while_the_slot_migrates(&cluster, &mut c);
@@ -286,7 +291,10 @@ fn asked_while_the_slot_migrates(cluster: &Cluster, c: &mut ClusterClient) {
         }
         int(&key, c.query(&args))
     };
-    assert_eq!(acquire(c, "app-1", true), 1);
+    // A counter ahead of the clock: each FENCE takes exactly the next one,
+    // so a counter left behind on `from` or lost would show.
+    let _: () = q(&mut from.client(), &["SET", &token_key, &AHEAD.to_string()]);
+    assert_eq!(acquire(c, "app-1", true), AHEAD + 1);
 
     let (from_id, to_id) = (cluster.node_id(from), cluster.node_id(to));
     let setslot = |node: &Server, args: &[&str]| {
@@ -326,13 +334,13 @@ fn asked_while_the_slot_migrates(cluster: &Cluster, c: &mut ClusterClient) {
     let before = c.stats.clone();
     assert_eq!(
         acquire(c, "app-1", true),
-        2,
+        AHEAD + 2,
         "the counter moved with its key"
     );
     let info = info_via(c, &key);
     assert_eq!(field(&info, "owner").as_deref(), Some("app-1"));
     assert_eq!(field(&info, "holds").as_deref(), Some("3"));
-    assert_eq!(field(&info, "token").as_deref(), Some("2"));
+    assert_eq!(field(&info, "token"), Some((AHEAD + 2).to_string()));
     let mut asking = to.client();
     let _: () = q(&mut asking, &["ASKING"]);
     assert_eq!(
@@ -344,7 +352,7 @@ fn asked_while_the_slot_migrates(cluster: &Cluster, c: &mut ClusterClient) {
         assert_eq!(int(&key, c.query(&["LOCK.RELEASE", &key, "app-1"])), left);
     }
     // A new owner: the key is on neither node, `from` asks it over.
-    assert_eq!(acquire(c, "app-3", true), 3);
+    assert_eq!(acquire(c, "app-3", true), AHEAD + 3);
     assert!(c.stats.ask - before.ask >= 6, "{:?}", c.stats);
     assert_eq!(c.stats.moved, before.moved, "ASK does not touch the map");
     assert_eq!(c.addr_of_slot(slot_of(&key)), Some(from.addr().as_str()));
@@ -360,7 +368,7 @@ fn asked_while_the_slot_migrates(cluster: &Cluster, c: &mut ClusterClient) {
     assert_eq!(int(&key, c.query(&["LOCK.RELEASE", &key, "app-3"])), 0);
     assert_eq!(c.stats.moved - before.moved, 1, "{:?}", c.stats);
     assert_eq!(c.addr_of_slot(slot_of(&key)), Some(to.addr().as_str()));
-    assert_eq!(acquire(c, "app-4", true), 4);
+    assert_eq!(acquire(c, "app-4", true), AHEAD + 4);
     assert_eq!(int(&key, c.query(&["LOCK.RELEASE", &key, "app-4"])), 0);
 }
 
@@ -420,27 +428,33 @@ fn crossslot(cluster: &Cluster, c: &mut ClusterClient) {
 
     // One hash tag: one slot, the transaction runs.
     let (x, y) = ("{acct:9}:a", "{acct:9}:b");
+    let before = floor(cluster);
     let exec = c.transaction(&[
         &["LOCK.ACQUIRE", x, "app-1", "PX", "60000"][..],
         &["LOCK.ACQUIRE", y, "app-1", "PX", "60000", "FENCE"],
         &["LOCK.RELEASE", x, "app-1"],
         &["LOCK.RELEASE", y, "app-1"],
     ]);
+    let after = floor(cluster);
+    let replies = match exec {
+        Ok(Value::Array(replies)) if replies.len() == 4 => replies,
+        other => panic!("EXEC on one slot: {other:?}"),
+    };
     assert_eq!(
-        exec,
-        Ok(Value::Array(vec![
-            Value::Int(1),
-            Value::Int(1),
-            Value::Int(0),
-            Value::Int(0)
-        ]))
+        [&replies[0], &replies[2], &replies[3]],
+        [&Value::Int(1), &Value::Int(0), &Value::Int(0)]
     );
+    // y's first fencing token.
+    let first = int(y, Ok(replies[1].clone()));
+    assert_token_between(first, before, after, 0, y);
     let script = "return {redis.call('LOCK.ACQUIRE', KEYS[1], ARGV[1], 'FENCE'), \
                   redis.call('LOCK.RELEASE', KEYS[1], ARGV[1])}";
-    assert_eq!(
-        c.query(&["EVAL", script, "1", y, "app-2"]),
-        Ok(Value::Array(vec![Value::Int(2), Value::Int(0)]))
-    );
+    let replies = match c.query(&["EVAL", script, "1", y, "app-2"]) {
+        Ok(Value::Array(replies)) if replies.len() == 2 => replies,
+        other => panic!("EVAL on one slot: {other:?}"),
+    };
+    assert!(int(y, Ok(replies[0].clone())) > first, "{replies:?}");
+    assert_eq!(replies[1], Value::Int(0));
 }
 
 // ---------------------------------------------------------------------------
@@ -689,6 +703,7 @@ fn failover_with_a_waiter(
 
     // The hold certainly lasts until the release or renewal is sent.
     held.release_send = Some(micros(t0));
+    let floor_before_handoff = floor(cluster);
     let expired_with_waiters = new.stat("expired_with_waiters");
     let mut lease_end = None;
     if walks_away {
@@ -707,7 +722,11 @@ fn failover_with_a_waiter(
         waiter.join().expect("waiter thread");
     assert!(moved >= 1, "the waiter was redirected: {:?}", w.stats);
     let handed = int(&format!("{key} handed to {owner}"), second);
-    assert_eq!(handed, token + 1, "the next token");
+    // The next token: above the holder's, from the new master's clock at
+    // the hand-off (after the release or renewal was sent), at most one past
+    // it if the holder's token was still ahead.
+    assert!(handed > token, "the next token: {handed} after {token}");
+    assert_token_between(handed, floor_before_handoff, floor(cluster), 1, "handed");
     if let Some(lease_end) = lease_end {
         // The new master's own timer ended the lease it never granted.
         assert!(
