@@ -446,13 +446,12 @@ fn renewals_reach_the_replica_and_the_aof_as_absolute_deadlines() {
     let mut con = master.client();
     let mut on_replica = replica.client();
     let mut holder = master.client();
-    assert_eq!(
-        q::<i64>(
-            &mut holder,
-            &["LOCK.ACQUIRE", "k", "h", "PX", "300", "KEEPALIVE", "FENCE"]
-        ),
-        1
+    let before = token_floor(&mut con);
+    let token: i64 = q(
+        &mut holder,
+        &["LOCK.ACQUIRE", "k", "h", "PX", "300", "KEEPALIVE", "FENCE"],
     );
+    assert_token_between(token, before, token_floor(&mut con), 0, "FENCE");
     let first = pexpiretime(&mut con, "k");
     let from = renewals(&master);
     wait_for_renewals(&master, from, 6);
@@ -471,6 +470,12 @@ fn renewals_reach_the_replica_and_the_aof_as_absolute_deadlines() {
     drop(holder);
     wait_until("the lease over", || !exists(&mut con, "k"));
     assert_eq!(replica_matches(&master, &replica), Ok(()));
+    // The token key outlives the hold, with the same absolute TTL there.
+    let token_key = "redisson_lock_token:{k}";
+    assert_eq!(q::<i64>(&mut on_replica, &["GET", token_key]), token);
+    let at = pexpiretime(&mut con, token_key);
+    assert!(at > now_ms() + 3_000_000, "token key kept an hour: {at}");
+    assert_eq!(pexpiretime(&mut on_replica, token_key), at);
     assert_eq!(aof_matches(&master), Ok(()));
 }
 

@@ -38,6 +38,20 @@ fn queued(server: &Server, con: &mut Connection, args: &[&str], key: &str, nth: 
     w
 }
 
+/// The integers of an array reply (tokens or hold counts, one per key).
+fn int_array(v: Value) -> Vec<i64> {
+    match v {
+        Value::Array(items) => items
+            .into_iter()
+            .map(|item| match item {
+                Value::Int(n) => n,
+                other => panic!("expected an integer, got {other:?}"),
+            })
+            .collect(),
+        other => panic!("expected an array, got {other:?}"),
+    }
+}
+
 fn owner_of(con: &mut Connection, key: &str) -> Option<String> {
     lock_field(con, key, "owner")
 }
@@ -68,16 +82,30 @@ fn takes_all_keys_or_none() {
     assert_eq!(mrelease(&mut con, &["a", "b", "c"], "o"), ints(&[0, 0, 0]));
     assert_eq!(q::<i64>(&mut con, &["DBSIZE"]), 0);
 
-    // FENCE: a token per key.
-    assert_eq!(
-        macquire(&mut con, &["a", "b"], "o", &["FENCE"]),
-        ints(&[1, 1])
-    );
+    // FENCE: a token per key, each from the key's own counter (fresh
+    // counters start at the clock floor).
+    let before = token_floor(&mut con);
+    let ab = int_array(macquire(&mut con, &["a", "b"], "o", &["FENCE"]));
+    let after = token_floor(&mut con);
+    assert_eq!(ab.len(), 2, "{ab:?}");
+    assert_token_between(ab[0], before, after, 0, "a");
+    assert_token_between(ab[1], before, after, 0, "b");
     mrelease(&mut con, &["a", "b"], "o");
-    assert_eq!(
-        macquire(&mut con, &["b", "c"], "o", &["FENCE"]),
-        ints(&[2, 1])
+    let before = token_floor(&mut con);
+    let bc = int_array(macquire(&mut con, &["b", "c"], "o", &["FENCE"]));
+    assert_eq!(bc.len(), 2, "{bc:?}");
+    assert!(bc[0] > ab[1], "b's next token {} after {}", bc[0], ab[1]);
+    assert_token_between(bc[1], before, token_floor(&mut con), 0, "c");
+    // A key's counter alone decides its token: b's counter set ahead of
+    // the clock goes on by one, c's from the clock.
+    let ahead: i64 = 9_000_000_000_000_000;
+    let _: () = q(
+        &mut con,
+        &["SET", "redisson_lock_token:{b}", &ahead.to_string()],
     );
+    let bc2 = int_array(macquire(&mut con, &["b", "c"], "o", &["FENCE"]));
+    assert_eq!(bc2[0], ahead + 1);
+    assert!(bc2[1] > bc[1] && bc2[1] < ahead, "c: {bc2:?} after {bc:?}");
 }
 
 #[test]
@@ -321,7 +349,12 @@ fn replicas_end_with_the_masters_data() {
         .start();
     let replica = master.start_replica(Config::default().without_module());
     let mut con = master.client();
-    macquire(&mut con, &["a", "b"], "o", &["PX", "60000", "FENCE"]);
+    let first = int_array(macquire(
+        &mut con,
+        &["a", "b"],
+        "o",
+        &["PX", "60000", "FENCE"],
+    ));
     let mut m = queued(
         &master,
         &mut con,
@@ -340,8 +373,13 @@ fn replicas_end_with_the_masters_data() {
         "b",
         1,
     );
+    let before = token_floor(&mut con);
     mrelease(&mut con, &["a", "b"], "o");
-    assert_eq!(recv(&mut m).unwrap(), ints(&[2, 1]));
+    // b's next token; c's first.
+    let granted = int_array(recv(&mut m).unwrap());
+    assert_eq!(granted.len(), 2, "{granted:?}");
+    assert!(granted[0] > first[1], "b: {granted:?} after {first:?}");
+    assert_token_between(granted[1], before, token_floor(&mut con), 0, "c");
     let _: i64 = q(&mut con, &["PUBLISH", "sync", "x"]);
     assert_eq!(q::<i64>(&mut con, &["WAIT", "1", "5000"]), 1);
     let digest = |s: &Server| q::<String>(&mut s.client(), &["DEBUG", "DIGEST"]);

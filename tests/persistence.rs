@@ -27,8 +27,14 @@ fn wait_past(at: i64) {
     wait_until("lease deadline passed", || now_ms() > at + 5);
 }
 
+/// The fencing counter of `fenced` starts here, ahead of the clock, so
+/// that each FENCE takes exactly the next token (from the clock, a counter
+/// lost in a restart could not be told from one kept).
+const AHEAD: i64 = 9_000_000_000_000_000;
+
 /// The locks several tests take: a plain one, one re-entered three times,
-/// a fenced one (token 2 after a first fenced owner released it).
+/// a fenced one (token AHEAD + 2 after a first fenced owner released it),
+/// with their deadlines and the fencing token key's.
 fn take_locks(con: &mut Connection) -> Vec<(&'static str, i64)> {
     assert_eq!(
         q::<i64>(con, &["LOCK.ACQUIRE", "plain", "o1", "PX", "60000"]),
@@ -40,22 +46,32 @@ fn take_locks(con: &mut Connection) -> Vec<(&'static str, i64)> {
             n
         );
     }
+    let _: () = q(
+        con,
+        &["SET", "redisson_lock_token:{fenced}", &AHEAD.to_string()],
+    );
     assert_eq!(
         q::<i64>(
             con,
             &["LOCK.ACQUIRE", "fenced", "o0", "PX", "60000", "FENCE"]
         ),
-        1
+        AHEAD + 1
     );
     assert_eq!(q::<i64>(con, &["LOCK.RELEASE", "fenced", "o0"]), 0);
     assert_eq!(
         q::<i64>(con, &["LOCK.ACQUIRE", "fenced", "o3", "EX", "70", "FENCE"]),
-        2
+        AHEAD + 2
     );
-    ["plain", "reentered", "fenced"]
-        .into_iter()
-        .map(|k| (k, pexpiretime(con, k)))
-        .collect()
+    // The token key has a TTL (lock.token-ttl-ms), kept like a lease's.
+    [
+        "plain",
+        "reentered",
+        "fenced",
+        "redisson_lock_token:{fenced}",
+    ]
+    .into_iter()
+    .map(|k| (k, pexpiretime(con, k)))
+    .collect()
 }
 
 /// `reentered` and `fenced` of [`take_locks`] have their owners, holds and
@@ -65,7 +81,7 @@ fn check_reentered_and_fenced(con: &mut Connection) {
     assert_eq!(summary(con, "reentered"), ("o2".into(), "3".into(), None));
     assert_eq!(
         summary(con, "fenced"),
-        ("o3".into(), "1".into(), Some("2".into()))
+        ("o3".into(), "1".into(), Some((AHEAD + 2).to_string()))
     );
 }
 
@@ -79,8 +95,8 @@ fn check_locks(server: &Server, deadlines: &[(&str, i64)]) {
         assert_eq!(pexpiretime(&mut con, key), *at, "PEXPIRETIME {key}");
     }
     assert_eq!(
-        q::<String>(&mut con, &["GET", "redisson_lock_token:{fenced}"]),
-        "2"
+        q::<i64>(&mut con, &["GET", "redisson_lock_token:{fenced}"]),
+        AHEAD + 2
     );
     // Owners can still release; a new fenced owner continues the counter.
     let e = err(&mut con, &["LOCK.RELEASE", "plain", "o2"]);
@@ -98,7 +114,7 @@ fn check_locks(server: &Server, deadlines: &[(&str, i64)]) {
     assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "fenced", "o3"]), 0);
     assert_eq!(
         q::<i64>(&mut con, &["LOCK.ACQUIRE", "fenced", "o4", "FENCE"]),
-        3
+        AHEAD + 3
     );
 }
 
