@@ -3,6 +3,7 @@
 //! failover in either direction leaves a working server.
 
 mod common;
+use common::dataset::aof_matches;
 use common::*;
 
 use std::fs;
@@ -94,21 +95,18 @@ fn replicas_with_and_without_module_end_identical() {
     }
 
     // Fencing tokens.
-    assert_eq!(
-        q::<i64>(
-            &mut con,
-            &["LOCK.ACQUIRE", "f", "o1", "PX", "60000", "FENCE"]
-        ),
-        1
+    let before = token_floor(&mut con);
+    let f1: i64 = q(
+        &mut con,
+        &["LOCK.ACQUIRE", "f", "o1", "PX", "60000", "FENCE"],
     );
+    assert_token_between(f1, before, token_floor(&mut con), 0, "f");
     assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "f", "o1"]), 0);
-    assert_eq!(
-        q::<i64>(
-            &mut con,
-            &["LOCK.ACQUIRE", "f", "o2", "PX", "60000", "FENCE"]
-        ),
-        2
+    let f2: i64 = q(
+        &mut con,
+        &["LOCK.ACQUIRE", "f", "o2", "PX", "60000", "FENCE"],
     );
+    assert!(f2 > f1, "f: token {f2} after {f1}");
 
     // Force release, of a held and of a free lock.
     assert_eq!(
@@ -123,13 +121,12 @@ fn replicas_with_and_without_module_end_identical() {
 
     // A fenced waiter handed the lock by lease expiry: it queues behind a
     // long lease, which is then shortened, so it is queued before expiry.
-    assert_eq!(
-        q::<i64>(
-            &mut con,
-            &["LOCK.ACQUIRE", "e", "o1", "PX", "60000", "FENCE"]
-        ),
-        1
+    let before = token_floor(&mut con);
+    let e1: i64 = q(
+        &mut con,
+        &["LOCK.ACQUIRE", "e", "o1", "PX", "60000", "FENCE"],
     );
+    assert_token_between(e1, before, token_floor(&mut con), 0, "e");
     let mut w = queue_waiter(
         &master,
         &mut con,
@@ -142,7 +139,11 @@ fn replicas_with_and_without_module_end_identical() {
         q::<i64>(&mut con, &["LOCK.RENEW", "e", "o1", "PX", "150"]),
         150
     );
-    assert_eq!(recv(&mut w).unwrap(), Value::Int(2));
+    let e2 = match recv(&mut w).unwrap() {
+        Value::Int(token) => token,
+        other => panic!("fenced waiter of e replied {other:?}"),
+    };
+    assert!(e2 > e1, "e: token {e2} after {e1}");
     assert_eq!(lock_field(&mut con, "e", "owner").as_deref(), Some("o2"));
     // Handed over by the lease timer or by the server's expiry event.
     assert_eq!(master.stat("handed_off"), 2);
@@ -234,10 +235,24 @@ fn replicas_with_and_without_module_end_identical() {
     for key in ["x", "w1"] {
         assert_eq!(q::<i64>(&mut with_module.client(), &["EXISTS", key]), 0);
     }
-    for key in token_keys {
+    for (key, want) in token_keys.into_iter().zip([f2, e2]) {
+        // The token key's TTL (at least lock.token-ttl-ms, an hour, from
+        // its last token; longer than the leases) is the same everywhere.
+        let at = pexpiretime(&mut master.client(), key);
+        let now = now_ms();
+        assert!(
+            at > now + 60_000 && at <= now + 3_600_000,
+            "{key} kept about an hour: {at} at {now}"
+        );
         for server in all {
-            let token: String = q(&mut server.client(), &["GET", key]);
-            assert_eq!(token, "2", "{key} on {}", server.port);
+            let token: i64 = q(&mut server.client(), &["GET", key]);
+            assert_eq!(token, want, "{key} on {}", server.port);
+            assert_eq!(
+                pexpiretime(&mut server.client(), key),
+                at,
+                "PEXPIRETIME {key} on {}",
+                server.port
+            );
         }
     }
     let mut rcon = with_module.client();
@@ -426,12 +441,19 @@ fn promoted_replica_serves_replicated_locks() {
         q::<i64>(&mut con, &["LOCK.ACQUIRE", "k", "o1", "PX", "60000"]),
         1
     );
+    // A counter ahead of the clock goes on by exactly one: a promoted
+    // replica without it would start again from its clock, far below.
+    let ahead: i64 = 9_000_000_000_000_000;
+    let _: () = q(
+        &mut con,
+        &["SET", "redisson_lock_token:{k2}", &ahead.to_string()],
+    );
     assert_eq!(
         q::<i64>(
             &mut con,
             &["LOCK.ACQUIRE", "k2", "o1", "PX", "60000", "FENCE"]
         ),
-        1
+        ahead + 1
     );
     sync_replicas(&master, 1);
 
@@ -456,10 +478,10 @@ fn promoted_replica_serves_replicated_locks() {
     let e = err(&mut rcon, &["LOCK.RELEASE", "k2", "o2"]);
     assert!(e.starts_with("NOTOWNER"), "{e}");
     assert_eq!(q::<i64>(&mut rcon, &["LOCK.RELEASE", "k2", "o1"]), 0);
-    assert_eq!(recv(&mut w).unwrap(), Value::Int(2));
+    assert_eq!(recv(&mut w).unwrap(), Value::Int(ahead + 2));
     let info = lock_info(&mut rcon, "k2");
     assert_eq!(field(&info, "owner").as_deref(), Some("o2"));
-    assert_eq!(field(&info, "token").as_deref(), Some("2"));
+    assert_eq!(field(&info, "token"), Some((ahead + 2).to_string()));
     assert_clean_log(&replica);
 }
 
@@ -633,23 +655,69 @@ fn a_replica_that_accepts_writes_still_refuses_lock_writes() {
 
 #[test]
 fn token_key_with_a_ttl_keeps_it_on_master_and_replicas() {
-    // INCR keeps a key's TTL: the module's token write must too, or the
-    // replicated INCR would leave the replica with a TTL the master lacks.
-    let master = master_config().start();
+    // The token write is `SET key <token> PXAT <at>` (no longer an INCR
+    // that kept the TTL): `at` is the key's TTL if longer, else an hour
+    // (lock.token-ttl-ms) from now, and the replica and the AOF get the
+    // same absolute `at`. Counters set ahead of the clock, so that the
+    // tokens are exact (one more).
+    let master = master_config().aof().start();
     let replica = master.start_replica(Config::default().without_module());
     let mut con = master.client();
-    let token = "redisson_lock_token:{k}";
-    let _: () = q(&mut con, &["SET", token, "41", "PX", "600000"]);
-    assert_eq!(
-        q::<i64>(&mut con, &["LOCK.ACQUIRE", "k", "o1", "FENCE"]),
-        42
-    );
-    sync_replicas(&master, 1);
-    let at = pexpiretime(&mut con, token);
-    assert!(at > 0, "the token key lost its TTL");
-    assert_eq!(pexpiretime(&mut replica.client(), token), at);
-    assert_eq!(q::<String>(&mut replica.client(), &["GET", token]), "42");
+    let ahead: i64 = 9_000_000_000_000_000;
+    // k's token key has two hours left: kept. k2's has ten minutes: an hour.
+    for (key, px) in [("k", "7200000"), ("k2", "600000")] {
+        let token_key = format!("redisson_lock_token:{{{key}}}");
+        let _: () = q(&mut con, &["SET", &token_key, &ahead.to_string(), "PX", px]);
+        let set_at = pexpiretime(&mut con, &token_key);
+        let floor = now_ms() + 3_600_000;
+        assert_eq!(
+            q::<i64>(&mut con, &["LOCK.ACQUIRE", key, "o1", "FENCE"]),
+            ahead + 1
+        );
+        let at = pexpiretime(&mut con, &token_key);
+        if key == "k" {
+            assert_eq!(at, set_at, "{token_key}: the longer TTL kept");
+        } else {
+            assert!(
+                at >= floor && at <= now_ms() + 3_600_000,
+                "{token_key}: an hour from the grant: {at}"
+            );
+        }
+        sync_replicas(&master, 1);
+        let mut on_replica = replica.client();
+        assert_eq!(pexpiretime(&mut on_replica, &token_key), at);
+        assert_eq!(q::<i64>(&mut on_replica, &["GET", &token_key]), ahead + 1);
+        // The AOF holds the same write, as this exact native command.
+        let want = strings(&[
+            "SET",
+            &token_key,
+            &(ahead + 1).to_string(),
+            "PXAT",
+            &at.to_string(),
+        ]);
+        let mut commands = Vec::new();
+        wait_until("the token write in the AOF", || {
+            commands = aof_commands(&master);
+            commands.contains(&want)
+        });
+        let fenced = transactions(&commands)
+            .into_iter()
+            .find(|tx| tx.contains(&want))
+            .unwrap_or_else(|| panic!("{want:?} outside a transaction: {commands:?}"));
+        assert_eq!(fenced.len(), 3, "the fenced acquire: {fenced:?}");
+        assert_eq!(fenced[0], strings(&["HSET", key, "o1", "1"]));
+        assert_eq!(fenced[1][..2], strings(&["PEXPIREAT", key]));
+        assert!(
+            !commands.iter().any(|c| c[0].eq_ignore_ascii_case("INCR")),
+            "an INCR in the AOF: {commands:?}"
+        );
+    }
     assert_eq!(digest(&master), digest(&replica));
+    // Reloaded from the AOF, the token keys come back with the same TTLs.
+    for key in ["k", "k2"] {
+        assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", key, "o1"]), 0);
+    }
+    assert_eq!(aof_matches(&master), Ok(()));
 }
 
 /// Lock writes on a master with no AOF and no replica are not built as
@@ -670,8 +738,9 @@ fn replica_attached_later_ends_identical() {
     assert_eq!(lock(&mut con, "before", "o1"), 1);
     assert_eq!(lock(&mut con, "before", "o1"), 2);
     assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "before", "o1"]), 1);
+    let before = token_floor(&mut con);
     let fenced: i64 = q(&mut con, &["LOCK.ACQUIRE", "f", "o1", "FENCE"]);
-    assert_eq!(fenced, 1);
+    assert_token_between(fenced, before, token_floor(&mut con), 0, "f");
 
     let replica = Config::default()
         .without_module()
@@ -695,12 +764,22 @@ fn replica_attached_later_ends_identical() {
 
     assert_eq!(lock(&mut con, "after", "o4"), 1);
     hand_off_by_release(&master, &mut con, "handed");
+    let before = token_floor(&mut con);
     let fenced: i64 = q(&mut con, &["LOCK.ACQUIRE", "f2", "o1", "FENCE"]);
-    assert_eq!(fenced, 1);
+    assert_token_between(fenced, before, token_floor(&mut con), 0, "f2");
     sync_replicas(&master, 1);
 
     assert_eq!(digest(&replica), digest(&master));
-    for key in ["before", "window", "f", "after", "handed", "f2"] {
+    for key in [
+        "before",
+        "window",
+        "f",
+        "after",
+        "handed",
+        "f2",
+        "redisson_lock_token:{f}",
+        "redisson_lock_token:{f2}",
+    ] {
         assert_eq!(
             digest_value(&replica, key),
             digest_value(&master, key),

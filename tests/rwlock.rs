@@ -24,6 +24,13 @@ fn wacquire(con: &mut Connection, key: &str, owner: &str, opts: &[&str]) -> Valu
     q(con, &args)
 }
 
+fn int(v: Value) -> i64 {
+    match v {
+        Value::Int(n) => n,
+        other => panic!("expected an integer, got {other:?}"),
+    }
+}
+
 fn release(con: &mut Connection, args: &[&str]) -> i64 {
     let mut all = vec!["LOCK.RELEASE"];
     all.extend_from_slice(args);
@@ -388,8 +395,12 @@ fn renewal_covers_the_owners_holds_and_the_hash_follows_the_longest() {
 fn fencing_tokens_count_every_grant_of_both_kinds() {
     let server = Server::start();
     let mut con = server.client();
-    assert_eq!(racquire(&mut con, "f", "a", &["FENCE"]), Value::Int(1));
-    assert_eq!(racquire(&mut con, "f", "b", &["FENCE"]), Value::Int(2));
+    // One counter for both kinds: each grant takes the next token.
+    let before = token_floor(&mut con);
+    let a = int(racquire(&mut con, "f", "a", &["FENCE"]));
+    assert_token_between(a, before, token_floor(&mut con), 0, "first read");
+    let b = int(racquire(&mut con, "f", "b", &["FENCE"]));
+    assert!(b > a, "second read grant: {b} after {a}");
     let mut w = queued(
         &server,
         &mut con,
@@ -398,8 +409,9 @@ fn fencing_tokens_count_every_grant_of_both_kinds() {
     );
     release(&mut con, &["f", "a"]);
     release(&mut con, &["f", "b"]);
-    assert_eq!(recv(&mut w).unwrap(), Value::Int(3));
-    assert_eq!(lock_field(&mut con, "f", "token").as_deref(), Some("3"));
+    let w = int(recv(&mut w).unwrap());
+    assert!(w > b, "the write grant: {w} after {b}");
+    assert_eq!(lock_field(&mut con, "f", "token"), Some(w.to_string()));
 }
 
 #[test]
@@ -608,7 +620,7 @@ fn replicas_with_and_without_the_module_end_with_the_masters_data() {
     release(&mut con, &["b", "long"]);
     assert_eq!(recv(&mut w2).unwrap(), Value::Int(1));
 
-    wacquire(&mut con, "c", "w", &["FENCE"]);
+    let c1 = int(wacquire(&mut con, "c", "w", &["FENCE"]));
     racquire(&mut con, "c", "w", &[]);
     let mut r = queued(
         &master,
@@ -617,7 +629,8 @@ fn replicas_with_and_without_the_module_end_with_the_masters_data() {
         1,
     );
     assert_eq!(q::<i64>(&mut con, &["LOCK.FORCERELEASE", "c"]), 1);
-    assert_eq!(recv(&mut r).unwrap(), Value::Int(2));
+    let c2 = int(recv(&mut r).unwrap());
+    assert!(c2 > c1, "c: token {c2} after {c1}");
 
     // A key that changes kind under its waiters: an exclusive waiter
     // queued on an exclusive lock that a transaction turned into a
@@ -665,6 +678,8 @@ fn replicas_with_and_without_the_module_end_with_the_masters_data() {
         "d",
         "{a}:r3:rwlock_timeout:1",
         "{c}:r:rwlock_timeout:1",
+        "redisson_lock_token:{a}",
+        "redisson_lock_token:{c}",
     ] {
         let value = |s: &Server| q::<Vec<String>>(&mut s.client(), &["DEBUG", "DIGEST-VALUE", key]);
         assert_eq!(value(&without_module), value(&master), "{key}");
