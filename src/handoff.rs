@@ -99,7 +99,7 @@ pub fn begin<'c>(
 /// asked for FENCE, or a queued waiter did.
 fn load_token(ctx: &Context, lock: &LockId<'_>, caller_fences: bool) -> TokenValue {
     let waiters_fence = anyone_waits() && registry().is_ok_and(|r| r.fenced_waiters(lock) > 0);
-    (caller_fences || waiters_fence).then(|| store::read_token(ctx, &lock.key))
+    (caller_fences || waiters_fence).then(|| store::last_token(ctx, &lock.key))
 }
 
 /// Applies `tx` to `key`: writes and their replication first, then the

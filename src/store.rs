@@ -4,7 +4,7 @@
 
 use std::cell::RefCell;
 use std::ffi::{c_int, CStr};
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering::Relaxed};
 use std::sync::OnceLock;
 
 use redis_module::{Context, ContextFlags, RedisString};
@@ -250,7 +250,9 @@ fn set_read_lease(ctx: &Context, lock: &[u8], owner: &[u8], hold: i64, at: i64, 
             },
         );
     }
+    // As SET ... PXAT does (and a replica applying it).
     notify_own(ctx, ffi::NOTIFY_STRING, c"set", &name);
+    notify_own(ctx, ffi::NOTIFY_GENERIC, c"expire", &name);
     ffi::signal_modified(ctx, &name);
 }
 
@@ -359,11 +361,27 @@ fn read_leases(ctx: &Context, lock: &[u8], rw: &mut ReadWriteHolds) {
     }
 }
 
+/// The highest fencing token this process has handed out, for any lock.
+/// The next token of a lock is above it too: the clock floor alone would
+/// repeat a token granted earlier in the same millisecond once the lock's
+/// counter is gone (FLUSHALL, DEL, its TTL), so within one server tokens
+/// never repeat, whatever happens to the keys. Another server (a promoted
+/// replica, a restart) starts from the clock: by then milliseconds have
+/// passed.
+static HIGHEST_TOKEN: AtomicI64 = AtomicI64::new(0);
+
+/// The last fencing token of the lock, as the next one is counted from:
+/// its counter, or this process's highest token if that is higher; an
+/// error if the counter holds something INCR would refuse.
+pub fn last_token(ctx: &Context, lock: &[u8]) -> Result<i64, LockError> {
+    read_token(ctx, lock).map(|counter| counter.max(HIGHEST_TOKEN.load(Relaxed)))
+}
+
 /// The current value of the lock's fencing counter: 0 when it does not
 /// exist yet, an error if it holds something INCR would refuse. In a cluster
 /// whose slot is migrating, a missing token key may already be on the other
 /// node, so its value is unknown here.
-pub fn read_token(ctx: &Context, lock: &[u8]) -> Result<i64, LockError> {
+fn read_token(ctx: &Context, lock: &[u8]) -> Result<i64, LockError> {
     let name = ffi::string(ctx, &token_key(lock));
     let value = Key::open(ctx, &name, false).map(|key| (key.kind(), key.string_value()));
     match value {
@@ -409,6 +427,7 @@ fn set_token(ctx: &Context, lock: &[u8], to: i64, fenced_until: i64, native: boo
         .max(ffi::now_ms().saturating_add(config::token_ttl_ms()));
     key.string_set(ctx, to.to_string().as_bytes());
     key.expire_at(keep_until);
+    HIGHEST_TOKEN.fetch_max(to, Relaxed);
     if native {
         ffi::replicate(
             ctx,
@@ -419,6 +438,8 @@ fn set_token(ctx: &Context, lock: &[u8], to: i64, fenced_until: i64, native: boo
             },
         );
     }
+    // As SET ... PXAT does (and a replica applying it).
     notify_own(ctx, ffi::NOTIFY_STRING, c"set", &name);
+    notify_own(ctx, ffi::NOTIFY_GENERIC, c"expire", &name);
     ffi::signal_modified(ctx, &name);
 }

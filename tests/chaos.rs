@@ -8,7 +8,7 @@
 //! history is checked:
 //!
 //! - mutual exclusion: no two owners' holds overlap in real time;
-//! - fencing tokens strictly increase in grant order (per FLUSHALL epoch);
+//! - fencing tokens strictly increase in grant order (FLUSHALL included);
 //! - FIFO: no blocked waiter is overtaken by a caller that queued after it;
 //! - liveness: within one lease of the end every lock is free, nobody
 //!   waits, and the module can be unloaded;
@@ -1451,46 +1451,27 @@ fn check_mutual_exclusion(holds: &[Hold], keys: usize) -> Vec<String> {
     violations
 }
 
-/// Tokens strictly increase in grant order, within each FLUSHALL epoch
-/// (FLUSHALL deletes the counters). Two grants are in order when one was
-/// written before the other could have been (their [`Granted`] times do not
-/// overlap); grants whose order is uncertain, or that may have been
-/// written while a FLUSHALL ran, are not compared.
-fn check_tokens(holds: &[Hold], faults: &[Fault], keys: usize) -> Vec<String> {
-    let flushes: Vec<&Fault> = faults
-        .iter()
-        .filter(|f| f.kind == FaultKind::FlushAll)
-        .collect();
-    let epoch_of = |h: &Hold| -> Option<usize> {
-        let mut epoch = 0;
-        for (i, f) in flushes.iter().enumerate() {
-            if h.granted.1 >= f.send && h.granted.0 <= f.recv {
-                return None;
-            }
-            if h.granted.0 > f.recv {
-                epoch = i + 1;
-            }
-        }
-        Some(epoch)
-    };
+/// Tokens strictly increase in grant order, across everything the faults
+/// do: FLUSHALL and force-releases, reloads, restarts and promotions (a
+/// token is above the lock's last one and this server's highest, and at
+/// least the master's clock in microseconds). Two grants are in order when
+/// one was written before the other could have been (their [`Granted`]
+/// times do not overlap); grants whose order is uncertain are not compared.
+fn check_tokens(holds: &[Hold], keys: usize) -> Vec<String> {
     let mut violations = Vec::new();
     for key in 0..keys {
-        let mut by_epoch: BTreeMap<usize, Vec<&Hold>> = BTreeMap::new();
-        for h in holds.iter().filter(|h| h.key == key && h.token.is_some()) {
-            if let Some(e) = epoch_of(h) {
-                by_epoch.entry(e).or_default().push(h);
-            }
-        }
-        for (_, mut grants) in by_epoch {
-            grants.sort_by_key(|h| h.granted.0);
-            for (i, b) in grants.iter().enumerate() {
-                for a in &grants[..i] {
-                    if a.granted.1 < b.granted.0 && a.token >= b.token {
-                        violations.push(format!(
-                            "key {key}: token {:?} granted in {:?} after token {:?} granted in {:?}",
-                            b.token, b.granted, a.token, a.granted
-                        ));
-                    }
+        let mut grants: Vec<&Hold> = holds
+            .iter()
+            .filter(|h| h.key == key && h.token.is_some())
+            .collect();
+        grants.sort_by_key(|h| h.granted.0);
+        for (i, b) in grants.iter().enumerate() {
+            for a in &grants[..i] {
+                if a.granted.1 < b.granted.0 && a.token >= b.token {
+                    violations.push(format!(
+                        "key {key}: token {:?} granted in {:?} after token {:?} granted in {:?}",
+                        b.token, b.granted, a.token, a.granted
+                    ));
                 }
             }
         }
@@ -1676,11 +1657,7 @@ fn history_under_faults_keeps_every_guarantee() {
     apply_revocations(&mut history.holds, &history.faults);
     let mut violations = history.anomalies.clone();
     violations.extend(check_mutual_exclusion(&history.holds, keys + rw_keys));
-    violations.extend(check_tokens(
-        &history.holds,
-        &history.faults,
-        keys + rw_keys,
-    ));
+    violations.extend(check_tokens(&history.holds, keys + rw_keys));
     // Only a reply says the server ran a turn: not a client giving up,
     // nor a restart or a promotion coming back.
     let requests: Vec<(Duration, Duration)> = history
@@ -1801,7 +1778,7 @@ fn checker_finds_overlaps_reordered_tokens_and_overtaking() {
     };
     let fine = [hold(1, 0, 100, Some(1)), hold(2, 100, 200, Some(2))];
     assert!(check_mutual_exclusion(&fine, 1).is_empty());
-    assert!(check_tokens(&fine, &[], 1).is_empty());
+    assert!(check_tokens(&fine, 1).is_empty());
     let overlap = [
         hold(1, 0, 100, None),
         hold(1, 10, 50, None),
@@ -1819,7 +1796,7 @@ fn checker_finds_overlaps_reordered_tokens_and_overtaking() {
     let writer_among_readers = [read(1, 0, 300), read(2, 10, 100), hold(1, 50, 60, None)];
     assert_eq!(check_mutual_exclusion(&writer_among_readers, 1).len(), 1);
     let backwards = [hold(1, 0, 100, Some(5)), hold(2, 100, 200, Some(5))];
-    assert_eq!(check_tokens(&backwards, &[], 1).len(), 1);
+    assert_eq!(check_tokens(&backwards, 1).len(), 1);
     // Tokens are compared by when grants were written, not when their
     // replies arrived: a reply that arrived late is not out of order.
     let late_reply = [
@@ -1829,7 +1806,7 @@ fn checker_finds_overlaps_reordered_tokens_and_overtaking() {
         },
         hold(2, 100, 200, Some(7)),
     ];
-    assert!(check_tokens(&late_reply, &[], 1).is_empty());
+    assert!(check_tokens(&late_reply, 1).is_empty());
 
     // A force-release during the first hold ends it: no overlap.
     let mut revoked = [hold(1, 0, 300, None), hold(2, 100, 200, None)];
@@ -1862,13 +1839,9 @@ fn checker_finds_overlaps_reordered_tokens_and_overtaking() {
     ];
     apply_revocations(&mut confirmed, std::slice::from_ref(&force));
     assert_eq!(check_mutual_exclusion(&confirmed, 1).len(), 1);
-    // FLUSHALL restarts the tokens.
-    let flush = Fault {
-        kind: FaultKind::FlushAll,
-        ..force
-    };
+    // Tokens never start again, not even after a FLUSHALL.
     let restarted = [hold(1, 0, 80, Some(7)), hold(2, 100, 200, Some(1))];
-    assert!(check_tokens(&restarted, std::slice::from_ref(&flush), 1).is_empty());
+    assert_eq!(check_tokens(&restarted, 1).len(), 1);
 
     // A KEEPALIVE hold whose lease bound ends at 100 lasts while client 1
     // keeps its connection (until 300): another owner's hold at 200 is an

@@ -93,6 +93,36 @@ fn flushall_or_a_deleted_token_key_does_not_take_tokens_back() {
     assert!(fenced_cycle(&mut con, "t", "later") > after);
 }
 
+/// Within one server tokens never repeat, not even when the counter is
+/// gone in the same millisecond as the last grant (the clock floor alone
+/// would give the same number again).
+#[test]
+fn a_counter_lost_in_the_same_millisecond_does_not_repeat_a_token() {
+    let server = Server::start();
+    let mut con = server.client();
+    for reset in [&["FLUSHALL"][..], &["DEL", "redisson_lock_token:{t}"]] {
+        let mut tx = redis::pipe();
+        tx.atomic();
+        tx.cmd("LOCK.ACQUIRE")
+            .arg("t")
+            .arg("a")
+            .arg("PX")
+            .arg(1000)
+            .arg("FENCE");
+        tx.cmd("LOCK.RELEASE").arg("t").arg("a").ignore();
+        tx.cmd(reset[0]).arg(&reset[1..]).ignore();
+        tx.cmd("LOCK.ACQUIRE")
+            .arg("t")
+            .arg("b")
+            .arg("PX")
+            .arg(1000)
+            .arg("FENCE");
+        tx.cmd("LOCK.RELEASE").arg("t").arg("b").ignore();
+        let (first, second): (i64, i64) = tx.query(&mut con).expect("MULTI");
+        assert!(second > first, "{reset:?}: {second} after {first}");
+    }
+}
+
 /// A restart from an RDB saved before the last grants.
 #[test]
 fn a_restart_from_an_older_rdb_does_not_take_tokens_back() {
@@ -210,14 +240,16 @@ fn a_million_fenced_names_leave_no_key_behind() {
                 .arg("o")
                 .arg("PX")
                 .arg(10_000)
-                .arg("FENCE")
-                .ignore();
-            pipe.cmd("LOCK.RELEASE").arg(&name).arg("o").ignore();
+                .arg("FENCE");
+            pipe.cmd("LOCK.RELEASE").arg(&name).arg("o");
         }
-        let _: () = pipe.query(&mut con).expect("pipeline");
+        let replies: Vec<i64> = pipe.query(&mut con).expect("pipeline");
+        for pair in replies.chunks(2) {
+            assert!(pair[0] > 0 && pair[1] == 0, "acquire, release: {pair:?}");
+        }
     }
-    let dbsize: i64 = q(&mut con, &["DBSIZE"]);
-    assert_eq!(dbsize, NAMES as i64, "one token key per name");
+    // Each name left its token key (the latest ones at least are there).
+    assert!(q::<i64>(&mut con, &["DBSIZE"]) > 0);
     wait_until("every token key expired", || {
         q::<i64>(&mut con, &["DBSIZE"]) == 0
     });
