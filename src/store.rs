@@ -21,7 +21,7 @@ use crate::rules::keys::{
 use crate::rules::read_write::{ReadWriteHolds, MODE_FIELD};
 use crate::rules::server_text::myself_serves_slot;
 use crate::rules::state::LockState;
-use crate::rules::transition::Change;
+use crate::rules::transition::{Change, TOKENS_PER_MS};
 
 /// Set while this module fires keyspace notifications for its own writes, so
 /// its own listener can tell them from outside changes.
@@ -361,20 +361,30 @@ fn read_leases(ctx: &Context, lock: &[u8], rw: &mut ReadWriteHolds) {
     }
 }
 
-/// The highest fencing token this process has handed out, for any lock.
-/// The next token of a lock is above it too: the clock floor alone would
-/// repeat a token granted earlier in the same millisecond once the lock's
-/// counter is gone (FLUSHALL, DEL, its TTL), so within one server tokens
-/// never repeat, whatever happens to the keys. Another server (a promoted
-/// replica, a restart) starts from the clock: by then milliseconds have
-/// passed.
+/// The highest fencing token this process handed out on the clock (not
+/// ahead of it), for any lock. A lock's next token is above it too, while
+/// it is from the current millisecond: the clock floor alone would repeat a
+/// token granted earlier in the same millisecond once the lock's counter is
+/// gone (FLUSHALL, DEL, its TTL). A token from an earlier millisecond is
+/// below the floor anyway. Another server (a promoted replica, a restart)
+/// starts from the clock: by then milliseconds have passed.
 static HIGHEST_TOKEN: AtomicI64 = AtomicI64::new(0);
 
+/// The first token ahead of the clock now.
+fn tokens_ahead() -> i64 {
+    ffi::now_ms()
+        .saturating_add(1)
+        .saturating_mul(TOKENS_PER_MS)
+}
+
 /// The last fencing token of the lock, as the next one is counted from:
-/// its counter, or this process's highest token if that is higher; an
-/// error if the counter holds something INCR would refuse.
+/// its counter, or this process's highest token of this millisecond if
+/// that is higher; an error if the counter holds something INCR would
+/// refuse.
 pub fn last_token(ctx: &Context, lock: &[u8]) -> Result<i64, LockError> {
-    read_token(ctx, lock).map(|counter| counter.max(HIGHEST_TOKEN.load(Relaxed)))
+    let highest = HIGHEST_TOKEN.load(Relaxed);
+    let recent = if highest < tokens_ahead() { highest } else { 0 };
+    read_token(ctx, lock).map(|counter| counter.max(recent))
 }
 
 /// The current value of the lock's fencing counter: 0 when it does not
@@ -427,7 +437,9 @@ fn set_token(ctx: &Context, lock: &[u8], to: i64, fenced_until: i64, native: boo
         .max(ffi::now_ms().saturating_add(config::token_ttl_ms()));
     key.string_set(ctx, to.to_string().as_bytes());
     key.expire_at(keep_until);
-    HIGHEST_TOKEN.fetch_max(to, Relaxed);
+    if to < tokens_ahead() {
+        HIGHEST_TOKEN.fetch_max(to, Relaxed);
+    }
     if native {
         ffi::replicate(
             ctx,

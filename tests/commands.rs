@@ -1285,12 +1285,14 @@ fn keyspace_notifications_for_module_writes() {
         events_until_marker(&mut sub, &mut con, "m6"),
         pairs(&[("del", "k")])
     );
-    // FENCE adds the token key's set (SET ... PXAT, formerly an incrby).
+    // FENCE adds the token key's set and expire, as SET ... PXAT fires them
+    // (formerly an incrby).
     let _ = int(acquire(&mut con, "k", "o", &["FENCE"]));
     assert_eq!(
         sorted(events_until_marker(&mut sub, &mut con, "m7")),
         pairs(&[
             ("expire", "k"),
+            ("expire", "redisson_lock_token:{k}"),
             ("hset", "k"),
             ("set", "redisson_lock_token:{k}")
         ])

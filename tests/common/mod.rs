@@ -579,13 +579,16 @@ pub fn token_floor(con: &mut Connection) -> i64 {
 /// Asserts that `token` was granted between the clock floors `before` and
 /// `after` (from [`token_floor`]) on a lock whose counter was not ahead of
 /// the clock, with at most `earlier` tokens of the same lock granted in
-/// that window before it: it is at least `before`, and at most `after`
-/// plus `earlier` (each earlier token can push the counter one past the
-/// clock). The first token of a fresh lock has `earlier` = 0.
+/// that window before it: it is at least `before`, and at most the last
+/// token of `after`'s millisecond (tokens of other locks granted in the
+/// same millisecond push it up, by the server's per-millisecond sequence)
+/// plus `earlier` (each earlier token of the lock can push its counter one
+/// past the clock). The first token of a fresh lock has `earlier` = 0.
 pub fn assert_token_between(token: i64, before: i64, after: i64, earlier: i64, what: &str) {
+    let last = after + TOKENS_PER_MS - 1 + earlier;
     assert!(
-        before <= token && token <= after + earlier,
-        "{what}: token {token} not in [{before}, {after} + {earlier}]"
+        before <= token && token <= last,
+        "{what}: token {token} not in [{before}, {last}]"
     );
 }
 
