@@ -6,6 +6,7 @@ use std::cell::RefCell;
 use std::ffi::{c_int, CStr};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering::Relaxed};
 use std::sync::OnceLock;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use redis_module::{Context, ContextFlags, RedisString};
 
@@ -378,13 +379,25 @@ fn tokens_ahead() -> i64 {
 }
 
 /// The last fencing token of the lock, as the next one is counted from:
-/// its counter, or this process's highest token of this millisecond if
-/// that is higher; an error if the counter holds something INCR would
-/// refuse.
+/// its counter, this process's highest token of this millisecond, or the
+/// microsecond before now, whichever is highest; an error if the counter
+/// holds something INCR would refuse.
 pub fn last_token(ctx: &Context, lock: &[u8]) -> Result<i64, LockError> {
     let highest = HIGHEST_TOKEN.load(Relaxed);
     let recent = if highest < tokens_ahead() { highest } else { 0 };
-    read_token(ctx, lock).map(|counter| counter.max(recent))
+    read_token(ctx, lock).map(|counter| counter.max(recent).max(clock_micros() - 1))
+}
+
+/// The clock in microseconds since 1970, as the floor of the next token
+/// (the rules floor it at the millisecond; this is finer). Two masters
+/// alive at once (a stopped master that comes back and serves its clients
+/// until Sentinel demotes it) each grant from their own counter: floored
+/// at the millisecond their tokens met hundreds of times per failover, at
+/// the microsecond only when both grant one lock in the same microsecond.
+fn clock_micros() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
 }
 
 /// The current value of the lock's fencing counter: 0 when it does not

@@ -92,8 +92,9 @@ pub enum Acquisition {
 }
 
 /// A fencing token is at least the granting master's clock in microseconds
-/// (its unix milliseconds times this), and one more than the last token of
-/// the lock. The counter alone goes back whenever its key loses writes: an
+/// (here its unix milliseconds times this; the shell passes the last token
+/// as at least the microsecond before now, which is finer), and one more
+/// than the last token of the lock. The counter alone goes back whenever its key loses writes: an
 /// unclean failover (the promoted replica never got the last grants), a
 /// restart from an older RDB or AOF, FLUSHALL, or the key's own TTL. The
 /// clock does not, as long as the servers' clocks agree to within the time
