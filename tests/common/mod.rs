@@ -18,6 +18,7 @@ pub use redis::{Connection, Value};
 
 pub mod cluster_client;
 pub mod dataset;
+pub mod sentinel;
 
 /// Generous bound for anything a test waits for; reached only on failure.
 pub const PATIENCE: Duration = Duration::from_secs(20);
@@ -259,6 +260,13 @@ impl Server {
     /// Stops the server the way an operator would (SHUTDOWN, which flushes
     /// the AOF), then starts it again on the same port and directory.
     pub fn restart(&mut self) {
+        self.shut_down();
+        self.spawn().expect("restart");
+    }
+
+    /// SHUTDOWN (a master waits for its replicas to catch up first), then
+    /// waits for the process to exit (killed after [`PATIENCE`]).
+    pub fn shut_down(&mut self) {
         let mut con = self.client();
         let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN").query(&mut con);
         if let Some(mut child) = self.child.take() {
@@ -272,7 +280,15 @@ impl Server {
             let _ = child.kill();
             let _ = child.wait();
         }
-        self.spawn().expect("restart");
+    }
+
+    /// Starts a server that was killed or shut down again, on the same
+    /// port and directory with the same configuration.
+    pub fn start_again(&mut self) {
+        assert!(self.child.is_none(), "server {} still running", self.port);
+        if let Err(e) = self.spawn() {
+            panic!("server {} did not start again: {e}", self.port);
+        }
     }
 
     pub fn log(&self) -> String {

@@ -1,0 +1,428 @@
+//! Redis Sentinel for tests: sentinels (the server binary run as
+//! `<binary> sentinel.conf --sentinel`) watching one master named
+//! [`MASTER_NAME`], on free loopback ports, each with its own directory and
+//! sentinel.conf, killed by PID when dropped; and the questions a test asks
+//! of them: who the master is, whether a failover has happened, whether the
+//! whole group has settled (one master every sentinel agrees on, the other
+//! servers replicating it, no sentinel seeing anything down).
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::{free_port, fresh_dir, server_binary, Connection, Server};
+
+pub const MASTER_NAME: &str = "m";
+/// How long a master must not answer before a sentinel thinks it down.
+/// Sentinel documents no minimum (it must be positive), but it pings an
+/// instance only once `min(this, 1 s)` has passed since its last reply,
+/// counting from when it (re)created its link: a fresh link to a newly
+/// promoted master gets its first PING just as this much has passed when
+/// it is 1 s or less, so the sentinels can see the new master down a moment
+/// after the switch and fail over again. With 400 ms that happened after
+/// about half of the failovers, twice in a row, ending on the old master
+/// restarted empty (all data lost). Above 1 s plus the sentinels' 100 ms
+/// timer, with margin for a busy machine.
+pub const DOWN_AFTER_MS: u64 = 2000;
+/// Bounds each step of a failover, and a sentinel does not try the same
+/// master again for twice this after a failover started.
+pub const FAILOVER_TIMEOUT_MS: u64 = 2000;
+/// Sentinels that must agree the master is down.
+pub const QUORUM: usize = 2;
+
+pub struct Sentinel {
+    pub port: u16,
+    pub dir: PathBuf,
+    child: Option<Child>,
+}
+
+impl Sentinel {
+    fn start(master: &Server) -> Sentinel {
+        let mut errors = Vec::new();
+        for _ in 0..3 {
+            let mut sentinel = Sentinel {
+                port: free_port(),
+                dir: fresh_dir(),
+                child: None,
+            };
+            match sentinel.spawn(master) {
+                Ok(()) => return sentinel,
+                Err(e) => errors.push(format!("port {}: {e}", sentinel.port)),
+            }
+        }
+        panic!(
+            "sentinel ({} --sentinel) did not start:\n{}",
+            server_binary(),
+            errors.join("\n")
+        );
+    }
+
+    fn spawn(&mut self, master: &Server) -> Result<(), String> {
+        // The sentinel rewrites its file (ids, epochs, what it discovered).
+        let conf = self.dir.join("sentinel.conf");
+        let text = format!(
+            "port {port}\nbind 127.0.0.1\ndir {dir}\nlogfile sentinel.log\n\
+             sentinel monitor {MASTER_NAME} 127.0.0.1 {master} {QUORUM}\n\
+             sentinel down-after-milliseconds {MASTER_NAME} {DOWN_AFTER_MS}\n\
+             sentinel failover-timeout {MASTER_NAME} {FAILOVER_TIMEOUT_MS}\n\
+             sentinel parallel-syncs {MASTER_NAME} 1\n",
+            port = self.port,
+            dir = self.dir.display(),
+            master = master.port,
+        );
+        fs::write(&conf, text).map_err(|e| format!("write {}: {e}", conf.display()))?;
+        let mut child = Command::new(server_binary())
+            .current_dir(&self.dir)
+            .arg(&conf)
+            .arg("--sentinel")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("spawn {} --sentinel: {e}", server_binary()))?;
+        let deadline = Instant::now() + super::PATIENCE;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Err(format!("exited with {status}: {}", self.log()));
+            }
+            if let Ok(mut con) = connect(self.port, Duration::from_millis(200)) {
+                if redis::cmd("PING").query::<String>(&mut con).is_ok() {
+                    self.child = Some(child);
+                    return Ok(());
+                }
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        Err(format!("not ready in time: {}", self.log()))
+    }
+
+    pub fn log(&self) -> String {
+        fs::read_to_string(self.dir.join("sentinel.log")).unwrap_or_default()
+    }
+
+    /// This sentinel's answer to `SENTINEL get-master-addr-by-name`: the
+    /// master's port (every server is on 127.0.0.1).
+    pub fn master_port(&self) -> Result<u16, String> {
+        ask_master(self.port)
+    }
+
+    fn client(&self) -> Result<Connection, String> {
+        connect(self.port, Duration::from_secs(1))
+    }
+}
+
+impl Drop for Sentinel {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if !thread::panicking() {
+            let _ = fs::remove_dir_all(&self.dir);
+        } else {
+            eprintln!("sentinel {} log kept in {}", self.port, self.dir.display());
+        }
+    }
+}
+
+/// A connection to a loopback port with connect and read timeouts.
+pub fn connect(port: u16, timeout: Duration) -> Result<Connection, String> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+        .map_err(|e| format!("client for {port}: {e}"))?;
+    let con = client
+        .get_connection_with_timeout(timeout)
+        .map_err(|e| format!("connect to {port}: {e}"))?;
+    con.set_read_timeout(Some(timeout))
+        .map_err(|e| format!("read timeout on {port}: {e}"))?;
+    con.set_write_timeout(Some(timeout))
+        .map_err(|e| format!("write timeout on {port}: {e}"))?;
+    Ok(con)
+}
+
+/// The master's port as the sentinel on `sentinel_port` names it.
+pub fn ask_master(sentinel_port: u16) -> Result<u16, String> {
+    let mut con = connect(sentinel_port, Duration::from_secs(1))?;
+    let addr: Option<(String, String)> = redis::cmd("SENTINEL")
+        .arg("get-master-addr-by-name")
+        .arg(MASTER_NAME)
+        .query(&mut con)
+        .map_err(|e| format!("sentinel {sentinel_port}: {e}"))?;
+    let (_, port) = addr.ok_or_else(|| format!("sentinel {sentinel_port} knows no master"))?;
+    port.parse()
+        .map_err(|e| format!("sentinel {sentinel_port} named port {port:?}: {e}"))
+}
+
+/// A server's `ROLE`: `master`, `slave` (or `replica`), `sentinel`.
+pub fn role(con: &mut Connection) -> Result<String, String> {
+    let reply: Vec<redis::Value> = redis::cmd("ROLE")
+        .query(con)
+        .map_err(|e| format!("ROLE: {e}"))?;
+    match reply.first() {
+        Some(redis::Value::BulkString(b)) => Ok(String::from_utf8_lossy(b).into_owned()),
+        Some(redis::Value::SimpleString(s)) => Ok(s.clone()),
+        other => Err(format!("ROLE replied {other:?}")),
+    }
+}
+
+/// A sentinel's flat field/value reply (`SENTINEL master`, one entry of
+/// `SENTINEL replicas`) as a map.
+fn fields(flat: Vec<String>) -> HashMap<String, String> {
+    flat.chunks(2)
+        .filter(|kv| kv.len() == 2)
+        .map(|kv| (kv[0].clone(), kv[1].clone()))
+        .collect()
+}
+
+/// Flags that say a sentinel does not see an instance as healthy.
+fn troubled(flags: &str) -> bool {
+    flags.split(',').any(|f| {
+        [
+            "s_down",
+            "o_down",
+            "disconnected",
+            "failover_in_progress",
+            "promoted",
+            "reconf_sent",
+            "reconf_inprog",
+        ]
+        .contains(&f)
+    })
+}
+
+/// INFO replication of a server, as (field, value) pairs.
+fn replication(port: u16) -> Result<HashMap<String, String>, String> {
+    let mut con = connect(port, Duration::from_secs(1))?;
+    let text: String = redis::cmd("INFO")
+        .arg("replication")
+        .query(&mut con)
+        .map_err(|e| format!("INFO replication on {port}: {e}"))?;
+    Ok(text
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.to_string(), v.trim().to_string()))
+        .collect())
+}
+
+pub struct Sentinels {
+    pub nodes: Vec<Sentinel>,
+}
+
+impl Sentinels {
+    /// `count` sentinels watching `master`; returns once each has found the
+    /// other sentinels and `replicas` replicas (through the master's
+    /// INFO and its hello channel, which take a few seconds).
+    pub fn start(count: usize, master: &Server, replicas: usize) -> Sentinels {
+        let sentinels = Sentinels {
+            nodes: (0..count).map(|_| Sentinel::start(master)).collect(),
+        };
+        sentinels.wait(
+            "every sentinel to find the others and the replicas",
+            PATIENCE_SETTLE,
+            || {
+                for s in &sentinels.nodes {
+                    let mut con = s.client()?;
+                    let master: Vec<String> = redis::cmd("SENTINEL")
+                        .arg("master")
+                        .arg(MASTER_NAME)
+                        .query(&mut con)
+                        .map_err(|e| format!("sentinel {}: {e}", s.port))?;
+                    let master = fields(master);
+                    let others = master
+                        .get("num-other-sentinels")
+                        .cloned()
+                        .unwrap_or_default();
+                    let known = master.get("num-slaves").cloned().unwrap_or_default();
+                    if others != (count - 1).to_string() || known != replicas.to_string() {
+                        return Err(format!(
+                            "sentinel {} sees {others} other sentinels and {known} replicas",
+                            s.port
+                        ));
+                    }
+                }
+                Ok(())
+            },
+        );
+        sentinels
+    }
+
+    pub fn ports(&self) -> Vec<u16> {
+        self.nodes.iter().map(|s| s.port).collect()
+    }
+
+    /// The master every sentinel names, if they agree.
+    pub fn agreed_master(&self) -> Result<u16, String> {
+        let answers: Vec<u16> = self
+            .nodes
+            .iter()
+            .map(Sentinel::master_port)
+            .collect::<Result<_, _>>()?;
+        if answers.iter().all(|p| *p == answers[0]) {
+            Ok(answers[0])
+        } else {
+            Err(format!("the sentinels name different masters: {answers:?}"))
+        }
+    }
+
+    /// Waits until every sentinel names a master other than `old` and that
+    /// server answers `ROLE` as a master; returns its port.
+    pub fn wait_for_new_master(&self, old: u16, bound: Duration) -> u16 {
+        let mut new = 0;
+        self.wait(
+            &format!("the sentinels to elect a master other than {old}"),
+            bound,
+            || {
+                let port = self.agreed_master()?;
+                if port == old {
+                    return Err(format!("every sentinel still names {old}"));
+                }
+                let role = role(&mut connect(port, Duration::from_secs(1))?)?;
+                if role != "master" {
+                    return Err(format!("{port}, named by every sentinel, is a {role}"));
+                }
+                new = port;
+                Ok(())
+            },
+        );
+        new
+    }
+
+    /// Settled: every sentinel names the same master and sees it and its
+    /// replicas without a trouble flag and no failover under way; that
+    /// server is a master with every other server of `servers` attached
+    /// online, and each of those is its replica, link up, no sync under
+    /// way. Returns the master's port, or what is not settled yet.
+    pub fn settled(&self, servers: &[Server]) -> Result<u16, String> {
+        let master = self.agreed_master()?;
+        let others: Vec<u16> = servers
+            .iter()
+            .map(|s| s.port)
+            .filter(|p| *p != master)
+            .collect();
+        if others.len() + 1 != servers.len() {
+            return Err(format!(
+                "the sentinels name {master}, not one of the servers"
+            ));
+        }
+        for s in &self.nodes {
+            let mut con = s.client()?;
+            let entry: Vec<String> = redis::cmd("SENTINEL")
+                .arg("master")
+                .arg(MASTER_NAME)
+                .query(&mut con)
+                .map_err(|e| format!("sentinel {}: {e}", s.port))?;
+            let entry = fields(entry);
+            let flags = entry.get("flags").cloned().unwrap_or_default();
+            if troubled(&flags) {
+                return Err(format!("sentinel {} sees the master as {flags}", s.port));
+            }
+            let replicas: Vec<Vec<String>> = redis::cmd("SENTINEL")
+                .arg("replicas")
+                .arg(MASTER_NAME)
+                .query(&mut con)
+                .map_err(|e| format!("sentinel {}: {e}", s.port))?;
+            let replicas: Vec<HashMap<String, String>> = replicas.into_iter().map(fields).collect();
+            for port in &others {
+                let seen = replicas
+                    .iter()
+                    .find(|r| r.get("port").map(String::as_str) == Some(&port.to_string()));
+                match seen.and_then(|r| r.get("flags")) {
+                    None => {
+                        return Err(format!("sentinel {} does not list replica {port}", s.port))
+                    }
+                    Some(flags) if troubled(flags) => {
+                        return Err(format!(
+                            "sentinel {} sees replica {port} as {flags}",
+                            s.port
+                        ))
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        let info = replication(master)?;
+        if info.get("role").map(String::as_str) != Some("master") {
+            return Err(format!(
+                "{master} is not a master yet: {:?}",
+                info.get("role")
+            ));
+        }
+        let online = info
+            .iter()
+            .filter(|(k, v)| k.starts_with("slave") && v.contains("state=online"))
+            .count();
+        if online != others.len() {
+            return Err(format!("{master} has {online} replicas online"));
+        }
+        for port in &others {
+            let info = replication(*port)?;
+            let get = |k: &str| info.get(k).map(String::as_str).unwrap_or("");
+            if get("role") != "slave"
+                || get("master_port") != master.to_string()
+                || get("master_link_status") != "up"
+                || get("master_sync_in_progress") != "0"
+            {
+                return Err(format!(
+                    "{port} not yet in sync with {master}: role {}, master_port {}, link {}, syncing {}",
+                    get("role"),
+                    get("master_port"),
+                    get("master_link_status"),
+                    get("master_sync_in_progress")
+                ));
+            }
+        }
+        Ok(master)
+    }
+
+    /// Waits for [`Sentinels::settled`]; returns the master's port.
+    pub fn wait_until_settled(&self, servers: &[Server], bound: Duration) -> u16 {
+        let mut master = 0;
+        self.wait("the sentinels and servers to settle", bound, || {
+            master = self.settled(servers)?;
+            Ok(())
+        });
+        master
+    }
+
+    /// Polls `check` until it is `Ok`; panics after `bound` with the last
+    /// reason it gave and every sentinel's log tail.
+    fn wait(&self, what: &str, bound: Duration, mut check: impl FnMut() -> Result<(), String>) {
+        let deadline = Instant::now() + bound;
+        loop {
+            let why = match check() {
+                Ok(()) => return,
+                Err(why) => why,
+            };
+            if Instant::now() >= deadline {
+                let logs: Vec<String> = self
+                    .nodes
+                    .iter()
+                    .map(|s| {
+                        let log = s.log();
+                        let lines: Vec<&str> = log.lines().collect();
+                        format!(
+                            "sentinel {}:\n{}",
+                            s.port,
+                            lines[lines.len().saturating_sub(20)..].join("\n")
+                        )
+                    })
+                    .collect();
+                panic!(
+                    "timed out after {bound:?} waiting for {what}: {why}\n{}",
+                    logs.join("\n")
+                );
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// How long the sentinels may take to find each other, or a demoted master
+/// to be reconfigured and resynced: Sentinel waits 8 s after it sees a
+/// returning master before it makes it a replica, and asks a replica's
+/// INFO every 10 s.
+pub const PATIENCE_SETTLE: Duration = Duration::from_secs(60);
