@@ -1,6 +1,8 @@
 # make run   build the module, start redis-server with it on 127.0.0.1:$(PORT)
 # make test  build the module, run the unit tests, then the integration tests on redis-server and on valkey-server
 # make chaos build the module, run the history checker under faults for minutes (tests/chaos.rs; LOCK_CHAOS_* to tune)
+# make failover build the module, run the unclean-failover checker under Redis Sentinel for minutes
+#            (tests/failover.rs; LOCK_FAILOVER_SECS, LOCK_FAILOVER_MODES=plain|wait, LOCK_FAILOVER_STRICT=1)
 # make fuzz  build the module, send 1M random argument vectors to a live server (tests/fuzz.rs; LOCK_FUZZ_SEED to replay)
 # make fmt / make lint / make bench
 # make bench  build module + lock-bench, run every scenario (~15 min, BENCH_ARGS=--quick for a smoke run) into bench/results/, then the rules' criterion benchmark
@@ -9,7 +11,7 @@ PORT ?= 6379
 REDIS_SERVER ?= redis-server
 MODULE := target/release/liblock.so
 
-.PHONY: build run test chaos fuzz fmt lint deps clean bench
+.PHONY: build run test chaos failover fuzz fmt lint deps clean bench
 
 build: deps
 	cargo build --release
@@ -39,6 +41,15 @@ LOCK_CHAOS_RW_KEYS ?= 3
 chaos: build
 	LOCK_CHAOS_SECS=$(LOCK_CHAOS_SECS) LOCK_CHAOS_CLIENTS=$(LOCK_CHAOS_CLIENTS) LOCK_CHAOS_KEYS=$(LOCK_CHAOS_KEYS) LOCK_CHAOS_RW_KEYS=$(LOCK_CHAOS_RW_KEYS) \
 		cargo test --release --test chaos history -- --nocapture
+
+# tests/failover.rs for 5 minutes per mode (without and with WAIT, side by
+# side) instead of the ~50 s `make test` runs (20 s, and at least one kill,
+# stop and restart failover, each settling for about 10 s); it prints the
+# totals. REDIS_SERVER picks the server binary (sentinels run it too).
+LOCK_FAILOVER_SECS ?= 300
+failover: build
+	LOCK_FAILOVER_SECS=$(LOCK_FAILOVER_SECS) REDIS_SERVER=$(REDIS_SERVER) \
+		cargo test --release --test failover -- --nocapture
 
 # tests/fuzz.rs with 1M vectors instead of the sample `make test` runs, and
 # the parser properties (rules/tests/args_props.rs) with 1M cases each.
