@@ -6,10 +6,11 @@
 //! through Sentinel (`SENTINEL get-master-addr-by-name`, then `ROLE`), loop
 //! on three keys (`LOCK.ACQUIRE key owner PX .. BLOCK .. FENCE`, hold,
 //! write to a simulated resource that keeps the highest token it has seen
-//! and refuses lower ones, `LOCK.RELEASE`; two keys change hands hundreds
-//! of times a second, the third is often held for seconds, across a
-//! failover) and go back to Sentinel after any error or timeout. A fault thread, one fault at a time, each
-//! followed by waiting for Sentinel and the servers to settle:
+//! and refuses any not above it, `LOCK.RELEASE`; two keys change hands
+//! hundreds of times a second, the third is often held for seconds, across
+//! a failover) and go back to Sentinel after any error or timeout. A fault
+//! thread injects faults one at a time, each followed by waiting for
+//! Sentinel and the servers to settle:
 //!
 //! - **kill**: `kill -9` of the master, then (once a new master is elected)
 //!   starting it again on its port and directory, empty (no persistence);
