@@ -30,8 +30,8 @@
 //!    token. One class is counted and printed instead of asserted (unless
 //!    `LOCK_FAILOVER_STRICT=1`): two grants from two different masters alive
 //!    at once (a stopped master resumed, not yet demoted) within the same
-//!    millisecond, where both take that millisecond's clock floor and
-//!    repeat (or reverse) a token; see [`same_millisecond_on_two_masters`].
+//!    microsecond, where both take that microsecond's clock floor and
+//!    repeat a token; see [`same_microsecond_on_two_masters`].
 //!    The resource's refusals are counted: a refused write is a stale
 //!    holder stopped by its token.
 //! 2. **Mutual exclusion** (counted, not asserted: asynchronous replication
@@ -603,17 +603,18 @@ fn probe_grant(
 #[derive(Debug)]
 struct TokenViolation {
     text: String,
-    /// The two grants came from different servers within one millisecond
+    /// The two grants came from different servers within one microsecond
     /// of their clocks: two masters alive at once (a deposed master not yet
-    /// demoted, and the new one) can each take that millisecond's floor
-    /// (see [`same_millisecond_on_two_masters`]).
-    split_brain_same_ms: bool,
+    /// demoted, and the new one) can each take that microsecond's floor
+    /// (see [`same_microsecond_on_two_masters`]).
+    split_brain_same_us: bool,
 }
 
-/// Tokens are `max(last + 1, unix ms * 1000)`: two grants of different
-/// masters whose tokens share a millisecond's floor.
-fn same_millisecond_on_two_masters(a: &Grant, b: &Grant) -> bool {
-    a.master != b.master && a.token / 1000 == b.token / 1000
+/// Tokens are `max(last + 1, unix time in microseconds)`: two grants of
+/// different masters in the same microsecond take the same floor (or one
+/// more, where one master's counter was a step ahead of its clock).
+fn same_microsecond_on_two_masters(a: &Grant, b: &Grant) -> bool {
+    a.master != b.master && (a.token - b.token).abs() <= 1
 }
 
 /// Per key: no token granted twice, and a grant whose reply came before
@@ -633,7 +634,7 @@ fn check_tokens(grants: &[Grant]) -> Vec<TokenViolation> {
                         "{key}: token {} granted twice: {first:?} and {g:?}",
                         g.token
                     ),
-                    split_brain_same_ms: same_millisecond_on_two_masters(first, g),
+                    split_brain_same_us: same_microsecond_on_two_masters(first, g),
                 });
             }
         }
@@ -656,16 +657,16 @@ fn check_tokens(grants: &[Grant]) -> Vec<TokenViolation> {
             let a = highest[before - 1];
             if a.token >= b.token {
                 // Any earlier grant at or above b's token, from the same
-                // master or another millisecond, makes it a plain violation.
+                // master or another microsecond, makes it a plain violation.
                 let plain = grants[..before]
                     .iter()
-                    .any(|e| e.token >= b.token && !same_millisecond_on_two_masters(e, b));
+                    .any(|e| e.token >= b.token && !same_microsecond_on_two_masters(e, b));
                 violations.push(TokenViolation {
                     text: format!(
                         "{key}: token {} ({} from {}, sent {:?}) after token {} ({} from {}, replied {:?})",
                         b.token, b.owner, b.master, b.send, a.token, a.owner, a.master, a.recv
                     ),
-                    split_brain_same_ms: !plain,
+                    split_brain_same_us: !plain,
                 });
             }
         }
@@ -725,10 +726,10 @@ impl Report {
             .is_some_and(|(_, port)| *port != g.master)
     }
 
-    fn violations(&self, split_brain_same_ms: bool) -> Vec<&str> {
+    fn violations(&self, split_brain_same_us: bool) -> Vec<&str> {
         self.token_violations
             .iter()
-            .filter(|v| v.split_brain_same_ms == split_brain_same_ms)
+            .filter(|v| v.split_brain_same_us == split_brain_same_us)
             .map(|v| v.text.as_str())
             .collect()
     }
@@ -765,7 +766,7 @@ impl Report {
         format!(
             "failover totals [{}]: {:.0} s, {} grants ({} to clients, {deposed} of them from a deposed master{}), \
              {} failovers {kinds:?} and {unplanned} not caused by a fault (masters as the sentinels named them: {}), \
-             token violations {} (+{} same-millisecond ones across two live masters), \
+             token violations {} (+{} same-microsecond ones across two live masters), \
              overlapping holds {} (before any failover {}; per failover: {}), \
              resource writes {accepted} accepted, {} refused ({refused_deposed} of a deposed master's grant), errors {:?}; \
              ms from fault to election {:?}, to every key acquired {:?}, to a queued caller served {:?}, to settled {:?}",
@@ -888,8 +889,8 @@ fn run(mode: Mode, secs: u64, seed: u64) -> Report {
 fn tokens_hold_and_locks_come_back_across_sentinel_failovers() {
     let secs = env_or("LOCK_FAILOVER_SECS", 20);
     let seed = env_or("LOCK_FAILOVER_SEED", 0xFA11_0000 + secs);
-    // Repeated tokens and reversed order within one millisecond across two
-    // live masters fail the test too (see `same_millisecond_on_two_masters`).
+    // Repeated tokens within one microsecond across two live masters fail
+    // the test too (see `same_microsecond_on_two_masters`).
     let strict = env_or("LOCK_FAILOVER_STRICT", 0) == 1;
     let modes: Vec<Mode> = match std::env::var("LOCK_FAILOVER_MODES").as_deref() {
         Ok("plain") => vec![Mode::Plain],
@@ -921,10 +922,10 @@ fn tokens_hold_and_locks_come_back_across_sentinel_failovers() {
             eprintln!("  overlap: {example}");
         }
         for v in report.violations(true).iter().take(3) {
-            eprintln!("  same-millisecond token violation across two live masters: {v}");
+            eprintln!("  same-microsecond token violation across two live masters: {v}");
         }
         summary.push(format!(
-            "{}: token violations {} (+{} same-ms across two masters), overlapping holds {} over {} failovers ({} master changes)",
+            "{}: token violations {} (+{} same-µs across two masters), overlapping holds {} over {} failovers ({} master changes)",
             report.mode.name(),
             report.violations(false).len(),
             report.violations(true).len(),
@@ -993,7 +994,7 @@ fn checker_finds_repeated_and_reordered_tokens_and_overlaps() {
         found.iter().any(|v| v.text.contains("granted twice")),
         "{found:?}"
     );
-    assert!(found.iter().all(|v| !v.split_brain_same_ms), "{found:?}");
+    assert!(found.iter().all(|v| !v.split_brain_same_us), "{found:?}");
     let reordered = [
         grant("a", 30, 0, 1, None),
         grant("b", 40, 2, 3, None),
@@ -1002,16 +1003,21 @@ fn checker_finds_repeated_and_reordered_tokens_and_overlaps() {
     let found = check_tokens(&reordered);
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(found[0].text.contains("token 35"), "{found:?}");
-    assert!(!found[0].split_brain_same_ms);
-    // The same within one millisecond on two masters: told apart.
+    assert!(!found[0].split_brain_same_us);
+    // The same within one microsecond on two masters: told apart; further
+    // apart, a plain violation.
     let mut two_masters = [
-        grant("a", 5_000_007, 0, 1, None),
+        grant("a", 5_000_001, 0, 1, None),
         grant("b", 5_000_000, 2, 3, None),
     ];
     two_masters[1].master = 2;
     let found = check_tokens(&two_masters);
     assert_eq!(found.len(), 1, "{found:?}");
-    assert!(found[0].split_brain_same_ms, "{found:?}");
+    assert!(found[0].split_brain_same_us, "{found:?}");
+    two_masters[0].token = 5_000_007;
+    let found = check_tokens(&two_masters);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(!found[0].split_brain_same_us, "{found:?}");
 
     let overlapping = [
         grant("a", 10, 0, 1, Some((1, 10))),
