@@ -52,19 +52,6 @@ fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
         .collect()
 }
 
-fn assert_in(value: i64, lo_exclusive: i64, hi_inclusive: i64, what: &str) {
-    assert!(
-        value > lo_exclusive && value <= hi_inclusive,
-        "{what}: {value} not in ({lo_exclusive}, {hi_inclusive}]"
-    );
-}
-
-fn config_get(con: &mut Connection, name: &str) -> String {
-    let kv: Vec<String> = q(con, &["CONFIG", "GET", name]);
-    assert_eq!(kv.len(), 2, "CONFIG GET {name}: {kv:?}");
-    kv[1].clone()
-}
-
 /// Field `name` of a flat RESP2 name/value array.
 fn flat_get<'a>(items: &'a [Value], name: &str) -> Option<&'a Value> {
     items

@@ -141,6 +141,31 @@ struct Grant {
     accepted: Option<bool>,
 }
 
+impl Grant {
+    /// A grant as answered, before anything was done with it.
+    fn new(
+        key: &str,
+        client: usize,
+        owner: &str,
+        token: i64,
+        (send, recv): (Duration, Duration),
+        master: u16,
+    ) -> Self {
+        Grant {
+            key: key.into(),
+            client,
+            owner: owner.into(),
+            token,
+            send,
+            recv,
+            master,
+            hold: None,
+            acks: None,
+            accepted: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 struct Fault {
     kind: FaultKind,
@@ -324,18 +349,7 @@ impl Client<'_> {
             Some(Ok(Value::Nil)) | Some(Err(_)) | None => return,
             Some(Ok(other)) => panic!("LOCK.ACQUIRE replied {other:?}"),
         };
-        let mut grant = Grant {
-            key: key.clone(),
-            client: self.id,
-            owner: owner.clone(),
-            token,
-            send,
-            recv,
-            master,
-            hold: None,
-            acks: None,
-            accepted: None,
-        };
+        let mut grant = Grant::new(&key, self.id, &owner, token, (send, recv), master);
         let mut from = recv;
         if shared.mode == Mode::Wait {
             let timeout = WAIT_TIMEOUT_MS.to_string();
@@ -584,18 +598,7 @@ fn probe_grant(
     recv: Duration,
     master: u16,
 ) -> Grant {
-    Grant {
-        key: key.into(),
-        client: PROBE,
-        owner: owner.into(),
-        token,
-        send,
-        recv,
-        master,
-        hold: None,
-        acks: None,
-        accepted: None,
-    }
+    Grant::new(key, PROBE, owner, token, (send, recv), master)
 }
 
 /// A fencing violation: a token granted twice, or a lower (or the same)

@@ -23,18 +23,6 @@ fn fenced_cycles(con: &mut Connection, key: &str, n: usize) -> Vec<i64> {
     tokens
 }
 
-fn assert_in(value: i64, lo_exclusive: i64, hi_inclusive: i64, what: &str) {
-    assert!(
-        value > lo_exclusive && value <= hi_inclusive,
-        "{what}: {value} not in ({lo_exclusive}, {hi_inclusive}]"
-    );
-}
-
-fn config_get(con: &mut Connection, name: &str) -> String {
-    let kv: Vec<String> = q(con, &["CONFIG", "GET", name]);
-    kv.get(1).cloned().unwrap_or_default()
-}
-
 /// The server's clock as a token floor: unix milliseconds times 1000.
 fn clock_floor(con: &mut Connection) -> i64 {
     let (secs, micros): (i64, i64) = q(con, &["TIME"]);

@@ -1007,3 +1007,18 @@ impl Rng {
         &items[self.below(items.len() as u64) as usize]
     }
 }
+
+/// Asserts `lo_exclusive < value <= hi_inclusive` (a TTL, say).
+pub fn assert_in(value: i64, lo_exclusive: i64, hi_inclusive: i64, what: &str) {
+    assert!(
+        value > lo_exclusive && value <= hi_inclusive,
+        "{what}: {value} not in ({lo_exclusive}, {hi_inclusive}]"
+    );
+}
+
+/// A module setting's value, as `CONFIG GET` gives it.
+pub fn config_get(con: &mut Connection, name: &str) -> String {
+    let kv: Vec<String> = q(con, &["CONFIG", "GET", name]);
+    assert_eq!(kv.len(), 2, "CONFIG GET {name}: {kv:?}");
+    kv[1].clone()
+}
