@@ -42,9 +42,8 @@ use crate::waiters::LockId;
 const BATCH_MS: i64 = 50;
 /// Delay before retrying while the server refuses writes (clients paused,
 /// loading). Short: Redis tells modules nothing when a pause ends, and a
-/// renewal must get in before the next pause (back-to-back `CLIENT PAUSE
-/// WRITE`s 10 ms apart once starved a 20 ms retry past a lease's end). A
-/// retry only reads the server's flags.
+/// renewal must get in before the next pause of back-to-back `CLIENT PAUSE
+/// WRITE`s. A retry while paused costs a PING (see `ffi::writes_paused`).
 const RETRY_MS: i64 = 1;
 
 #[derive(Default)]

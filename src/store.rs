@@ -239,22 +239,20 @@ fn set_read_lease(ctx: &Context, lock: &[u8], owner: &[u8], hold: i64, at: i64, 
     let Some(key) = Key::open(ctx, &name, true) else {
         return ffi::log_warning(ctx, "lock: cannot open a read hold's lease key");
     };
-    key.string_set(ctx, b"1");
+    set_until(ctx, &name, &key, 1, at, native);
+}
+
+/// `SET name value PXAT at` on `key` (opened for writing) with the key API,
+/// replicated, notified and signalled as that command is.
+fn set_until(ctx: &Context, name: &RedisString, key: &Key, value: i64, at: i64, native: bool) {
+    key.string_set(ctx, value.to_string().as_bytes());
     key.expire_at(at);
     if native {
-        ffi::replicate(
-            ctx,
-            &name,
-            Native::SetPxAt {
-                value: 1,
-                at_ms: at,
-            },
-        );
+        ffi::replicate(ctx, name, Native::SetPxAt { value, at_ms: at });
     }
-    // As SET ... PXAT does (and a replica applying it).
-    notify_own(ctx, ffi::NOTIFY_STRING, c"set", &name);
-    notify_own(ctx, ffi::NOTIFY_GENERIC, c"expire", &name);
-    ffi::signal_modified(ctx, &name);
+    notify_own(ctx, ffi::NOTIFY_STRING, c"set", name);
+    notify_own(ctx, ffi::NOTIFY_GENERIC, c"expire", name);
+    ffi::signal_modified(ctx, name);
 }
 
 /// Deletes a read hold's lease key; false if it was already gone.
@@ -371,9 +369,9 @@ fn read_leases(ctx: &Context, lock: &[u8], rw: &mut ReadWriteHolds) {
 /// starts from the clock: by then milliseconds have passed.
 static HIGHEST_TOKEN: AtomicI64 = AtomicI64::new(0);
 
-/// The first token ahead of the clock now.
-fn tokens_ahead() -> i64 {
-    ffi::now_ms()
+/// The first token of the millisecond after the one of `now_us`.
+fn tokens_ahead(now_us: i64) -> i64 {
+    (now_us / TOKENS_PER_MS)
         .saturating_add(1)
         .saturating_mul(TOKENS_PER_MS)
 }
@@ -383,9 +381,14 @@ fn tokens_ahead() -> i64 {
 /// microsecond before now, whichever is highest; an error if the counter
 /// holds something INCR would refuse.
 pub fn last_token(ctx: &Context, lock: &[u8]) -> Result<i64, LockError> {
+    let now_us = clock_micros();
     let highest = HIGHEST_TOKEN.load(Relaxed);
-    let recent = if highest < tokens_ahead() { highest } else { 0 };
-    read_token(ctx, lock).map(|counter| counter.max(recent).max(clock_micros() - 1))
+    let recent = if highest < tokens_ahead(now_us) {
+        highest
+    } else {
+        0
+    };
+    read_token(ctx, lock).map(|counter| counter.max(recent).max(now_us - 1))
 }
 
 /// The clock in microseconds since 1970, as the floor of the next token
@@ -448,23 +451,8 @@ fn set_token(ctx: &Context, lock: &[u8], to: i64, fenced_until: i64, native: boo
         .unwrap_or(0)
         .max(fenced_until)
         .max(ffi::now_ms().saturating_add(config::token_ttl_ms()));
-    key.string_set(ctx, to.to_string().as_bytes());
-    key.expire_at(keep_until);
-    if to < tokens_ahead() {
+    if to < tokens_ahead(clock_micros()) {
         HIGHEST_TOKEN.fetch_max(to, Relaxed);
     }
-    if native {
-        ffi::replicate(
-            ctx,
-            &name,
-            Native::SetPxAt {
-                value: to,
-                at_ms: keep_until,
-            },
-        );
-    }
-    // As SET ... PXAT does (and a replica applying it).
-    notify_own(ctx, ffi::NOTIFY_STRING, c"set", &name);
-    notify_own(ctx, ffi::NOTIFY_GENERIC, c"expire", &name);
-    ffi::signal_modified(ctx, &name);
+    set_until(ctx, &name, &key, to, keep_until, native);
 }

@@ -23,18 +23,12 @@ fn fenced_cycles(con: &mut Connection, key: &str, n: usize) -> Vec<i64> {
     tokens
 }
 
-/// The server's clock as a token floor: unix milliseconds times 1000.
-fn clock_floor(con: &mut Connection) -> i64 {
-    let (secs, micros): (i64, i64) = q(con, &["TIME"]);
-    (secs * 1000 + micros / 1000) * 1000
-}
-
 /// Waits until `server`'s clock has moved past `token`'s millisecond: a
 /// token granted from then on is above it by the clock alone.
 fn wait_for_the_clock_past(server: &Server, token: i64) {
     let mut con = server.client();
     wait_until("the server's clock past the last token", || {
-        clock_floor(&mut con) > token
+        token_floor(&mut con) > token
     });
 }
 

@@ -94,15 +94,14 @@ pub enum Acquisition {
 /// A fencing token is at least the granting master's clock in microseconds
 /// (here its unix milliseconds times this; the shell passes the last token
 /// as at least the microsecond before now, which is finer), and one more
-/// than the last token of the lock. The counter alone goes back whenever its key loses writes: an
-/// unclean failover (the promoted replica never got the last grants), a
-/// restart from an older RDB or AOF, FLUSHALL, or the key's own TTL. The
-/// clock does not, as long as the servers' clocks agree to within the time
-/// between the lost grant and the next one (a failover takes seconds), so
-/// a token granted after any of those is still above every earlier one. A
-/// thousand tokens per millisecond per lock stay on the clock (a lock is
-/// granted some tens of thousands of times a second at most); faster, the
-/// counter runs ahead and catches the clock up later. Microseconds since
+/// than the last token of the lock. The counter alone goes back whenever
+/// its key loses writes: an unclean failover (the promoted replica never
+/// got the last grants), a restart from an older RDB or AOF, FLUSHALL, or
+/// the key's own TTL. The clock does not, as long as the servers' clocks
+/// agree to within the time between the lost grant and the next one (a
+/// failover takes seconds), so a token granted after any of those is still
+/// above every earlier one. Faster than one grant per microsecond per lock
+/// the counter runs ahead and the clock catches up later. Microseconds since
 /// 1970 stay below 2^53 until the year 2255, so a token is exact as a Lua
 /// number, a JavaScript number or a double, and far from i64's end.
 pub const TOKENS_PER_MS: i64 = 1000;
