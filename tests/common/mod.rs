@@ -190,20 +190,9 @@ impl Server {
                 self.dir.is_dir()
             )
         })?;
-        let deadline = Instant::now() + PATIENCE;
-        while Instant::now() < deadline {
-            if let Ok(Some(status)) = child.try_wait() {
-                return Err(format!("exited with {status}: {}", self.log_tail()));
-            }
-            if self.try_ping() {
-                self.child = Some(child);
-                return Ok(());
-            }
-            thread::sleep(Duration::from_millis(10));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-        Err(format!("not ready in time: {}", self.log_tail()))
+        wait_ready(&mut child, || self.try_ping(), || self.log_tail())?;
+        self.child = Some(child);
+        Ok(())
     }
 
     fn try_ping(&self) -> bool {
@@ -1021,4 +1010,27 @@ pub fn config_get(con: &mut Connection, name: &str) -> String {
     let kv: Vec<String> = q(con, &["CONFIG", "GET", name]);
     assert_eq!(kv.len(), 2, "CONFIG GET {name}: {kv:?}");
     kv[1].clone()
+}
+
+/// Waits until a just-started process answers (`ready`), for up to
+/// [`PATIENCE`]; if it exits or never answers, says so with `log` (and
+/// kills it in the second case).
+pub fn wait_ready(
+    child: &mut Child,
+    ready: impl Fn() -> bool,
+    log: impl Fn() -> String,
+) -> Result<(), String> {
+    let deadline = Instant::now() + PATIENCE;
+    while Instant::now() < deadline {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!("exited with {status}: {}", log()));
+        }
+        if ready() {
+            return Ok(());
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    Err(format!("not ready in time: {}", log()))
 }

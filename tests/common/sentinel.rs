@@ -83,22 +83,13 @@ impl Sentinel {
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| format!("spawn {} --sentinel: {e}", server_binary()))?;
-        let deadline = Instant::now() + super::PATIENCE;
-        while Instant::now() < deadline {
-            if let Ok(Some(status)) = child.try_wait() {
-                return Err(format!("exited with {status}: {}", self.log()));
-            }
-            if let Ok(mut con) = connect(self.port, Duration::from_millis(200)) {
-                if redis::cmd("PING").query::<String>(&mut con).is_ok() {
-                    self.child = Some(child);
-                    return Ok(());
-                }
-            }
-            thread::sleep(Duration::from_millis(10));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-        Err(format!("not ready in time: {}", self.log()))
+        let ready = || {
+            connect(self.port, Duration::from_millis(200))
+                .is_ok_and(|mut con| redis::cmd("PING").query::<String>(&mut con).is_ok())
+        };
+        super::wait_ready(&mut child, ready, || self.log())?;
+        self.child = Some(child);
+        Ok(())
     }
 
     pub fn log(&self) -> String {
