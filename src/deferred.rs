@@ -7,7 +7,8 @@
 //! replicas and the AOF before the change that caused it (see the module
 //! notes), and a lock looked at inside another lock's transition would be
 //! opened while that one is still being written. And no timer writes unless
-//! the server is a master that is neither loading nor paused ([`writable`]).
+//! the server is a master that is neither loading nor paused and has the
+//! replicas `min-replicas-to-write` asks for ([`writable`]).
 //!
 //! What the drain does with the work (settle each lock, release each lost
 //! grant) is the events layer's (`events::drain`), handed in at load with
@@ -23,10 +24,11 @@ use std::sync::{LazyLock, Mutex, MutexGuard, OnceLock};
 use redis_module::{Context, ContextFlags};
 
 use crate::ffi::{self, TimerHandler};
+use crate::min_replicas;
 use crate::waiters::{Grant, LockId, Released};
 
 /// Delay before retrying deferred writes while the server refuses them
-/// (clients paused, loading).
+/// (clients paused, loading, too few replicas).
 const RETRY_MS: i64 = 20;
 
 /// Whether a timer or deferred job may write now.
@@ -35,6 +37,9 @@ pub enum Writable {
     Now,
     /// Loading, or clients are paused: try again shortly.
     Later,
+    /// Fewer good replicas than `min-replicas-to-write` (Redis refuses
+    /// write commands with `NOREPLICAS` now): try again, less often.
+    TooFewReplicas,
     /// A replica: its data comes from its master, and it has no waiters
     /// (they are answered when it is demoted).
     Never,
@@ -46,6 +51,8 @@ pub fn writable(ctx: &Context) -> Writable {
         Writable::Never
     } else if flags.contains(ContextFlags::LOADING) || ffi::writes_paused(ctx) {
         Writable::Later
+    } else if !min_replicas::enough(ctx) {
+        Writable::TooFewReplicas
     } else {
         Writable::Now
     }
@@ -106,7 +113,7 @@ pub fn defer_lost_grants(ctx: &Context, grants: impl IntoIterator<Item = Grant>)
 pub fn settle_now_or_later(ctx: &Context, lock: LockId<'static>) {
     match writable(ctx) {
         Writable::Never => {}
-        Writable::Later => defer_key(ctx, lock),
+        Writable::Later | Writable::TooFewReplicas => defer_key(ctx, lock),
         Writable::Now => run(
             ctx,
             Work {
@@ -151,7 +158,7 @@ impl TimerHandler for Drain {
                     d.work = Work::default();
                     return;
                 }
-                Writable::Later => {
+                Writable::Later | Writable::TooFewReplicas => {
                     d.armed = ffi::create_timer::<Drain>(ctx, RETRY_MS, 0).is_some();
                     return;
                 }

@@ -20,11 +20,11 @@ use crate::deferred::{self, Work};
 use crate::ffi::{self, KeyspaceHandler, ServerEventHandler};
 use crate::handoff::{self, Origin};
 use crate::info::{Stats, STATS};
-use crate::replication;
 use crate::rules::error::LockError;
 use crate::store::{self, Placement};
 use crate::waiters::{registry, Grant, LockId};
 use crate::{blocking, keepalive};
+use crate::{min_replicas, replication};
 
 /// The deferred work, on a master that may be written now.
 pub fn drain(ctx: &Context, work: Work) {
@@ -193,6 +193,10 @@ impl ServerEventHandler for ServerEvents {
 
     fn after_sleep(_ctx: &Context) {
         blocking::forget_answered();
+    }
+
+    fn config_changed(ctx: &Context) {
+        min_replicas::read_setting(ctx);
     }
 }
 

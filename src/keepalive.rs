@@ -45,6 +45,10 @@ const BATCH_MS: i64 = 50;
 /// renewal must get in before the next pause of back-to-back `CLIENT PAUSE
 /// WRITE`s. A retry while paused costs a PING (see `ffi::writes_paused`).
 const RETRY_MS: i64 = 1;
+/// Delay before retrying while too few replicas ack (`min-replicas-to-write`):
+/// that can last for as long as a master is cut off, and a renewal then
+/// waits like a client's `LOCK.RENEW`, which Redis refuses.
+const NO_REPLICAS_RETRY_MS: i64 = 20;
 
 #[derive(Default)]
 struct State {
@@ -198,15 +202,17 @@ impl TimerHandler for Renewal {
         match writable(ctx) {
             // A replica has no bindings (they go when it is demoted).
             Writable::Never => return,
-            Writable::Later => {
-                let retry = ffi::create_timer::<Renewal>(ctx, RETRY_MS, 0);
-                state().timer = retry.map(|id| (id, ffi::now_ms() + RETRY_MS));
-                return;
-            }
+            Writable::Later => return retry(ctx, RETRY_MS),
+            Writable::TooFewReplicas => return retry(ctx, NO_REPLICAS_RETRY_MS),
             Writable::Now => renew_due(ctx),
         }
         arm(ctx);
     }
+}
+
+fn retry(ctx: &Context, delay_ms: i64) {
+    let retry = ffi::create_timer::<Renewal>(ctx, delay_ms, 0);
+    state().timer = retry.map(|id| (id, ffi::now_ms() + delay_ms));
 }
 
 /// Renews every hold due within [`BATCH_MS`], in one execution unit.

@@ -14,7 +14,7 @@
 //!   someone waits for.
 //! - `deferred.rs`: work noted now and done in a 0 ms timer.
 //! - `store.rs` (the lock key), `waiters.rs` (the waiter registry),
-//!   `replication.rs`, `info.rs`, `config.rs`.
+//!   `replication.rs`, `min_replicas.rs`, `info.rs`, `config.rs`.
 //! - `lock_rules` (the `rules/` crate): the lock rules, pure Rust with unit
 //!   tests.
 //! - `ffi/`: every `unsafe` call into the module API; the compiler refuses
@@ -35,6 +35,7 @@ mod handoff;
 mod info;
 mod keepalive;
 mod lease;
+mod min_replicas;
 mod replication;
 mod store;
 mod waiters;
@@ -46,7 +47,9 @@ mod module {
     use redis_module::{redis_module, Context, InfoContext, RedisResult, RedisString, Status};
     use redis_module_macros::info_command_handler;
 
-    use crate::{commands, config, deferred, events, ffi, info, keepalive, lease, waiters};
+    use crate::{
+        commands, config, deferred, events, ffi, info, keepalive, lease, min_replicas, waiters,
+    };
 
     fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         if let Some(problem) = config::load_args_out_of_range() {
@@ -64,6 +67,7 @@ mod module {
             ffi::log_warning(ctx, "lock: could not subscribe to server events");
             return Status::Err;
         }
+        min_replicas::read_setting(ctx);
         ffi::keep_detached_context(ctx);
         Status::Ok
     }

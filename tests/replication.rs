@@ -851,3 +851,66 @@ fn lock_taken_after_a_reload_dropped_its_expired_key_is_one_field_downstream() {
     assert_eq!(hgetall(&mut con, "k"), one_field, "AOF replay");
     assert_clean_log(&master);
 }
+
+/// With fewer good replicas than `min-replicas-to-write`, Redis refuses
+/// write commands; the module's timers hold back too: a lease that ends
+/// hands the lock to no queued caller and a KEEPALIVE hold is not renewed
+/// (a master cut off from its replicas is about to be replaced; its grants
+/// would race the new master's). Once the replicas are enough again, the
+/// queued caller is served. The setting is changed with CONFIG SET, which
+/// the module follows.
+#[test]
+fn too_few_replicas_hold_back_hand_offs_and_renewals_until_they_return() {
+    let master = master_config()
+        .arg("min-replicas-to-write", "1")
+        .arg("min-replicas-max-lag", "10")
+        .start();
+    let replica = master.start_replica(Config::default());
+    wait_until("the replica counted as good", || {
+        master.info_field("replication", "min_slaves_good_slaves") == Some("1".into())
+    });
+    let mut con = master.client();
+    assert_eq!(acquire(&mut con, "k", "a", &["PX", "300"]), Value::Int(1));
+    let mut kept = master.client();
+    assert_eq!(
+        acquire(&mut kept, "kept", "c", &["PX", "300", "KEEPALIVE"]),
+        Value::Int(1)
+    );
+    let mut waiter: Connection = queue_waiter(
+        &master,
+        &mut con,
+        "k",
+        "b",
+        &["PX", "60000", "BLOCK", "0"],
+        1,
+    );
+
+    // One good replica, two needed: writes refused from now on.
+    let _: () = q(&mut con, &["CONFIG", "SET", "min-replicas-to-write", "2"]);
+    assert_eq!(
+        err_code(&mut con, &["LOCK.ACQUIRE", "x", "o"]),
+        "NOREPLICAS"
+    );
+    // The lease of "k" ends (Redis expires the key) and the KEEPALIVE hold
+    // is not renewed, so it ends at its lease too.
+    wait_until("k's lease over", || !exists(&mut con, "k"));
+    wait_until("the KEEPALIVE hold not renewed", || {
+        !exists(&mut con, "kept")
+    });
+    // The queued caller is not served while writes are refused: no event
+    // says so, so it is looked at after a window in which the module
+    // retries 25 times (every 20 ms).
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(!exists(&mut con, "k"), "k handed on while too few replicas");
+    assert_eq!(master.stat("waiters"), 1);
+
+    let _: () = q(&mut con, &["CONFIG", "SET", "min-replicas-to-write", "1"]);
+    assert_eq!(recv(&mut waiter).unwrap(), Value::Int(1));
+    sync_replicas(&master, 1);
+    let mut on_replica = replica.client();
+    assert_eq!(
+        lock_field(&mut on_replica, "k", "owner").as_deref(),
+        Some("b")
+    );
+    assert_clean_log(&master);
+}

@@ -1,6 +1,6 @@
 //! Subscriptions: keyspace notifications and server events (flushes,
-//! SWAPDB, role and replica changes, forks, loading, client disconnections,
-//! event-loop wake-ups).
+//! SWAPDB, role and replica changes, forks, loading, CONFIG SET, client
+//! disconnections, event-loop wake-ups).
 
 use std::ffi::{c_int, c_void, CStr};
 
@@ -63,6 +63,8 @@ pub trait ServerEventHandler: 'static {
     fn client_gone(ctx: &Context, client_id: u64);
     /// The event loop woke up, before it reads from any client.
     fn after_sleep(ctx: &Context);
+    /// `CONFIG SET` changed settings.
+    fn config_changed(ctx: &Context);
 }
 
 unsafe extern "C" fn on_server_event<H: ServerEventHandler>(
@@ -114,6 +116,9 @@ unsafe extern "C" fn on_server_event<H: ServerEventHandler>(
         raw::REDISMODULE_EVENT_LOADING if subevent == raw::REDISMODULE_SUBEVENT_LOADING_ENDED => {
             guard(&context, || H::loading_ended(&context));
         }
+        raw::REDISMODULE_EVENT_CONFIG => {
+            guard(&context, || H::config_changed(&context));
+        }
         _ => {}
     }
 }
@@ -145,7 +150,8 @@ fn subscribe_server_events(ctx: &Context, events: &[(u64, ServerEventCallback)])
 }
 
 /// Events that change data or replication as a whole: FLUSHDB/FLUSHALL,
-/// SWAPDB, role changes, replicas, forks, the end of loading. All rare.
+/// SWAPDB, role changes, replicas, forks, the end of loading, `CONFIG SET`.
+/// All rare.
 pub fn subscribe_data_events<H: ServerEventHandler>(ctx: &Context) -> bool {
     subscribe_server_events(
         ctx,
@@ -159,6 +165,7 @@ pub fn subscribe_data_events<H: ServerEventHandler>(ctx: &Context) -> bool {
             (raw::REDISMODULE_EVENT_REPLICA_CHANGE, on_server_event::<H>),
             (raw::REDISMODULE_EVENT_FORK_CHILD, on_server_event::<H>),
             (raw::REDISMODULE_EVENT_LOADING, on_server_event::<H>),
+            (raw::REDISMODULE_EVENT_CONFIG, on_server_event::<H>),
         ],
     )
 }

@@ -5,7 +5,7 @@
 use std::ffi::{c_int, CStr};
 
 use super::OK;
-use redis_module::{raw, Context};
+use redis_module::{raw, Context, RedisValue};
 
 /// Wall-clock ms, the clock key expiry uses.
 pub fn now_ms() -> i64 {
@@ -87,6 +87,48 @@ pub fn replication_may_listen(ctx: &Context) -> bool {
         let known = replicas_known && err == 0;
         free(ctx.ctx, info);
         !(master && known && replicas == 0 && backlog == 0)
+    }
+}
+
+/// `min_slaves_good_slaves` of `INFO replication`: the replicas whose last
+/// ack is within `min-replicas-max-lag`. `None` when the server does not
+/// show it, which it does only while `min-replicas-to-write` and
+/// `min-replicas-max-lag` are both set (it then refuses no write for want
+/// of replicas), or when INFO cannot be read.
+pub fn good_replicas(ctx: &Context) -> Option<i64> {
+    let (Some(get), Some(signed), Some(free)) = (
+        api!(RedisModule_GetServerInfo),
+        api!(RedisModule_ServerInfoGetFieldSigned),
+        api!(RedisModule_FreeServerInfo),
+    ) else {
+        return None;
+    };
+    // SAFETY: ctx is live; the info data is read, then freed once.
+    unsafe {
+        let info = get(ctx.ctx, c"replication".as_ptr());
+        if info.is_null() {
+            return None;
+        }
+        let mut err: c_int = 0;
+        let good = signed(info, c"min_slaves_good_slaves".as_ptr(), &mut err);
+        free(ctx.ctx, info);
+        (err == 0).then_some(good)
+    }
+}
+
+/// `CONFIG GET min-replicas-to-write`; `None` if the reply is not the one
+/// expected.
+pub fn min_replicas_to_write(ctx: &Context) -> Option<i64> {
+    let reply = ctx.call("CONFIG", &["GET", "min-replicas-to-write"]).ok()?;
+    let RedisValue::Array(pair) = reply else {
+        return None;
+    };
+    match pair.get(1)? {
+        RedisValue::SimpleString(s) => s.parse().ok(),
+        RedisValue::BulkString(s) => s.parse().ok(),
+        RedisValue::StringBuffer(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+        RedisValue::BulkRedisString(s) => s.to_string_lossy().parse().ok(),
+        _ => None,
     }
 }
 
