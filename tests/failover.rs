@@ -54,6 +54,7 @@ use common::sentinel::{self, connect, role, Sentinels, PATIENCE_SETTLE};
 use common::*;
 
 use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::thread;
@@ -129,8 +130,8 @@ struct Grant {
     /// The request's send and the reply's arrival.
     send: Duration,
     recv: Duration,
-    /// The port of the server that answered.
-    master: u16,
+    /// The server that answered.
+    master: SocketAddr,
     /// When the client relied on the lock: from the grant (or, with WAIT,
     /// its ack) to the earliest of its release request and the lease's end
     /// (at least `send` + lease). `None`: not relied on (no ack, a probe).
@@ -149,7 +150,7 @@ impl Grant {
         owner: &str,
         token: i64,
         (send, recv): (Duration, Duration),
-        master: u16,
+        master: SocketAddr,
     ) -> Self {
         Grant {
             key: key.into(),
@@ -169,8 +170,8 @@ impl Grant {
 #[derive(Debug, Clone)]
 struct Fault {
     kind: FaultKind,
-    old: u16,
-    new: u16,
+    old: SocketAddr,
+    new: SocketAddr,
     start: Duration,
     /// Every sentinel names the new master and it answers as one.
     elected: Duration,
@@ -202,14 +203,14 @@ struct Shared {
     mode: Mode,
     epoch: Instant,
     stop: AtomicBool,
-    sentinels: Vec<u16>,
+    sentinels: Vec<SocketAddr>,
     keys: Vec<String>,
     resources: Vec<Mutex<Resource>>,
     grants: Mutex<Vec<Grant>>,
     /// Errors by code (`io` for a broken connection or a timeout).
     errors: Mutex<BTreeMap<String, u64>>,
     /// The master every sentinel named, from when they first did.
-    masters: Mutex<Vec<(Duration, u16)>>,
+    masters: Mutex<Vec<(Duration, SocketAddr)>>,
 }
 
 impl Shared {
@@ -251,13 +252,13 @@ fn ms(d: Duration) -> u64 {
 /// The master as a client finds it: ask one sentinel (starting from a
 /// random one, trying the next if it does not answer), connect, check
 /// `ROLE`. `None` if that does not give a master now.
-fn find_master(sentinels: &[u16], first: usize) -> Option<(Connection, u16)> {
+fn find_master(sentinels: &[SocketAddr], first: usize) -> Option<(Connection, SocketAddr)> {
     for i in 0..sentinels.len() {
-        let Ok(port) = sentinel::ask_master(sentinels[(first + i) % sentinels.len()]) else {
+        let Ok(addr) = sentinel::ask_master(sentinels[(first + i) % sentinels.len()]) else {
             continue;
         };
-        let mut con = connect(port, Duration::from_secs(1)).ok()?;
-        return (role(&mut con).ok()? == "master").then_some((con, port));
+        let mut con = connect(addr, Duration::from_secs(1)).ok()?;
+        return (role(&mut con).ok()? == "master").then_some((con, addr));
     }
     None
 }
@@ -274,7 +275,7 @@ struct Client<'s> {
     id: usize,
     shared: &'s Shared,
     rng: Rng,
-    con: Option<(Connection, u16)>,
+    con: Option<(Connection, SocketAddr)>,
     seq: u64,
 }
 
@@ -327,7 +328,7 @@ impl Client<'_> {
         let owner = format!("c{}-{}", self.id, self.seq);
         let block = self.rng.range(BLOCK_MS.0, BLOCK_MS.1);
         let master = match &self.con {
-            Some((_, port)) => *port,
+            Some((_, addr)) => *addr,
             None => return,
         };
         let send = shared.now();
@@ -385,10 +386,10 @@ impl Client<'_> {
 /// other.
 fn watch_masters(shared: &Shared, sentinels: &Sentinels) {
     while !shared.stop.load(Ordering::Relaxed) {
-        if let Ok(port) = sentinels.agreed_master() {
+        if let Ok(addr) = sentinels.agreed_master() {
             let mut masters = lock(&shared.masters);
-            if masters.last().map(|(_, p)| *p) != Some(port) {
-                masters.push((shared.now(), port));
+            if masters.last().map(|(_, a)| *a) != Some(addr) {
+                masters.push((shared.now(), addr));
             }
         }
         thread::sleep(Duration::from_millis(10));
@@ -436,7 +437,7 @@ fn inject_faults(
         let kind = KINDS[faults.len() % KINDS.len()];
         let i = servers
             .iter()
-            .position(|s| s.port == master)
+            .position(|s| s.socket_addr() == master)
             .unwrap_or_else(|| panic!("the sentinels' master {master} is none of the servers"));
         let start = shared.now();
         match kind {
@@ -454,7 +455,7 @@ fn inject_faults(
         master = sentinels.wait_until_settled(servers, PATIENCE_SETTLE);
         faults.push(Fault {
             kind,
-            old: servers[i].port,
+            old: servers[i].socket_addr(),
             new,
             start,
             elected,
@@ -468,7 +469,7 @@ fn inject_faults(
 
 /// Waits until the clients have been granted `n` locks by `master` since
 /// now: the workload runs on the settled group before the next fault.
-fn wait_for_grants_from(shared: &Shared, master: u16, n: usize) {
+fn wait_for_grants_from(shared: &Shared, master: SocketAddr, n: usize) {
     let since = shared.now();
     wait_until(&format!("{n} grants from the master {master}"), || {
         lock(&shared.grants)
@@ -507,7 +508,7 @@ fn check_liveness(shared: &Shared, n: usize, elected: Duration) -> (Duration, Du
     for key in &shared.keys {
         let owner = format!("probe{n}");
         retry(&format!("acquiring {key}"), &mut |left| {
-            let (mut con, port) = master()?;
+            let (mut con, addr) = master()?;
             con.set_read_timeout(Some(left + Duration::from_secs(1)))
                 .map_err(|e| e.to_string())?;
             let block = ms(left).max(1).to_string();
@@ -526,7 +527,7 @@ fn check_liveness(shared: &Shared, n: usize, elected: Duration) -> (Duration, Du
             let recv = shared.now();
             match reply {
                 Ok(Value::Int(token)) => {
-                    shared.record(probe_grant(key, &owner, token, send, recv, port));
+                    shared.record(probe_grant(key, &owner, token, send, recv, addr));
                     let _ = command(&["LOCK.RELEASE", key, &owner]).query::<Value>(&mut con);
                     Ok(())
                 }
@@ -538,8 +539,8 @@ fn check_liveness(shared: &Shared, n: usize, elected: Duration) -> (Duration, Du
     let acquired = shared.now();
     let key = format!("live{n}");
     retry("serving a queued caller", &mut |left| {
-        let (mut holder, port) = master()?;
-        let mut queued = connect(port, Duration::from_secs(1))?;
+        let (mut holder, addr) = master()?;
+        let mut queued = connect(addr, Duration::from_secs(1))?;
         let fail = |e: redis::RedisError| error_line(&e);
         let send = shared.now();
         let first: Value = command(&["LOCK.ACQUIRE", &key, "holder", "PX", "10000", "FENCE"])
@@ -548,7 +549,7 @@ fn check_liveness(shared: &Shared, n: usize, elected: Duration) -> (Duration, Du
         let Value::Int(first) = first else {
             return Err(format!("the holder's acquire replied {first:?}"));
         };
-        shared.record(probe_grant(&key, "holder", first, send, shared.now(), port));
+        shared.record(probe_grant(&key, "holder", first, send, shared.now(), addr));
         queued
             .set_read_timeout(Some(left + Duration::from_secs(1)))
             .map_err(|e| e.to_string())?;
@@ -580,7 +581,7 @@ fn check_liveness(shared: &Shared, n: usize, elected: Duration) -> (Duration, Du
             .map_err(fail)?;
         match queued.recv_response().map_err(fail)? {
             Value::Int(token) => {
-                shared.record(probe_grant(&key, "queued", token, send, shared.now(), port));
+                shared.record(probe_grant(&key, "queued", token, send, shared.now(), addr));
                 let _ = command(&["LOCK.RELEASE", &key, "queued"]).query::<Value>(&mut queued);
                 Ok(())
             }
@@ -596,7 +597,7 @@ fn probe_grant(
     token: i64,
     send: Duration,
     recv: Duration,
-    master: u16,
+    master: SocketAddr,
 ) -> Grant {
     Grant::new(key, PROBE, owner, token, (send, recv), master)
 }
@@ -710,7 +711,7 @@ struct Report {
     grants: Vec<Grant>,
     faults: Vec<Fault>,
     /// Every master the sentinels agreed on, and from when.
-    masters: Vec<(Duration, u16)>,
+    masters: Vec<(Duration, SocketAddr)>,
     token_violations: Vec<TokenViolation>,
     /// Per failover (index 0: before the first).
     overlaps: Vec<usize>,
@@ -726,7 +727,7 @@ impl Report {
             .iter()
             .take_while(|(since, _)| *since <= g.recv)
             .last()
-            .is_some_and(|(_, port)| *port != g.master)
+            .is_some_and(|(_, addr)| *addr != g.master)
     }
 
     fn violations(&self, split_brain_same_us: bool) -> Vec<&str> {
@@ -755,7 +756,7 @@ impl Report {
             .faults
             .iter()
             .zip(&self.overlaps[1..])
-            .map(|(f, n)| format!("{:?} {}->{} {n}", f.kind, f.old, f.new))
+            .map(|(f, n)| format!("{:?} {}->{} {n}", f.kind, f.old.port(), f.new.port()))
             .collect();
         let times = |pick: fn(&Fault) -> Duration| -> Vec<u64> {
             self.faults.iter().map(|f| ms(pick(f))).collect()
@@ -763,12 +764,12 @@ impl Report {
         let masters: Vec<String> = self
             .masters
             .iter()
-            .map(|(t, p)| format!("{p}@{:.1}s", t.as_secs_f64()))
+            .map(|(t, a)| format!("{}@{:.1}s", a.port(), t.as_secs_f64()))
             .collect();
         let unplanned = self.masters.len().saturating_sub(1 + self.faults.len());
         format!(
             "failover totals [{}]: {:.0} s, {} grants ({} to clients, {deposed} of them from a deposed master{}), \
-             {} failovers {kinds:?} and {unplanned} not caused by a fault (masters as the sentinels named them: {}), \
+             {} failovers {kinds:?} and {unplanned} not caused by a fault (masters as the sentinels named them, by port: {}), \
              token violations {} (+{} same-microsecond ones across two live masters), \
              overlapping holds {} (before any failover {}; per failover: {}), \
              resource writes {accepted} accepted, {} refused ({refused_deposed} of a deposed master's grant), errors {:?}; \
@@ -825,7 +826,7 @@ fn run(mode: Mode, secs: u64, seed: u64) -> Report {
         mode,
         epoch: Instant::now(),
         stop: AtomicBool::new(false),
-        sentinels: sentinels.ports(),
+        sentinels: sentinels.addrs(),
         keys: (0..KEYS).map(|i| format!("k{i}")).collect(),
         resources: (0..KEYS).map(|_| Mutex::new(Resource::default())).collect(),
         grants: Mutex::new(Vec::new()),
@@ -970,6 +971,7 @@ fn tokens_hold_and_locks_come_back_across_sentinel_failovers() {
 #[test]
 fn checker_finds_repeated_and_reordered_tokens_and_overlaps() {
     let t = Duration::from_millis;
+    let server = |n: u16| SocketAddr::from(([127, 0, 0, 1], n));
     let grant = |owner: &str, token: i64, send: u64, recv: u64, hold: Option<(u64, u64)>| Grant {
         key: "k".into(),
         client: 0,
@@ -977,7 +979,7 @@ fn checker_finds_repeated_and_reordered_tokens_and_overlaps() {
         token,
         send: t(send),
         recv: t(recv),
-        master: 1,
+        master: server(1),
         hold: hold.map(|(a, b)| (t(a), t(b))),
         acks: None,
         accepted: None,
@@ -1013,7 +1015,7 @@ fn checker_finds_repeated_and_reordered_tokens_and_overlaps() {
         grant("a", 5_000_001, 0, 1, None),
         grant("b", 5_000_000, 2, 3, None),
     ];
-    two_masters[1].master = 2;
+    two_masters[1].master = server(2);
     let found = check_tokens(&two_masters);
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(found[0].split_brain_same_us, "{found:?}");
