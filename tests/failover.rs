@@ -9,16 +9,17 @@
 //! and refuses any not above it, `LOCK.RELEASE`; two keys change hands
 //! hundreds of times a second, the third is often held for seconds, across
 //! a failover) and go back to Sentinel after any error or timeout. A fault
-//! thread injects faults one at a time, each followed by waiting for
-//! Sentinel and the servers to settle:
+//! thread injects faults one at a time. Each lasts until a new master is
+//! elected and the other replica follows it (so no replica attaches to the
+//! old master again), then the old master comes back, and the thread waits
+//! for Sentinel and the servers to settle:
 //!
-//! - **kill**: `kill -9` of the master, then (once a new master is elected)
-//!   starting it again on its port and directory, empty (no persistence);
-//!   Sentinel makes it a replica;
-//! - **stop**: `SIGSTOP` of the master until a new master is elected, then
-//!   `SIGCONT`: the old master comes back believing it is the master, serves
-//!   the clients still connected to it, and Sentinel demotes it some seconds
-//!   later (a split brain);
+//! - **kill**: `kill -9` of the master, then starting it again on its port
+//!   and directory, empty (no persistence); Sentinel makes it a replica;
+//! - **stop**: `SIGSTOP` of the master, then `SIGCONT`: the old master
+//!   comes back believing it is the master, serves the clients still
+//!   connected to it, and Sentinel demotes it some seconds later (a split
+//!   brain);
 //! - **restart**: `SHUTDOWN` of the master (which first lets its replicas
 //!   catch up: a clean failover), then starting it again.
 //!
@@ -175,6 +176,9 @@ struct Fault {
     start: Duration,
     /// Every sentinel names the new master and it answers as one.
     elected: Duration,
+    /// The fault lifted (the old master started again or resumed), once
+    /// the other replica follows the new master.
+    ended: Duration,
     /// Every key acquired again; a queued caller served.
     acquired: Duration,
     served: Duration,
@@ -422,7 +426,9 @@ fn signal(server: &Server, sig: libc::c_int, name: &str) {
 }
 
 /// Faults one at a time until `run` has passed and each kind happened at
-/// least once; returns them.
+/// least once; returns them. A fault lasts until a new master is elected
+/// and the other replica follows it (none can attach to the old master
+/// again and acknowledge its writes), then the old master comes back.
 fn inject_faults(
     shared: &Shared,
     servers: &mut [Server],
@@ -447,10 +453,16 @@ fn inject_faults(
         }
         let new = sentinels.wait_for_new_master(master, PATIENCE_SETTLE);
         let elected = shared.now();
+        let replicas: Vec<&Server> = servers
+            .iter()
+            .filter(|s| s.socket_addr() != master && s.socket_addr() != new)
+            .collect();
+        sentinels.wait_until_following(new, &replicas, PATIENCE_SETTLE);
         match kind {
             FaultKind::Kill | FaultKind::Restart => servers[i].start_again(),
             FaultKind::Stop => signal(&servers[i], libc::SIGCONT, "CONT"),
         }
+        let ended = shared.now();
         let (acquired, served) = check_liveness(shared, faults.len(), elected);
         master = sentinels.wait_until_settled(servers, PATIENCE_SETTLE);
         faults.push(Fault {
@@ -459,6 +471,7 @@ fn inject_faults(
             new,
             start,
             elected,
+            ended,
             acquired,
             served,
             settled: shared.now(),
@@ -773,7 +786,7 @@ impl Report {
              token violations {} (+{} same-microsecond ones across two live masters), \
              overlapping holds {} (before any failover {}; per failover: {}), \
              resource writes {accepted} accepted, {} refused ({refused_deposed} of a deposed master's grant), errors {:?}; \
-             ms from fault to election {:?}, to every key acquired {:?}, to a queued caller served {:?}, to settled {:?}",
+             ms from fault to election {:?}, to the fault's end {:?}, to every key acquired {:?}, to a queued caller served {:?}, to settled {:?}",
             self.mode.name(),
             self.secs,
             self.grants.len(),
@@ -793,6 +806,7 @@ impl Report {
             refused.len(),
             self.errors,
             times(|f| f.elected - f.start),
+            times(|f| f.ended - f.start),
             times(|f| f.acquired - f.start),
             times(|f| f.served - f.start),
             times(|f| f.settled - f.start),

@@ -293,6 +293,32 @@ impl Sentinels {
         new
     }
 
+    /// Waits until each of `replicas` has been told to replicate `master`
+    /// (its role and master address say so; it may still be syncing): once
+    /// Sentinel has reconfigured them, none can attach to the old master
+    /// again when it comes back.
+    pub fn wait_until_following(&self, master: SocketAddr, replicas: &[&Server], bound: Duration) {
+        self.wait(
+            &format!("the other servers to replicate {master}"),
+            bound,
+            || {
+                for replica in replicas {
+                    let info = replication(replica.socket_addr())?;
+                    let get = |k: &str| info.get(k).map(String::as_str).unwrap_or("");
+                    let following = format!("{}:{}", get("master_host"), get("master_port"));
+                    if get("role") != "slave" || following != master.to_string() {
+                        return Err(format!(
+                            "{} is a {} of {following}",
+                            replica.socket_addr(),
+                            get("role")
+                        ));
+                    }
+                }
+                Ok(())
+            },
+        );
+    }
+
     /// Settled: every sentinel names the same master and sees it and its
     /// replicas without a trouble flag and no failover under way; that
     /// server is a master with every other server of `servers` attached
