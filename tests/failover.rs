@@ -734,13 +734,21 @@ struct Report {
 
 impl Report {
     /// Whether `g` came from a server the sentinels no longer named as the
-    /// master when its reply arrived.
+    /// master when its reply arrived. Not a grant of a failover's new
+    /// master before the sentinels were seen to agree on it (a client asked
+    /// one that already named it).
     fn deposed(&self, g: &Grant) -> bool {
-        self.masters
+        let early = self
+            .faults
             .iter()
-            .take_while(|(since, _)| *since <= g.recv)
-            .last()
-            .is_some_and(|(_, addr)| *addr != g.master)
+            .any(|f| f.new == g.master && f.start <= g.recv && g.recv <= f.settled);
+        !early
+            && self
+                .masters
+                .iter()
+                .take_while(|(since, _)| *since <= g.recv)
+                .last()
+                .is_some_and(|(_, addr)| *addr != g.master)
     }
 
     fn violations(&self, split_brain_same_us: bool) -> Vec<&str> {
