@@ -2,13 +2,16 @@
 //! fencing tokens, and a count of what mutual exclusion loses.
 //!
 //! Three servers with the module (a master and two replicas) and three
-//! sentinels (tests/common/sentinel.rs). Client threads find the master
-//! through Sentinel (`SENTINEL get-master-addr-by-name`, then `ROLE`), loop
-//! on three keys (`LOCK.ACQUIRE key owner PX .. BLOCK .. FENCE`, hold,
-//! write to a simulated resource that keeps the highest token it has seen
-//! and refuses any not above it, `LOCK.RELEASE`; two keys change hands
-//! hundreds of times a second, the third is often held for seconds, across
-//! a failover) and go back to Sentinel after any error or timeout. A fault
+//! sentinels (tests/common/sentinel.rs). Each server runs in a network
+//! namespace of its own, joined to the host by a bridge ([`Lan`]; where
+//! namespaces cannot be made, not as root, the servers run on loopback and
+//! the cut below is left out). Client threads find the master through
+//! Sentinel (`SENTINEL get-master-addr-by-name`, then `ROLE`), loop on
+//! three keys (`LOCK.ACQUIRE key owner PX .. BLOCK .. FENCE`, hold, write
+//! to a simulated resource that keeps the highest token it has seen and
+//! refuses any not above it, `LOCK.RELEASE`; two keys change hands hundreds
+//! of times a second, the third is often held for seconds, across a
+//! failover) and go back to Sentinel after any error or timeout. A fault
 //! thread injects faults one at a time. Each lasts until a new master is
 //! elected and the other replica follows it (so no replica attaches to the
 //! old master again), then the old master comes back, and the thread waits
@@ -21,7 +24,13 @@
 //!   connected to it, and Sentinel demotes it some seconds later (a split
 //!   brain);
 //! - **restart**: `SHUTDOWN` of the master (which first lets its replicas
-//!   catch up: a clean failover), then starting it again.
+//!   catch up: a clean failover), then starting it again;
+//! - **cut**: the master's network link down (cut off from its replicas,
+//!   the sentinels and the clients; its connections stay open), then up
+//!   again. Unlike a stopped master, a cut-off one goes on running: its
+//!   leases end and its queued callers are granted the lock, their replies
+//!   held in TCP buffers until the cut heals; it comes back believing it
+//!   is the master, and Sentinel demotes it some seconds later.
 //!
 //! Every grant is recorded with its client-side send and reply times, its
 //! token, owner and the master that answered. Checked at the end:
@@ -30,8 +39,8 @@
 //!    whose reply came before another's request was sent has the lower
 //!    token. One class is counted and printed instead of asserted (unless
 //!    `LOCK_FAILOVER_STRICT=1`): two grants from two different masters alive
-//!    at once (a stopped master resumed, not yet demoted) within the same
-//!    microsecond, where both take that microsecond's clock floor and
+//!    at once (a stopped or cut-off master back, not yet demoted) within the
+//!    same microsecond, where both take that microsecond's clock floor and
 //!    repeat a token; see [`same_microsecond_on_two_masters`].
 //!    The resource's refusals are counted: a refused write is a stale
 //!    holder stopped by its token.
@@ -48,14 +57,16 @@
 //! `make test` runs it for `LOCK_FAILOVER_SECS` (default 20 s, and at least
 //! one failover of each kind, which takes longer: Sentinel waits about 10 s
 //! before it demotes a returning master); `make failover` for 300 s. Both
-//! print the totals. `LOCK_FAILOVER_MODES=plain` or `wait` runs one mode.
+//! print the totals, per failover kind too. `LOCK_FAILOVER_MODES=plain` or
+//! `wait` runs one mode.
 
 mod common;
 use common::sentinel::{self, connect, role, Sentinels, PATIENCE_SETTLE};
 use common::*;
 
 use std::collections::{BTreeMap, HashMap};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::thread;
@@ -113,9 +124,15 @@ enum FaultKind {
     Kill,
     Stop,
     Restart,
+    Cut,
 }
 
-const KINDS: [FaultKind; 3] = [FaultKind::Kill, FaultKind::Stop, FaultKind::Restart];
+const KINDS: [FaultKind; 4] = [
+    FaultKind::Kill,
+    FaultKind::Stop,
+    FaultKind::Restart,
+    FaultKind::Cut,
+];
 
 /// From, until (client-side times since the run started).
 type Interval = (Duration, Duration);
@@ -176,8 +193,8 @@ struct Fault {
     start: Duration,
     /// Every sentinel names the new master and it answers as one.
     elected: Duration,
-    /// The fault lifted (the old master started again or resumed), once
-    /// the other replica follows the new master.
+    /// The fault lifted (the old master started again, resumed, or its
+    /// network back), once the other replica follows the new master.
     ended: Duration,
     /// Every key acquired again; a queued caller served.
     acquired: Duration,
@@ -425,31 +442,158 @@ fn signal(server: &Server, sig: libc::c_int, name: &str) {
     );
 }
 
-/// Faults one at a time until `run` has passed and each kind happened at
-/// least once; returns them. A fault lasts until a new master is elected
+/// A group's network for [`FaultKind::Cut`]: a bridge on the host with
+/// 10.A.B.1/24, and each server in a network namespace of its own, joined
+/// to the bridge by a veth pair and listening on 10.A.B.2, .3, .4 there.
+/// Sentinels and clients stay on the host and reach the servers through the
+/// bridge; replicas reach their master through it. Taking a server's
+/// host-side veth down cuts it off from everything (nothing gets in or
+/// out, its connections stay open and it goes on running); up again heals
+/// the cut. Names carry the pid and the group, the subnet is one no address
+/// of the host is on; everything is removed when dropped (the servers must
+/// be killed first: drop them before).
+struct Lan {
+    bridge: String,
+    hosts: Vec<LanHost>,
+}
+
+struct LanHost {
+    netns: String,
+    /// The host side of the veth pair.
+    veth: String,
+    addr: IpAddr,
+}
+
+/// Runs `ip args`.
+fn ip(args: &[&str]) -> Result<(), String> {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| format!("ip: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+impl Lan {
+    /// Group `group`'s network with `servers` namespaces.
+    fn create(group: usize, servers: usize) -> Result<Lan, String> {
+        let pid = std::process::id();
+        let net = Lan::free_subnet(pid as usize * 2 + group)?;
+        let mut lan = Lan {
+            bridge: format!("lfb{pid}g{group}"),
+            hosts: Vec::new(),
+        };
+        // Left over by an earlier process of this pid that could not clean
+        // up (killed), they would be in the way.
+        let _ = ip(&["link", "del", &lan.bridge]);
+        ip(&["link", "add", &lan.bridge, "type", "bridge"])?;
+        ip(&["addr", "add", &format!("{net}.1/24"), "dev", &lan.bridge])?;
+        ip(&["link", "set", &lan.bridge, "up"])?;
+        for i in 0..servers {
+            let host = LanHost {
+                netns: format!("lockfo{pid}g{group}s{i}"),
+                veth: format!("lfh{pid}g{group}s{i}"),
+                addr: format!("{net}.{}", i + 2)
+                    .parse()
+                    .map_err(|e| format!("{net}: {e}"))?,
+            };
+            let peer = format!("lfn{pid}g{group}s{i}");
+            let _ = ip(&["netns", "del", &host.netns]);
+            let _ = ip(&["link", "del", &host.veth]);
+            ip(&["netns", "add", &host.netns])?;
+            let (netns, veth) = (host.netns.clone(), host.veth.clone());
+            lan.hosts.push(host);
+            ip(&["link", "add", &veth, "type", "veth", "peer", "name", &peer])?;
+            ip(&["link", "set", &peer, "netns", &netns])?;
+            ip(&["link", "set", &veth, "master", &lan.bridge])?;
+            ip(&["link", "set", &veth, "up"])?;
+            let addr = format!("{}/24", lan.hosts[i].addr);
+            ip(&["-n", &netns, "addr", "add", &addr, "dev", &peer])?;
+            ip(&["-n", &netns, "link", "set", &peer, "up"])?;
+            ip(&["-n", &netns, "link", "set", "lo", "up"])?;
+        }
+        Ok(lan)
+    }
+
+    /// `10.A.B` (A in 214..=253; tests/keepalive.rs uses 10.213), the first
+    /// from `start` on, in steps of two (a process's two groups never pick
+    /// the same), that no address of the host is in.
+    fn free_subnet(start: usize) -> Result<String, String> {
+        let out = Command::new("ip")
+            .args(["-4", "-o", "addr", "show"])
+            .output()
+            .map_err(|e| format!("ip: {e}"))?;
+        let taken = String::from_utf8_lossy(&out.stdout).into_owned();
+        const SPAN: usize = 40 * 256;
+        (0..SPAN / 2)
+            .map(|k| (start + 2 * k) % SPAN)
+            .map(|n| format!("10.{}.{}", 214 + n / 256, n % 256))
+            .find(|net| !taken.contains(&format!(" {net}.")))
+            .ok_or_else(|| "no free 10.A.B.0/24".to_string())
+    }
+
+    /// Server `i`'s namespace and address.
+    fn place(&self, i: usize) -> (&str, IpAddr) {
+        (&self.hosts[i].netns, self.hosts[i].addr)
+    }
+
+    /// Cuts server `i` off the network.
+    fn cut(&self, i: usize) {
+        ip(&["link", "set", &self.hosts[i].veth, "down"]).expect("cut");
+    }
+
+    fn heal(&self, i: usize) {
+        ip(&["link", "set", &self.hosts[i].veth, "up"]).expect("heal the cut");
+    }
+}
+
+impl Drop for Lan {
+    fn drop(&mut self) {
+        for host in &self.hosts {
+            // Deleting one side of a veth pair deletes both.
+            let _ = ip(&["link", "del", &host.veth]);
+            let _ = ip(&["netns", "del", &host.netns]);
+        }
+        let _ = ip(&["link", "del", &self.bridge]);
+    }
+}
+
+/// Faults one at a time until `run` has passed and each of `kinds` happened
+/// at least once; returns them. A fault lasts until a new master is elected
 /// and the other replica follows it (none can attach to the old master
 /// again and acknowledge its writes), then the old master comes back.
 fn inject_faults(
     shared: &Shared,
     servers: &mut [Server],
     sentinels: &Sentinels,
+    lan: Option<&Lan>,
     run: Duration,
 ) -> Vec<Fault> {
     let _stop = StopOnDrop(&shared.stop);
+    let kinds = kinds(lan.is_some());
     let mut faults: Vec<Fault> = Vec::new();
     let mut master = sentinels.wait_until_settled(servers, PATIENCE_SETTLE);
-    while faults.len() < KINDS.len() || shared.now() < run {
+    while faults.len() < kinds.len() || shared.now() < run {
         wait_for_grants_from(shared, master, 20);
-        let kind = KINDS[faults.len() % KINDS.len()];
+        let kind = kinds[faults.len() % kinds.len()];
         let i = servers
             .iter()
             .position(|s| s.socket_addr() == master)
             .unwrap_or_else(|| panic!("the sentinels' master {master} is none of the servers"));
+        let cut = || lan.expect("no Cut without a network");
         let start = shared.now();
         match kind {
             FaultKind::Kill => servers[i].kill(),
             FaultKind::Stop => signal(&servers[i], libc::SIGSTOP, "STOP"),
             FaultKind::Restart => servers[i].shut_down(),
+            FaultKind::Cut => cut().cut(i),
         }
         let new = sentinels.wait_for_new_master(master, PATIENCE_SETTLE);
         let elected = shared.now();
@@ -461,6 +605,7 @@ fn inject_faults(
         match kind {
             FaultKind::Kill | FaultKind::Restart => servers[i].start_again(),
             FaultKind::Stop => signal(&servers[i], libc::SIGCONT, "CONT"),
+            FaultKind::Cut => cut().heal(i),
         }
         let ended = shared.now();
         let (acquired, served) = check_liveness(shared, faults.len(), elected);
@@ -478,6 +623,15 @@ fn inject_faults(
         });
     }
     faults
+}
+
+/// The fault kinds a run goes through: [`KINDS`], without [`FaultKind::Cut`]
+/// if no network namespaces could be made.
+fn kinds(cut: bool) -> Vec<FaultKind> {
+    KINDS
+        .into_iter()
+        .filter(|k| cut || *k != FaultKind::Cut)
+        .collect()
 }
 
 /// Waits until the clients have been granted `n` locks by `master` since
@@ -720,6 +874,8 @@ fn overlaps(grants: &[Grant]) -> Vec<(Duration, &Grant, &Grant)> {
 /// What one mode's run found.
 struct Report {
     mode: Mode,
+    /// The fault kinds it went through.
+    kinds: Vec<FaultKind>,
     secs: f64,
     grants: Vec<Grant>,
     faults: Vec<Fault>,
@@ -751,12 +907,46 @@ impl Report {
                 .is_some_and(|(_, addr)| *addr != g.master)
     }
 
+    /// The failover `g`'s reply came after (the last to start before it),
+    /// if any.
+    fn failover_of(&self, g: &Grant) -> Option<&Fault> {
+        self.faults.iter().take_while(|f| f.start <= g.recv).last()
+    }
+
     fn violations(&self, split_brain_same_us: bool) -> Vec<&str> {
         self.token_violations
             .iter()
             .filter(|v| v.split_brain_same_us == split_brain_same_us)
             .map(|v| v.text.as_str())
             .collect()
+    }
+
+    /// Per fault kind: failovers, overlapping holds that began after one
+    /// (before the next), and of the client grants replied after one, those
+    /// of a deposed master and the refused writes.
+    fn by_kind(&self, clients: &[&Grant]) -> String {
+        let mut kinds: BTreeMap<FaultKind, [usize; 4]> = BTreeMap::new();
+        for (f, n) in self.faults.iter().zip(&self.overlaps[1..]) {
+            let counts = kinds.entry(f.kind).or_default();
+            counts[0] += 1;
+            counts[1] += n;
+        }
+        for g in clients {
+            if let Some(f) = self.failover_of(g) {
+                let counts = kinds.entry(f.kind).or_default();
+                counts[2] += usize::from(self.deposed(g));
+                counts[3] += usize::from(g.accepted == Some(false));
+            }
+        }
+        kinds
+            .iter()
+            .map(|(kind, [n, overlaps, deposed, refused])| {
+                format!(
+                    "{kind:?} x{n}: {overlaps} overlaps, {deposed} deposed grants, {refused} refused writes"
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
     }
 
     fn totals(&self) -> String {
@@ -793,7 +983,8 @@ impl Report {
              {} failovers {kinds:?} and {unplanned} not caused by a fault (masters as the sentinels named them, by port: {}), \
              token violations {} (+{} same-microsecond ones across two live masters), \
              overlapping holds {} (before any failover {}; per failover: {}), \
-             resource writes {accepted} accepted, {} refused ({refused_deposed} of a deposed master's grant), errors {:?}; \
+             resource writes {accepted} accepted, {} refused ({refused_deposed} of a deposed master's grant), \
+             by kind: {}, errors {:?}; \
              ms from fault to election {:?}, to the fault's end {:?}, to every key acquired {:?}, to a queued caller served {:?}, to settled {:?}",
             self.mode.name(),
             self.secs,
@@ -812,6 +1003,7 @@ impl Report {
             self.overlaps[0],
             per_failover.join(", "),
             refused.len(),
+            self.by_kind(&clients),
             self.errors,
             times(|f| f.elected - f.start),
             times(|f| f.ended - f.start),
@@ -831,14 +1023,35 @@ fn run(mode: Mode, secs: u64, seed: u64) -> Report {
             .arg("min-replicas-to-write", "1")
             .arg("min-replicas-max-lag", "1");
     }
+    // Each server in a network namespace of its own, if they can be made
+    // (root): a server can then be cut off. Declared before the servers,
+    // so dropped after them.
+    let lan = match Lan::create(mode as usize, 3) {
+        Ok(lan) => Some(lan),
+        Err(e) => {
+            eprintln!(
+                "{}: network namespaces cannot be made here ({e}): servers on loopback, no Cut failovers",
+                mode.name()
+            );
+            None
+        }
+    };
     // All alike, any may be promoted; replicas attached at run time, so a
     // restarted server comes back as a master and Sentinel demotes it.
-    let mut servers: Vec<Server> = (0..3).map(|_| config.clone().start()).collect();
-    let first_master = servers[0].port.to_string();
+    let mut servers: Vec<Server> = (0..3)
+        .map(|i| match &lan {
+            Some(lan) => {
+                let (netns, addr) = lan.place(i);
+                config.clone().in_netns(netns, addr).start()
+            }
+            None => config.clone().start(),
+        })
+        .collect();
+    let (first_host, first_port) = (servers[0].host().to_string(), servers[0].port.to_string());
     for replica in &servers[1..] {
         let _: () = q(
             &mut replica.client(),
-            &["REPLICAOF", "127.0.0.1", &first_master],
+            &["REPLICAOF", &first_host, &first_port],
         );
     }
     let sentinels = Sentinels::start(3, &servers[0], 2);
@@ -870,8 +1083,15 @@ fn run(mode: Mode, secs: u64, seed: u64) -> Report {
             });
         }
         s.spawn(|| watch_masters(&shared, &sentinels));
-        let faults =
-            s.spawn(|| inject_faults(&shared, &mut servers, &sentinels, Duration::from_secs(secs)));
+        let faults = s.spawn(|| {
+            inject_faults(
+                &shared,
+                &mut servers,
+                &sentinels,
+                lan.as_ref(),
+                Duration::from_secs(secs),
+            )
+        });
         match faults.join() {
             Ok(faults) => faults,
             Err(panic) => std::panic::resume_unwind(panic),
@@ -900,6 +1120,7 @@ fn run(mode: Mode, secs: u64, seed: u64) -> Report {
     }
     Report {
         mode,
+        kinds: kinds(lan.is_some()),
         secs: started.elapsed().as_secs_f64(),
         grants,
         faults,
@@ -973,9 +1194,9 @@ fn tokens_hold_and_locks_come_back_across_sentinel_failovers() {
             violations.len(),
             violations.join("\n")
         );
-        for kind in KINDS {
+        for kind in &report.kinds {
             assert!(
-                report.faults.iter().any(|f| f.kind == kind),
+                report.faults.iter().any(|f| f.kind == *kind),
                 "{}: no {kind:?} failover",
                 report.mode.name()
             );
