@@ -11,11 +11,11 @@
 //! to a simulated resource that keeps the highest token it has seen and
 //! refuses any not above it, `LOCK.RELEASE`; two keys change hands hundreds
 //! of times a second, the third is often held for seconds, across a
-//! failover) and go back to Sentinel after any error or timeout. A fault
-//! thread injects faults one at a time. Each lasts until a new master is
-//! elected and the other replica follows it (so no replica attaches to the
-//! old master again), then the old master comes back, and the thread waits
-//! for Sentinel and the servers to settle:
+//! failover, by clients that wait long for a reply) and go back to Sentinel
+//! after any error or timeout. A fault thread injects faults one at a time.
+//! Each lasts until a new master is elected and the other replica follows
+//! it (so no replica attaches to the old master again), then the old master
+//! comes back, and the thread waits for Sentinel and the servers to settle:
 //!
 //! - **kill**: `kill -9` of the master, then starting it again on its port
 //!   and directory, empty (no persistence); Sentinel makes it a replica;
@@ -30,7 +30,8 @@
 //!   again. Unlike a stopped master, a cut-off one goes on running: its
 //!   leases end and its queued callers are granted the lock, their replies
 //!   held in TCP buffers until the cut heals; it comes back believing it
-//!   is the master, and Sentinel demotes it some seconds later.
+//!   is the master, a client still connected to it gets those replies and
+//!   goes on using it, and Sentinel demotes it some seconds later.
 //!
 //! Every grant is recorded with its client-side send and reply times, its
 //! token, owner and the master that answered. Checked at the end:
@@ -80,8 +81,8 @@ const KEYS: usize = 3;
 /// before one can still run on after it.
 const LEASE_MS: u64 = 5000;
 /// A client's `BLOCK`, drawn for each acquire; its read timeout is one
-/// second more, so some clients outwait a stopped master and some give up
-/// and go back to Sentinel.
+/// second more (but see [`PATIENT_MS`]), so some clients outwait a stopped
+/// master and some give up and go back to Sentinel.
 const BLOCK_MS: (u64, u64) = (200, 3000);
 /// How long a holder holds before its write and release. On the last key
 /// one hold in [`LONG_HOLD_ONE_IN`] lasts [`LONG_HOLD_MS`] instead (across
@@ -92,6 +93,12 @@ const LONG_HOLD_MS: (u64, u64) = (1000, 4000);
 const LONG_HOLD_ONE_IN: u64 = 4;
 /// Clients that take the last key, and only it.
 const LONG_KEY_CLIENTS: usize = 2;
+/// The long key's clients wait this long past their `BLOCK` for an
+/// acquire's reply (as a client without a socket timeout would): they
+/// outwait a stopped or cut-off master, and take what it sent once it is
+/// back (a reply held in TCP buffers through a cut arrives after the heal,
+/// and retransmission backs off for seconds).
+const PATIENT_MS: u64 = 10_000;
 /// `WAIT 1 <this>` after each acquire in [`Mode::Wait`].
 const WAIT_TIMEOUT_MS: u64 = 500;
 /// After a failover's election, every key can be acquired again and a
@@ -364,7 +371,12 @@ impl Client<'_> {
             &block_arg,
             "FENCE",
         ];
-        let reply = self.call(&args, block + 1000);
+        let patience = if self.id < LONG_KEY_CLIENTS {
+            PATIENT_MS
+        } else {
+            1000
+        };
+        let reply = self.call(&args, block + patience);
         let recv = shared.now();
         let token = match reply {
             Some(Ok(Value::Int(token))) => token,
