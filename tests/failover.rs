@@ -42,9 +42,12 @@
 //!    `LOCK_FAILOVER_STRICT=1`): two grants from two different masters alive
 //!    at once (a stopped or cut-off master back, not yet demoted) within the
 //!    same microsecond, where both take that microsecond's clock floor and
-//!    repeat a token; see [`same_microsecond_on_two_masters`].
-//!    The resource's refusals are counted: a refused write is a stale
-//!    holder stopped by its token.
+//!    repeat a token; see [`same_microsecond_on_two_masters`]. With `WAIT`,
+//!    that class is asserted too among the grants a replica acknowledged
+//!    (the ones a client relied on): a deposed master has no replica left
+//!    to acknowledge its grants, so none of them is there; see
+//!    [`acknowledged_violations`]. The resource's refusals are counted: a
+//!    refused write is a stale holder stopped by its token.
 //! 2. **Mutual exclusion** (counted, not asserted: asynchronous replication
 //!    loses grants): holds of different owners that overlap in real time,
 //!    per failover, in two modes run side by side on two groups: plain, and
@@ -802,7 +805,7 @@ fn same_microsecond_on_two_masters(a: &Grant, b: &Grant) -> bool {
 
 /// Per key: no token granted twice, and a grant whose reply came before
 /// another's request was sent has the lower token.
-fn check_tokens(grants: &[Grant]) -> Vec<TokenViolation> {
+fn check_tokens<'a>(grants: impl IntoIterator<Item = &'a Grant>) -> Vec<TokenViolation> {
     let mut by_key: BTreeMap<&str, Vec<&Grant>> = BTreeMap::new();
     for g in grants {
         by_key.entry(&g.key).or_default().push(g);
@@ -883,6 +886,15 @@ fn overlaps(grants: &[Grant]) -> Vec<(Duration, &Grant, &Grant)> {
     found
 }
 
+/// [`Mode::Wait`]'s strict rule: among the grants a replica acknowledged
+/// (the ones a client relied on) no token repeats or goes back, not even
+/// within one microsecond on two masters: a deposed master has no replica
+/// left to acknowledge its grants. Every violation of [`check_tokens`]
+/// among them.
+fn acknowledged_violations(grants: &[Grant]) -> Vec<TokenViolation> {
+    check_tokens(grants.iter().filter(|g| g.acks.is_some_and(|n| n >= 1)))
+}
+
 /// What one mode's run found.
 struct Report {
     mode: Mode,
@@ -894,6 +906,8 @@ struct Report {
     /// Every master the sentinels agreed on, and from when.
     masters: Vec<(Duration, SocketAddr)>,
     token_violations: Vec<TokenViolation>,
+    /// [`acknowledged_violations`] ([`Mode::Wait`]; empty otherwise).
+    acknowledged_violations: Vec<TokenViolation>,
     /// Per failover (index 0: before the first).
     overlaps: Vec<usize>,
     overlap_examples: Vec<String>,
@@ -971,6 +985,14 @@ impl Report {
             .collect();
         let refused_deposed = refused.iter().filter(|g| self.deposed(g)).count();
         let unacked = clients.iter().filter(|g| g.acks == Some(0)).count();
+        let acked = clients
+            .iter()
+            .filter(|g| g.acks.is_some_and(|n| n >= 1))
+            .count();
+        let acked_deposed = clients
+            .iter()
+            .filter(|g| g.acks.is_some_and(|n| n >= 1) && self.deposed(g))
+            .count();
         let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
         for f in &self.faults {
             *kinds.entry(format!("{:?}", f.kind)).or_default() += 1;
@@ -993,7 +1015,7 @@ impl Report {
         format!(
             "failover totals [{}]: {:.0} s, {} grants ({} to clients, {deposed} of them from a deposed master{}), \
              {} failovers {kinds:?} and {unplanned} not caused by a fault (masters as the sentinels named them, by port: {}), \
-             token violations {} (+{} same-microsecond ones across two live masters), \
+             token violations {} (+{} same-microsecond ones across two live masters){}, \
              overlapping holds {} (before any failover {}; per failover: {}), \
              resource writes {accepted} accepted, {} refused ({refused_deposed} of a deposed master's grant), \
              by kind: {}, errors {:?}; \
@@ -1003,7 +1025,10 @@ impl Report {
             self.grants.len(),
             clients.len(),
             if self.mode == Mode::Wait {
-                format!(", {unacked} not acknowledged by a replica and released")
+                format!(
+                    ", {unacked} not acknowledged by a replica and released, \
+                     {acked} acknowledged ({acked_deposed} of them from a deposed master)"
+                )
             } else {
                 String::new()
             },
@@ -1011,6 +1036,14 @@ impl Report {
             masters.join(" "),
             self.violations(false).len(),
             self.violations(true).len(),
+            if self.mode == Mode::Wait {
+                format!(
+                    ", among acknowledged grants {}",
+                    self.acknowledged_violations.len()
+                )
+            } else {
+                String::new()
+            },
             self.overlaps.iter().sum::<usize>(),
             self.overlaps[0],
             per_failover.join(", "),
@@ -1122,6 +1155,11 @@ fn run(mode: Mode, secs: u64, seed: u64) -> Report {
     let masters = std::mem::take(&mut *lock(&shared.masters));
     let errors = std::mem::take(&mut *lock(&shared.errors));
     let token_violations = check_tokens(&grants);
+    let acknowledged_violations = if mode == Mode::Wait {
+        acknowledged_violations(&grants)
+    } else {
+        Vec::new()
+    };
     let mut per_fault = vec![0; faults.len() + 1];
     let mut overlap_examples = Vec::new();
     for (at, a, b) in overlaps(&grants) {
@@ -1138,6 +1176,7 @@ fn run(mode: Mode, secs: u64, seed: u64) -> Report {
         faults,
         masters,
         token_violations,
+        acknowledged_violations,
         overlaps: per_fault,
         overlap_examples,
         errors,
@@ -1205,6 +1244,18 @@ fn tokens_hold_and_locks_come_back_across_sentinel_failovers() {
             report.mode.name(),
             violations.len(),
             violations.join("\n")
+        );
+        let acknowledged: Vec<&str> = report
+            .acknowledged_violations
+            .iter()
+            .map(|v| v.text.as_str())
+            .collect();
+        assert!(
+            acknowledged.is_empty(),
+            "{}: {} token violations among acknowledged grants:\n{}",
+            report.mode.name(),
+            acknowledged.len(),
+            acknowledged.join("\n")
         );
         for kind in &report.kinds {
             assert!(
@@ -1274,6 +1325,15 @@ fn checker_finds_repeated_and_reordered_tokens_and_overlaps() {
     let found = check_tokens(&two_masters);
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(found[0].split_brain_same_us, "{found:?}");
+    // With WAIT, such grants fail the test if both were acknowledged; one
+    // of a deposed master is not, and is left out.
+    two_masters[0].acks = Some(1);
+    two_masters[1].acks = Some(1);
+    let found = acknowledged_violations(&two_masters);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].split_brain_same_us, "{found:?}");
+    two_masters[1].acks = Some(0);
+    assert!(acknowledged_violations(&two_masters).is_empty());
     two_masters[0].token = 5_000_007;
     let found = check_tokens(&two_masters);
     assert_eq!(found.len(), 1, "{found:?}");
