@@ -43,9 +43,10 @@ chaos: build
 		cargo test --release --test chaos history -- --nocapture
 
 # tests/failover.rs for 5 minutes per mode (without and with WAIT, side by
-# side) instead of the ~50 s `make test` runs (20 s, and at least one kill,
-# stop and restart failover, each settling for about 10 s); it prints the
-# totals. REDIS_SERVER picks the server binary (sentinels run it too).
+# side) instead of the ~1 min `make test` runs (20 s, and at least one kill,
+# stop, restart and network-cut failover, each settling for about 15 s; the
+# cut needs root for network namespaces, and is left out without); it prints
+# the totals. REDIS_SERVER picks the server binary (sentinels run it too).
 LOCK_FAILOVER_SECS ?= 300
 failover: build
 	LOCK_FAILOVER_SECS=$(LOCK_FAILOVER_SECS) REDIS_SERVER=$(REDIS_SERVER) \

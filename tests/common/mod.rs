@@ -1,5 +1,6 @@
 //! Test harness: real redis-server processes with the module loaded, on free
-//! loopback ports, each in its own directory, killed by PID when dropped.
+//! loopback ports (or in a network namespace, on an address there), each in
+//! its own directory, killed by PID when dropped.
 //!
 //! `REDIS_SERVER` overrides the server binary, `LOCK_MODULE` the module
 //! (default: target/release/liblock.so, built by `make test`).
@@ -7,7 +8,7 @@
 #![allow(dead_code)]
 
 use std::fs;
-use std::net::TcpListener;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -72,6 +73,9 @@ pub struct Config {
     pub module_args: Vec<String>,
     /// Extra `--name value` server arguments.
     pub args: Vec<String>,
+    /// The network namespace to run in and the address to listen on there;
+    /// `None`: this namespace's 127.0.0.1.
+    pub netns: Option<(String, IpAddr)>,
 }
 
 impl Default for Config {
@@ -80,6 +84,7 @@ impl Default for Config {
             with_module: true,
             module_args: Vec::new(),
             args: Vec::new(),
+            netns: None,
         }
     }
 }
@@ -99,6 +104,15 @@ impl Config {
 
     pub fn without_module(mut self) -> Self {
         self.with_module = false;
+        self
+    }
+
+    /// Runs the server in the network namespace `name` (`ip netns exec`,
+    /// which execs the server: the child's pid is the server's), listening
+    /// on `addr` there, protected mode off (it admits loopback clients
+    /// only).
+    pub fn in_netns(mut self, name: &str, addr: IpAddr) -> Self {
+        self.netns = Some((name.into(), addr));
         self
     }
 
@@ -162,10 +176,18 @@ impl Server {
     fn spawn(&mut self) -> Result<(), String> {
         // A failed attempt's Drop removed it.
         fs::create_dir_all(&self.dir).map_err(|e| format!("create {}: {e}", self.dir.display()))?;
-        let mut cmd = Command::new(server_binary());
+        let mut cmd = match &self.config.netns {
+            Some((netns, _)) => {
+                let mut cmd = Command::new("ip");
+                cmd.args(["netns", "exec", netns]).arg(server_binary());
+                cmd.args(["--protected-mode", "no"]);
+                cmd
+            }
+            None => Command::new(server_binary()),
+        };
         cmd.current_dir(&self.dir)
             .args(["--port", &self.port.to_string()])
-            .args(["--bind", "127.0.0.1"])
+            .args(["--bind", &self.host().to_string()])
             .args(["--dir", &self.dir.to_string_lossy()])
             .args(["--logfile", "redis.log"])
             .args(["--save", ""])
@@ -206,12 +228,25 @@ impl Server {
         redis::cmd("PING").query::<String>(&mut con).is_ok()
     }
 
+    /// The address the server listens on: 127.0.0.1, or its address in
+    /// its network namespace.
+    pub fn host(&self) -> IpAddr {
+        self.config
+            .netns
+            .as_ref()
+            .map_or(IpAddr::V4(Ipv4Addr::LOCALHOST), |(_, addr)| *addr)
+    }
+
+    pub fn socket_addr(&self) -> SocketAddr {
+        SocketAddr::new(self.host(), self.port)
+    }
+
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
+        format!("redis://{}/", self.socket_addr())
     }
 
     pub fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        self.socket_addr().to_string()
     }
 
     /// A new connection with a read timeout, so a test can never hang.
@@ -335,7 +370,7 @@ impl Server {
     pub fn start_replica(&self, mut config: Config) -> Server {
         config.args.extend([
             "--replicaof".to_string(),
-            "127.0.0.1".to_string(),
+            self.host().to_string(),
             self.port.to_string(),
         ]);
         let replica = config.start();

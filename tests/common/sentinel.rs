@@ -4,10 +4,13 @@
 //! sentinel.conf, killed by PID when dropped; and the questions a test asks
 //! of them: who the master is, whether a failover has happened, whether the
 //! whole group has settled (one master every sentinel agrees on, the other
-//! servers replicating it, no sentinel seeing anything down).
+//! servers replicating it, no sentinel seeing anything down). Servers are
+//! named by address: they may listen on loopback or in network namespaces
+//! of their own ([`super::Config::in_netns`]).
 
 use std::collections::HashMap;
 use std::fs;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::thread;
@@ -62,15 +65,19 @@ impl Sentinel {
 
     fn spawn(&mut self, master: &Server) -> Result<(), String> {
         // The sentinel rewrites its file (ids, epochs, what it discovered).
+        // It announces itself to the others on loopback, where it listens
+        // (by default it would give its address on the link to the master).
         let conf = self.dir.join("sentinel.conf");
         let text = format!(
             "port {port}\nbind 127.0.0.1\ndir {dir}\nlogfile sentinel.log\n\
-             sentinel monitor {MASTER_NAME} 127.0.0.1 {master} {QUORUM}\n\
+             sentinel announce-ip 127.0.0.1\n\
+             sentinel monitor {MASTER_NAME} {host} {master} {QUORUM}\n\
              sentinel down-after-milliseconds {MASTER_NAME} {DOWN_AFTER_MS}\n\
              sentinel failover-timeout {MASTER_NAME} {FAILOVER_TIMEOUT_MS}\n\
              sentinel parallel-syncs {MASTER_NAME} 1\n",
             port = self.port,
             dir = self.dir.display(),
+            host = master.host(),
             master = master.port,
         );
         fs::write(&conf, text).map_err(|e| format!("write {}: {e}", conf.display()))?;
@@ -84,7 +91,7 @@ impl Sentinel {
             .spawn()
             .map_err(|e| format!("spawn {} --sentinel: {e}", server_binary()))?;
         let ready = || {
-            connect(self.port, Duration::from_millis(200))
+            connect(self.addr(), Duration::from_millis(200))
                 .is_ok_and(|mut con| redis::cmd("PING").query::<String>(&mut con).is_ok())
         };
         super::wait_ready(&mut child, ready, || self.log())?;
@@ -96,14 +103,17 @@ impl Sentinel {
         fs::read_to_string(self.dir.join("sentinel.log")).unwrap_or_default()
     }
 
-    /// This sentinel's answer to `SENTINEL get-master-addr-by-name`: the
-    /// master's port (every server is on 127.0.0.1).
-    pub fn master_port(&self) -> Result<u16, String> {
-        ask_master(self.port)
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::new(Ipv4Addr::LOCALHOST.into(), self.port)
+    }
+
+    /// This sentinel's answer to `SENTINEL get-master-addr-by-name`.
+    pub fn master_addr(&self) -> Result<SocketAddr, String> {
+        ask_master(self.addr())
     }
 
     fn client(&self) -> Result<Connection, String> {
-        connect(self.port, Duration::from_secs(1))
+        connect(self.addr(), Duration::from_secs(1))
     }
 }
 
@@ -121,31 +131,32 @@ impl Drop for Sentinel {
     }
 }
 
-/// A connection to a loopback port with connect and read timeouts.
-pub fn connect(port: u16, timeout: Duration) -> Result<Connection, String> {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
-        .map_err(|e| format!("client for {port}: {e}"))?;
+/// A connection with connect and read timeouts.
+pub fn connect(addr: SocketAddr, timeout: Duration) -> Result<Connection, String> {
+    let client = redis::Client::open(format!("redis://{addr}/"))
+        .map_err(|e| format!("client for {addr}: {e}"))?;
     let con = client
         .get_connection_with_timeout(timeout)
-        .map_err(|e| format!("connect to {port}: {e}"))?;
+        .map_err(|e| format!("connect to {addr}: {e}"))?;
     con.set_read_timeout(Some(timeout))
-        .map_err(|e| format!("read timeout on {port}: {e}"))?;
+        .map_err(|e| format!("read timeout on {addr}: {e}"))?;
     con.set_write_timeout(Some(timeout))
-        .map_err(|e| format!("write timeout on {port}: {e}"))?;
+        .map_err(|e| format!("write timeout on {addr}: {e}"))?;
     Ok(con)
 }
 
-/// The master's port as the sentinel on `sentinel_port` names it.
-pub fn ask_master(sentinel_port: u16) -> Result<u16, String> {
-    let mut con = connect(sentinel_port, Duration::from_secs(1))?;
+/// The master's address as the sentinel at `sentinel` names it.
+pub fn ask_master(sentinel: SocketAddr) -> Result<SocketAddr, String> {
+    let mut con = connect(sentinel, Duration::from_secs(1))?;
     let addr: Option<(String, String)> = redis::cmd("SENTINEL")
         .arg("get-master-addr-by-name")
         .arg(MASTER_NAME)
         .query(&mut con)
-        .map_err(|e| format!("sentinel {sentinel_port}: {e}"))?;
-    let (_, port) = addr.ok_or_else(|| format!("sentinel {sentinel_port} knows no master"))?;
-    port.parse()
-        .map_err(|e| format!("sentinel {sentinel_port} named port {port:?}: {e}"))
+        .map_err(|e| format!("sentinel {sentinel}: {e}"))?;
+    let (host, port) = addr.ok_or_else(|| format!("sentinel {sentinel} knows no master"))?;
+    format!("{host}:{port}")
+        .parse()
+        .map_err(|e| format!("sentinel {sentinel} named {host}:{port}: {e}"))
 }
 
 /// A server's `ROLE`: `master`, `slave` (or `replica`), `sentinel`.
@@ -186,12 +197,12 @@ fn troubled(flags: &str) -> bool {
 }
 
 /// INFO replication of a server, as (field, value) pairs.
-fn replication(port: u16) -> Result<HashMap<String, String>, String> {
-    let mut con = connect(port, Duration::from_secs(1))?;
+fn replication(addr: SocketAddr) -> Result<HashMap<String, String>, String> {
+    let mut con = connect(addr, Duration::from_secs(1))?;
     let text: String = redis::cmd("INFO")
         .arg("replication")
         .query(&mut con)
-        .map_err(|e| format!("INFO replication on {port}: {e}"))?;
+        .map_err(|e| format!("INFO replication on {addr}: {e}"))?;
     Ok(text
         .lines()
         .filter_map(|l| l.split_once(':'))
@@ -241,16 +252,16 @@ impl Sentinels {
         sentinels
     }
 
-    pub fn ports(&self) -> Vec<u16> {
-        self.nodes.iter().map(|s| s.port).collect()
+    pub fn addrs(&self) -> Vec<SocketAddr> {
+        self.nodes.iter().map(Sentinel::addr).collect()
     }
 
     /// The master every sentinel names, if they agree.
-    pub fn agreed_master(&self) -> Result<u16, String> {
-        let answers: Vec<u16> = self
+    pub fn agreed_master(&self) -> Result<SocketAddr, String> {
+        let answers: Vec<SocketAddr> = self
             .nodes
             .iter()
-            .map(Sentinel::master_port)
+            .map(Sentinel::master_addr)
             .collect::<Result<_, _>>()?;
         if answers.iter().all(|p| *p == answers[0]) {
             Ok(answers[0])
@@ -260,39 +271,65 @@ impl Sentinels {
     }
 
     /// Waits until every sentinel names a master other than `old` and that
-    /// server answers `ROLE` as a master; returns its port.
-    pub fn wait_for_new_master(&self, old: u16, bound: Duration) -> u16 {
-        let mut new = 0;
+    /// server answers `ROLE` as a master; returns its address.
+    pub fn wait_for_new_master(&self, old: SocketAddr, bound: Duration) -> SocketAddr {
+        let mut new = old;
         self.wait(
             &format!("the sentinels to elect a master other than {old}"),
             bound,
             || {
-                let port = self.agreed_master()?;
-                if port == old {
+                let addr = self.agreed_master()?;
+                if addr == old {
                     return Err(format!("every sentinel still names {old}"));
                 }
-                let role = role(&mut connect(port, Duration::from_secs(1))?)?;
+                let role = role(&mut connect(addr, Duration::from_secs(1))?)?;
                 if role != "master" {
-                    return Err(format!("{port}, named by every sentinel, is a {role}"));
+                    return Err(format!("{addr}, named by every sentinel, is a {role}"));
                 }
-                new = port;
+                new = addr;
                 Ok(())
             },
         );
         new
     }
 
+    /// Waits until each of `replicas` has been told to replicate `master`
+    /// (its role and master address say so; it may still be syncing): once
+    /// Sentinel has reconfigured them, none can attach to the old master
+    /// again when it comes back.
+    pub fn wait_until_following(&self, master: SocketAddr, replicas: &[&Server], bound: Duration) {
+        self.wait(
+            &format!("the other servers to replicate {master}"),
+            bound,
+            || {
+                for replica in replicas {
+                    let info = replication(replica.socket_addr())?;
+                    let get = |k: &str| info.get(k).map(String::as_str).unwrap_or("");
+                    let following = format!("{}:{}", get("master_host"), get("master_port"));
+                    if get("role") != "slave" || following != master.to_string() {
+                        return Err(format!(
+                            "{} is a {} of {following}",
+                            replica.socket_addr(),
+                            get("role")
+                        ));
+                    }
+                }
+                Ok(())
+            },
+        );
+    }
+
     /// Settled: every sentinel names the same master and sees it and its
     /// replicas without a trouble flag and no failover under way; that
     /// server is a master with every other server of `servers` attached
     /// online, and each of those is its replica, link up, no sync under
-    /// way. Returns the master's port, or what is not settled yet.
-    pub fn settled(&self, servers: &[Server]) -> Result<u16, String> {
+    /// way. Returns the master's address, or what is not settled yet.
+    pub fn settled(&self, servers: &[Server]) -> Result<SocketAddr, String> {
         let master = self.agreed_master()?;
-        let others: Vec<u16> = servers
+        let others: Vec<SocketAddr> = servers
             .iter()
-            .map(|s| s.port)
-            .filter(|p| *p != master)
+            .map(Server::socket_addr)
+            .filter(|a| *a != master)
             .collect();
         if others.len() + 1 != servers.len() {
             return Err(format!(
@@ -317,17 +354,18 @@ impl Sentinels {
                 .query(&mut con)
                 .map_err(|e| format!("sentinel {}: {e}", s.port))?;
             let replicas: Vec<HashMap<String, String>> = replicas.into_iter().map(fields).collect();
-            for port in &others {
-                let seen = replicas
-                    .iter()
-                    .find(|r| r.get("port").map(String::as_str) == Some(&port.to_string()));
+            for addr in &others {
+                let seen = replicas.iter().find(|r| {
+                    let get = |k: &str| r.get(k).map(String::as_str).unwrap_or("");
+                    format!("{}:{}", get("ip"), get("port")) == addr.to_string()
+                });
                 match seen.and_then(|r| r.get("flags")) {
                     None => {
-                        return Err(format!("sentinel {} does not list replica {port}", s.port))
+                        return Err(format!("sentinel {} does not list replica {addr}", s.port))
                     }
                     Some(flags) if troubled(flags) => {
                         return Err(format!(
-                            "sentinel {} sees replica {port} as {flags}",
+                            "sentinel {} sees replica {addr} as {flags}",
                             s.port
                         ))
                     }
@@ -349,18 +387,18 @@ impl Sentinels {
         if online != others.len() {
             return Err(format!("{master} has {online} replicas online"));
         }
-        for port in &others {
-            let info = replication(*port)?;
+        for addr in &others {
+            let info = replication(*addr)?;
             let get = |k: &str| info.get(k).map(String::as_str).unwrap_or("");
+            let following = format!("{}:{}", get("master_host"), get("master_port"));
             if get("role") != "slave"
-                || get("master_port") != master.to_string()
+                || following != master.to_string()
                 || get("master_link_status") != "up"
                 || get("master_sync_in_progress") != "0"
             {
                 return Err(format!(
-                    "{port} not yet in sync with {master}: role {}, master_port {}, link {}, syncing {}",
+                    "{addr} not yet in sync with {master}: role {}, master {following}, link {}, syncing {}",
                     get("role"),
-                    get("master_port"),
                     get("master_link_status"),
                     get("master_sync_in_progress")
                 ));
@@ -369,14 +407,14 @@ impl Sentinels {
         Ok(master)
     }
 
-    /// Waits for [`Sentinels::settled`]; returns the master's port.
-    pub fn wait_until_settled(&self, servers: &[Server], bound: Duration) -> u16 {
-        let mut master = 0;
+    /// Waits for [`Sentinels::settled`]; returns the master's address.
+    pub fn wait_until_settled(&self, servers: &[Server], bound: Duration) -> SocketAddr {
+        let mut master = None;
         self.wait("the sentinels and servers to settle", bound, || {
-            master = self.settled(servers)?;
+            master = Some(self.settled(servers)?);
             Ok(())
         });
-        master
+        master.expect("settled")
     }
 
     /// Polls `check` until it is `Ok`; panics after `bound` with the last
