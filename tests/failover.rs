@@ -28,7 +28,8 @@
 //! - **cut**: the master's network link down (cut off from its replicas,
 //!   the sentinels and the clients; its connections stay open), then up
 //!   again. Unlike a stopped master, a cut-off one goes on running: its
-//!   leases end and its queued callers are granted the lock, their replies
+//!   leases end and (without `min-replicas-to-write`, which holds the
+//!   module's timers back) its queued callers are granted the lock, their replies
 //!   held in TCP buffers until the cut heals; it comes back believing it
 //!   is the master, a client still connected to it gets those replies and
 //!   goes on using it, and Sentinel demotes it some seconds later.
