@@ -4,6 +4,9 @@
 //! - module:   `LOCK.ACQUIRE key owner PX lease BLOCK wait` / `LOCK.RELEASE key owner`
 //! - module-keepalive: the same with `KEEPALIVE` (the server renews the lease
 //!   while the connection lives)
+//! - module-fence: the same with `FENCE` (the answer is the lock's fencing
+//!   token, which must be above the key's previous one; the server writes
+//!   the token key `redisson_lock_token:{key}` on every acquire)
 //! - redisson: acquire script by EVALSHA; on a PTTL answer the client's process
 //!   subscribes to `redisson_lock__channel:{key}` (once per process and lock) and
 //!   the client retries when one message is handed to it or the PTTL passes;
@@ -144,6 +147,8 @@ pub enum Proto {
     Module,
     /// The module's commands with KEEPALIVE.
     ModuleKeepalive,
+    /// The module's commands with FENCE (exclusive, one key per cycle).
+    ModuleFence,
     Redisson,
     /// Retry sleep in ms.
     Spin(u64),
@@ -153,15 +158,19 @@ pub enum Proto {
 }
 
 impl Proto {
-    /// The module's commands, with or without KEEPALIVE.
+    /// The module's commands, with or without KEEPALIVE or FENCE.
     pub fn is_module(&self) -> bool {
-        matches!(self, Proto::Module | Proto::ModuleKeepalive)
+        matches!(
+            self,
+            Proto::Module | Proto::ModuleKeepalive | Proto::ModuleFence
+        )
     }
 
     /// The acquire options after `PX lease BLOCK wait`.
     fn acquire_flags(&self) -> &'static [&'static [u8]] {
         match self {
             Proto::ModuleKeepalive => &[b"KEEPALIVE"],
+            Proto::ModuleFence => &[b"FENCE"],
             _ => &[],
         }
     }
@@ -170,6 +179,7 @@ impl Proto {
         match self {
             Proto::Module => "module".into(),
             Proto::ModuleKeepalive => "module-keepalive".into(),
+            Proto::ModuleFence => "module-fence".into(),
             Proto::Redisson => "redisson".into(),
             Proto::Spin(ms) => format!("spin-{ms}ms"),
             Proto::Raw => "raw".into(),
@@ -448,6 +458,9 @@ struct Shared {
     multi: Option<Multi>,
     /// Read-write and multi-lock runs.
     data: Option<Guarded>,
+    /// module-fence runs: per key, the last fencing token granted (0 =
+    /// none yet).
+    tokens: Vec<Cell<i64>>,
 }
 
 impl Shared {
@@ -668,7 +681,7 @@ impl Client {
         let sh = self.shared.clone();
         let key = &sh.keys[k];
         match sh.proto {
-            Proto::Module | Proto::ModuleKeepalive => loop {
+            Proto::Module | Proto::ModuleKeepalive | Proto::ModuleFence => loop {
                 let name: &str = match mode {
                     Mode::Exclusive => "LOCK.ACQUIRE",
                     Mode::Read => "LOCK.RACQUIRE",
@@ -686,7 +699,11 @@ impl Client {
                 args.extend(sh.proto.acquire_flags());
                 let r = self.conn.cmd(&args).await?;
                 match r {
-                    Reply::Int(1) => return Ok(Outcome::Granted),
+                    Reply::Int(t) if sh.proto == Proto::ModuleFence && t > 0 => {
+                        self.granted_token(k, t);
+                        return Ok(Outcome::Granted);
+                    }
+                    Reply::Int(1) if sh.proto != Proto::ModuleFence => return Ok(Outcome::Granted),
                     Reply::Nil => {
                         sh.timeouts.set(sh.timeouts.get() + 1);
                         if sh.stopping.get() {
@@ -850,7 +867,7 @@ impl Client {
         let sh = self.shared.clone();
         let key = &sh.keys[k];
         let (what, r, want): (&str, Reply, &[i64]) = match (sh.proto, mode) {
-            (Proto::Module | Proto::ModuleKeepalive, _) => (
+            (Proto::Module | Proto::ModuleKeepalive | Proto::ModuleFence, _) => (
                 "LOCK.RELEASE",
                 self.conn.cmd(&[b"LOCK.RELEASE", key, &self.owner]).await?,
                 &[0],
@@ -1075,6 +1092,25 @@ impl Client {
         ok
     }
 
+    /// A FENCE grant's token: it must be above the key's previous one. The
+    /// previous holder's grant was read before its release was sent, and
+    /// this grant came after that release, so the order seen here is the
+    /// server's.
+    fn granted_token(&self, k: usize, token: i64) {
+        let sh = &self.shared;
+        let last = &sh.tokens[k];
+        if token <= last.get() {
+            sh.violation(format!(
+                "{}: {} granted to client {} with token {token}, not above the previous {}",
+                sh.proto.name(),
+                String::from_utf8_lossy(&sh.keys[k]),
+                self.id,
+                last.get()
+            ));
+        }
+        last.set(token);
+    }
+
     /// A read-write grant: counts this holder in, checks that no writer
     /// overlaps anyone, and records the figures of its kind.
     fn granted_rw(&self, rw: &Rw, k: usize, mode: Mode, wait_us: u64) {
@@ -1274,7 +1310,12 @@ impl Harness {
             (None, None) => None,
         };
         if let Some(kind) = kind {
-            if !spec.proto.is_module() && spec.proto != Proto::Redisson {
+            // Concurrent readers' tokens reach the generator in any order,
+            // and a multi-lock answers one token per key: module-fence is
+            // the exclusive lock's cycle only.
+            if (!spec.proto.is_module() && spec.proto != Proto::Redisson)
+                || spec.proto == Proto::ModuleFence
+            {
                 return Err(io::Error::other(format!(
                     "{} has no {kind}",
                     spec.proto.name()
@@ -1352,6 +1393,11 @@ impl Harness {
                 gave_up: Cell::new(0),
             }),
             data,
+            tokens: if spec.proto == Proto::ModuleFence {
+                (0..spec.keys).map(|_| Cell::new(0)).collect()
+            } else {
+                Vec::new()
+            },
         });
 
         if spec.proto == Proto::Blpop {

@@ -49,9 +49,9 @@ usage: lock-bench [options]
   --module PATH           liblock.so (default target/release/liblock.so of this workspace)
   --redis-server PATH     default redis-server from PATH
   --redis-benchmark PATH  default redis-benchmark from PATH
-  --protocols LIST        only these protocols in S1/S2/S5/S7/S8 (module,module-keepalive,redisson,
-                          spin-10ms,spin-100ms,raw; blpop = S2's reference: Redis's own BLPOP/RPUSH
-                          hand-off, no module)
+  --protocols LIST        only these protocols in S1/S2/S5/S7/S8 (module,module-keepalive,
+                          module-fence,redisson,spin-10ms,spin-100ms,raw; blpop = S2's reference:
+                          Redis's own BLPOP/RPUSH hand-off, no module)
   --s2-clients LIST       S2 client counts (default 1,4,16,64,256)
   --compare-models        measure tokio tasks vs blocking threads as the client model, then exit
   -h, --help";
@@ -213,6 +213,7 @@ fn parse_args() -> Result<Opts, String> {
                     if ![
                         "module",
                         "module-keepalive",
+                        "module-fence",
                         "redisson",
                         "spin-10ms",
                         "spin-100ms",

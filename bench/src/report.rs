@@ -45,12 +45,7 @@ impl Bar {
 
     /// Records the range of the repetitions' values.
     pub fn with_range(mut self, values: &[f64]) -> Bar {
-        let v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-        if v.len() > 1 {
-            let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
-            let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            self.range = Some((lo, hi));
-        }
+        self.range = crate::stats::range(values);
         self
     }
 

@@ -86,6 +86,18 @@ pub fn ratios(a: &[f64], b: &[f64]) -> Vec<f64> {
         .collect()
 }
 
+/// Lowest and highest of the finite values, when there are two or more:
+/// how far the repetitions reach.
+pub fn range(values: &[f64]) -> Option<(f64, f64)> {
+    let v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.len() < 2 {
+        return None;
+    }
+    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    Some((lo, hi))
+}
+
 /// (max - min) / median of the values, in %: how much the runs disagree.
 pub fn spread_pct(values: &[f64]) -> f64 {
     let m = median(values);

@@ -14,7 +14,7 @@ use crate::load::{
 };
 use crate::report::{finite, ms, rate, Bar, Section, INTERFERENCE_PCT, RETRIES};
 use crate::resp::Conn;
-use crate::stats::{median, paired_ratio, ratios, spread_pct};
+use crate::stats::{median, paired_ratio, range, ratios, spread_pct};
 use crate::Ctx;
 
 /// Runs of one (protocol, clients) cell.
@@ -185,6 +185,14 @@ async fn measure(
         // Violations and errors count in every run, kept or not.
         absorb(section, &r);
         ctx.settle(section).await;
+        // A FENCE run leaves a token key behind for every key it fenced
+        // (kept an hour): tens of thousands per run, which made every later
+        // run's commands slower (the plain acquire from 1.0 to 1.5-2.1 us).
+        // Every other protocol leaves nothing once its holds are released,
+        // so the next run starts on an empty keyspace again.
+        if proto == Proto::ModuleFence {
+            admin.ok(&["FLUSHALL", "SYNC"]).await?;
+        }
         ctx.progress(&format!(
             "{} {} clients={} keys={}: {}/s p99 {} ms (server {:.0}%, gen {:.0}%, others {:.0}%)",
             section.id,
@@ -286,6 +294,7 @@ pub async fn s1(ctx: &Ctx) -> io::Result<Section> {
     let protos = ctx.protocols(&[
         Proto::Module,
         Proto::ModuleKeepalive,
+        Proto::ModuleFence,
         Proto::Raw,
         Proto::Redisson,
         Proto::Spin(10),
@@ -331,6 +340,25 @@ pub async fn s1(ctx: &Ctx) -> io::Result<Section> {
             .bars
             .push(k.bar_vs("module-keepalive cycles/s vs module".into(), m, 0.9));
     }
+    // FENCE makes every acquire write the token key (SET ... PXAT, two
+    // keyspace events, replicated): a cost paid for a guarantee, told as
+    // information beside the plain cycle, with no bar to hold it to.
+    let fence = match (
+        find(&cells, Proto::ModuleFence, clients),
+        find(&cells, Proto::Module, clients),
+    ) {
+        (Some(f), Some(m)) => {
+            let by_rep = ratios(&f.rates(), &m.rates());
+            let reach =
+                range(&by_rep).map_or(String::new(), |(lo, hi)| format!(" [{lo:.3}x .. {hi:.3}x]"));
+            section.line(format!(
+                "module-fence vs module: {:.3}x cycles/s{reach} (median of the ratios within each repetition; information, no bar)",
+                f.vs(m)
+            ));
+            json!({"median_ratio": finite(f.vs(m)), "ratios_by_rep": by_rep})
+        }
+        _ => Value::Null,
+    };
     section.line("server time per call, us (INFO commandstats usec_per_call, median of runs):");
     for c in &cells {
         section.line(format!("  {:<11} {}", c.proto.name(), c.server_time()));
@@ -341,7 +369,8 @@ pub async fn s1(ctx: &Ctx) -> io::Result<Section> {
         vs(Proto::Spin(100))
     ));
     section.json = json!({"clients": clients, "keys": keys,
-        "cells": cells.iter().map(Cell::json).collect::<Vec<_>>()});
+        "cells": cells.iter().map(Cell::json).collect::<Vec<_>>(),
+        "module_fence_vs_module": fence});
     Ok(section)
 }
 
