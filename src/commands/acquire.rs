@@ -114,6 +114,8 @@ fn acquire_as(
         handoff::commit(ctx, &lock, &key, tx);
         match (acquired?, wait) {
             (Acquisition::Now(reply), _) => {
+                // The hold's time ends with its key.
+                events::watch_keyspace(ctx);
                 let how = if request.keepalive {
                     events::watch_clients(ctx);
                     Taken::KeepAlive
