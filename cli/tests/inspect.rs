@@ -8,7 +8,7 @@ mod util;
 use std::fs;
 
 use common::{field, lock_info, q, raw, send, wait_for_waiters, Cluster, Server, Value};
-use util::{has_command, output, path, scratch, wait_file, Runner, Tmux, BIN};
+use util::{output, path, scratch, wait_file, Runner, Tmux, BIN};
 
 /// LOCK.INFO as JSON, the way `status --json` should show it.
 fn info_json(con: &mut redis::Connection, key: &str) -> serde_json::Value {
@@ -58,12 +58,11 @@ fn status_json_matches_lock_info() {
     let out = output(&s, &["status", "--json", "job", "cfg", "free"]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let got: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
-    let waiters_supported = has_command(&mut con, &["LOCK.WAITERS", "job"]);
     for key in ["job", "cfg"] {
         let want = info_json(&mut con, key);
         let mut got = got[key].clone();
         let queue = got.as_object_mut().and_then(|o| o.remove("queue"));
-        assert_eq!(queue.is_some(), waiters_supported, "{got}");
+        let queue = queue.unwrap_or_else(|| panic!("no queue in {got}"));
         let (want, got) = (
             want.as_object().expect("map"),
             got.as_object().expect("map"),
@@ -82,16 +81,14 @@ fn status_json_matches_lock_info() {
             }
         }
         if key == "job" {
-            if let Some(q) = queue {
-                assert_eq!(q[0]["owner"], "queued", "{q}");
-                assert_eq!(q[0]["kind"], "exclusive", "{q}");
-            }
+            assert_eq!(queue[0]["owner"], "queued", "{queue}");
+            assert_eq!(queue[0]["kind"], "exclusive", "{queue}");
+            assert_eq!(queue[0]["timeout"], -1, "{queue}");
+        } else {
+            assert_eq!(queue, serde_json::json!([]));
         }
     }
-    assert_eq!(
-        got["free"].as_object().map(|o| o.keys().len()),
-        Some(usize::from(waiters_supported))
-    );
+    assert_eq!(got["free"], serde_json::json!({"queue": []}));
 
     let out = output(&s, &["status", "job", "free"]);
     let text = String::from_utf8_lossy(&out.stdout);
@@ -101,19 +98,13 @@ fn status_json_matches_lock_info() {
     );
     assert!(text.contains(", 1 waiting\n"), "{text}");
     assert!(text.contains("\nfree: free, 0 waiting\n"), "{text}");
-    if waiters_supported {
-        assert!(text.contains("queued"), "{text}");
-    }
+    assert!(text.contains("    1  queued "), "{text}");
 }
 
 #[test]
 fn top_draws_its_table_in_a_terminal() {
     let s = Server::start();
     let mut con = s.client();
-    if !has_command(&mut con, &["LOCK.QUEUES"]) {
-        eprintln!("skipped: this module has no LOCK.QUEUES");
-        return;
-    }
     q::<i64>(
         &mut con,
         &["LOCK.ACQUIRE", "deploy:web", "holder", "PX", "60000"],
@@ -184,11 +175,8 @@ fn the_waiting_line_shows_the_queue_and_is_erased() {
         s.url(),
         path(&done)
     ));
-    let waiters_supported = has_command(&mut con, &["LOCK.WAITERS", "job"]);
     let screen = tmux.wait_for("the status line", |screen| {
-        screen.contains("waiting for job: ")
-            && screen.contains("held by first")
-            && (!waiters_supported || screen.contains("1 ahead"))
+        screen.contains("waiting for job: 1 ahead, held by first, ")
     });
     assert!(screen.contains(" s"), "{screen}");
     q::<i64>(&mut con, &["LOCK.RELEASE", "job", "first"]);

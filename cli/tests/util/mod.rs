@@ -204,12 +204,3 @@ impl Drop for Tmux {
             .status();
     }
 }
-
-/// Whether the module answers `cmd` (LOCK.WAITERS / LOCK.QUEUES come with
-/// the queues work; tests of them say so and stop when it is missing).
-pub fn has_command(con: &mut redis::Connection, args: &[&str]) -> bool {
-    match super::common::raw(con, args) {
-        Ok(_) => true,
-        Err(e) => !e.to_string().to_lowercase().contains("unknown command"),
-    }
-}
