@@ -7,6 +7,12 @@ use crate::exit::{self, Failure};
 use crate::reply;
 use crate::status;
 
+/// Prints to stdout; a closed pipe (`| head`) is not an error worth a panic.
+fn out(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+}
+
 fn connect(url: &str) -> Result<Conn, Failure> {
     let target = conn::target(url).map_err(Failure::Usage)?;
     Conn::connect(&target).map_err(|e| {
@@ -21,9 +27,9 @@ pub fn status(url: &str, args: StatusArgs) -> Result<u8, Failure> {
     let mut conn = connect(url)?;
     let locks = status::fetch(&mut conn, &args.names)?;
     if args.json {
-        println!("{}", status::json(&locks));
+        out(&format!("{}\n", status::json(&locks)));
     } else {
-        print!("{}", status::text(&locks));
+        out(&status::text(&locks));
     }
     Ok(0)
 }
@@ -38,13 +44,13 @@ pub fn release(url: &str, args: ReleaseArgs) -> Result<u8, Failure> {
             Ok(v) => {
                 let left = reply::int(&v).unwrap_or(0);
                 if left == 0 {
-                    println!("{name}: released");
+                    out(&format!("{name}: released\n"));
                 } else {
-                    println!("{name}: {left} holds left");
+                    out(&format!("{name}: {left} holds left\n"));
                 }
             }
             Err(e) if e.code() == Some("NOTOWNER") => {
-                println!("{name}: not held by {}", args.owner);
+                out(&format!("{name}: not held by {}\n", args.owner));
                 code = exit::CONFLICT;
             }
             Err(e) => return Err(Failure::from_redis(&format!("LOCK.RELEASE {name}"), &e)),
@@ -62,9 +68,9 @@ pub fn force_release(url: &str, args: ForceReleaseArgs) -> Result<u8, Failure> {
             .call(&commands::force_release(name))
             .map_err(|e| Failure::from_redis(&format!("LOCK.FORCERELEASE {name}"), &e))?;
         if reply::int(&v) == Some(1) {
-            println!("{name}: removed");
+            out(&format!("{name}: removed\n"));
         } else {
-            println!("{name}: was free");
+            out(&format!("{name}: was free\n"));
             code = exit::CONFLICT;
         }
     }
