@@ -13,6 +13,8 @@ use signal_hook::iterator::exfiltrator::WithOrigin;
 use signal_hook::iterator::SignalsInfo;
 use signal_hook::low_level::siginfo::Cause;
 
+use crate::sys;
+
 /// The signals forwarded to the command.
 pub const FORWARDED: [i32; 3] = [SIGINT, SIGTERM, SIGHUP];
 
@@ -68,19 +70,8 @@ pub fn spawn(command: &[OsString], env: &[(&str, String)]) -> io::Result<Child> 
 /// Starts a thread that sends `event` once the process `pid` has exited,
 /// leaving it to be reaped (`Child::wait`) by the caller.
 pub fn notify_exit<E: Send + 'static>(pid: u32, tx: Sender<E>, event: E) -> io::Result<()> {
-    let id = libc::id_t::from(pid);
     thread::Builder::new().name("child".into()).spawn(move || {
-        loop {
-            // SAFETY: a zeroed siginfo_t is a valid out-parameter.
-            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-            // SAFETY: waitid only writes into `info`; WNOWAIT leaves the
-            // child waitable, so its pid stays ours until it is reaped.
-            let rc =
-                unsafe { libc::waitid(libc::P_PID, id, &mut info, libc::WEXITED | libc::WNOWAIT) };
-            if rc == 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-                break;
-            }
-        }
+        let _ = sys::wait_exited_unreaped(pid);
         let _ = tx.send(event);
     })?;
     Ok(())
@@ -88,12 +79,7 @@ pub fn notify_exit<E: Send + 'static>(pid: u32, tx: Sender<E>, event: E) -> io::
 
 /// Sends `signal` to the process `pid` (not yet reaped).
 pub fn kill(pid: u32, signal: i32) {
-    if let Ok(pid) = libc::pid_t::try_from(pid) {
-        // SAFETY: kill has no memory effects; the pid is our unreaped child.
-        unsafe {
-            libc::kill(pid, signal);
-        }
-    }
+    sys::kill(pid, signal);
 }
 
 /// `SIGTERM` and the like, for messages.

@@ -1,6 +1,8 @@
 //! redis-lock: run a command while holding a lock of the lock module, and
 //! look at locks and their queues. See docs/cli.md.
 
+#![deny(unsafe_code)]
+
 mod args;
 mod child;
 mod commands;
@@ -13,6 +15,8 @@ mod owner;
 mod reply;
 mod run;
 mod status;
+#[allow(unsafe_code)]
+mod sys;
 mod term;
 mod top;
 mod waiting;

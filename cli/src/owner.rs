@@ -2,6 +2,8 @@
 
 use std::io::Read;
 
+use crate::sys;
+
 /// `hostname:pid:8 hex digits` (the random part from /dev/urandom, or from
 /// the clock when it cannot be read).
 pub fn generate() -> String {
@@ -15,19 +17,9 @@ pub fn compose(host: &str, pid: u32, random: u32) -> String {
 }
 
 fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: gethostname writes at most buf.len() bytes into buf.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    let name = if rc == 0 {
-        let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
-        String::from_utf8_lossy(&buf[..end]).into_owned()
-    } else {
-        String::new()
-    };
-    if name.is_empty() {
-        "localhost".into()
-    } else {
-        name
+    match sys::hostname() {
+        Some(name) if !name.is_empty() => name,
+        _ => "localhost".into(),
     }
 }
 

@@ -2,13 +2,11 @@
 
 use std::io::{IsTerminal, Write};
 
+use crate::sys;
+
 /// Columns and rows of the terminal on `fd`, if it is one.
 pub fn size(fd: i32) -> Option<(usize, usize)> {
-    // SAFETY: a zeroed winsize is a valid out-parameter for TIOCGWINSZ.
-    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
-    // SAFETY: TIOCGWINSZ only writes into `ws`.
-    let rc = unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut ws) };
-    (rc == 0 && ws.ws_col > 0 && ws.ws_row > 0).then_some((ws.ws_col as usize, ws.ws_row as usize))
+    sys::terminal_size(fd)
 }
 
 /// `text` cut to `width` characters.
