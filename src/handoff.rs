@@ -36,8 +36,7 @@ use redis_module::{Context, ContextFlags, RedisString};
 
 use crate::deferred;
 use crate::ffi;
-use crate::info::STATS;
-use crate::lease;
+use crate::info::{self, STATS};
 use crate::replication::Replication;
 use crate::rules::error::LockError;
 use crate::rules::multilock::{access, KeyAccess};
@@ -46,6 +45,7 @@ use crate::rules::state::LockState;
 use crate::rules::transition::{TokenValue, Transition, Verdict, Wake};
 use crate::store::{self, LockKey, Placement};
 use crate::waiters::{anyone_waits, registry, BlockedReply, Grant, GroupId, LockId, Waiter};
+use crate::{holds, lease};
 
 /// Who starts a transition.
 #[derive(Clone, Copy)]
@@ -135,6 +135,7 @@ pub fn commit_all<'c>(
 fn commit_only(ctx: &Context, lock: &LockId<'_>, key: &LockKey, tx: Transition<Waiter>) {
     key.apply(ctx, &tx.changes);
     STATS.add(&tx.tally);
+    holds::changed(lock, &tx.held_before, tx.state(), tx.now_ms());
     let held_after = *tx.state() != LockState::Free;
     let next_end = tx.next_end();
     deliver(ctx, lock, tx.wakes);
@@ -202,6 +203,7 @@ fn serve_group(ctx: &Context, group: GroupId) {
         return;
     };
     deferred::after_queue_change(ctx, released);
+    info::record_wait(waiter.queued_at.elapsed());
     let mut grants = Vec::with_capacity(opened.len());
     let mut replies = Vec::with_capacity(opened.len());
     for (lock, _, key, mut tx) in opened {
@@ -262,6 +264,7 @@ fn deliver(ctx: &Context, lock: &LockId<'_>, wakes: Vec<Wake<Waiter>>) {
     for wake in wakes {
         let outcome = match wake.verdict {
             Verdict::Granted(reply) => {
+                info::record_wait(wake.waiter.queued_at.elapsed());
                 BlockedReply::Granted(grant_of(lock, &wake.waiter.request), reply)
             }
             Verdict::Failed(e) => BlockedReply::Failed(e.to_string()),

@@ -1,7 +1,15 @@
-//! Counters behind `INFO lock`.
+//! Counters and time percentiles behind `INFO lock`: how long callers
+//! waited before they were granted, and how long holds lasted (fed by
+//! `holds.rs`), since the module was loaded.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{LazyLock, Mutex, MutexGuard, TryLockError};
+use std::time::Duration;
 
+use hdrhistogram::Histogram;
+
+use crate::rules::holds::Ended;
+use crate::rules::percentiles::{self, Distribution};
 use crate::rules::transition::Tally;
 
 pub struct Stats {
@@ -78,4 +86,72 @@ impl Stats {
             ("keepalive_ended", self.keepalive_ended.load(Relaxed)),
         ]
     }
+}
+
+/// Milliseconds, to 2 significant digits (exact up to 255 ms, within 1 %
+/// above), the range growing to the largest value recorded: a few KB.
+type Times = Mutex<Option<Histogram<u64>>>;
+
+fn times() -> Times {
+    Mutex::new(Histogram::new(2).ok())
+}
+
+/// Waits of callers that were granted the lock, from queued to granted (a
+/// multi-lock caller once, for all its keys).
+static WAITS: LazyLock<Times> = LazyLock::new(times);
+/// Holds, from grant to end (see `lock_rules::holds` for what one is).
+static HOLDS: LazyLock<Times> = LazyLock::new(times);
+
+/// A poisoned histogram only means a panic was caught while it was held;
+/// its counts are whole.
+fn lock(times: &Times) -> MutexGuard<'_, Option<Histogram<u64>>> {
+    times
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+pub fn record_wait(waited: Duration) {
+    let ms = u64::try_from(waited.as_millis()).unwrap_or(u64::MAX);
+    if let Some(h) = lock(&WAITS).as_mut() {
+        let _ = h.record(ms);
+    }
+}
+
+pub fn record_hold(hold: Ended) {
+    if let Some(h) = lock(&HOLDS).as_mut() {
+        let _ = h.record_n(hold.ms, hold.weight);
+    }
+}
+
+struct Hdr<'h>(&'h Histogram<u64>);
+
+impl Distribution for Hdr<'_> {
+    fn count(&self) -> u64 {
+        self.0.len()
+    }
+
+    fn at(&self, percentile: f64) -> u64 {
+        self.0.value_at_percentile(percentile)
+    }
+
+    fn max(&self) -> u64 {
+        self.0.max()
+    }
+}
+
+/// `wait_ms_p50` ... `hold_ms_max`, in INFO order. Never blocks (INFO also
+/// runs in crash reports): a histogram held at that moment is left out.
+pub fn time_fields() -> Vec<(String, u64)> {
+    let mut fields = Vec::with_capacity(6);
+    for (name, times) in [("wait_ms", &WAITS), ("hold_ms", &HOLDS)] {
+        let guard = match times.try_lock() {
+            Ok(guard) => guard,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => continue,
+        };
+        if let Some(h) = guard.as_ref() {
+            fields.extend(percentiles::fields(name, &Hdr(h)));
+        }
+    }
+    fields
 }

@@ -13,8 +13,10 @@
 //! - `lease.rs`: timers (and an alarm thread) at lease ends of locks
 //!   someone waits for.
 //! - `deferred.rs`: work noted now and done in a 0 ms timer.
+//! - `holds.rs` (since when each lock is held, for hold times).
 //! - `store.rs` (the lock key), `waiters.rs` (the waiter registry),
-//!   `replication.rs`, `min_replicas.rs`, `info.rs`, `config.rs`.
+//!   `replication.rs`, `min_replicas.rs`, `info.rs` (counters and time
+//!   percentiles), `config.rs`.
 //! - `lock_rules` (the `rules/` crate): the lock rules, pure Rust with unit
 //!   tests.
 //! - `ffi/`: every `unsafe` call into the module API; the compiler refuses
@@ -32,6 +34,7 @@ mod events;
 #[allow(unsafe_code)]
 mod ffi;
 mod handoff;
+mod holds;
 mod info;
 mod keepalive;
 mod lease;
@@ -62,7 +65,8 @@ mod module {
         }
         ffi::signal_modified_keys_explicitly(ctx);
         deferred::on_drain(events::drain);
-        // Keyspace and event-loop events follow at the first wait.
+        // Keyspace events follow at the first acquire, client and
+        // event-loop events at the first wait.
         if !ffi::subscribe_data_events::<events::ServerEvents>(ctx) {
             ffi::log_warning(ctx, "lock: could not subscribe to server events");
             return Status::Err;
@@ -103,6 +107,9 @@ mod module {
             ctx.add_info_field_long_long("waiters", waiters as i64);
             ctx.add_info_field_long_long("locks_with_waiters", locks as i64);
             ctx.add_info_field_long_long("keepalive_holds", keepalive::held() as i64);
+            for (name, value) in info::time_fields() {
+                ctx.add_info_field_long_long(&name, i64::try_from(value).unwrap_or(i64::MAX));
+            }
         });
         Ok(())
     }

@@ -308,6 +308,12 @@ pub fn expires_at(ctx: &Context, name: &RedisString) -> Option<i64> {
     Key::open(ctx, name, false)?.expires_at()
 }
 
+/// A key's TTL in ms as PTTL answers it: -2 when it does not exist, -1
+/// without a TTL.
+pub fn pttl(ctx: &Context, name: &RedisString) -> i64 {
+    Key::open(ctx, name, false).map_or(-2, |key| key.ttl_ms().unwrap_or(-1))
+}
+
 /// A lock key opened for reading only (LOCK.INFO, also on replicas); `None`
 /// when the key does not exist.
 pub fn read_only(

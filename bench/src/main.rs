@@ -5,6 +5,7 @@
 
 mod benchmark;
 mod chart;
+mod cli;
 mod compare;
 mod expiry;
 mod keepalive;
@@ -37,9 +38,9 @@ usage: lock-bench [options]
   --only S2,lease-expiry  run only these scenarios, by tag or name: S1 uncontended,
                           S1b pipelined-acquires, S2 hot-lock, S3 lease-expiry, S4 scale,
                           S5 moderate-contention, S6 no-tax, S7 read-write, S8 multi-lock,
-                          S9 keepalive-renewals
+                          S9 keepalive-renewals, S10 cli-cost
   --reps N                repetitions of every measurement (default: S1/S5/S1b 7, S2/S3/S4/S7/S8 5,
-                          S4 memory 3, S6 9, S9 3 renewal periods; median reported)
+                          S4 memory 3, S6 9, S9 3 renewal periods, S10 5; median reported)
   --warmup SECS           warm-up before each measured run (default 0.3, 0.2 with --quick)
   --measure SECS          length of each measured run (default 1, 0.5 with --quick; S8's redisson
                           runs 4.5 s longer: its MultiLock tryLock wait)
@@ -49,6 +50,7 @@ usage: lock-bench [options]
   --module PATH           liblock.so (default target/release/liblock.so of this workspace)
   --redis-server PATH     default redis-server from PATH
   --redis-benchmark PATH  default redis-benchmark from PATH
+  --cli PATH              redis-lock for S10 (default target/release/redis-lock of this workspace)
   --protocols LIST        only these protocols in S1/S2/S5/S7/S8 (module,module-keepalive,
                           module-fence,redisson,spin-10ms,spin-100ms,raw; blpop = S2's reference:
                           Redis's own BLPOP/RPUSH hand-off, no module)
@@ -58,7 +60,7 @@ usage: lock-bench [options]
 
 /// Every scenario, in the order they run: its tag and a name saying what it
 /// measures.
-const SCENARIOS: [(&str, &str); 10] = [
+const SCENARIOS: [(&str, &str); 11] = [
     ("S1", "uncontended"),
     ("S1b", "pipelined-acquires"),
     ("S2", "hot-lock"),
@@ -69,6 +71,7 @@ const SCENARIOS: [(&str, &str); 10] = [
     ("S7", "read-write"),
     ("S8", "multi-lock"),
     ("S9", "keepalive-renewals"),
+    ("S10", "cli-cost"),
 ];
 
 /// The name of scenario `tag`.
@@ -99,6 +102,7 @@ pub const REPS_S7: usize = 5;
 pub const REPS_S8: usize = 5;
 /// Renewal periods (15 s each, `keepalive::PERIOD`) measured.
 pub const REPS_S9: usize = 3;
+pub const REPS_S10: usize = 5;
 
 #[derive(Clone, Debug)]
 pub struct Opts {
@@ -113,6 +117,8 @@ pub struct Opts {
     pub module: PathBuf,
     pub redis_server: String,
     pub redis_benchmark: String,
+    /// redis-lock, for S10.
+    pub cli: PathBuf,
     pub compare_models: bool,
     pub protocols: Option<Vec<String>>,
     pub s2_clients: Vec<usize>,
@@ -157,6 +163,7 @@ fn parse_args() -> Result<Opts, String> {
     let mut module = None;
     let mut redis_server = "redis-server".to_string();
     let mut redis_benchmark = "redis-benchmark".to_string();
+    let mut cli = None;
     let mut compare_models = false;
     let mut protocols = None;
     let mut s2_clients = vec![1, 4, 16, 64, 256];
@@ -205,6 +212,7 @@ fn parse_args() -> Result<Opts, String> {
             "--module" => module = Some(PathBuf::from(value(&mut args, &a)?)),
             "--redis-server" => redis_server = value(&mut args, &a)?,
             "--redis-benchmark" => redis_benchmark = value(&mut args, &a)?,
+            "--cli" => cli = Some(PathBuf::from(value(&mut args, &a)?)),
             "--compare-models" => compare_models = true,
             "--protocols" => {
                 let v = value(&mut args, &a)?;
@@ -261,6 +269,9 @@ fn parse_args() -> Result<Opts, String> {
         module: server::absolute(&module),
         redis_server,
         redis_benchmark,
+        cli: server::absolute(
+            &cli.unwrap_or_else(|| workspace_dir().join("target/release/redis-lock")),
+        ),
         compare_models,
         protocols,
         s2_clients,
@@ -463,7 +474,7 @@ fn header(opts: &Opts, date: &str, load_before: &str) -> Header {
          server:   {redis}\n\
          module:   {}\n\
          pinning:  {}\n\
-         runs:     every figure is the median of repeated runs (S1 {}, S1b {}, S2 {}, S3 {}, S4 {}/{}, S5 {}, S6 {}, S7 {}, S8 {}, S9 {}; all runs in latest.json); \
+         runs:     every figure is the median of repeated runs (S1 {}, S1b {}, S2 {}, S3 {}, S4 {}/{}, S5 {}, S6 {}, S7 {}, S8 {}, S9 {}, S10 {}; all runs in latest.json); \
          throughput runs {:.1} s measured after {:.1} s warm-up{}\n\
          clients:  one tokio current_thread runtime (one core), a task per client, own RESP2 codec over TCP_NODELAY sockets;\n          \
          Redisson simulated as processes of {} threads (one pub/sub connection per process); spin retries after 10 ms / 100 ms\n",
@@ -481,6 +492,7 @@ fn header(opts: &Opts, date: &str, load_before: &str) -> Header {
         opts.reps(REPS_S7),
         opts.reps(REPS_S8),
         opts.reps(REPS_S9),
+        opts.reps(REPS_S10),
         opts.measure.as_secs_f64(),
         opts.warmup.as_secs_f64(),
         if opts.quick { " (--quick)" } else { "" },
@@ -574,6 +586,7 @@ async fn run(opts: Opts) -> io::Result<bool> {
                 "S7" => throughput::s7(&ctx).await,
                 "S8" => throughput::s8(&ctx).await,
                 "S9" => keepalive::s9(&ctx).await,
+                "S10" => cli::s10(&ctx).await,
                 _ => throughput::s5(&ctx).await,
             };
             let mut ctx = ctx;

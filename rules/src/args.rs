@@ -78,6 +78,49 @@ pub fn parse_renew_options<A: Deref<Target = [u8]>>(args: &[A]) -> Result<RenewO
     Ok(out)
 }
 
+/// How many entries LOCK.WAITERS and LOCK.QUEUES show: `COUNT n` (at
+/// most n, 10 without COUNT), `COUNT 0` (all, as LPOS ... COUNT 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    All,
+    AtMost(usize),
+}
+
+/// The entries LOCK.WAITERS and LOCK.QUEUES show without `COUNT`.
+pub const DEFAULT_VIEW_COUNT: usize = 10;
+
+impl Limit {
+    pub fn of(count: usize) -> Self {
+        if count == 0 {
+            Self::All
+        } else {
+            Self::AtMost(count)
+        }
+    }
+
+    pub fn max(self) -> usize {
+        match self {
+            Self::All => usize::MAX,
+            Self::AtMost(n) => n,
+        }
+    }
+}
+
+/// Parses `[COUNT count]` (LOCK.WAITERS after the key, LOCK.QUEUES).
+pub fn parse_view_options<A: Deref<Target = [u8]>>(args: &[A]) -> Result<Limit, LockError> {
+    let mut parser = Options::new(args).only(&["COUNT"]);
+    let mut limit = Limit::AtMost(DEFAULT_VIEW_COUNT);
+    while let Some(name) = parser.next_name()? {
+        let raw = parser.value(name)?;
+        let n = parse_i64(raw)
+            .ok_or_else(|| LockError::invalid_value(name, raw, "not an integer or out of range"))?;
+        let n = usize::try_from(n)
+            .map_err(|_| LockError::invalid_value(name, raw, "must not be negative"))?;
+        limit = Limit::of(n);
+    }
+    Ok(limit)
+}
+
 pub fn parse_owner(raw: &[u8]) -> Result<&[u8], LockError> {
     if raw.is_empty() {
         return Err(LockError::empty_owner());
@@ -102,6 +145,7 @@ fn bit(name: &str) -> u32 {
         "EX" => 2,
         "BLOCK" => 4,
         "FENCE" => 8,
+        "COUNT" => 32,
         _ => 16,
     }
 }
@@ -344,6 +388,48 @@ mod tests {
             renew(&["PX", "1", "EX", "1"]),
             Err("ERR syntax error: PX and EX cannot be combined".to_string())
         );
+    }
+
+    #[test]
+    fn view_options_take_a_count_zero_meaning_all() {
+        let view = |args: &[&str]| {
+            let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+            parse_view_options(&raw).map_err(|e| e.to_string())
+        };
+        assert_eq!(view(&[]), Ok(Limit::AtMost(DEFAULT_VIEW_COUNT)));
+        assert_eq!(view(&["COUNT", "3"]), Ok(Limit::AtMost(3)));
+        assert_eq!(view(&["count", "0"]), Ok(Limit::All));
+        assert_eq!(
+            view(&["COUNT", "9223372036854775807"]),
+            Ok(Limit::AtMost(i64::MAX as usize))
+        );
+        let errors: &[(&[&str], &str)] = &[
+            (&["COUNT"], "ERR syntax error: COUNT needs a value"),
+            (
+                &["COUNT", "-1"],
+                "ERR invalid COUNT '-1': must not be negative",
+            ),
+            (
+                &["COUNT", "x"],
+                "ERR invalid COUNT 'x': not an integer or out of range",
+            ),
+            (
+                &["COUNT", "1.5"],
+                "ERR invalid COUNT '1.5': not an integer or out of range",
+            ),
+            (
+                &["COUNT", "1", "COUNT", "2"],
+                "ERR syntax error: COUNT given more than once",
+            ),
+            (&["LIMIT", "1"], "ERR syntax error: unknown option 'LIMIT'"),
+            (&["PX", "1"], "ERR syntax error: unknown option 'PX'"),
+        ];
+        for (args, want) in errors {
+            assert_eq!(view(args), Err(want.to_string()), "{args:?}");
+        }
+        assert_eq!(Limit::of(0), Limit::All);
+        assert_eq!(Limit::All.max(), usize::MAX);
+        assert_eq!(Limit::of(4).max(), 4);
     }
 
     #[test]

@@ -4,20 +4,23 @@
 //!
 //! From the bottom up: `error`, `ids`, `args` (parsing), `keys` (names derived
 //! from a lock's key), `server_text` (what the rules read from server
-//! replies); `request` (what a caller asks for), `read_write` (the read-write
-//! lock's holders and who may take which side), `state` (what a lock key
-//! holds), `queue` (a wait queue), `transition` (the rules proper),
-//! `multilock`, `registry` (who waits for which lock) and `keepalive` (which
-//! holds the server renews).
+//! replies), `percentiles` (what INFO prints of a histogram); `request` (what
+//! a caller asks for), `read_write` (the read-write lock's holders and who
+//! may take which side), `state` (what a lock key holds), `holds` (since when
+//! each holder holds its lock), `queue` (a wait queue), `transition` (the
+//! rules proper), `multilock`, `registry` (who waits for which lock) and
+//! `keepalive` (which holds the server renews).
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod args;
 pub mod error;
+pub mod holds;
 pub mod ids;
 pub mod keepalive;
 pub mod keys;
 pub mod multilock;
+pub mod percentiles;
 pub mod queue;
 pub mod read_write;
 pub mod registry;

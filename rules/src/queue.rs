@@ -96,9 +96,14 @@ impl<T> Fifo<T> {
     }
 
     /// Ids from head to tail.
-    #[cfg(test)]
     pub fn ids(&self) -> impl Iterator<Item = WaiterId> + '_ {
         std::iter::successors(self.head, move |id| self.nodes.get(id).and_then(|n| n.next))
+    }
+
+    /// Entries from head to tail.
+    pub fn iter(&self) -> impl Iterator<Item = (WaiterId, &T)> + '_ {
+        self.ids()
+            .filter_map(move |id| self.nodes.get(&id).map(|n| (id, &n.value)))
     }
 }
 
@@ -120,6 +125,7 @@ mod tests {
         assert_eq!(q.front(), Some((1, &10)));
         let popped: Vec<_> = std::iter::from_fn(|| q.pop_front()).collect();
         assert_eq!(popped, vec![(1, 10), (2, 20), (3, 30), (4, 40), (5, 50)]);
+        assert_eq!(q.iter().count(), 0);
         assert!(q.is_empty());
         assert_eq!(q.front(), None);
     }
@@ -132,6 +138,8 @@ mod tests {
         }
         assert_eq!(q.remove(3), Some(()));
         assert_eq!(order(&q), vec![1, 2, 4, 5]);
+        let entries: Vec<_> = q.iter().map(|(id, _)| id).collect();
+        assert_eq!(entries, vec![1, 2, 4, 5]);
         assert_eq!(q.remove(1), Some(()));
         assert_eq!(order(&q), vec![2, 4, 5]);
         assert_eq!(q.remove(5), Some(()));

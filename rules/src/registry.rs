@@ -1,7 +1,8 @@
 //! Who is waiting for which lock: one FIFO per (db, key) of callers blocked
 //! in an acquire, how to find a waiter again from its handle (the server's
 //! blocked-client handle, `H`) or its id, multi-lock callers' entries in
-//! several queues, and the timers attached to them.
+//! several queues, the timers attached to them, and the views of the queues
+//! that LOCK.WAITERS and LOCK.QUEUES answer with.
 //!
 //! This is bookkeeping only: it never opens keys or answers clients; every
 //! change hands back what the caller must undo in the server ([`Released`]).
@@ -11,9 +12,10 @@ use std::collections::{BTreeSet, HashMap};
 use std::hash::Hash;
 use std::time::Instant;
 
+use crate::args::Limit;
 use crate::ids::IdMap;
 use crate::queue::{Fifo, WaiterId};
-use crate::request::{Queued, Request};
+use crate::request::{LockKind, Queued, Request};
 use crate::transition::Wake;
 
 /// A server timer's id, as the server hands it out.
@@ -48,6 +50,9 @@ pub struct Waiter<H> {
     pub deadline: Option<Instant>,
     /// The multi-lock caller this entry belongs to.
     pub group: Option<GroupId>,
+    /// When the caller was queued (every entry of a multi-lock caller has
+    /// the same).
+    pub queued_at: Instant,
 }
 
 impl<H> Queued for Waiter<H> {
@@ -67,6 +72,87 @@ pub type GroupId = WaiterId;
 struct Group {
     request: Request,
     members: Vec<(LockId<'static>, WaiterId)>,
+    /// The caller's BLOCK deadline (also on its first entry).
+    deadline: Option<Instant>,
+}
+
+/// One queued caller as LOCK.WAITERS shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaiterView<'r> {
+    pub request: &'r Request,
+    /// A LOCK.MACQUIRE caller (its request's kind is the exclusive lock).
+    pub multi: bool,
+    pub queued_at: Instant,
+    /// The end of its BLOCK time; `None` for BLOCK 0.
+    pub deadline: Option<Instant>,
+}
+
+impl WaiterView<'_> {
+    /// `exclusive`, `read`, `write`, or `multi` for a LOCK.MACQUIRE caller.
+    pub fn kind(&self) -> &'static str {
+        match (self.multi, self.request.kind) {
+            (true, _) => "multi",
+            (false, LockKind::Exclusive) => "exclusive",
+            (false, LockKind::Read) => "read",
+            (false, LockKind::Write) => "write",
+        }
+    }
+
+    /// Whole ms since it was queued.
+    pub fn waited_ms(&self, now: Instant) -> i64 {
+        whole_ms(now.saturating_duration_since(self.queued_at))
+    }
+
+    /// Ms left of its BLOCK time, rounded up (as the wait timer is armed);
+    /// -1 for BLOCK 0.
+    pub fn timeout_ms(&self, now: Instant) -> i64 {
+        self.deadline.map_or(-1, |at| {
+            let left = at.saturating_duration_since(now).as_micros().div_ceil(1000);
+            i64::try_from(left).unwrap_or(i64::MAX)
+        })
+    }
+}
+
+fn whole_ms(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// One lock's queue as LOCK.QUEUES shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueView {
+    pub key: Vec<u8>,
+    pub waiters: usize,
+    /// When the first in line was queued: it has waited longest, since
+    /// callers only ever join at the tail.
+    pub first_queued_at: Instant,
+}
+
+impl QueueView {
+    /// Whole ms the first in line has waited.
+    pub fn longest_wait_ms(&self, now: Instant) -> i64 {
+        whole_ms(now.saturating_duration_since(self.first_queued_at))
+    }
+}
+
+/// The `limit` queues that have waited longest, longest first (ties by
+/// key), out of `queues`: O(N) to pick them, O(M log M) to order the M
+/// kept.
+pub fn longest_waiting_first(mut queues: Vec<QueueView>, limit: Limit) -> Vec<QueueView> {
+    let order = |a: &QueueView, b: &QueueView| {
+        a.first_queued_at
+            .cmp(&b.first_queued_at)
+            .then_with(|| a.key.cmp(&b.key))
+    };
+    let keep = limit.max();
+    if keep == 0 {
+        return Vec::new();
+    }
+    if keep < queues.len() {
+        queues.select_nth_unstable_by(keep - 1, order);
+        queues.truncate(keep);
+    }
+    queues.sort_unstable_by(order);
+    queues
 }
 
 /// The timer at a held lock's lease deadline, armed while anyone waits.
@@ -243,6 +329,7 @@ impl<H: Copy + Eq + Hash> Registry<H> {
                 bc: waiter.bc,
                 deadline: if i == 0 { waiter.deadline } else { None },
                 group: Some(group),
+                queued_at: waiter.queued_at,
             };
             self.enqueue(lock, id, entry);
             members.push((lock.to_owned(), id));
@@ -252,8 +339,47 @@ impl<H: Copy + Eq + Hash> Registry<H> {
             Group {
                 request: waiter.request,
                 members,
+                deadline: waiter.deadline,
             },
         );
+    }
+
+    /// The callers queued for `lock`, first in line first, at most `limit`.
+    pub fn waiters(&self, lock: &LockId<'_>, limit: Limit) -> Vec<WaiterView<'_>> {
+        let Some(queue) = self.queue(lock) else {
+            return Vec::new();
+        };
+        queue
+            .fifo
+            .iter()
+            .take(limit.max())
+            .map(|(_, w)| {
+                let group = w.group.and_then(|g| self.groups.get(&g));
+                WaiterView {
+                    request: &w.request,
+                    multi: w.group.is_some(),
+                    queued_at: w.queued_at,
+                    deadline: group.map_or(w.deadline, |g| g.deadline),
+                }
+            })
+            .collect()
+    }
+
+    /// Every lock of `db` someone waits for, in no particular order.
+    pub fn queues(&self, db: i32) -> Vec<QueueView> {
+        let Some(keys) = self.queues.get(&db) else {
+            return Vec::new();
+        };
+        keys.iter()
+            .filter_map(|(key, q)| {
+                let (_, first) = q.fifo.front()?;
+                Some(QueueView {
+                    key: key.clone(),
+                    waiters: q.fifo.len(),
+                    first_queued_at: first.queued_at,
+                })
+            })
+            .collect()
     }
 
     /// The multi-lock caller first in the queue of `lock`, if it is one.
@@ -494,6 +620,7 @@ mod tests {
             bc: bc(n),
             deadline: None,
             group: None,
+            queued_at: Instant::now(),
         }
     }
 
@@ -626,6 +753,136 @@ mod tests {
         assert!(released.resettle.is_empty());
         assert!(!r.has_waiters(0, b"c") && !r.has_waiters(0, b"d"));
         assert_eq!(r.waiting(), 1);
+    }
+
+    #[test]
+    fn shows_waiters_in_queue_order_with_their_kind_and_deadline() {
+        let mut r = Registry::<usize>::default();
+        let t0 = Instant::now();
+        let at = |ms| t0 + std::time::Duration::from_millis(ms);
+        let read = Waiter {
+            request: Request {
+                kind: LockKind::Read,
+                keepalive: true,
+                ..waiter(1, false).request
+            },
+            deadline: Some(at(500)),
+            queued_at: at(1),
+            ..waiter(1, false)
+        };
+        r.enqueue(&lock("k"), 1, read);
+        // A multi-lock caller's deadline is on its first entry, here on
+        // another key: its entry on "k" shows it too.
+        let multi = Waiter {
+            deadline: Some(at(900)),
+            queued_at: at(2),
+            ..waiter(2, true)
+        };
+        r.enqueue_group(&[lock("j"), lock("k")], &[2, 3], multi);
+        let write = Waiter {
+            request: Request {
+                kind: LockKind::Write,
+                ..waiter(4, false).request
+            },
+            queued_at: at(3),
+            ..waiter(4, false)
+        };
+        r.enqueue(&lock("k"), 4, write);
+
+        let all = r.waiters(&lock("k"), Limit::All);
+        let shown: Vec<_> = all
+            .iter()
+            .map(|w| (&w.request.owner[..], w.kind(), w.deadline, w.queued_at))
+            .collect();
+        assert_eq!(
+            shown,
+            vec![
+                (&b"o1"[..], "read", Some(at(500)), at(1)),
+                (b"o2", "multi", Some(at(900)), at(2)),
+                (b"o4", "write", None, at(3)),
+            ]
+        );
+        assert!(all[0].request.keepalive && all[1].request.fence);
+        let now = at(101);
+        assert_eq!(
+            all.iter().map(|w| w.waited_ms(now)).collect::<Vec<_>>(),
+            [100, 99, 98]
+        );
+        assert_eq!(
+            all.iter().map(|w| w.timeout_ms(now)).collect::<Vec<_>>(),
+            [399, 799, -1]
+        );
+        // Rounded up; 0 once the deadline passed (the timer is late).
+        let just_after = now + std::time::Duration::from_micros(300);
+        assert_eq!(all[0].timeout_ms(just_after), 399);
+        assert_eq!(all[0].waited_ms(just_after), 100);
+        assert_eq!(all[0].timeout_ms(at(600)), 0);
+        assert_eq!(r.waiters(&lock("k"), Limit::AtMost(2)).len(), 2);
+        assert_eq!(r.waiters(&lock("k"), Limit::of(0)).len(), 3);
+        assert!(r.waiters(&lock("none"), Limit::All).is_empty());
+        let exclusive = r.waiters(&lock("j"), Limit::All);
+        assert_eq!(exclusive[0].kind(), "multi");
+
+        let mut queues = r.queues(0);
+        queues.sort_by(|a, b| a.key.cmp(&b.key));
+        assert_eq!(
+            queues,
+            vec![
+                QueueView {
+                    key: b"j".to_vec(),
+                    waiters: 1,
+                    first_queued_at: at(2),
+                },
+                QueueView {
+                    key: b"k".to_vec(),
+                    waiters: 3,
+                    first_queued_at: at(1),
+                },
+            ]
+        );
+        assert!(r.queues(1).is_empty());
+        assert_eq!(queues[1].longest_wait_ms(at(11)), 10);
+    }
+
+    #[test]
+    fn orders_queues_by_longest_wait_and_keeps_at_most_the_limit() {
+        let t0 = Instant::now();
+        let view = |key: &str, ms| QueueView {
+            key: key.as_bytes().to_vec(),
+            waiters: 1,
+            first_queued_at: t0 + std::time::Duration::from_millis(ms),
+        };
+        let all = vec![
+            view("c", 30),
+            view("a", 10),
+            view("e", 50),
+            view("b", 10),
+            view("d", 40),
+        ];
+        let keys = |v: Vec<QueueView>| -> Vec<String> {
+            v.into_iter()
+                .map(|q| String::from_utf8(q.key).unwrap())
+                .collect()
+        };
+        assert_eq!(
+            keys(longest_waiting_first(all.clone(), Limit::All)),
+            ["a", "b", "c", "d", "e"]
+        );
+        assert_eq!(
+            keys(longest_waiting_first(all.clone(), Limit::AtMost(2))),
+            ["a", "b"]
+        );
+        assert_eq!(
+            keys(longest_waiting_first(all.clone(), Limit::AtMost(3))),
+            ["a", "b", "c"]
+        );
+        assert_eq!(
+            keys(longest_waiting_first(all.clone(), Limit::AtMost(9))),
+            ["a", "b", "c", "d", "e"]
+        );
+        assert!(longest_waiting_first(Vec::new(), Limit::AtMost(1)).is_empty());
+        assert_eq!(Limit::of(0), Limit::All);
+        assert_eq!(Limit::of(4), Limit::AtMost(4));
     }
 
     #[test]

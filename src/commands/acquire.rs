@@ -8,7 +8,7 @@ use super::{
     acquire_request, command, lock_id, owner_call, run, with_queue, Command, OwnerCall, BLOCK,
     FENCE, KEEPALIVE, KEY, LEASE, OWNER,
 };
-use crate::ffi::{ArgDoc, CommandSpec, KEY_RW_UPDATE};
+use crate::ffi::{ArgDoc, CommandSpec, KeyArgs, KEY_RW_UPDATE};
 use crate::handoff::{self, begin, Origin};
 use crate::keepalive::{self, Taken};
 use crate::rules::args::{parse_acquire_options, Wait};
@@ -31,7 +31,7 @@ pub const ACQUIRE: Command = command!(
         since: c"1.0.0",
         arity: -3,
         key_flags: KEY_RW_UPDATE,
-        numkeys: false,
+        keys: KeyArgs::One,
         args: ACQUIRE_ARGS,
     },
     acquire
@@ -49,7 +49,7 @@ pub const RACQUIRE: Command = command!(
         since: c"1.1.0",
         arity: -3,
         key_flags: KEY_RW_UPDATE,
-        numkeys: false,
+        keys: KeyArgs::One,
         args: ACQUIRE_ARGS,
     },
     read_acquire
@@ -67,7 +67,7 @@ pub const WACQUIRE: Command = command!(
         since: c"1.1.0",
         arity: -3,
         key_flags: KEY_RW_UPDATE,
-        numkeys: false,
+        keys: KeyArgs::One,
         args: ACQUIRE_ARGS,
     },
     write_acquire
@@ -114,6 +114,8 @@ fn acquire_as(
         handoff::commit(ctx, &lock, &key, tx);
         match (acquired?, wait) {
             (Acquisition::Now(reply), _) => {
+                // The hold's time ends with its key.
+                events::watch_keyspace(ctx);
                 let how = if request.keepalive {
                     events::watch_clients(ctx);
                     Taken::KeepAlive

@@ -5,7 +5,7 @@
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::{command, lock_id, run, Command, KEY};
-use crate::ffi::{self, CommandSpec, Field, KEY_RO_ACCESS};
+use crate::ffi::{self, CommandSpec, Field, KeyArgs, KEY_RO_ACCESS};
 use crate::rules::error::LockError;
 use crate::rules::keepalive::ClientId;
 use crate::rules::state::LockState;
@@ -23,7 +23,7 @@ pub const INFO: Command = command!(
         since: c"1.0.0",
         arity: 2,
         key_flags: KEY_RO_ACCESS,
-        numkeys: false,
+        keys: KeyArgs::One,
         args: &[KEY],
     },
     info

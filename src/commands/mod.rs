@@ -9,6 +9,7 @@
 mod acquire;
 mod info;
 mod multilock;
+mod queues;
 mod release;
 
 use std::borrow::Cow;
@@ -65,6 +66,8 @@ pub const ALL: &[&Command] = &[
     &release::RENEW,
     &release::FORCERELEASE,
     &info::INFO,
+    &queues::WAITERS,
+    &queues::QUEUES,
 ];
 
 /// Registers every command. Their ACL categories are set where the server

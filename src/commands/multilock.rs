@@ -11,7 +11,7 @@ use super::{
     acquire_request, arg, command, lock_id, run, with_queue, Command, BLOCK, FENCE, KEEPALIVE,
     LEASE, OWNER,
 };
-use crate::ffi::{self, ArgDoc, ArgKind, CommandSpec, KEY_RW_DELETE, KEY_RW_UPDATE};
+use crate::ffi::{self, ArgDoc, ArgKind, CommandSpec, KeyArgs, KEY_RW_DELETE, KEY_RW_UPDATE};
 use crate::handoff::{self, begin, Origin};
 use crate::keepalive::{self, Taken};
 use crate::rules::args::{parse_acquire_options, parse_owner, Wait};
@@ -41,7 +41,7 @@ pub const MACQUIRE: Command = command!(
         since: c"1.1.0",
         arity: -4,
         key_flags: KEY_RW_UPDATE,
-        numkeys: true,
+        keys: KeyArgs::NumKeys,
         args: &[NUMKEYS, KEYS, OWNER, LEASE, BLOCK, FENCE, KEEPALIVE],
     },
     acquire
@@ -58,7 +58,7 @@ pub const MRELEASE: Command = command!(
         since: c"1.1.0",
         arity: -4,
         key_flags: KEY_RW_DELETE,
-        numkeys: true,
+        keys: KeyArgs::NumKeys,
         args: &[NUMKEYS, KEYS, OWNER],
     },
     release
@@ -191,6 +191,7 @@ fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
             let locks: Vec<LockId<'static>> = opened.iter().map(|(l, _, _)| l.to_owned()).collect();
             handoff::commit_all(ctx, opened);
             if replies.is_ok() {
+                events::watch_keyspace(ctx);
                 if request.keepalive {
                     events::watch_clients(ctx);
                 }

@@ -7,7 +7,7 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 use super::{
     by, command, lock_id, owner_call, run, with_queue, Command, OwnerCall, KEY, LEASE, OWNER,
 };
-use crate::ffi::{ArgDoc, ArgKind, CommandSpec, KEY_RW_DELETE, KEY_RW_UPDATE};
+use crate::ffi::{ArgDoc, ArgKind, CommandSpec, KeyArgs, KEY_RW_DELETE, KEY_RW_UPDATE};
 use crate::handoff::{self, begin};
 use crate::keepalive::{self, Taken};
 use crate::rules::args::{parse_owner, parse_renew_options};
@@ -26,7 +26,7 @@ pub const RELEASE: Command = command!(
         since: c"1.0.0",
         arity: -3,
         key_flags: KEY_RW_DELETE,
-        numkeys: false,
+        keys: KeyArgs::One,
         args: &[
             KEY,
             OWNER,
@@ -63,7 +63,7 @@ pub const RENEW: Command = command!(
         since: c"1.0.0",
         arity: -3,
         key_flags: KEY_RW_UPDATE,
-        numkeys: false,
+        keys: KeyArgs::One,
         args: &[KEY, OWNER, LEASE, super::KEEPALIVE],
     },
     renew
@@ -80,7 +80,7 @@ pub const FORCERELEASE: Command = command!(
         since: c"1.0.0",
         arity: 2,
         key_flags: KEY_RW_DELETE,
-        numkeys: false,
+        keys: KeyArgs::One,
         args: &[KEY],
     },
     force_release

@@ -1,6 +1,6 @@
 //! ACL checks the module makes itself: whether the caller's user may read
 //! and write a key the command did not declare (a fencing token key, a read
-//! hold lease key).
+//! hold lease key, the locks LOCK.QUEUES lists).
 
 use std::ffi::c_int;
 use std::ptr::{self, NonNull};
@@ -121,14 +121,23 @@ fn caller(ctx: &Context) -> Caller<'_> {
 /// `module`), as Redis logs a refused declared key. Fails closed: false
 /// when the user cannot be told or the server lacks the calls.
 pub fn may_update_key(ctx: &Context, key: &[u8]) -> bool {
-    key_permitted(ctx, key, KeyUse::Update)
+    KeyChecker::new(ctx).allows(key, KeyUse::Update)
 }
 
 /// Whether the ACL user running the current command may read `key`; like
 /// [`may_update_key`], but a refusal is not logged: the caller leaves out
 /// what it would have read instead of failing.
 pub fn may_read_key(ctx: &Context, key: &[u8]) -> bool {
-    key_permitted(ctx, key, KeyUse::Read)
+    KeyChecker::new(ctx).allows(key, KeyUse::Read)
+}
+
+/// [`may_read_key`] for each of `keys`, the caller and its user looked up
+/// once.
+pub fn may_read_keys<'k>(ctx: &Context, keys: impl IntoIterator<Item = &'k [u8]>) -> Vec<bool> {
+    let checker = KeyChecker::new(ctx);
+    keys.into_iter()
+        .map(|key| checker.allows(key, KeyUse::Read))
+        .collect()
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -137,49 +146,84 @@ enum KeyUse {
     Update,
 }
 
-fn key_permitted(ctx: &Context, key: &[u8], usage: KeyUse) -> bool {
-    let name = match caller(ctx) {
-        Caller::User(name) => name,
-        Caller::Unrestricted => return true,
-        Caller::Unknown => return false,
-    };
-    let (Some(get_user), Some(check), Some(free_user)) = (
-        api!(RedisModule_GetModuleUserFromUserName),
-        api!(RedisModule_ACLCheckKeyPermissions),
-        api!(RedisModule_FreeModuleUser),
-    ) else {
-        return false;
-    };
-    // SAFETY: `name` is a live string; the user handle is only used in
-    // this call (a user can be deleted between commands) and freed below.
-    let Some(user) = NonNull::new(unsafe { get_user(name.ptr.as_ptr()) }) else {
-        // The client's user is gone: nothing to grant from.
-        return false;
-    };
-    let key = string(ctx, key);
-    let flags = match usage {
-        KeyUse::Read => raw::REDISMODULE_CMD_KEY_ACCESS,
-        KeyUse::Update => raw::REDISMODULE_CMD_KEY_ACCESS | raw::REDISMODULE_CMD_KEY_UPDATE,
-    } as c_int;
-    // SAFETY: live user handle and key string; the flags are within the
-    // mask 7.0 accepts (ACCESS, INSERT, DELETE, UPDATE).
-    let allowed = unsafe { check(user.as_ptr(), key.inner, flags) } == OK;
-    if !allowed && usage == KeyUse::Update {
-        if let Some(log) = api!(RedisModule_ACLAddLogEntry) {
-            // SAFETY: ctx is a command context (its client describes the
-            // entry); Redis copies the user name and the key.
-            unsafe {
-                log(
-                    ctx.ctx,
-                    user.as_ptr(),
-                    key.inner,
-                    raw::RedisModuleACLLogEntryReason_REDISMODULE_ACL_LOG_KEY,
-                )
-            };
+/// The key permissions of the current command's caller.
+enum KeyChecker<'c> {
+    /// Runs unrestricted.
+    Everything,
+    /// Cannot be told (or the server lacks the calls): fails closed.
+    Nothing,
+    /// An ACL user's handle, freed on drop. Only used during the command
+    /// (a user can be deleted between commands).
+    User {
+        ctx: &'c Context,
+        user: NonNull<raw::RedisModuleUser>,
+    },
+}
+
+impl<'c> KeyChecker<'c> {
+    fn new(ctx: &'c Context) -> Self {
+        let name = match caller(ctx) {
+            Caller::User(name) => name,
+            Caller::Unrestricted => return Self::Everything,
+            Caller::Unknown => return Self::Nothing,
+        };
+        let (Some(get_user), Some(_), Some(_)) = (
+            api!(RedisModule_GetModuleUserFromUserName),
+            api!(RedisModule_ACLCheckKeyPermissions),
+            api!(RedisModule_FreeModuleUser),
+        ) else {
+            return Self::Nothing;
+        };
+        // SAFETY: `name` is a live string; the handle is freed on drop.
+        match NonNull::new(unsafe { get_user(name.ptr.as_ptr()) }) {
+            Some(user) => Self::User { ctx, user },
+            // The client's user is gone: nothing to grant from.
+            None => Self::Nothing,
         }
     }
-    // SAFETY: a handle from GetModuleUserFromUserName: this frees only the
-    // handle, never the ACL user itself; freed once.
-    unsafe { free_user(user.as_ptr()) };
-    allowed
+
+    fn allows(&self, key: &[u8], usage: KeyUse) -> bool {
+        let (ctx, user) = match self {
+            Self::Everything => return true,
+            Self::Nothing => return false,
+            Self::User { ctx, user } => (*ctx, *user),
+        };
+        let Some(check) = api!(RedisModule_ACLCheckKeyPermissions) else {
+            return false;
+        };
+        let key = string(ctx, key);
+        let flags = match usage {
+            KeyUse::Read => raw::REDISMODULE_CMD_KEY_ACCESS,
+            KeyUse::Update => raw::REDISMODULE_CMD_KEY_ACCESS | raw::REDISMODULE_CMD_KEY_UPDATE,
+        } as c_int;
+        // SAFETY: live user handle and key string; the flags are within the
+        // mask 7.0 accepts (ACCESS, INSERT, DELETE, UPDATE).
+        let allowed = unsafe { check(user.as_ptr(), key.inner, flags) } == OK;
+        if !allowed && usage == KeyUse::Update {
+            if let Some(log) = api!(RedisModule_ACLAddLogEntry) {
+                // SAFETY: ctx is a command context (its client describes the
+                // entry); Redis copies the user name and the key.
+                unsafe {
+                    log(
+                        ctx.ctx,
+                        user.as_ptr(),
+                        key.inner,
+                        raw::RedisModuleACLLogEntryReason_REDISMODULE_ACL_LOG_KEY,
+                    )
+                };
+            }
+        }
+        allowed
+    }
+}
+
+impl Drop for KeyChecker<'_> {
+    fn drop(&mut self) {
+        if let (Self::User { user, .. }, Some(free_user)) = (self, api!(RedisModule_FreeModuleUser))
+        {
+            // SAFETY: a handle from GetModuleUserFromUserName: this frees
+            // only the handle, never the ACL user itself; freed once.
+            unsafe { free_user(user.as_ptr()) };
+        }
+    }
 }

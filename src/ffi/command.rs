@@ -92,11 +92,21 @@ pub struct CommandSpec {
     pub arity: c_int,
     /// Key spec flags of the key at argv[1], or of the keys after numkeys.
     pub key_flags: u64,
-    /// `numkeys key [key ...]` from argv[1] instead of one key at argv[1]
-    /// (declared with a key spec, and to 7.0's cluster routing through
-    /// `getkeys-api`, since the legacy first/last/step cannot say it).
-    pub numkeys: bool,
+    pub keys: KeyArgs,
     pub args: &'static [ArgDoc],
+}
+
+/// Where a command's keys are.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum KeyArgs {
+    /// One key, at argv[1].
+    One,
+    /// `numkeys key [key ...]` from argv[1] (declared with a key spec, and
+    /// to 7.0's cluster routing through `getkeys-api`, since the legacy
+    /// first/last/step cannot say it).
+    NumKeys,
+    /// None: the command runs on whichever node it is sent to.
+    None,
 }
 
 impl CommandSpec {
@@ -193,7 +203,7 @@ pub fn register_command<H: CommandHandler>(
     let Some(create) = api!(RedisModule_CreateCommand) else {
         return false;
     };
-    let keys: c_int = if spec.numkeys { 0 } else { 1 };
+    let keys: c_int = if spec.keys == KeyArgs::One { 1 } else { 0 };
     // SAFETY: OnLoad context; name and flags are NUL-terminated and copied
     // by Redis; the handler is monomorphised for H.
     let created = unsafe {
@@ -246,10 +256,13 @@ fn set_command_doc(ctx: &Context, doc: &CommandSpec) -> bool {
     // SAFETY: all-zero is the documented "empty / terminator" value of these
     // plain C structs.
     let mut specs: [raw::RedisModuleCommandKeySpec; 2] = unsafe { std::mem::zeroed() };
-    specs[0].flags = doc.key_flags;
-    specs[0].begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
-    specs[0].bs.index.pos = 1;
-    if doc.numkeys {
+    if doc.keys != KeyArgs::None {
+        specs[0].flags = doc.key_flags;
+        specs[0].begin_search_type =
+            raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
+        specs[0].bs.index.pos = 1;
+    }
+    if doc.keys == KeyArgs::NumKeys {
         // argv[1] is the key count, the keys follow it one by one.
         specs[0].find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_KEYNUM;
         specs[0].fk.keynum = raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_2 {
@@ -257,7 +270,7 @@ fn set_command_doc(ctx: &Context, doc: &CommandSpec) -> bool {
             firstkey: 1,
             keystep: 1,
         };
-    } else {
+    } else if doc.keys == KeyArgs::One {
         specs[0].find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
         specs[0].fk.range = raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 {
             lastkey: 0,

@@ -45,11 +45,11 @@ mod socket;
 mod string;
 mod timer;
 
-pub use acl::{may_read_key, may_update_key};
+pub use acl::{may_read_key, may_read_keys, may_update_key};
 pub use blocked::{block_client, unblock, BlockHandler, BlockedClient};
 pub use command::{
     add_acl_category, is_keys_position_request, key_at_pos, register_command, ArgDoc, ArgKind,
-    CommandBody, CommandHandler, CommandSpec, KEY_RO_ACCESS, KEY_RW_DELETE, KEY_RW_UPDATE,
+    CommandBody, CommandHandler, CommandSpec, KeyArgs, KEY_RO_ACCESS, KEY_RW_DELETE, KEY_RW_UPDATE,
 };
 pub use events::{
     subscribe_client_events, subscribe_data_events, subscribe_event_loop,
@@ -58,7 +58,9 @@ pub use events::{
 pub use key::{notify, signal_modified, Key, KeyKind, NOTIFY_GENERIC, NOTIFY_HASH, NOTIFY_STRING};
 pub use publish::{publish_unlock, replicate_publish};
 pub use replicate::{count_unpropagated_change, replicate, Native};
-pub use reply::{reply_error, reply_integer, reply_integers, reply_map, reply_null, Field};
+pub use reply::{
+    reply_error, reply_integer, reply_integers, reply_map, reply_maps, reply_null, Field,
+};
 pub use server::{
     client_id, good_replicas, keys_expired_by_last_load, min_replicas_to_write, now_ms,
     replication_may_listen, select_db, selected_db, signal_modified_keys_explicitly, writes_paused,

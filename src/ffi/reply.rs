@@ -1,5 +1,6 @@
 //! Replies to the calling (or unblocked) client: integers, nil, errors, and
-//! the map LOCK.INFO answers with (RESP3 map, RESP2 flat array).
+//! the maps LOCK.INFO, LOCK.WAITERS and LOCK.QUEUES answer with (RESP3 map,
+//! RESP2 flat array).
 
 use super::c_text;
 use redis_module::{raw, Context};
@@ -48,6 +49,7 @@ fn reply_bulk(ctx: &Context, bytes: &[u8]) {
 pub enum Field<'a> {
     Int(i64),
     Bulk(&'a [u8]),
+    Null,
     /// A nested map of names to counts.
     Counts(Vec<(&'a [u8], i64)>),
 }
@@ -79,6 +81,7 @@ pub fn reply_map(ctx: &Context, fields: &[(&str, Field)]) {
         match value {
             Field::Int(n) => reply_integer(ctx, *n),
             Field::Bulk(b) => reply_bulk(ctx, b),
+            Field::Null => reply_null(ctx),
             Field::Counts(counts) => {
                 if reply_map_header(ctx, counts.len()) {
                     for (name, n) in counts {
@@ -90,5 +93,17 @@ pub fn reply_map(ctx: &Context, fields: &[(&str, Field)]) {
                 }
             }
         }
+    }
+}
+
+/// An array of maps (see [`reply_map`]), in the given order.
+pub fn reply_maps(ctx: &Context, maps: &[Vec<(&str, Field)>]) {
+    let Some(array) = api!(RedisModule_ReplyWithArray) else {
+        return;
+    };
+    // SAFETY: ctx may reply; exactly `len` maps follow.
+    unsafe { array(ctx.ctx, maps.len() as std::ffi::c_long) };
+    for fields in maps {
+        reply_map(ctx, fields);
     }
 }

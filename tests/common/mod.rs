@@ -24,10 +24,19 @@ pub mod sentinel;
 /// Generous bound for anything a test waits for; reached only on failure.
 pub const PATIENCE: Duration = Duration::from_secs(20);
 
+/// `LOCK_MODULE`, else the workspace's target/release/liblock.so (also
+/// when this harness is compiled into a member crate's tests, cli/).
 pub fn module_path() -> PathBuf {
     std::env::var_os("LOCK_MODULE")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/liblock.so"))
+        .unwrap_or_else(|| {
+            let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+            crate_dir
+                .ancestors()
+                .map(|d| d.join("target/release/liblock.so"))
+                .find(|p| p.is_file())
+                .unwrap_or_else(|| crate_dir.join("target/release/liblock.so"))
+        })
 }
 
 fn server_binary() -> String {

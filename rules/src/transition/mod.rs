@@ -13,6 +13,7 @@ mod exclusive;
 mod shared;
 
 use crate::error::LockError;
+use crate::holds::Holders;
 use crate::queue::{Fifo, WaiterId};
 use crate::read_write::HoldAdmission;
 use crate::request::{FieldName, Queued, Request, Side};
@@ -114,6 +115,9 @@ pub type TokenValue = Option<Result<i64, LockError>>;
 #[derive(Debug)]
 pub struct Transition<T> {
     pub(crate) state: LockState,
+    /// Who held the lock when the transition began (readers whose leases
+    /// had run out included), for hold times.
+    pub held_before: Holders,
     now_ms: i64,
     pub(crate) token: TokenValue,
     /// The hash fields of the holds this transition dropped, until the lock
@@ -130,6 +134,7 @@ pub struct Transition<T> {
 impl<T: Queued> Transition<T> {
     pub fn new(state: LockState, now_ms: i64, token: TokenValue) -> Self {
         let mut tx = Self {
+            held_before: Holders::of(&state),
             state,
             now_ms,
             token,
@@ -145,6 +150,11 @@ impl<T: Queued> Transition<T> {
 
     pub fn state(&self) -> &LockState {
         &self.state
+    }
+
+    /// The clock (unix ms) the transition runs at.
+    pub fn now_ms(&self) -> i64 {
+        self.now_ms
     }
 
     /// When a lock with waiters must be looked at again: a read-write

@@ -1,0 +1,311 @@
+//! The command line (clap derive) and what a `run` asks for.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::commands::{Acquire, Kind, Wait};
+use crate::conn::DEFAULT_URL;
+use crate::duration;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "redis-lock",
+    version,
+    about = "Run a command while holding a lock of the lock module (LOCK.* commands), \
+             and look at locks and their queues",
+    after_help = "Exit codes: the command's own status (128+N when killed by signal N); \
+                  1 lock not acquired (-E); 64 usage; 69 server unreachable; 70 internal error; \
+                  75 lock lost while the command ran; 76 error reply from the server; \
+                  126 command not executable; 127 command not found. See docs/cli.md."
+)]
+pub struct Cli {
+    /// Server: redis://[user:pass@]host:port/db, rediss:// for TLS, or unix:///path.
+    #[arg(
+        short = 'u',
+        long,
+        env = "REDIS_URL",
+        default_value = DEFAULT_URL,
+        global = true,
+        hide_env_values = true
+    )]
+    pub url: String,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Take the lock(s), run COMMAND while holding them, release, exit with its status.
+    Run(RunArgs),
+    /// Show holder, holds, lease left, token and waiters of each lock.
+    Status(StatusArgs),
+    /// A live table of the locks that have waiters (Ctrl-C quits).
+    Top(TopArgs),
+    /// Drop one hold of OWNER on each lock (LOCK.RELEASE).
+    Release(ReleaseArgs),
+    /// Remove each lock whoever holds it (LOCK.FORCERELEASE).
+    ForceRelease(ForceReleaseArgs),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OnLost {
+    /// SIGTERM, then SIGKILL after --grace.
+    Term,
+    /// SIGKILL at once.
+    Kill,
+    /// Let the command run on (the exit code is still 75).
+    Ignore,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Wait at most this long for the lock (500ms, 30s, 2m; a bare number is
+    /// seconds; 0 = do not wait). Default: wait as long as it takes.
+    #[arg(short = 'w', long, value_parser = duration::parse, conflicts_with = "nonblock")]
+    pub wait: Option<Duration>,
+
+    /// Do not wait: fail at once if the lock is busy.
+    #[arg(short = 'n', long)]
+    pub nonblock: bool,
+
+    /// Lease of the hold; the server renews it while redis-lock's connection
+    /// lives (KEEPALIVE), so it bounds how long a lock outlives a vanished runner.
+    #[arg(long, value_parser = duration::parse_positive, default_value = "30s")]
+    pub lease: Duration,
+
+    /// Owner id to hold the lock as (default: HOST:PID:RANDOM, unique per run).
+    #[arg(long)]
+    pub owner: Option<String>,
+
+    /// Take a fencing token (FENCE) and give it to the command as LOCK_TOKEN.
+    #[arg(long)]
+    pub fence: bool,
+
+    /// A read hold of a read-write lock (LOCK.RACQUIRE): shared with other readers.
+    #[arg(long, conflicts_with = "write")]
+    pub read: bool,
+
+    /// The write hold of a read-write lock (LOCK.WACQUIRE).
+    #[arg(long)]
+    pub write: bool,
+
+    /// Exit code when the lock is not acquired.
+    #[arg(short = 'E', long, default_value_t = crate::exit::CONFLICT)]
+    pub conflict_exit_code: u8,
+
+    /// What to do to the command when the lock is lost while it runs.
+    #[arg(long, value_enum, default_value_t = OnLost::Term)]
+    pub on_lost: OnLost,
+
+    /// With --on-lost term: how long after SIGTERM to send SIGKILL.
+    #[arg(long, value_parser = duration::parse, default_value = "10s")]
+    pub grace: Duration,
+
+    /// No waiting status line and no messages but errors.
+    #[arg(short, long)]
+    pub quiet: bool,
+
+    /// The lock(s); several are taken all at once (LOCK.MACQUIRE).
+    #[arg(required = true, value_name = "NAME")]
+    pub names: Vec<String>,
+
+    /// The command to run, after `--`.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+impl RunArgs {
+    /// The acquisition asked for, or a usage error.
+    pub fn acquire(&self, owner: String) -> Result<Acquire, String> {
+        let kind = match (self.read, self.write) {
+            (true, _) => Kind::Read,
+            (_, true) => Kind::Write,
+            _ => Kind::Exclusive,
+        };
+        if kind != Kind::Exclusive && self.names.len() > 1 {
+            return Err(
+                "--read and --write take one name (several names are taken as exclusive locks, \
+                 all at once)"
+                    .into(),
+            );
+        }
+        if self.names.iter().any(String::is_empty) {
+            return Err("a lock name must not be empty".into());
+        }
+        for (i, n) in self.names.iter().enumerate() {
+            if self.names[..i].contains(n) {
+                return Err(format!("lock '{n}' is named more than once"));
+            }
+        }
+        check_owner(&owner)?;
+        let wait = match (self.nonblock, self.wait) {
+            (true, _) => Wait::No,
+            (false, Some(d)) => Wait::from_duration(d),
+            (false, None) => Wait::Forever,
+        };
+        Ok(Acquire {
+            names: self.names.clone(),
+            owner,
+            kind,
+            lease: self.lease,
+            wait,
+            fence: self.fence,
+            keepalive: true,
+        })
+    }
+}
+
+pub fn check_owner(owner: &str) -> Result<(), String> {
+    if owner.is_empty() {
+        return Err("the owner must not be empty".into());
+    }
+    Ok(())
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    #[arg(required = true, value_name = "NAME")]
+    pub names: Vec<String>,
+    /// Print JSON: per name, LOCK.INFO's fields plus "queue" (LOCK.WAITERS).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TopArgs {
+    /// Time between refreshes.
+    #[arg(short, long, value_parser = duration::parse_positive, default_value = "1s")]
+    pub interval: Duration,
+    /// Print the table once and exit.
+    #[arg(long)]
+    pub once: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReleaseArgs {
+    #[arg(required = true, value_name = "NAME")]
+    pub names: Vec<String>,
+    /// The owner whose hold to drop (a run gives its command LOCK_OWNER).
+    #[arg(long, env = "LOCK_OWNER")]
+    pub owner: String,
+    /// Drop a read hold of a read-write lock (LOCK.RELEASE ... READ).
+    #[arg(long, conflicts_with = "write")]
+    pub read: bool,
+    /// Drop the write hold of a read-write lock (LOCK.RELEASE ... WRITE).
+    #[arg(long)]
+    pub write: bool,
+}
+
+impl ReleaseArgs {
+    pub fn kind(&self) -> Kind {
+        match (self.read, self.write) {
+            (true, _) => Kind::Read,
+            (_, true) => Kind::Write,
+            _ => Kind::Exclusive,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ForceReleaseArgs {
+    #[arg(required = true, value_name = "NAME")]
+    pub names: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(line: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("redis-lock").chain(line.iter().copied()))
+    }
+
+    fn run(line: &[&str]) -> RunArgs {
+        match parse(line).expect("parses").command {
+            Command::Run(r) => r,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn run_defaults() {
+        let r = run(&["run", "job", "--", "make", "-j2"]);
+        assert_eq!(r.names, ["job"]);
+        assert_eq!(r.command, ["make", "-j2"]);
+        assert_eq!(r.lease, Duration::from_secs(30));
+        assert_eq!(r.grace, Duration::from_secs(10));
+        assert_eq!(r.on_lost, OnLost::Term);
+        assert_eq!(r.conflict_exit_code, 1);
+        let a = r.acquire("o".into()).expect("acquire");
+        assert_eq!(a.wait, Wait::Forever);
+        assert_eq!(a.kind, Kind::Exclusive);
+        assert!(a.keepalive);
+    }
+
+    #[test]
+    fn run_options() {
+        let r = run(&[
+            "run", "-n", "-E", "42", "--lease", "300ms", "--fence", "--owner", "me", "a", "b",
+            "--", "sh", "-c", "exit 3",
+        ]);
+        let a = r.acquire("me".into()).expect("acquire");
+        assert_eq!(a.wait, Wait::No);
+        assert_eq!(a.names, ["a", "b"]);
+        assert_eq!(r.conflict_exit_code, 42);
+        assert_eq!(a.lease, Duration::from_millis(300));
+        assert!(a.fence);
+        let r = run(&["run", "--wait", "200ms", "--read", "x", "--", "true"]);
+        let a = r.acquire("o".into()).expect("acquire");
+        assert_eq!(a.wait, Wait::For(Duration::from_millis(200)));
+        assert_eq!(a.kind, Kind::Read);
+        let r = run(&["run", "-w", "0", "x", "--", "true"]);
+        assert_eq!(r.acquire("o".into()).expect("acquire").wait, Wait::No);
+        let r = run(&[
+            "run",
+            "--on-lost",
+            "ignore",
+            "--grace",
+            "1s",
+            "x",
+            "--",
+            "true",
+        ]);
+        assert_eq!(r.on_lost, OnLost::Ignore);
+    }
+
+    #[test]
+    fn run_refuses() {
+        assert!(parse(&["run", "job"]).is_err(), "no command");
+        assert!(parse(&["run", "--", "true"]).is_err(), "no name");
+        assert!(parse(&["run", "-n", "--wait", "1s", "x", "--", "true"]).is_err());
+        assert!(parse(&["run", "--read", "--write", "x", "--", "true"]).is_err());
+        assert!(parse(&["run", "--lease", "0", "x", "--", "true"]).is_err());
+        assert!(parse(&["run", "--wait", "soon", "x", "--", "true"]).is_err());
+        let r = run(&["run", "--read", "a", "b", "--", "true"]);
+        assert!(r.acquire("o".into()).is_err());
+        let r = run(&["run", "a", "a", "--", "true"]);
+        assert!(r.acquire("o".into()).is_err());
+        let r = run(&["run", "a", "--", "true"]);
+        assert!(r.acquire(String::new()).is_err());
+    }
+
+    #[test]
+    fn global_url_and_other_commands() {
+        let cli = parse(&["status", "--json", "a", "-u", "redis://h:1"]).expect("parses");
+        assert_eq!(cli.url, "redis://h:1");
+        assert!(matches!(
+            cli.command,
+            Command::Status(StatusArgs { json: true, .. })
+        ));
+        let cli = parse(&["release", "--owner", "o", "--write", "a"]).expect("parses");
+        match cli.command {
+            Command::Release(r) => assert_eq!(r.kind(), Kind::Write),
+            other => panic!("{other:?}"),
+        }
+        assert!(parse(&["force-release", "a", "b"]).is_ok());
+        assert!(parse(&["top", "--interval", "250ms"]).is_ok());
+    }
+}

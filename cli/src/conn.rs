@@ -1,0 +1,224 @@
+//! Connections: the server URL, connecting with a timeout, and commands that
+//! follow a cluster's `MOVED` / `ASK` redirections.
+
+use std::time::Duration;
+
+use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisResult, Value};
+
+/// How long a connection attempt may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a reply to a command that does not block may take.
+pub const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Redirections followed for one command before giving up.
+const MAX_REDIRECTS: usize = 5;
+
+pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
+
+/// Where to connect: parsed from a `redis://`, `rediss://` or `unix://` URL.
+pub fn target(url: &str) -> Result<ConnectionInfo, String> {
+    url.into_connection_info()
+        .map_err(|e| format!("invalid URL '{}': {e}", redact(url)))
+}
+
+/// The URL with its password replaced by `***`, for messages.
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.into();
+    };
+    match rest.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+            None => url.into(),
+        },
+        None => url.into(),
+    }
+}
+
+/// `host:port` (or the socket path) of a target, for messages.
+pub fn describe(info: &ConnectionInfo) -> String {
+    match info.addr() {
+        ConnectionAddr::Tcp(host, port) => format!("{host}:{port}"),
+        ConnectionAddr::TcpTls { host, port, .. } => format!("{host}:{port} (TLS)"),
+        ConnectionAddr::Unix(path) => path.display().to_string(),
+        _ => "the server".into(),
+    }
+}
+
+/// The same target at another node (a redirection), keeping TLS, user,
+/// password and protocol. An empty host (`MOVED 12 :6380`) means the host we
+/// are connected to.
+pub fn redirected(info: &ConnectionInfo, host: &str, port: u16) -> ConnectionInfo {
+    let addr = match info.addr() {
+        ConnectionAddr::TcpTls {
+            host: h,
+            insecure,
+            tls_params,
+            ..
+        } => ConnectionAddr::TcpTls {
+            host: if host.is_empty() {
+                h.clone()
+            } else {
+                host.into()
+            },
+            port,
+            insecure: *insecure,
+            tls_params: tls_params.clone(),
+        },
+        ConnectionAddr::Tcp(h, _) => ConnectionAddr::Tcp(
+            if host.is_empty() {
+                h.clone()
+            } else {
+                host.into()
+            },
+            port,
+        ),
+        _ => ConnectionAddr::Tcp(host.into(), port),
+    };
+    info.clone().set_addr(addr)
+}
+
+/// Host and port of a redirection's `host:port` (`[::1]:7000`, `::1:7000`,
+/// `:7000` for "the host you are connected to" all allowed).
+pub fn node(addr: &str) -> Option<(String, u16)> {
+    let (host, port) = addr.rsplit_once(':')?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    Some((host.to_string(), port.parse().ok()?))
+}
+
+fn command(args: &[String]) -> redis::Cmd {
+    let mut cmd = redis::Cmd::new();
+    for a in args {
+        cmd.arg(a.as_bytes());
+    }
+    cmd
+}
+
+/// One connection, which moves to another node when a command is redirected.
+pub struct Conn {
+    info: ConnectionInfo,
+    con: redis::Connection,
+}
+
+impl Conn {
+    pub fn connect(info: &ConnectionInfo) -> RedisResult<Conn> {
+        let client = redis::Client::open(info.clone())?;
+        let con = client.get_connection_with_timeout(CONNECT_TIMEOUT)?;
+        con.set_read_timeout(Some(REPLY_TIMEOUT))?;
+        con.set_write_timeout(Some(REPLY_TIMEOUT))?;
+        Ok(Conn {
+            info: info.clone(),
+            con,
+        })
+    }
+
+    /// The node this connection is on now.
+    pub fn info(&self) -> &ConnectionInfo {
+        &self.info
+    }
+
+    /// A new connection to the same node, replacing this one.
+    pub fn reconnect(&mut self) -> RedisResult<()> {
+        *self = Conn::connect(&self.info)?;
+        Ok(())
+    }
+
+    /// Sends a command that answers at once.
+    pub fn call(&mut self, args: &[String]) -> RedisResult<Value> {
+        self.call_waiting(args, Some(REPLY_TIMEOUT))
+    }
+
+    /// Sends a command whose reply may take up to `patience` (`None`: no
+    /// limit, for `BLOCK 0`), following redirections: `MOVED` moves this
+    /// connection to the node named, `ASK` sends `ASKING` and the command to
+    /// it (and moves there too, so a `KEEPALIVE` hold stays bound to this
+    /// connection).
+    pub fn call_waiting(
+        &mut self,
+        args: &[String],
+        patience: Option<Duration>,
+    ) -> RedisResult<Value> {
+        self.con.set_read_timeout(patience)?;
+        let cmd = command(args);
+        let mut asking = false;
+        let mut redirects = 0;
+        let result = loop {
+            let reply: RedisResult<Value> = if asking {
+                redis::pipe()
+                    .cmd("ASKING")
+                    .ignore()
+                    .add_command(cmd.clone())
+                    .query::<Vec<Value>>(&mut self.con)
+                    .map(|mut v| v.pop().unwrap_or(Value::Nil))
+            } else {
+                cmd.query(&mut self.con)
+            };
+            let e = match reply {
+                Ok(v) => break Ok(v),
+                Err(e) => e,
+            };
+            let Some((host, port)) = e.redirect_node().and_then(|(addr, _slot)| node(addr)) else {
+                break Err(e);
+            };
+            redirects += 1;
+            if redirects > MAX_REDIRECTS {
+                break Err(e);
+            }
+            asking = e.code() == Some("ASK");
+            let next = redirected(&self.info, &host, port);
+            *self = Conn::connect(&next)?;
+            self.con.set_read_timeout(patience)?;
+        };
+        self.con.set_read_timeout(Some(REPLY_TIMEOUT))?;
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        let t = target("redis://127.0.0.1:7001/2").expect("url");
+        assert_eq!(describe(&t), "127.0.0.1:7001");
+        assert_eq!(t.redis_settings().db(), 2);
+        let t = target("redis://user:secret@example.com:7002").expect("url");
+        assert_eq!(t.redis_settings().username(), Some("user"));
+        assert_eq!(t.redis_settings().password(), Some("secret"));
+        let t = target("rediss://example.com:6380").expect("tls url");
+        assert!(matches!(t.addr(), ConnectionAddr::TcpTls { .. }));
+        assert!(target("http://x").is_err());
+    }
+
+    #[test]
+    fn redaction() {
+        assert_eq!(redact("redis://u:pw@h:1/0"), "redis://u:***@h:1/0");
+        assert_eq!(redact("redis://h:1"), "redis://h:1");
+        assert_eq!(redact("redis://:pw@h:1"), "redis://:***@h:1");
+    }
+
+    #[test]
+    fn redirection_targets() {
+        assert_eq!(node("127.0.0.1:7001"), Some(("127.0.0.1".into(), 7001)));
+        assert_eq!(node("[::1]:7001"), Some(("::1".into(), 7001)));
+        assert_eq!(node("::1:7001"), Some(("::1".into(), 7001)));
+        assert_eq!(node(":7001"), Some((String::new(), 7001)));
+        assert_eq!(node("h:x"), None);
+        assert_eq!(node("h"), None);
+    }
+
+    #[test]
+    fn redirections_keep_the_rest() {
+        let t = target("rediss://u:pw@example.com:6380/0").expect("url");
+        let r = redirected(&t, "10.0.0.2", 7000);
+        match r.addr() {
+            ConnectionAddr::TcpTls { host, port, .. } => {
+                assert_eq!((host.as_str(), *port), ("10.0.0.2", 7000))
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(r.redis_settings().password(), Some("pw"));
+        let t = target("redis://h1:6379").expect("url");
+        assert_eq!(describe(&redirected(&t, "", 7001)), "h1:7001");
+    }
+}

@@ -1,0 +1,153 @@
+//! Exit codes (sysexits(3) where one fits) and the failures that lead to them.
+
+use std::fmt;
+
+/// The lock was not acquired (busy with `-n`, or `--wait` ran out); `-E`
+/// changes it, as flock(1)'s `-E`. Also `release` / `force-release` when a
+/// name had nothing to release.
+pub const CONFLICT: u8 = 1;
+/// Bad arguments (EX_USAGE).
+pub const USAGE: u8 = 64;
+/// The server could not be reached, or the connection was lost while
+/// waiting for the lock (EX_UNAVAILABLE).
+pub const UNAVAILABLE: u8 = 69;
+/// Something failed inside redis-lock itself (EX_SOFTWARE).
+pub const SOFTWARE: u8 = 70;
+/// The lock was lost while the command ran (EX_TEMPFAIL: try again).
+pub const LOST: u8 = 75;
+/// The server answered with an error (the module is not loaded, the key holds
+/// something else, an ACL refusal...) (EX_PROTOCOL).
+pub const SERVER_ERROR: u8 = 76;
+/// The command was found but could not be run (as shells answer).
+pub const CANNOT_EXECUTE: u8 = 126;
+/// The command was not found (as shells answer).
+pub const NOT_FOUND: u8 = 127;
+
+/// Why redis-lock stops without a status of the child to pass on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    Usage(String),
+    Unreachable(String),
+    Server(String),
+    Internal(String),
+    /// Exit with this code, after having said why (or with nothing to say).
+    Code(u8),
+}
+
+impl Failure {
+    pub fn code(&self) -> u8 {
+        match self {
+            Failure::Usage(_) => USAGE,
+            Failure::Unreachable(_) => UNAVAILABLE,
+            Failure::Server(_) => SERVER_ERROR,
+            Failure::Internal(_) => SOFTWARE,
+            Failure::Code(code) => *code,
+        }
+    }
+
+    /// A redis error: connection trouble is `Unreachable`, an error reply
+    /// `Server`.
+    pub fn from_redis(what: &str, e: &redis::RedisError) -> Failure {
+        if is_connection_error(e) {
+            Failure::Unreachable(format!("{what}: {e}"))
+        } else {
+            Failure::Server(format!("{what}: {e}"))
+        }
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Usage(m)
+            | Failure::Unreachable(m)
+            | Failure::Server(m)
+            | Failure::Internal(m) => f.write_str(m),
+            Failure::Code(c) => write!(f, "exit {c}"),
+        }
+    }
+}
+
+/// Whether a redis error means the connection is unusable (as opposed to an
+/// error reply from a server that is there).
+pub fn is_connection_error(e: &redis::RedisError) -> bool {
+    e.is_io_error()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_timeout()
+        || matches!(e.kind(), redis::ErrorKind::Io | redis::ErrorKind::Parse)
+}
+
+/// The exit status a shell would give for a child that exited with `code`
+/// or was killed by `signal`: the code, or 128 + the signal number.
+pub fn child_status(code: Option<i32>, signal: Option<i32>) -> u8 {
+    match (code, signal) {
+        (Some(c), _) => (c & 0xff) as u8,
+        (None, Some(s)) => (128 + (s & 0x7f)) as u8,
+        (None, None) => SOFTWARE,
+    }
+}
+
+/// The status of a command that could not be started: 127 when it does not
+/// exist, 126 when it exists but cannot be run.
+pub fn spawn_status(e: &std::io::Error) -> u8 {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        NOT_FOUND
+    } else {
+        CANNOT_EXECUTE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn child_statuses_as_a_shell() {
+        assert_eq!(child_status(Some(0), None), 0);
+        assert_eq!(child_status(Some(7), None), 7);
+        assert_eq!(child_status(Some(255), None), 255);
+        assert_eq!(child_status(None, Some(libc::SIGTERM)), 143);
+        assert_eq!(child_status(None, Some(libc::SIGKILL)), 137);
+        assert_eq!(child_status(None, Some(libc::SIGINT)), 130);
+        assert_eq!(child_status(None, None), SOFTWARE);
+    }
+
+    #[test]
+    fn spawn_errors() {
+        let nf = std::io::Error::from(std::io::ErrorKind::NotFound);
+        let pd = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        assert_eq!(spawn_status(&nf), 127);
+        assert_eq!(spawn_status(&pd), 126);
+    }
+
+    #[test]
+    fn failure_codes_are_distinct() {
+        let codes = [
+            CONFLICT,
+            USAGE,
+            UNAVAILABLE,
+            SOFTWARE,
+            LOST,
+            SERVER_ERROR,
+            CANNOT_EXECUTE,
+            NOT_FOUND,
+        ];
+        for (i, a) in codes.iter().enumerate() {
+            for b in &codes[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+        assert_eq!(Failure::Usage("x".into()).code(), 64);
+        assert_eq!(Failure::Unreachable("x".into()).code(), 69);
+        assert_eq!(Failure::Server("x".into()).code(), 76);
+        assert_eq!(Failure::Code(42).code(), 42);
+    }
+
+    #[test]
+    fn redis_errors_are_sorted() {
+        let io = redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+        assert!(is_connection_error(&io));
+        assert_eq!(Failure::from_redis("x", &io).code(), UNAVAILABLE);
+    }
+}

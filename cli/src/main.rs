@@ -1,0 +1,56 @@
+//! redis-lock: run a command while holding a lock of the lock module, and
+//! look at locks and their queues. See docs/cli.md.
+
+#![deny(unsafe_code)]
+
+mod args;
+mod child;
+mod commands;
+mod conn;
+mod duration;
+mod exit;
+mod hold;
+mod manage;
+mod owner;
+mod reply;
+mod run;
+mod status;
+#[allow(unsafe_code)]
+mod sys;
+mod term;
+mod top;
+mod waiting;
+mod watch;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::args::{Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { exit::USAGE } else { 0 });
+        }
+    };
+    let url = cli.url;
+    let result = match cli.command {
+        Command::Run(a) => run::run(&url, a),
+        Command::Status(a) => manage::status(&url, a),
+        Command::Top(a) => top::run(&url, a),
+        Command::Release(a) => manage::release(&url, a),
+        Command::ForceRelease(a) => manage::force_release(&url, a),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(f) => {
+            if !matches!(f, exit::Failure::Code(_)) {
+                eprintln!("redis-lock: {f}");
+            }
+            ExitCode::from(f.code())
+        }
+    }
+}

@@ -1,0 +1,319 @@
+//! `redis-lock run`: take the lock(s), run the command while holding them,
+//! release, and exit with the command's status.
+
+use std::process::Child;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redis::{ConnectionInfo, RedisResult, Value};
+
+use crate::args::{OnLost, RunArgs};
+use crate::child::{self, Received};
+use crate::commands::{self, Acquire, Wait};
+use crate::conn::{self, Conn};
+use crate::exit::{self, is_connection_error, Failure};
+use crate::owner;
+use crate::reply;
+use crate::term::StatusLine;
+use crate::waiting::{self, Progress};
+use crate::watch::{Running, Watch};
+
+/// How often the waiting status line is redrawn.
+const STATUS_TICK: Duration = Duration::from_millis(200);
+/// Margin on top of `--wait` for the reply to a blocked acquire.
+const WAIT_MARGIN: Duration = Duration::from_secs(10);
+
+enum Event {
+    Acquired(Box<Conn>, RedisResult<Value>),
+    Signal(Received),
+    ChildExited,
+    Lost(String),
+}
+
+fn say(quiet: bool, msg: &str) {
+    if !quiet {
+        eprintln!("redis-lock: {msg}");
+    }
+}
+
+pub fn run(url: &str, args: RunArgs) -> Result<u8, Failure> {
+    let owner = match &args.owner {
+        Some(o) => o.clone(),
+        None => owner::generate(),
+    };
+    let acquire = args.acquire(owner).map_err(Failure::Usage)?;
+    let target = conn::target(url).map_err(Failure::Usage)?;
+    let holder = Conn::connect(&target).map_err(|e| {
+        Failure::Unreachable(format!(
+            "cannot connect to {}: {e}",
+            conn::describe(&target)
+        ))
+    })?;
+
+    let (tx, rx) = mpsc::channel::<Event>();
+    child::listen(tx.clone(), Event::Signal)
+        .map_err(|e| Failure::Internal(format!("cannot handle signals: {e}")))?;
+
+    let (holder, tokens) = wait_for_lock(&args, &acquire, &target, holder, &tx, &rx)?;
+    let Some(tokens) = tokens else {
+        say(
+            args.quiet,
+            &format!("{} is busy, not acquired", acquire.names.join(" ")),
+        );
+        return Ok(args.conflict_exit_code);
+    };
+
+    let mut env = vec![
+        ("LOCK_NAME", acquire.names.join(" ")),
+        ("LOCK_OWNER", acquire.owner.clone()),
+    ];
+    if acquire.fence {
+        let t: Vec<String> = tokens.iter().map(i64::to_string).collect();
+        env.push(("LOCK_TOKEN", t.join(" ")));
+    }
+    let mut child = match child::spawn(&args.command, &env) {
+        Ok(c) => c,
+        Err(e) => {
+            let mut holder = Some(holder);
+            let _ = release(&mut holder, &target, &acquire);
+            eprintln!(
+                "redis-lock: cannot run {}: {e}",
+                args.command
+                    .first()
+                    .map(|c| c.to_string_lossy())
+                    .unwrap_or_default()
+            );
+            return Ok(exit::spawn_status(&e));
+        }
+    };
+    let pid = child.id();
+    child::notify_exit(pid, tx.clone(), Event::ChildExited)
+        .map_err(|e| Failure::Internal(format!("cannot watch the command: {e}")))?;
+    let watch = Watch::new(acquire.clone(), holder)
+        .start(tx.clone(), Event::Lost)
+        .map_err(|e| Failure::Internal(format!("cannot watch the lock: {e}")))?;
+
+    let lost = supervise(&args, pid, &rx);
+    finish(&args, &acquire, &target, &mut child, watch, lost)
+}
+
+/// Sends the acquire (on a thread, so that signals and the status line are
+/// served meanwhile) and waits for its reply: the holder connection and the
+/// tokens (hold counts without `--fence`), `None` if not acquired.
+fn wait_for_lock(
+    args: &RunArgs,
+    acquire: &Acquire,
+    target: &ConnectionInfo,
+    mut holder: Conn,
+    tx: &Sender<Event>,
+    rx: &Receiver<Event>,
+) -> Result<(Conn, Option<Vec<i64>>), Failure> {
+    let cmd = acquire.command();
+    let patience = match acquire.wait {
+        Wait::No => Some(conn::REPLY_TIMEOUT),
+        Wait::Forever => None,
+        Wait::For(d) => Some(d + WAIT_MARGIN),
+    };
+    let sender = tx.clone();
+    thread::Builder::new()
+        .name("acquire".into())
+        .spawn(move || {
+            let reply = holder.call_waiting(&cmd, patience);
+            let _ = sender.send(Event::Acquired(Box::new(holder), reply));
+        })
+        .map_err(|e| Failure::Internal(format!("cannot start: {e}")))?;
+
+    let started = Instant::now();
+    let mut line = StatusLine::new(!args.quiet);
+    let mut progress = line.enabled().then(|| Progress::new(target.clone()));
+    loop {
+        let event = if line.enabled() {
+            match rx.recv_timeout(STATUS_TICK) {
+                Ok(e) => e,
+                Err(RecvTimeoutError::Timeout) => {
+                    if let Some(p) = progress.as_mut() {
+                        let (ahead, holder) = p.poll(acquire);
+                        line.draw(&waiting::line(
+                            &acquire.names,
+                            ahead,
+                            holder.as_deref(),
+                            started.elapsed(),
+                        ));
+                    }
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(Failure::Internal("the acquire thread ended".into()))
+                }
+            }
+        } else {
+            rx.recv()
+                .map_err(|_| Failure::Internal("the acquire thread ended".into()))?
+        };
+        match event {
+            Event::Acquired(holder, reply) => {
+                line.clear();
+                let holder = *holder;
+                return match reply {
+                    Ok(v) => reply::acquired(&v)
+                        .map(|tokens| (holder, tokens))
+                        .map_err(|e| Failure::Server(format!("{}: {e}", cmd_name(acquire)))),
+                    Err(e) => {
+                        if is_connection_error(&e) {
+                            // The grant may have been sent just before the
+                            // connection broke: give it back.
+                            let mut none = None;
+                            let _ = release(&mut none, target, acquire);
+                        }
+                        Err(Failure::from_redis(cmd_name(acquire), &e))
+                    }
+                };
+            }
+            Event::Signal(s) => {
+                // Leaving closes the connection: the server takes us out of
+                // the queue.
+                line.clear();
+                say(
+                    args.quiet,
+                    &format!(
+                        "{} while waiting for the lock",
+                        child::signal_name(s.signal)
+                    ),
+                );
+                return Err(Failure::Code(exit::child_status(None, Some(s.signal))));
+            }
+            Event::ChildExited | Event::Lost(_) => {}
+        }
+    }
+}
+
+fn cmd_name(acquire: &Acquire) -> &'static str {
+    match acquire.command().first().map(String::as_str) {
+        Some("LOCK.MACQUIRE") => "LOCK.MACQUIRE",
+        Some("LOCK.RACQUIRE") => "LOCK.RACQUIRE",
+        Some("LOCK.WACQUIRE") => "LOCK.WACQUIRE",
+        _ => "LOCK.ACQUIRE",
+    }
+}
+
+/// Until the command exits: forwards signals, and acts when the lock is
+/// lost. Whether it was.
+fn supervise(args: &RunArgs, pid: u32, rx: &Receiver<Event>) -> bool {
+    let mut lost = false;
+    let mut kill_at: Option<Instant> = None;
+    loop {
+        let event = match kill_at {
+            Some(at) => match rx.recv_timeout(at.saturating_duration_since(Instant::now())) {
+                Ok(e) => e,
+                Err(RecvTimeoutError::Timeout) => {
+                    say(
+                        args.quiet,
+                        "the command did not end after SIGTERM: sending SIGKILL",
+                    );
+                    child::kill(pid, libc::SIGKILL);
+                    kill_at = None;
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => return lost,
+            },
+            None => match rx.recv() {
+                Ok(e) => e,
+                Err(_) => return lost,
+            },
+        };
+        match event {
+            Event::ChildExited => return lost,
+            Event::Signal(s) => {
+                if child::forward(s) {
+                    child::kill(pid, s.signal);
+                }
+            }
+            Event::Lost(reason) => {
+                lost = true;
+                eprintln!("redis-lock: lost the lock: {reason}");
+                match args.on_lost {
+                    OnLost::Term => {
+                        child::kill(pid, libc::SIGTERM);
+                        kill_at = Some(Instant::now() + args.grace);
+                    }
+                    OnLost::Kill => child::kill(pid, libc::SIGKILL),
+                    OnLost::Ignore => {}
+                }
+            }
+            Event::Acquired(..) => {}
+        }
+    }
+}
+
+/// Reaps the command, stops the watch, releases; the exit code.
+fn finish(
+    args: &RunArgs,
+    acquire: &Acquire,
+    target: &ConnectionInfo,
+    child: &mut Child,
+    watch: Running,
+    mut lost: bool,
+) -> Result<u8, Failure> {
+    use std::os::unix::process::ExitStatusExt;
+    let status = child
+        .wait()
+        .map_err(|e| Failure::Internal(format!("cannot wait for the command: {e}")))?;
+    let code = exit::child_status(status.code(), status.signal());
+    let mut holder = watch.stop();
+    match release(&mut holder, target, acquire) {
+        Released::Yes => {}
+        Released::NotHeld => {
+            if !lost {
+                eprintln!("redis-lock: lost the lock: it was no longer held at release");
+            }
+            lost = true;
+        }
+        Released::Failed(e) => say(
+            args.quiet,
+            &format!("could not release (the lease will end it): {e}"),
+        ),
+    }
+    Ok(if lost { exit::LOST } else { code })
+}
+
+enum Released {
+    Yes,
+    NotHeld,
+    Failed(String),
+}
+
+/// Releases on the holder connection, or on a new one if it is gone. For
+/// several names of which some are no longer held, each name still held is
+/// released on its own (`LOCK.MRELEASE` releases all or none).
+fn release(holder: &mut Option<Conn>, target: &ConnectionInfo, acquire: &Acquire) -> Released {
+    let attempt = |conn: &mut Conn| -> RedisResult<Released> {
+        match conn.call(&acquire.release()) {
+            Ok(_) => Ok(Released::Yes),
+            Err(e) if e.code() == Some("NOTOWNER") => {
+                if acquire.is_multi() {
+                    for name in &acquire.names {
+                        let _ =
+                            conn.call(&commands::release_one(name, &acquire.owner, acquire.kind));
+                    }
+                }
+                Ok(Released::NotHeld)
+            }
+            Err(e) => Err(e),
+        }
+    };
+    if let Some(conn) = holder.as_mut() {
+        match attempt(conn) {
+            Ok(r) => return r,
+            Err(e) if !is_connection_error(&e) => return Released::Failed(e.to_string()),
+            Err(_) => {}
+        }
+    }
+    match Conn::connect(target) {
+        Ok(mut conn) => match attempt(&mut conn) {
+            Ok(r) => r,
+            Err(e) => Released::Failed(e.to_string()),
+        },
+        Err(e) => Released::Failed(e.to_string()),
+    }
+}

@@ -1,0 +1,197 @@
+//! Keeping a hold while the command runs: the hold is kept alive by the
+//! server (KEEPALIVE) on the connection that took it; a thread polls
+//! `LOCK.INFO` on a second connection to see that the owner still holds every
+//! lock and that the holder connection still keeps it alive. When that
+//! binding is gone (the connection broke, the server restarted or failed
+//! over), it reconnects and re-attaches with `LOCK.RENEW ... KEEPALIVE`.
+//! A lock the owner no longer holds is reported as lost.
+
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use redis::{ConnectionInfo, RedisError};
+
+use crate::commands::{self, Acquire};
+use crate::conn::Conn;
+use crate::exit::is_connection_error;
+use crate::hold::{judge, needs_reattach, Seen};
+use crate::reply::{self, Fields};
+
+/// How often `LOCK.INFO` is polled: a tenth of the lease, at most every
+/// 100 ms apart, at least 5 ms.
+pub fn interval(lease: Duration) -> Duration {
+    (lease / 10).clamp(Duration::from_millis(5), Duration::from_millis(100))
+}
+
+/// The `CLIENT ID` of a connection, if the server tells.
+pub fn client_id(conn: &mut Conn) -> Option<i64> {
+    conn.call(&["CLIENT".into(), "ID".into()])
+        .ok()
+        .and_then(|v| reply::int(&v))
+}
+
+enum Trouble {
+    /// The owner no longer holds a lock.
+    Lost(String),
+    /// Could not tell this time (the server is not answering).
+    Unsure(String),
+}
+
+fn unsure(what: &str, e: &RedisError) -> Trouble {
+    Trouble::Unsure(format!("{what}: {e}"))
+}
+
+pub struct Watch {
+    acquire: Acquire,
+    holder: Conn,
+    holder_id: Option<i64>,
+    probe_target: ConnectionInfo,
+    probe: Option<Conn>,
+}
+
+/// The running watch: stop it to get the holder connection back.
+pub struct Running {
+    stop: Sender<()>,
+    thread: JoinHandle<Conn>,
+}
+
+impl Running {
+    /// Stops the thread; the holder connection, unless the thread died.
+    pub fn stop(self) -> Option<Conn> {
+        let _ = self.stop.send(());
+        self.thread.join().ok()
+    }
+}
+
+impl Watch {
+    pub fn new(acquire: Acquire, mut holder: Conn) -> Watch {
+        let holder_id = client_id(&mut holder);
+        let probe_target = holder.info().clone();
+        Watch {
+            acquire,
+            holder,
+            holder_id,
+            probe_target,
+            probe: None,
+        }
+    }
+
+    /// Starts the thread; `lost(reason)` is sent on `tx` once, when a lock is
+    /// lost, and the thread then stops watching.
+    pub fn start<E: Send + 'static>(
+        mut self,
+        tx: Sender<E>,
+        lost: fn(String) -> E,
+    ) -> std::io::Result<Running> {
+        let (stop, stopped) = mpsc::channel::<()>();
+        let every = interval(self.acquire.lease);
+        let thread = thread::Builder::new().name("watch".into()).spawn(move || {
+            let mut confirmed = Instant::now();
+            loop {
+                match stopped.recv_timeout(every) {
+                    Err(RecvTimeoutError::Timeout) => {}
+                    _ => return self.holder,
+                }
+                match self.check() {
+                    Ok(()) => confirmed = Instant::now(),
+                    Err(Trouble::Lost(reason)) => {
+                        let _ = tx.send(lost(reason));
+                        break;
+                    }
+                    Err(Trouble::Unsure(why)) => {
+                        // Without renewals the lease ends a lease after the
+                        // last one: past that, the lock cannot be ours still.
+                        if confirmed.elapsed() >= self.acquire.lease {
+                            let _ = tx.send(lost(format!(
+                                "could not confirm it for a whole lease ({why})"
+                            )));
+                            break;
+                        }
+                    }
+                }
+            }
+            let _ = stopped.recv();
+            self.holder
+        })?;
+        Ok(Running { stop, thread })
+    }
+
+    fn check(&mut self) -> Result<(), Trouble> {
+        if self.probe.is_none() {
+            self.probe =
+                Some(Conn::connect(&self.probe_target).map_err(|e| unsure("connecting", &e))?);
+        }
+        let mut reattach = false;
+        for name in &self.acquire.names {
+            let Some(probe) = self.probe.as_mut() else {
+                return Err(Trouble::Unsure("no connection".into()));
+            };
+            let v = match probe.call(&commands::info(name)) {
+                Ok(v) => v,
+                Err(e) => {
+                    if is_connection_error(&e) {
+                        self.probe = None;
+                    } else if e.code() == Some("WRONGTYPE") {
+                        return Err(Trouble::Lost(format!("{name}: {e}")));
+                    }
+                    return Err(unsure("LOCK.INFO", &e));
+                }
+            };
+            match judge(
+                Fields::parse(&v).as_ref(),
+                &self.acquire.owner,
+                self.acquire.kind,
+            ) {
+                Seen::Lost(why) => return Err(Trouble::Lost(format!("{name}: {why}"))),
+                Seen::Held { bound } => reattach |= needs_reattach(bound, self.holder_id),
+            }
+        }
+        if reattach {
+            self.reattach()?;
+        }
+        Ok(())
+    }
+
+    /// A new holder connection, and every hold bound to it.
+    fn reattach(&mut self) -> Result<(), Trouble> {
+        self.holder
+            .reconnect()
+            .map_err(|e| unsure("reconnecting", &e))?;
+        self.holder_id = client_id(&mut self.holder);
+        for cmd in self.acquire.reattach() {
+            match self.holder.call(&cmd) {
+                Ok(_) => {}
+                Err(e) if e.code() == Some("NOTOWNER") => {
+                    return Err(Trouble::Lost(format!(
+                        "{}: re-attaching it after a reconnect: {e}",
+                        cmd.get(1).map_or("", String::as_str)
+                    )))
+                }
+                Err(e) => return Err(unsure("LOCK.RENEW ... KEEPALIVE", &e)),
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn poll_interval() {
+        assert_eq!(
+            interval(Duration::from_secs(30)),
+            Duration::from_millis(100)
+        );
+        assert_eq!(
+            interval(Duration::from_millis(300)),
+            Duration::from_millis(30)
+        );
+        assert_eq!(
+            interval(Duration::from_millis(10)),
+            Duration::from_millis(5)
+        );
+    }
+}

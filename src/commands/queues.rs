@@ -1,0 +1,182 @@
+//! LOCK.WAITERS and LOCK.QUEUES: who waits for a lock, and which locks of
+//! the selected database have callers waiting, longest wait first. Read-only,
+//! on a master or a replica (which has no waiters).
+
+use std::time::Instant;
+
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
+
+use super::{command, lock_id, option, run, Command, KEY};
+use crate::ffi::{self, ArgDoc, ArgKind, CommandSpec, Field, KeyArgs, KEY_RO_ACCESS};
+use crate::rules::args::parse_view_options;
+use crate::rules::error::LockError;
+use crate::rules::registry::{longest_waiting_first, QueueView};
+use crate::rules::request::FieldName;
+use crate::rules::state::LockState;
+use crate::store;
+use crate::waiters::{anyone_waits, registry};
+
+const COUNT: ArgDoc = option(c"count", ArgKind::Integer, c"COUNT");
+
+/// `LOCK.WAITERS key [COUNT count]`
+pub const WAITERS: Command = command!(
+    CommandSpec {
+        name: c"lock.waiters",
+        flags: c"readonly",
+        acl_categories: "read hash",
+        summary: c"Lists the callers queued for a lock, first in line first.",
+        complexity: c"O(N), N the callers listed (COUNT, 10 by default; COUNT 0: all)",
+        since: c"1.1.0",
+        arity: -2,
+        key_flags: KEY_RO_ACCESS,
+        keys: KeyArgs::One,
+        args: &[KEY, COUNT],
+    },
+    waiters
+);
+
+/// `LOCK.QUEUES [COUNT count]`
+pub const QUEUES: Command = command!(
+    CommandSpec {
+        name: c"lock.queues",
+        flags: c"readonly",
+        acl_categories: "read hash",
+        summary: c"Lists the locks of the database that callers wait for on this server, longest wait first.",
+        complexity: c"O(N + M log M), N the locks with waiters in the database, M the locks listed",
+        since: c"1.1.0",
+        arity: -1,
+        key_flags: 0,
+        keys: KeyArgs::None,
+        args: &[COUNT],
+    },
+    queues
+);
+
+/// One waiter, copied out of the registry before replying.
+struct Shown {
+    owner: FieldName,
+    kind: &'static str,
+    waited: i64,
+    lease: i64,
+    keepalive: bool,
+    fence: bool,
+    timeout: i64,
+}
+
+fn waiters(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    run(ctx, || {
+        let [_, name, options @ ..] = args else {
+            return Err(LockError::arity(WAITERS.spec.name()));
+        };
+        let limit = parse_view_options(options)?;
+        // As LOCK.INFO: a key that is not a lock is an error.
+        store::read_only(ctx, name)?;
+        let lock = lock_id(ctx, name);
+        let shown: Vec<Shown> = if anyone_waits() {
+            let now = Instant::now();
+            registry()?
+                .waiters(&lock, limit)
+                .into_iter()
+                .map(|w| Shown {
+                    owner: w.request.owner.clone(),
+                    kind: w.kind(),
+                    waited: w.waited_ms(now),
+                    lease: w.request.lease_ms,
+                    keepalive: w.request.keepalive,
+                    fence: w.request.fence,
+                    timeout: w.timeout_ms(now),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let maps: Vec<Vec<(&str, Field)>> = shown
+            .iter()
+            .map(|w| {
+                vec![
+                    ("owner", Field::Bulk(&w.owner)),
+                    ("kind", Field::Bulk(w.kind.as_bytes())),
+                    ("waited", Field::Int(w.waited)),
+                    ("lease", Field::Int(w.lease)),
+                    ("keepalive", Field::Int(i64::from(w.keepalive))),
+                    ("fence", Field::Int(i64::from(w.fence))),
+                    ("timeout", Field::Int(w.timeout)),
+                ]
+            })
+            .collect();
+        ffi::reply_maps(ctx, &maps);
+        Ok(RedisValue::NoReply)
+    })
+}
+
+fn queues(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    run(ctx, || {
+        let [_, options @ ..] = args else {
+            return Err(LockError::arity(QUEUES.spec.name()));
+        };
+        let limit = parse_view_options(options)?;
+        let mut all = if anyone_waits() {
+            registry()?.queues(ffi::selected_db(ctx))
+        } else {
+            Vec::new()
+        };
+        // Only locks LOCK.INFO would show this caller.
+        let readable = ffi::may_read_keys(ctx, all.iter().map(|q| &q.key[..]));
+        let mut readable = readable.into_iter();
+        all.retain(|_| readable.next().unwrap_or(false));
+        let now = Instant::now();
+        let shown: Vec<(QueueView, Option<FieldName>, i64)> = longest_waiting_first(all, limit)
+            .into_iter()
+            .map(|q| {
+                let (owner, ttl) = holder(ctx, &q.key);
+                (q, owner, ttl)
+            })
+            .collect();
+        let maps: Vec<Vec<(&str, Field)>> = shown
+            .iter()
+            .map(|(q, owner, ttl)| {
+                vec![
+                    ("key", Field::Bulk(&q.key)),
+                    (
+                        "waiters",
+                        Field::Int(i64::try_from(q.waiters).unwrap_or(i64::MAX)),
+                    ),
+                    ("longest_wait", Field::Int(q.longest_wait_ms(now))),
+                    ("owner", owner.as_deref().map_or(Field::Null, Field::Bulk)),
+                    ("ttl", Field::Int(*ttl)),
+                ]
+            })
+            .collect();
+        ffi::reply_maps(ctx, &maps);
+        Ok(RedisValue::NoReply)
+    })
+}
+
+/// Who holds the lock at `key`, as one owner: an exclusive lock's holder,
+/// a read-write lock's writer; nobody when it is free or only read; and
+/// its TTL, as PTTL.
+fn holder(ctx: &Context, key: &[u8]) -> (Option<FieldName>, i64) {
+    let name = ffi::string(ctx, key);
+    match store::read_only(ctx, &name) {
+        Ok(Some((LockState::Held { owner, .. }, ttl))) => (Some(owner), ttl.unwrap_or(-1)),
+        Ok(Some((LockState::Shared(rw), ttl))) => (rw.writer.map(|(w, _)| w), ttl.unwrap_or(-1)),
+        Ok(Some((LockState::Free, _)) | None) => (None, -2),
+        // Another type now: its waiters are about to be answered so.
+        Err(_) => (None, store::pttl(ctx, &name)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_are_read_only_and_take_count() {
+        for c in [&WAITERS, &QUEUES] {
+            assert_eq!(c.spec.flags, c"readonly");
+            assert!(c.spec.acl_categories.split(' ').any(|c| c == "read"));
+            assert!(c.spec.args.iter().any(|a| a.token == Some(c"COUNT")));
+        }
+        assert!(WAITERS.spec.keys == KeyArgs::One && QUEUES.spec.keys == KeyArgs::None);
+    }
+}
