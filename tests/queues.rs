@@ -652,6 +652,16 @@ fn a_hold_counts_from_its_grant_to_its_release() {
     assert!(max <= at_most(released - sent), "hold {max}");
 }
 
+/// Makes a caller wait once (on a lock written by hand, which the module
+/// did not grant, so no hold is timed): from then on the module listens to
+/// every keyspace event that ends a lock, `del` included.
+fn have_a_caller_wait(server: &Server, con: &mut Connection) {
+    let _: i64 = q(con, &["HSET", "setup", "by-hand", "1"]);
+    assert_eq!(acquire(con, "setup", "w", &["BLOCK", "1"]), Value::Nil);
+    assert_eq!(q::<i64>(con, &["DEL", "setup"]), 1);
+    assert_eq!(percentiles(server, "hold_ms"), (0, 0, 0));
+}
+
 #[test]
 fn holds_end_by_force_release_delete_and_lease_expiry() {
     // Each on its own server, so that the one hold is the max.
@@ -670,6 +680,7 @@ fn holds_end_by_force_release_delete_and_lease_expiry() {
     for (name, end) in ends {
         let server = Server::start();
         let mut con = server.client();
+        have_a_caller_wait(&server, &mut con);
         let sent = Instant::now();
         acquire(&mut con, "k", "a", &["PX", "60000"]);
         let granted = Instant::now();
@@ -693,6 +704,27 @@ fn holds_end_by_force_release_delete_and_lease_expiry() {
     let (_, _, max) = percentiles(&server, "hold_ms");
     assert!(max >= 50, "{max}");
     assert!(max <= at_most(gone - sent), "{max}");
+}
+
+/// Until a caller has waited, the module does not listen to `del` (every
+/// DEL on the server would pay for it): a lock a client deletes is not
+/// timed, and what the module knew of it is dropped when the key is next
+/// taken.
+#[test]
+fn before_any_wait_a_lock_deleted_by_a_client_is_not_timed() {
+    let server = Server::start();
+    let mut con = server.client();
+    acquire(&mut con, "k", "a", &["PX", "60000"]);
+    pause();
+    assert_eq!(q::<i64>(&mut con, &["DEL", "k"]), 1);
+    assert_eq!(percentiles(&server, "hold_ms"), (0, 0, 0));
+    // b's hold is timed; a's (30 ms and more) is not.
+    let sent = Instant::now();
+    acquire(&mut con, "k", "b", &["PX", "60000"]);
+    assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "k", "b"]), 0);
+    let released = Instant::now();
+    let (_, _, max) = percentiles(&server, "hold_ms");
+    assert!(max <= at_most(released - sent), "{max}");
 }
 
 #[test]
