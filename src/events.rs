@@ -7,12 +7,14 @@
 //!
 //! Keyspace events also end the holds whose times `holds.rs` keeps.
 //!
-//! The module listens to keyspace events only once a lock was acquired
-//! ([`watch_keyspace`]), and to client and event-loop events once a caller
-//! has waited ([`watch_for_waiters`]); until then nothing needs them.
+//! The module listens to expiry and eviction from the first acquire
+//! ([`watch_expiry`]: no command fires them, so this costs commands
+//! nothing), and to the other keyspace events (`del`, `rename`...), client
+//! and event-loop events once a caller has waited ([`watch_for_waiters`]);
+//! until then nothing needs them, and every `DEL` on the server would pay.
 //!
-//! Offers: [`KeyspaceEvents`], [`ServerEvents`], [`watch_keyspace`],
-//! [`watch_for_waiters`], [`drain`].
+//! Offers: [`KeyspaceEvents`], [`ExpiryEvents`], [`ServerEvents`],
+//! [`watch_expiry`], [`watch_for_waiters`], [`drain`].
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -95,7 +97,10 @@ impl KeyspaceHandler for KeyspaceEvents {
             return;
         }
         let db = ffi::selected_db(ctx);
-        holds::key_event(db, event, key);
+        // Expiry and eviction end holds through `ExpiryEvents`.
+        if event != b"expired" && event != b"evicted" {
+            holds::key_event(db, event, key);
+        }
         // When the registry is busy (never expected), note the key anyway:
         // the drain re-checks everything.
         if registry().is_ok_and(|r| !r.has_waiters(db, key)) {
@@ -115,42 +120,54 @@ impl KeyspaceHandler for KeyspaceEvents {
     }
 }
 
+/// Expiry and eviction, for hold times: a hold whose lease runs out ends
+/// when its key expires.
+pub struct ExpiryEvents;
+
+impl KeyspaceHandler for ExpiryEvents {
+    fn event(ctx: &Context, event: &[u8], key: &[u8]) {
+        holds::key_event(ffi::selected_db(ctx), event, key);
+    }
+}
+
 /// Set once the module listens to the events that only matter to waiters.
 static WATCHING: AtomicBool = AtomicBool::new(false);
 static WATCHING_CLIENTS: AtomicBool = AtomicBool::new(false);
-static WATCHING_KEYSPACE: AtomicBool = AtomicBool::new(false);
+static WATCHING_EXPIRY: AtomicBool = AtomicBool::new(false);
 
 /// Starts listening, at the first wait, to keyspace events that can end a
-/// lock (see [`watch_keyspace`]), client disconnections and event-loop
-/// wake-ups. Until a caller has waited, no lock can need the latter two.
+/// lock, client disconnections and event-loop wake-ups. Until a caller has
+/// waited, no lock can need them, and the rest of Redis pays nothing for
+/// them (the lock commands' own `del` and `expire` events included);
+/// Redis offers no way to stop listening to keyspace events later.
 pub fn watch_for_waiters(ctx: &Context) {
     if WATCHING.swap(true, Relaxed) {
         return;
     }
     watch_clients(ctx);
-    watch_keyspace(ctx);
-    if !ffi::subscribe_event_loop::<ServerEvents>(ctx) {
+    watch_expiry(ctx);
+    if !ffi::subscribe_keyspace_events::<KeyspaceEvents>(ctx)
+        || !ffi::subscribe_event_loop::<ServerEvents>(ctx)
+    {
         ffi::log_warning(
             ctx,
-            "lock: could not subscribe to event-loop events; \
+            "lock: could not subscribe to keyspace and event-loop events; \
              waiters are served at lease deadlines only",
         );
     }
 }
 
-/// Starts listening to keyspace events that can end a lock: at the first
-/// acquire (a hold's time ends with its key) or the first wait. Until then
-/// the rest of Redis pays nothing for them; Redis offers no way to stop
-/// listening later.
-pub fn watch_keyspace(ctx: &Context) {
-    if WATCHING_KEYSPACE.swap(true, Relaxed) {
+/// Starts listening to expiry and eviction, at the first acquire (or
+/// wait): a hold's time ends with its key.
+pub fn watch_expiry(ctx: &Context) {
+    if WATCHING_EXPIRY.load(Relaxed) || WATCHING_EXPIRY.swap(true, Relaxed) {
         return;
     }
-    if !ffi::subscribe_keyspace_events::<KeyspaceEvents>(ctx) {
+    if !ffi::subscribe_expiry_events::<ExpiryEvents>(ctx) {
         ffi::log_warning(
             ctx,
-            "lock: could not subscribe to keyspace events; waiters are served \
-             at lease deadlines only, and holds whose key goes are not timed",
+            "lock: could not subscribe to expiry events; holds whose lease \
+             runs out are not timed",
         );
     }
 }

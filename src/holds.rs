@@ -1,26 +1,44 @@
 //! The module's one hold table (`lock_rules::holds`: since when each holder
 //! of each lock holds it), fed by every committed transition and by the
 //! events that end a lock outside one (its key expired, deleted, flushed),
-//! and feeding the hold-time percentiles of `INFO lock` (`info.rs`).
+//! and the hold times it saw end, which `INFO lock` reports.
 //!
 //! The cost on a lock's fast path: a transition whose holders did not change
-//! (re-entry, renewal, a busy acquire) compares them and stops; a grant or
-//! the end of a hold hashes the key and touches the table once, under a
-//! mutex nothing else holds for long. Locks are found by a keyed hash of
+//! (re-entry, renewal, a busy acquire) compares their ids and stops; a grant
+//! or the end of a hold hashes the key and touches the table once, under
+//! one mutex nothing else holds for long. Locks are found by a keyed hash of
 //! their key, so the table keeps no key bytes and clients cannot choose
 //! keys that collide.
 
 use std::collections::hash_map::RandomState;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::{LazyLock, Mutex, MutexGuard};
+use std::sync::{LazyLock, Mutex, MutexGuard, TryLockError};
 
 use crate::ffi;
-use crate::info;
-use crate::rules::holds::{lock_hash, HoldTable, Holders};
+use crate::info::Times;
+use crate::rules::holds::{lock_hash, Ended, HoldTable, Holders};
 use crate::rules::state::LockState;
 use crate::waiters::LockId;
 
-static TABLE: LazyLock<Mutex<HoldTable>> = LazyLock::new(Mutex::default);
+/// The table and the times of the holds it saw end, behind one mutex: a
+/// release takes it once.
+#[derive(Default)]
+struct Holds {
+    table: HoldTable,
+    times: Times,
+}
+
+impl Holds {
+    /// What to tell the table of each hold that ends.
+    fn split(&mut self) -> (&mut HoldTable, impl FnMut(Ended) + '_) {
+        let times = &mut self.times;
+        (&mut self.table, move |e: Ended| {
+            times.record(e.ms, e.weight)
+        })
+    }
+}
+
+static HOLDS: LazyLock<Mutex<Holds>> = LazyLock::new(Mutex::default);
 /// Whether the table may hold anything: lets keyspace events on keys of a
 /// server that tracks no hold skip the hash and the mutex.
 static TRACKING: AtomicBool = AtomicBool::new(false);
@@ -29,8 +47,8 @@ static SEED: LazyLock<RandomState> = LazyLock::new(RandomState::new);
 
 /// A poisoned table only means a panic was caught while it was held; every
 /// change completes before anything can panic.
-fn table() -> MutexGuard<'static, HoldTable> {
-    TABLE
+fn holds() -> MutexGuard<'static, Holds> {
+    HOLDS
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
@@ -42,9 +60,10 @@ pub fn changed(lock: &LockId<'_>, before: &Holders, after: &LockState, now_ms: i
         return;
     }
     let hash = lock_hash(&*SEED, &lock.key);
-    let mut table = table();
-    table.changed(lock.db, hash, before, after, now_ms, &mut info::record_hold);
-    if !table.is_empty() {
+    let mut holds = holds();
+    let (table, mut ended) = holds.split();
+    table.changed(lock.db, hash, before, after, now_ms, &mut ended);
+    if !TRACKING.load(Relaxed) && !table.is_empty() {
         TRACKING.store(true, Relaxed);
     }
 }
@@ -58,19 +77,33 @@ pub fn key_event(db: i32, event: &[u8], key: &[u8]) {
         return;
     }
     let hash = lock_hash(&*SEED, key);
-    table().lock_gone(db, hash, ffi::now_ms(), &mut info::record_hold);
+    let mut holds = holds();
+    let (table, mut ended) = holds.split();
+    table.lock_gone(db, hash, ffi::now_ms(), &mut ended);
 }
 
 /// FLUSHDB / FLUSHALL (`db` -1): every hold in it ended now.
 pub fn flushed(db: i32) {
-    table().flushed(db, ffi::now_ms(), &mut info::record_hold);
+    let mut holds = holds();
+    let (table, mut ended) = holds.split();
+    table.flushed(db, ffi::now_ms(), &mut ended);
 }
 
 pub fn swapped(a: i32, b: i32) {
-    table().swapped(a, b);
+    holds().table.swapped(a, b);
 }
 
 /// The server became a replica: the new master's holds are its own.
 pub fn clear() {
-    table().clear();
+    holds().table.clear();
+}
+
+/// `hold_ms_p50`, `hold_ms_p99`, `hold_ms_max`. Never blocks (INFO also
+/// runs in crash reports): nothing if the table is held at that moment.
+pub fn time_fields() -> Vec<(String, u64)> {
+    match HOLDS.try_lock() {
+        Ok(holds) => holds.times.fields("hold_ms"),
+        Err(TryLockError::Poisoned(p)) => p.into_inner().times.fields("hold_ms"),
+        Err(TryLockError::WouldBlock) => Vec::new(),
+    }
 }

@@ -1,14 +1,13 @@
 //! Counters and time percentiles behind `INFO lock`: how long callers
-//! waited before they were granted, and how long holds lasted (fed by
-//! `holds.rs`), since the module was loaded.
+//! waited before they were granted, since the module was loaded, and the
+//! histogram type that `holds.rs` keeps hold times in.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{LazyLock, Mutex, MutexGuard, TryLockError};
+use std::sync::{LazyLock, Mutex, TryLockError};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
-use crate::rules::holds::Ended;
 use crate::rules::percentiles::{self, Distribution};
 use crate::rules::transition::Tally;
 
@@ -88,38 +87,30 @@ impl Stats {
     }
 }
 
-/// Milliseconds, to 2 significant digits (exact up to 255 ms, within 1 %
-/// above), the range growing to the largest value recorded: a few KB.
-type Times = Mutex<Option<Histogram<u64>>>;
+/// A distribution of times in ms, to 2 significant digits (exact up to
+/// 255 ms, within 1 % above), its range growing to the largest value
+/// recorded: a few KB.
+pub struct Times(Option<Histogram<u64>>);
 
-fn times() -> Times {
-    Mutex::new(Histogram::new(2).ok())
-}
-
-/// Waits of callers that were granted the lock, from queued to granted (a
-/// multi-lock caller once, for all its keys).
-static WAITS: LazyLock<Times> = LazyLock::new(times);
-/// Holds, from grant to end (see `lock_rules::holds` for what one is).
-static HOLDS: LazyLock<Times> = LazyLock::new(times);
-
-/// A poisoned histogram only means a panic was caught while it was held;
-/// its counts are whole.
-fn lock(times: &Times) -> MutexGuard<'_, Option<Histogram<u64>>> {
-    times
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-pub fn record_wait(waited: Duration) {
-    let ms = u64::try_from(waited.as_millis()).unwrap_or(u64::MAX);
-    if let Some(h) = lock(&WAITS).as_mut() {
-        let _ = h.record(ms);
+impl Default for Times {
+    fn default() -> Self {
+        Self(Histogram::new(2).ok())
     }
 }
 
-pub fn record_hold(hold: Ended) {
-    if let Some(h) = lock(&HOLDS).as_mut() {
-        let _ = h.record_n(hold.ms, hold.weight);
+impl Times {
+    /// Records `n` values of `ms`.
+    pub fn record(&mut self, ms: u64, n: u64) {
+        if let Some(h) = self.0.as_mut() {
+            let _ = h.record_n(ms, n);
+        }
+    }
+
+    /// The INFO fields of these times, named `name` (`wait_ms`).
+    pub fn fields(&self, name: &str) -> Vec<(String, u64)> {
+        self.0
+            .as_ref()
+            .map_or_else(Vec::new, |h| percentiles::fields(name, &Hdr(h)).to_vec())
     }
 }
 
@@ -139,19 +130,24 @@ impl Distribution for Hdr<'_> {
     }
 }
 
-/// `wait_ms_p50` ... `hold_ms_max`, in INFO order. Never blocks (INFO also
-/// runs in crash reports): a histogram held at that moment is left out.
-pub fn time_fields() -> Vec<(String, u64)> {
-    let mut fields = Vec::with_capacity(6);
-    for (name, times) in [("wait_ms", &WAITS), ("hold_ms", &HOLDS)] {
-        let guard = match times.try_lock() {
-            Ok(guard) => guard,
-            Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(TryLockError::WouldBlock) => continue,
-        };
-        if let Some(h) = guard.as_ref() {
-            fields.extend(percentiles::fields(name, &Hdr(h)));
-        }
+/// Waits of callers that were granted the lock, from queued to granted (a
+/// multi-lock caller once, for all its keys). Hold times are `holds.rs`'s.
+static WAITS: LazyLock<Mutex<Times>> = LazyLock::new(Mutex::default);
+
+pub fn record_wait(waited: Duration) {
+    let ms = u64::try_from(waited.as_millis()).unwrap_or(u64::MAX);
+    WAITS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .record(ms, 1);
+}
+
+/// `wait_ms_p50`, `wait_ms_p99`, `wait_ms_max`. Never blocks (INFO also
+/// runs in crash reports): nothing if the histogram is held at that moment.
+pub fn wait_fields() -> Vec<(String, u64)> {
+    match WAITS.try_lock() {
+        Ok(times) => times.fields("wait_ms"),
+        Err(TryLockError::Poisoned(p)) => p.into_inner().fields("wait_ms"),
+        Err(TryLockError::WouldBlock) => Vec::new(),
     }
-    fields
 }

@@ -51,7 +51,8 @@ mod module {
     use redis_module_macros::info_command_handler;
 
     use crate::{
-        commands, config, deferred, events, ffi, info, keepalive, lease, min_replicas, waiters,
+        commands, config, deferred, events, ffi, holds, info, keepalive, lease, min_replicas,
+        waiters,
     };
 
     fn init(ctx: &Context, _args: &[RedisString]) -> Status {
@@ -107,7 +108,7 @@ mod module {
             ctx.add_info_field_long_long("waiters", waiters as i64);
             ctx.add_info_field_long_long("locks_with_waiters", locks as i64);
             ctx.add_info_field_long_long("keepalive_holds", keepalive::held() as i64);
-            for (name, value) in info::time_fields() {
+            for (name, value) in info::wait_fields().into_iter().chain(holds::time_fields()) {
                 ctx.add_info_field_long_long(&name, i64::try_from(value).unwrap_or(i64::MAX));
             }
         });

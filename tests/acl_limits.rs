@@ -157,7 +157,8 @@ fn restricted_user_locks_its_keys_and_nothing_else() {
 #[test]
 fn lock_key_access_each_command_needs() {
     // Key specs: ACQUIRE and RENEW RW ACCESS UPDATE (read and write),
-    // RELEASE and FORCERELEASE RW DELETE (write), INFO RO ACCESS (read).
+    // RELEASE and FORCERELEASE RW DELETE (write), INFO and WAITERS RO ACCESS
+    // (read).
     let server = Server::start();
     let mut admin = server.client();
     acl_setuser(&mut admin, "r", &["on", ">pw", "%R~app:*", "+@all"]);
@@ -174,7 +175,10 @@ fn lock_key_access_each_command_needs() {
         }
     }
     assert_eq!(lock_field(&mut r, "app:x", "holds").as_deref(), Some("1"));
-    assert_refused_by_acl(&mut w, &mut admin, &["LOCK.INFO", "app:x"], "key", "app:x");
+    assert_eq!(q::<Vec<Value>>(&mut r, &["LOCK.WAITERS", "app:x"]), []);
+    for cmd in ["LOCK.INFO", "LOCK.WAITERS"] {
+        assert_refused_by_acl(&mut w, &mut admin, &[cmd, "app:x"], "key", "app:x");
+    }
     for args in [
         &["LOCK.RELEASE", "app:x", "o"][..],
         &["LOCK.FORCERELEASE", "app:x"],
@@ -207,10 +211,12 @@ fn acl_category_support(con: &mut Connection) -> (bool, bool) {
     }
 }
 
-const EVERY_COMMAND: [&[&str]; 9] = [
+const EVERY_COMMAND: [&[&str]; 11] = [
     &["LOCK.ACQUIRE", "app:x", "o"],
     &["LOCK.RENEW", "app:x", "o"],
     &["LOCK.INFO", "app:x"],
+    &["LOCK.WAITERS", "app:x"],
+    &["LOCK.QUEUES"],
     &["LOCK.RELEASE", "app:x", "o"],
     &["LOCK.FORCERELEASE", "app:x"],
     &["LOCK.RACQUIRE", "app:rw", "o"],
@@ -245,14 +251,15 @@ fn acl_categories_grant_the_lock_commands() {
         assert_eq!(err_code(&mut admin, &plus_lock), "ERR");
     }
 
-    // The server's own categories: LOCK.INFO reads, every other writes.
+    // The server's own categories: LOCK.INFO, LOCK.WAITERS and LOCK.QUEUES
+    // read, every other writes.
     let keys = ["on", ">pw", "~app:*", "~{app:*"];
     acl_setuser(&mut admin, "writer", &[&keys[..], &["+@write"]].concat());
     acl_setuser(&mut admin, "reader", &[&keys[..], &["+@read"]].concat());
     let mut writer = user_client(&server, "writer");
     let mut reader = user_client(&server, "reader");
     for args in EVERY_COMMAND {
-        let reads = args[0] == "LOCK.INFO";
+        let reads = ["LOCK.INFO", "LOCK.WAITERS", "LOCK.QUEUES"].contains(&args[0]);
         // 7.0 gives module commands no category: grant them by name.
         for (con, granted) in [
             (&mut writer, categories && !reads),

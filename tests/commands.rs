@@ -1131,6 +1131,7 @@ fn command_info_docs_and_getkeys() {
         ("lock.renew", -3, "write"),
         ("lock.forcerelease", 2, "write"),
         ("lock.info", 2, "readonly"),
+        ("lock.waiters", -2, "readonly"),
     ];
     for (name, arity, flag) in expected {
         let reply: Value = q(&mut con, &["COMMAND", "INFO", name]);
@@ -1188,11 +1189,34 @@ fn command_info_docs_and_getkeys() {
         &["LOCK.RENEW", "k", "o", "EX", "1"],
         &["LOCK.FORCERELEASE", "k"],
         &["LOCK.INFO", "k"],
+        &["LOCK.WAITERS", "k", "COUNT", "3"],
     ] {
         let mut full = vec!["COMMAND", "GETKEYS"];
         full.extend_from_slice(args);
         assert_eq!(q::<Vec<String>>(&mut con, &full), ["k"], "{args:?}");
     }
+
+    // LOCK.QUEUES names no key: any node answers it, for its own locks.
+    let reply: Value = q(&mut con, &["COMMAND", "INFO", "lock.queues"]);
+    let info = array(&array(&reply)[0]);
+    assert_eq!(text(&info[0]), "lock.queues");
+    assert_eq!(info[1], Value::Int(-1));
+    let flags: Vec<String> = array(&info[2]).iter().map(text).collect();
+    assert!(flags.iter().any(|f| f == "readonly"), "{flags:?}");
+    assert!(!flags.iter().any(|f| f == "write"), "{flags:?}");
+    assert_eq!(info[3..6], [Value::Int(0), Value::Int(0), Value::Int(0)]);
+    assert!(array(&info[8]).is_empty(), "key specs {:?}", info[8]);
+    assert_eq!(
+        err_code(
+            &mut con,
+            &["COMMAND", "GETKEYS", "LOCK.QUEUES", "COUNT", "1"]
+        ),
+        "ERR"
+    );
+    let docs: Value = q(&mut con, &["COMMAND", "DOCS", "lock.queues"]);
+    let doc = array(&array(&docs)[1]);
+    let summary = flat_get(doc, "summary").map(text).unwrap_or_default();
+    assert!(summary.contains("longest wait first"), "{summary}");
 }
 
 // ---------------------------------------------------------------- keyspace notifications

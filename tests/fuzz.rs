@@ -1,5 +1,6 @@
 //! Fuzzes the command surface against a live server: random argument vectors
-//! for every LOCK.* command (0 to 10 arguments of random bytes, NUL, CR/LF,
+//! for LOCK.ACQUIRE, RENEW, RELEASE, FORCERELEASE, INFO, WAITERS and QUEUES
+//! (0 to 10 arguments of random bytes, NUL, CR/LF,
 //! non-UTF-8, boundary and huge numbers, option words in any case, unknown
 //! options, keys of every other type, 1 MB owners), sent as raw RESP over a
 //! TCP socket so every byte reaches the server unmodified.
@@ -40,7 +41,9 @@ use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::Instant;
 
-use lock_rules::args::{parse_acquire_options, parse_i64, parse_renew_options, MAX_DURATION_MS};
+use lock_rules::args::{
+    parse_acquire_options, parse_i64, parse_renew_options, parse_view_options, MAX_DURATION_MS,
+};
 use lock_rules::error::printable;
 use lock_rules::keys::token_key_in_slot;
 
@@ -397,7 +400,7 @@ const NUMBERS: &[&[u8]] = &[
     b"-",
 ];
 
-/// A command name: the five, in any case, and now and then one the server
+/// A command name: the seven, in any case, and now and then one the server
 /// does not know.
 fn command_name(rng: &mut Rng) -> Vec<u8> {
     const NAMES: &[&[u8]] = &[
@@ -412,6 +415,8 @@ fn command_name(rng: &mut Rng) -> Vec<u8> {
         b"LOCK.FORCERELEASE",
         b"LOCK.INFO",
         b"LOCK.INFO",
+        b"LOCK.WAITERS",
+        b"LOCK.QUEUES",
     ];
     if rng.one_in(200) {
         return rng
@@ -421,6 +426,8 @@ fn command_name(rng: &mut Rng) -> Vec<u8> {
                 b"LOCK",
                 b"LOCK.ACQUIRE\x00",
                 b"LOCK.INF",
+                b"LOCK.WAITER",
+                b"LOCK.QUEUE",
             ])
             .to_vec();
     }
@@ -562,6 +569,17 @@ fn option_group(rng: &mut Rng, cmd: Cmd, out: &mut Vec<Vec<u8>>) {
     out.push(value);
 }
 
+/// `COUNT n` (LOCK.WAITERS, LOCK.QUEUES), n mostly a count, any case.
+fn count_group(rng: &mut Rng, out: &mut Vec<Vec<u8>>) {
+    out.push(any_case(rng, b"COUNT"));
+    let value = match rng.below(4) {
+        0 | 1 => rng.range(0, 20).to_string().into_bytes(),
+        2 => number(rng),
+        _ => option_arg(rng),
+    };
+    out.push(value);
+}
+
 /// A command name and 0 to 10 arguments: mostly shaped like the grammar
 /// (key, owner, options), sometimes with too few or too many, sometimes
 /// anything anywhere.
@@ -591,7 +609,9 @@ fn vector(rng: &mut Rng) -> Vec<Vec<u8>> {
         Some(cmd) if !rng.one_in(4) => {
             let key = key(rng);
             let held = [&b"held"[..], b"fenced", b"maxheld", b"nottl"].contains(&&key[..]);
-            args.push(key);
+            if cmd != Cmd::Queues {
+                args.push(key);
+            }
             if cmd.takes_owner() {
                 // The holder, often, where there is one: renewals, releases
                 // and re-entries get past the owner check.
@@ -608,6 +628,15 @@ fn vector(rng: &mut Rng) -> Vec<Vec<u8>> {
                         args.push(option_arg(rng));
                     } else {
                         option_group(rng, cmd, &mut args);
+                    }
+                }
+            }
+            if matches!(cmd, Cmd::Waiters | Cmd::Queues) {
+                for _ in 0..rng.below(3) {
+                    if rng.one_in(6) {
+                        args.push(option_arg(rng));
+                    } else {
+                        count_group(rng, &mut args);
                     }
                 }
             }
@@ -642,6 +671,8 @@ enum Cmd {
     Renew,
     ForceRelease,
     Info,
+    Waiters,
+    Queues,
 }
 
 /// A command name up to its first NUL. Redis 7.0 looks command names up in
@@ -670,6 +701,8 @@ fn command(name: &[u8]) -> Option<Cmd> {
         b"LOCK.RENEW" => Cmd::Renew,
         b"LOCK.FORCERELEASE" => Cmd::ForceRelease,
         b"LOCK.INFO" => Cmd::Info,
+        b"LOCK.WAITERS" => Cmd::Waiters,
+        b"LOCK.QUEUES" => Cmd::Queues,
         _ => return None,
     })
 }
@@ -682,6 +715,8 @@ impl Cmd {
             Cmd::Renew => "lock.renew",
             Cmd::ForceRelease => "lock.forcerelease",
             Cmd::Info => "lock.info",
+            Cmd::Waiters => "lock.waiters",
+            Cmd::Queues => "lock.queues",
         }
     }
 
@@ -692,6 +727,9 @@ impl Cmd {
             // LOCK.RELEASE key owner [READ | WRITE]
             Cmd::Release => n == 2 || n == 3,
             Cmd::ForceRelease | Cmd::Info => n == 1,
+            // LOCK.WAITERS key [COUNT n]; LOCK.QUEUES [COUNT n]
+            Cmd::Waiters => n >= 1,
+            Cmd::Queues => true,
         }
     }
 
@@ -788,6 +826,13 @@ fn expect(args: &[Vec<u8>], in_script: bool) -> Expect {
             Ok(o) => (false, o.lease_ms, false, o.keepalive),
             Err(e) => return Expect::Error(e.to_string()),
         },
+        Cmd::Waiters | Cmd::Queues => {
+            let skip = usize::from(cmd == Cmd::Waiters);
+            if let Err(e) = parse_view_options(&rest[skip..]) {
+                return Expect::Error(e.to_string());
+            }
+            (false, None, false, false)
+        }
         Cmd::Release => match options {
             [kind]
                 if !kind.eq_ignore_ascii_case(b"READ") && !kind.eq_ignore_ascii_case(b"WRITE") =>
@@ -859,7 +904,7 @@ fn data_error_allowed(cmd: Cmd, line: &str) -> bool {
                 starts(&owner_errors) || line.starts_with("WRONGTYPE key holds an exclusive lock: ")
             }
             Cmd::Renew => starts(&owner_errors),
-            Cmd::ForceRelease | Cmd::Info => false,
+            Cmd::ForceRelease | Cmd::Info | Cmd::Waiters | Cmd::Queues => false,
         }
 }
 
@@ -1042,6 +1087,8 @@ impl Run {
             (Cmd::Renew, Reply::Int(n)) => (*n == lease_ms, false),
             (Cmd::ForceRelease, Reply::Int(n)) => (*n == 0 || *n == 1, *n == 0),
             (Cmd::Info, reply) => (valid_info(reply, o.wrap == Wrap::Script), true),
+            // Only this connection sends commands: nobody is left waiting.
+            (Cmd::Waiters | Cmd::Queues, Reply::Array(entries)) => (entries.is_empty(), true),
             _ => (false, false),
         };
         if !valid {
@@ -1312,6 +1359,11 @@ fn random_argument_vectors_get_an_error_code_or_a_valid_answer_and_errors_change
             "ok lock.release: answer",
             "ok lock.forcerelease: answer",
             "ok lock.info: answer",
+            "ok lock.waiters: answer",
+            "ok lock.queues: answer",
+            "error lock.waiters: ERR invalid",
+            "error lock.queues: ERR syntax error",
+            "error lock.waiters: WRONGTYPE",
         ] {
             assert!(
                 tally.seen(kind) > 0,

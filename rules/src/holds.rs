@@ -23,17 +23,22 @@
 //! locks have a tracked holder; beyond that, one new hold in
 //! [`SAMPLE_ONE_IN`], which then counts for that many when it ends, so the
 //! histogram stays unbiased and a million held locks cost a few bytes each.
+//! At [`MAX_TRACKED_LOCKS`] no new hold is tracked: a bound on what holds
+//! whose end is never seen (a lock deleted by a client while the server
+//! listens to no `del` event) can leave behind.
 //!
 //! Locks are known by a hash of their key that the caller computes with a
 //! secret seed (keys are chosen by clients; the table keeps no key bytes).
 //! Two keys with the same hash would share their records: at 2^-64 per
-//! pair, that only ever misplaces a statistic. Holders are told apart by a
-//! hash of owner and side.
+//! pair, that only ever misplaces a statistic. Holders are known by a hash
+//! of owner and side, which needs no allocation and no reference count to
+//! keep.
 
+use std::collections::hash_map::Entry;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 
 use crate::ids::{IdHasher, IdMap};
-use crate::request::{FieldName, Side};
+use crate::request::Side;
 use crate::state::LockState;
 
 /// A lock's key, hashed by the caller with a secret seed.
@@ -45,64 +50,73 @@ pub const TRACK_EVERY_HOLD_UP_TO: usize = 10_000;
 /// Beyond [`TRACK_EVERY_HOLD_UP_TO`], one new hold in this many is tracked.
 pub const SAMPLE_ONE_IN: u32 = 32;
 
-/// Who holds a lock at one moment: nobody, an exclusive lock's owner, or a
-/// read-write lock's holders with their side.
+/// Locks with a tracked holder at which no new hold is tracked (a few MB).
+pub const MAX_TRACKED_LOCKS: usize = 200_000;
+
+/// Who holds a lock at one moment, as holder ids: nobody, an exclusive
+/// lock's owner, or a read-write lock's holders (the writer first, then the
+/// readers in the order they were read).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Holders {
     #[default]
     None,
-    One(FieldName),
-    Many(Vec<(FieldName, Side)>),
+    One(u64),
+    Many(Vec<u64>),
 }
 
 impl Holders {
-    /// The holders of `state`: for a read-write lock the writer first, then
-    /// the readers in the order they were read (whose leases ran out
-    /// included: they held it until now).
+    /// The holders of `state` (readers whose leases ran out included: they
+    /// held it until now).
     pub fn of(state: &LockState) -> Self {
         match state {
             LockState::Free => Self::None,
-            LockState::Held { owner, .. } => Self::One(owner.clone()),
+            LockState::Held { owner, .. } => Self::One(holder_id(owner, None)),
             LockState::Shared(rw) => Self::Many(
                 rw.writer
                     .iter()
-                    .map(|(w, _)| (w.clone(), Side::Write))
-                    .chain(rw.readers.iter().map(|r| (r.owner.clone(), Side::Read)))
+                    .map(|(w, _)| holder_id(w, Some(Side::Write)))
+                    .chain(
+                        rw.readers
+                            .iter()
+                            .map(|r| holder_id(&r.owner, Some(Side::Read))),
+                    )
                     .collect(),
             ),
         }
     }
 
-    /// Whether `state` has exactly these holders, in the same order (no
-    /// allocation: the check every transition makes).
+    /// Whether `state` has exactly these holders, in the same order,
+    /// without allocating: the check every transition makes.
     pub fn same_as(&self, state: &LockState) -> bool {
         match (self, state) {
             (Self::None, LockState::Free) => true,
-            (Self::One(a), LockState::Held { owner, .. }) => a[..] == owner[..],
-            (Self::Many(holders), LockState::Shared(rw)) => {
-                let writer = rw.writer.iter().map(|(w, _)| (&w[..], Side::Write));
-                let readers = rw.readers.iter().map(|r| (&r.owner[..], Side::Read));
-                holders.len() == rw.readers.len() + usize::from(rw.writer.is_some())
-                    && holders
-                        .iter()
-                        .map(|(o, s)| (&o[..], *s))
-                        .eq(writer.chain(readers))
+            (Self::One(id), LockState::Held { owner, .. }) => *id == holder_id(owner, None),
+            (Self::Many(ids), LockState::Shared(rw)) => {
+                let writer = rw
+                    .writer
+                    .iter()
+                    .map(|(w, _)| holder_id(w, Some(Side::Write)));
+                let readers = rw
+                    .readers
+                    .iter()
+                    .map(|r| holder_id(&r.owner, Some(Side::Read)));
+                ids.len() == rw.readers.len() + usize::from(rw.writer.is_some())
+                    && ids.iter().copied().eq(writer.chain(readers))
             }
             _ => false,
         }
     }
 
-    fn ids(&self) -> Ids {
+    fn as_slice(&self) -> &[u64] {
         match self {
-            Self::None => Ids::Zero,
-            Self::One(owner) => Ids::One(holder_id(owner, None)),
-            Self::Many(holders) => Ids::Many(
-                holders
-                    .iter()
-                    .map(|(o, s)| holder_id(o, Some(*s)))
-                    .collect(),
-            ),
+            Self::None => &[],
+            Self::One(id) => std::slice::from_ref(id),
+            Self::Many(ids) => ids,
         }
+    }
+
+    fn contains(&self, id: u64) -> bool {
+        self.as_slice().contains(&id)
     }
 }
 
@@ -117,26 +131,6 @@ fn holder_id(owner: &[u8], side: Option<Side>) -> u64 {
         Some(Side::Write) => 2,
     });
     h.finish()
-}
-
-enum Ids {
-    Zero,
-    One(u64),
-    Many(Vec<u64>),
-}
-
-impl Ids {
-    fn as_slice(&self) -> &[u64] {
-        match self {
-            Self::Zero => &[],
-            Self::One(id) => std::slice::from_ref(id),
-            Self::Many(ids) => ids,
-        }
-    }
-
-    fn contains(&self, id: u64) -> bool {
-        self.as_slice().contains(&id)
-    }
 }
 
 /// A hold that ended: how long it lasted, and how many holds it stands for
@@ -190,11 +184,10 @@ impl Tracked {
     }
 }
 
+/// Tracked holds by lock: (db, key hash).
 #[derive(Debug, Default)]
 pub struct HoldTable {
-    dbs: IdMap<i32, IdMap<LockHash, Tracked>>,
-    /// Locks with a tracked holder (the entries of `dbs`).
-    locks: usize,
+    locks: IdMap<(i32, LockHash), Tracked>,
     /// New holds seen while sampling.
     sampled_grants: u64,
 }
@@ -202,11 +195,11 @@ pub struct HoldTable {
 impl HoldTable {
     /// Locks with a tracked holder.
     pub fn len(&self) -> usize {
-        self.locks
+        self.locks.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.locks == 0
+        self.locks.is_empty()
     }
 
     /// After a change of lock `lock` of `db` from `before` to `after`, at
@@ -224,11 +217,12 @@ impl HoldTable {
         if before.same_as(after) {
             return;
         }
-        let before = before.ids();
-        let after = Holders::of(after).ids();
+        let after = Holders::of(after);
+        let tracked_locks = self.locks.len();
         let mut kept = None;
-        if let Some(old) = self.take(db, lock) {
-            for r in old.records() {
+        let entry = self.locks.entry((db, lock));
+        if let Entry::Occupied(old) = &entry {
+            for r in old.get().records() {
                 match (before.contains(r.holder), after.contains(r.holder)) {
                     (true, true) => Tracked::push(&mut kept, *r),
                     (true, false) => ended(r.ended(now_ms)),
@@ -242,7 +236,7 @@ impl HoldTable {
             if before.contains(holder) {
                 continue;
             }
-            if let Some(weight) = self.sample() {
+            if let Some(weight) = sample(tracked_locks, &mut self.sampled_grants) {
                 Tracked::push(
                     &mut kept,
                     Record {
@@ -253,9 +247,15 @@ impl HoldTable {
                 );
             }
         }
-        if let Some(tracked) = kept {
-            self.dbs.entry(db).or_default().insert(lock, tracked);
-            self.locks += 1;
+        match (entry, kept) {
+            (Entry::Occupied(mut slot), Some(tracked)) => *slot.get_mut() = tracked,
+            (Entry::Occupied(slot), None) => {
+                slot.remove();
+            }
+            (Entry::Vacant(slot), Some(tracked)) => {
+                slot.insert(tracked);
+            }
+            (Entry::Vacant(_), None) => {}
         }
     }
 
@@ -268,7 +268,7 @@ impl HoldTable {
         now_ms: i64,
         ended: &mut impl FnMut(Ended),
     ) {
-        if let Some(old) = self.take(db, lock) {
+        if let Some(old) = self.locks.remove(&(db, lock)) {
             for r in old.records() {
                 ended(r.ended(now_ms));
             }
@@ -277,57 +277,49 @@ impl HoldTable {
 
     /// `db` (every db for -1) was flushed: every tracked hold in it ends.
     pub fn flushed(&mut self, db: i32, now_ms: i64, ended: &mut impl FnMut(Ended)) {
-        let gone: Vec<IdMap<LockHash, Tracked>> = if db == -1 {
-            self.dbs.drain().map(|(_, locks)| locks).collect()
-        } else {
-            self.dbs.remove(&db).into_iter().collect()
-        };
-        for locks in gone {
-            self.locks -= locks.len();
-            for r in locks.values().flat_map(Tracked::records) {
+        self.locks.retain(|&(d, _), tracked| {
+            if db != -1 && d != db {
+                return true;
+            }
+            for r in tracked.records() {
                 ended(r.ended(now_ms));
             }
-        }
+            false
+        });
     }
 
     /// SWAPDB a b: the locks of each now live in the other.
     pub fn swapped(&mut self, a: i32, b: i32) {
-        let in_a = self.dbs.remove(&a);
-        let in_b = self.dbs.remove(&b);
-        if let Some(locks) = in_a {
-            self.dbs.insert(b, locks);
-        }
-        if let Some(locks) = in_b {
-            self.dbs.insert(a, locks);
+        let moved: Vec<((i32, LockHash), Tracked)> = self
+            .locks
+            .extract_if(|&(d, _), _| d == a || d == b)
+            .collect();
+        for ((d, lock), tracked) in moved {
+            self.locks
+                .insert((if d == a { b } else { a }, lock), tracked);
         }
     }
 
     /// Forgets every tracked hold (the server became a replica).
     pub fn clear(&mut self) {
-        self.dbs.clear();
-        self.locks = 0;
+        self.locks.clear();
     }
+}
 
-    fn take(&mut self, db: i32, lock: LockHash) -> Option<Tracked> {
-        let locks = self.dbs.get_mut(&db)?;
-        let tracked = locks.remove(&lock)?;
-        self.locks -= 1;
-        if locks.is_empty() {
-            self.dbs.remove(&db);
-        }
-        Some(tracked)
+/// Whether to track a new hold, with `tracked_locks` locks tracked, and
+/// what it counts for; `sampled_grants` counts the new holds seen while
+/// sampling.
+fn sample(tracked_locks: usize, sampled_grants: &mut u64) -> Option<u32> {
+    if tracked_locks < TRACK_EVERY_HOLD_UP_TO {
+        return Some(1);
     }
-
-    /// Whether to track a new hold, and what it counts for.
-    fn sample(&mut self) -> Option<u32> {
-        if self.locks < TRACK_EVERY_HOLD_UP_TO {
-            return Some(1);
-        }
-        self.sampled_grants += 1;
-        self.sampled_grants
-            .is_multiple_of(u64::from(SAMPLE_ONE_IN))
-            .then_some(SAMPLE_ONE_IN)
+    if tracked_locks >= MAX_TRACKED_LOCKS {
+        return None;
     }
+    *sampled_grants += 1;
+    sampled_grants
+        .is_multiple_of(u64::from(SAMPLE_ONE_IN))
+        .then_some(SAMPLE_ONE_IN)
 }
 
 /// A hash of `key` with the hasher `seed` (the server layer's secret one).
@@ -490,6 +482,7 @@ mod tests {
         assert!(Holders::None.same_as(&LockState::Free));
         // An exclusive owner "a" is not the reader "a".
         assert!(!Holders::of(&held("a")).same_as(&shared(None, &["a"])));
+        assert!(!Holders::of(&shared(None, &["a"])).same_as(&shared(Some("a"), &[])));
     }
 
     #[test]
@@ -554,6 +547,34 @@ mod tests {
     }
 
     #[test]
+    fn no_new_hold_is_tracked_at_the_bound() {
+        let mut t = HoldTable::default();
+        for lock in 0..MAX_TRACKED_LOCKS as u64 {
+            t.locks.insert(
+                (0, lock),
+                Tracked::One(Record {
+                    holder: 0,
+                    since_ms: 0,
+                    weight: 1,
+                }),
+            );
+        }
+        let base = MAX_TRACKED_LOCKS as u64;
+        for lock in base..base + 2 * u64::from(SAMPLE_ONE_IN) {
+            change(&mut t, lock, &LockState::Free, &held("a"), 0);
+        }
+        assert_eq!(t.len(), MAX_TRACKED_LOCKS);
+        // One ends: there is room again.
+        t.lock_gone(0, 0, 1, &mut |_| {});
+        let mut n = 0;
+        while t.len() < MAX_TRACKED_LOCKS {
+            change(&mut t, base + 1000 + n, &LockState::Free, &held("a"), 0);
+            n += 1;
+        }
+        assert!(n <= u64::from(SAMPLE_ONE_IN), "{n}");
+    }
+
+    #[test]
     fn holders_are_told_apart_by_owner_and_side() {
         assert_ne!(holder_id(b"a", None), holder_id(b"a", Some(Side::Read)));
         assert_ne!(
@@ -562,6 +583,14 @@ mod tests {
         );
         assert_ne!(holder_id(b"ab", None), holder_id(b"ab\0", None));
         assert_eq!(holder_id(b"a", None), holder_id(b"a", None));
+        assert_ne!(holder_id(b"12345678a", None), holder_id(b"12345678b", None));
+        assert_ne!(holder_id(b"", None), holder_id(b"\0", None));
+        // Distinct owners of every length up to 40 bytes differ.
+        let ids: std::collections::HashSet<u64> = (1..=40)
+            .flat_map(|n| [vec![b'a'; n], vec![b'b'; n]])
+            .map(|o| holder_id(&o, None))
+            .collect();
+        assert_eq!(ids.len(), 80);
         let seed = std::collections::hash_map::RandomState::new();
         assert_eq!(lock_hash(&seed, b"k"), lock_hash(&seed, b"k"));
         assert_ne!(lock_hash(&seed, b"k"), lock_hash(&seed, b"j"));

@@ -115,7 +115,7 @@ fn acquire_as(
         match (acquired?, wait) {
             (Acquisition::Now(reply), _) => {
                 // The hold's time ends with its key.
-                events::watch_keyspace(ctx);
+                events::watch_expiry(ctx);
                 let how = if request.keepalive {
                     events::watch_clients(ctx);
                     Taken::KeepAlive

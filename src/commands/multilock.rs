@@ -191,7 +191,7 @@ fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
             let locks: Vec<LockId<'static>> = opened.iter().map(|(l, _, _)| l.to_owned()).collect();
             handoff::commit_all(ctx, opened);
             if replies.is_ok() {
-                events::watch_keyspace(ctx);
+                events::watch_expiry(ctx);
                 if request.keepalive {
                     events::watch_clients(ctx);
                 }

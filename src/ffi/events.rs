@@ -46,6 +46,15 @@ pub fn subscribe_keyspace_events<H: KeyspaceHandler>(ctx: &Context) -> bool {
         .is_some_and(|f| unsafe { f(ctx.ctx, classes, Some(on_keyspace_event::<H>)) } == OK)
 }
 
+/// Only expiry and eviction: no command (this module's own writes
+/// included) fires them, so listening costs the lock commands nothing.
+pub fn subscribe_expiry_events<H: KeyspaceHandler>(ctx: &Context) -> bool {
+    let classes = raw::REDISMODULE_NOTIFY_EXPIRED | raw::REDISMODULE_NOTIFY_EVICTED;
+    // SAFETY: ctx is live; the callback is monomorphised for H.
+    api!(RedisModule_SubscribeToKeyspaceEvents)
+        .is_some_and(|f| unsafe { f(ctx.ctx, classes, Some(on_keyspace_event::<H>)) } == OK)
+}
+
 pub trait ServerEventHandler: 'static {
     /// FLUSHDB / FLUSHALL finished; `db` is -1 for all databases.
     fn flushed(ctx: &Context, db: i32);

@@ -52,7 +52,7 @@ pub use command::{
     CommandBody, CommandHandler, CommandSpec, KeyArgs, KEY_RO_ACCESS, KEY_RW_DELETE, KEY_RW_UPDATE,
 };
 pub use events::{
-    subscribe_client_events, subscribe_data_events, subscribe_event_loop,
+    subscribe_client_events, subscribe_data_events, subscribe_event_loop, subscribe_expiry_events,
     subscribe_keyspace_events, KeyspaceHandler, ServerEventHandler,
 };
 pub use key::{notify, signal_modified, Key, KeyKind, NOTIFY_GENERIC, NOTIFY_HASH, NOTIFY_STRING};
