@@ -480,23 +480,6 @@ struct LanHost {
     addr: IpAddr,
 }
 
-/// Runs `ip args`.
-fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| format!("ip: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
 impl Lan {
     /// Group `group`'s network with `servers` namespaces.
     fn create(group: usize, servers: usize) -> Result<Lan, String> {

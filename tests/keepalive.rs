@@ -568,22 +568,6 @@ struct Netns {
 }
 
 impl Netns {
-    fn ip(args: &[&str]) -> Result<(), String> {
-        let out = Command::new("ip")
-            .args(args)
-            .output()
-            .map_err(|e| format!("ip: {e}"))?;
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(format!(
-                "ip {}: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr).trim()
-            ))
-        }
-    }
-
     fn create() -> Result<Netns, String> {
         let pid = std::process::id();
         let net = format!("10.213.{}", pid % 250);
@@ -593,8 +577,8 @@ impl Netns {
             host_ip: format!("{net}.1"),
         };
         let peer = format!("lkn{pid}");
-        Netns::ip(&["netns", "add", &ns.name])?;
-        Netns::ip(&[
+        ip(&["netns", "add", &ns.name])?;
+        ip(&[
             "link",
             "add",
             &ns.host_if,
@@ -604,19 +588,19 @@ impl Netns {
             "name",
             &peer,
         ])?;
-        Netns::ip(&["link", "set", &peer, "netns", &ns.name])?;
-        Netns::ip(&[
+        ip(&["link", "set", &peer, "netns", &ns.name])?;
+        ip(&[
             "addr",
             "add",
             &format!("{}/24", ns.host_ip),
             "dev",
             &ns.host_if,
         ])?;
-        Netns::ip(&["link", "set", &ns.host_if, "up"])?;
+        ip(&["link", "set", &ns.host_if, "up"])?;
         let inside = |args: &[&str]| {
             let mut all = vec!["netns", "exec", ns.name.as_str(), "ip"];
             all.extend_from_slice(args);
-            Netns::ip(&all)
+            ip(&all)
         };
         inside(&["addr", "add", &format!("{net}.2/24"), "dev", &peer])?;
         inside(&["link", "set", &peer, "up"])?;
@@ -627,7 +611,7 @@ impl Netns {
     /// Takes the client's side of the link down: its packets go nowhere.
     fn cut(&self) {
         let peer = format!("lkn{}", std::process::id());
-        Netns::ip(&[
+        ip(&[
             "netns", "exec", &self.name, "ip", "link", "set", &peer, "down",
         ])
         .expect("cut the link");
@@ -636,8 +620,8 @@ impl Netns {
 
 impl Drop for Netns {
     fn drop(&mut self) {
-        let _ = Netns::ip(&["link", "del", &self.host_if]);
-        let _ = Netns::ip(&["netns", "del", &self.name]);
+        let _ = ip(&["link", "del", &self.host_if]);
+        let _ = ip(&["netns", "del", &self.name]);
     }
 }
 

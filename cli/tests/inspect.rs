@@ -8,7 +8,7 @@ mod util;
 use std::fs;
 
 use common::{field, lock_info, q, raw, send, wait_for_waiters, Cluster, Server, Value};
-use util::{output, path, scratch, wait_file, Runner, Tmux, BIN};
+use util::{held_until, output, path, scratch, wait_file, Runner, Tmux, BIN};
 
 /// LOCK.INFO as JSON, the way `status --json` should show it.
 fn info_json(con: &mut redis::Connection, key: &str) -> serde_json::Value {
@@ -198,11 +198,7 @@ fn a_run_follows_moved_on_a_cluster() {
     let owner_node = cluster.node_for(&key);
     let dir = scratch();
     let (started, go) = (dir.join("started"), dir.join("go"));
-    let script = format!(
-        "touch {}; while [ ! -e {} ]; do sleep 0.02; done",
-        path(&started),
-        path(&go)
-    );
+    let script = held_until(&started, &go);
     let mut r = Runner::start(
         &cluster.nodes[0],
         &["run", "--owner", "c1", &key, "--", "sh", "-c", &script],

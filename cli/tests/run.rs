@@ -10,7 +10,7 @@ use std::fs;
 use std::time::{Duration, Instant};
 
 use common::{field, lock_info, q, raw, wait_for_waiters, wait_until, waiters, Server};
-use util::{code, output, path, read, scratch, wait_file, Runner};
+use util::{code, held_until, output, path, read, scratch, wait_file, Runner};
 
 fn owner_of(con: &mut redis::Connection, key: &str) -> Option<String> {
     field(&lock_info(con, key), "owner")
@@ -263,11 +263,7 @@ fn a_killed_holder_connection_is_reattached() {
     let s = Server::start();
     let dir = scratch();
     let (started, go) = (dir.join("started"), dir.join("go"));
-    let script = format!(
-        "touch {}; while [ ! -e {} ]; do sleep 0.02; done",
-        path(&started),
-        path(&go)
-    );
+    let script = held_until(&started, &go);
     let args = [
         "run", "--lease", "1s", "--owner", "keeper", "job", "--", "sh", "-c", &script,
     ];
@@ -297,11 +293,7 @@ fn several_names_are_taken_at_once() {
     let s = Server::start();
     let dir = scratch();
     let (started, go) = (dir.join("started"), dir.join("go"));
-    let script = format!(
-        "touch {}; while [ ! -e {} ]; do sleep 0.02; done",
-        path(&started),
-        path(&go)
-    );
+    let script = held_until(&started, &go);
     let mut r = Runner::start(
         &s,
         &["run", "--owner", "m", "a", "b", "--", "sh", "-c", &script],
@@ -325,11 +317,7 @@ fn readers_share_a_writer_waits() {
     let go = dir.join("go");
     let reader = |i: usize| {
         let started = dir.join(format!("r{i}"));
-        let script = format!(
-            "touch {}; while [ ! -e {} ]; do sleep 0.02; done",
-            path(&started),
-            path(&go)
-        );
+        let script = held_until(&started, &go);
         (
             started,
             Runner::start(&s, &["run", "--read", "cfg", "--", "sh", "-c", &script]),

@@ -96,24 +96,7 @@ pub fn replication_may_listen(ctx: &Context) -> bool {
 /// `min-replicas-max-lag` are both set (it then refuses no write for want
 /// of replicas), or when INFO cannot be read.
 pub fn good_replicas(ctx: &Context) -> Option<i64> {
-    let (Some(get), Some(signed), Some(free)) = (
-        api!(RedisModule_GetServerInfo),
-        api!(RedisModule_ServerInfoGetFieldSigned),
-        api!(RedisModule_FreeServerInfo),
-    ) else {
-        return None;
-    };
-    // SAFETY: ctx is live; the info data is read, then freed once.
-    unsafe {
-        let info = get(ctx.ctx, c"replication".as_ptr());
-        if info.is_null() {
-            return None;
-        }
-        let mut err: c_int = 0;
-        let good = signed(info, c"min_slaves_good_slaves".as_ptr(), &mut err);
-        free(ctx.ctx, info);
-        (err == 0).then_some(good)
-    }
+    info_signed(ctx, c"replication", c"min_slaves_good_slaves")
 }
 
 /// `CONFIG GET min-replicas-to-write`; `None` if the reply is not the one
@@ -135,27 +118,30 @@ pub fn min_replicas_to_write(ctx: &Context) -> Option<i64> {
 /// `rdb_last_load_keys_expired` of `INFO persistence`: keys the last load
 /// dropped because their TTL had passed. 0 when unknown.
 pub fn keys_expired_by_last_load(ctx: &Context) -> i64 {
+    info_signed(ctx, c"persistence", c"rdb_last_load_keys_expired").unwrap_or(0)
+}
+
+/// One integer field of one `INFO` section; `None` when the server does not
+/// show it or INFO cannot be read.
+fn info_signed(ctx: &Context, section: &CStr, field: &CStr) -> Option<i64> {
     let (Some(get), Some(signed), Some(free)) = (
         api!(RedisModule_GetServerInfo),
         api!(RedisModule_ServerInfoGetFieldSigned),
         api!(RedisModule_FreeServerInfo),
     ) else {
-        return 0;
+        return None;
     };
-    // SAFETY: ctx is live; the info data is read, then freed once.
+    // SAFETY: ctx is live; section and field are NUL-terminated; the info
+    // data is read, then freed once.
     unsafe {
-        let info = get(ctx.ctx, c"persistence".as_ptr());
+        let info = get(ctx.ctx, section.as_ptr());
         if info.is_null() {
-            return 0;
+            return None;
         }
         let mut err: c_int = 0;
-        let expired = signed(info, c"rdb_last_load_keys_expired".as_ptr(), &mut err);
+        let value = signed(info, field.as_ptr(), &mut err);
         free(ctx.ctx, info);
-        if err == 0 {
-            expired
-        } else {
-            0
-        }
+        (err == 0).then_some(value)
     }
 }
 

@@ -43,7 +43,9 @@ fn server_binary() -> String {
     std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into())
 }
 
-fn fresh_dir() -> PathBuf {
+/// A new empty directory under the temp dir, named by this process and a
+/// counter: a server's, or a test's own files.
+pub fn fresh_dir() -> PathBuf {
     static N: AtomicUsize = AtomicUsize::new(0);
     let dir = std::env::temp_dir().join(format!(
         "lock-test-{}-{}",
@@ -51,7 +53,7 @@ fn fresh_dir() -> PathBuf {
         N.fetch_add(1, Ordering::Relaxed)
     ));
     let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).expect("create server dir");
+    fs::create_dir_all(&dir).expect("create a test dir");
     dir
 }
 
@@ -401,6 +403,24 @@ impl Drop for Server {
         } else {
             eprintln!("server {} log kept in {}", self.port, self.dir.display());
         }
+    }
+}
+
+/// Runs `ip args` (iproute2: network namespaces, links) and says why it
+/// failed.
+pub fn ip(args: &[&str]) -> Result<(), String> {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| format!("ip: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
     }
 }
 

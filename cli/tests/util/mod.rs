@@ -104,15 +104,7 @@ impl Drop for Runner {
 
 /// A fresh directory for a test's marker files.
 pub fn scratch() -> PathBuf {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "lock-cli-test-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).expect("scratch dir");
-    dir
+    super::common::fresh_dir()
 }
 
 pub fn path(p: &Path) -> String {
@@ -124,6 +116,16 @@ pub fn read(p: &Path) -> String {
 }
 
 /// Waits until `p` exists (bounded).
+/// A shell line for a command that runs until the test lets it end: it
+/// creates `started`, then waits for `go` to exist.
+pub fn held_until(started: &Path, go: &Path) -> String {
+    format!(
+        "touch {}; while [ ! -e {} ]; do sleep 0.02; done",
+        path(started),
+        path(go)
+    )
+}
+
 pub fn wait_file(p: &Path) {
     super::common::wait_until(&format!("{} to exist", p.display()), || p.exists());
 }
