@@ -46,7 +46,6 @@ mod waiters;
 use lock_rules as rules;
 
 mod module {
-    use redis_module::configuration::ConfigurationFlags;
     use redis_module::{redis_module, Context, InfoContext, RedisResult, RedisString, Status};
     use redis_module_macros::info_command_handler;
 
@@ -55,8 +54,9 @@ mod module {
         waiters,
     };
 
-    fn init(ctx: &Context, _args: &[RedisString]) -> Status {
-        if let Some(problem) = config::load_args_out_of_range() {
+    fn init(ctx: &Context, args: &[RedisString]) -> Status {
+        let args: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
+        if let Err(problem) = config::register(ctx, &args) {
             ffi::log_warning(ctx, &format!("lock: {problem}"));
             return Status::Err;
         }
@@ -140,20 +140,8 @@ mod module {
         // Registered in `init`, with a dispatcher that does not copy the
         // arguments.
         commands: [],
-        configurations: [
-            i64: [
-                ["default-lease-ms", &config::DEFAULT_LEASE_MS, config::DEFAULT_LEASE, config::DEFAULT_LEASE_RANGE.min, config::DEFAULT_LEASE_RANGE.max, ConfigurationFlags::DEFAULT, None],
-                ["keepalive-dead-peer-ms", &config::KEEPALIVE_DEAD_PEER_MS, config::DEFAULT_DEAD_PEER_MS, config::DEAD_PEER_RANGE.min, config::DEAD_PEER_RANGE.max, ConfigurationFlags::DEFAULT, None],
-                ["keepalive-max-hold-ms", &config::KEEPALIVE_MAX_HOLD_MS, 0, config::MAX_HOLD_RANGE.min, config::MAX_HOLD_RANGE.max, ConfigurationFlags::DEFAULT, None],
-                ["token-ttl-ms", &config::TOKEN_TTL_MS, config::DEFAULT_TOKEN_TTL_MS, config::TOKEN_TTL_RANGE.min, config::TOKEN_TTL_RANGE.max, ConfigurationFlags::DEFAULT, None],
-            ],
-            string: [],
-            bool: [
-                ["redisson-notify", &config::REDISSON_NOTIFY, true, ConfigurationFlags::DEFAULT, None],
-            ],
-            enum: [],
-            module_args_as_configuration: true,
-        ]
+        // Settings are registered in `init`, from `config::SETTINGS`, with
+        // the load arguments checked as CONFIG SET checks values.
     }
 
     #[cfg(test)]

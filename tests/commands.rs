@@ -239,29 +239,91 @@ fn config_set_out_of_range_is_refused() {
     }
 }
 
-/// A value given at load that CONFIG SET would refuse fails the load (and
-/// so the server's start) with the setting named in the log, instead of
-/// setting a 5 ms dead-peer timeout or a zero lease.
+/// Load arguments are checked as CONFIG SET checks values: anything it
+/// would refuse, an unknown name, a name without a value or given twice
+/// fails the load (and so the server's start) with the argument named in
+/// the log, instead of starting on defaults, a 5 ms dead-peer timeout or a
+/// zero lease.
 #[test]
-fn load_arguments_out_of_range_fail_the_load() {
-    for (name, bad) in [
-        ("default-lease-ms", "0"),
-        ("keepalive-dead-peer-ms", "5"),
-        ("keepalive-max-hold-ms", "-5"),
+fn load_arguments_are_checked_and_refused_with_the_reason() {
+    for (args, why) in [
+        (
+            &["bogus-option", "1"][..],
+            "unknown load argument 'bogus-option'",
+        ),
+        (
+            &["default_lease_ms", "5000"],
+            "unknown load argument 'default_lease_ms'",
+        ),
+        (
+            &["default-lease-ms"],
+            "load argument default-lease-ms has no value",
+        ),
+        (
+            &["default-lease-ms", "5000", "token-ttl-ms"],
+            "load argument token-ttl-ms has no value",
+        ),
+        (
+            &["default-lease-ms", "abc"],
+            "load argument default-lease-ms 'abc' is not an integer (1 to 10^15)",
+        ),
+        (
+            &["redisson-notify", "maybe"],
+            "load argument redisson-notify 'maybe' must be yes or no",
+        ),
+        (
+            &["default-lease-ms", "0"],
+            "load argument default-lease-ms 0 is out of range (1 to 10^15)",
+        ),
+        (
+            &["keepalive-dead-peer-ms", "5"],
+            "load argument keepalive-dead-peer-ms 5 is out of range (1000 to 86400000)",
+        ),
+        (
+            &["keepalive-max-hold-ms", "-5"],
+            "load argument keepalive-max-hold-ms -5 is out of range",
+        ),
+        (
+            &["token-ttl-ms", "5", "LOCK.TOKEN-TTL-MS", "6"],
+            "load argument token-ttl-ms is given twice",
+        ),
     ] {
-        let log = Config::default().module_arg(name, bad).start_refused();
-        assert!(
-            log.contains(&format!("{name} {bad} is out of range")),
-            "{name} {bad}: {log}"
-        );
+        let mut config = Config::default();
+        config.module_args = args.iter().map(|a| a.to_string()).collect();
+        let log = config.start_refused();
+        assert!(log.contains(&format!("lock: {why}")), "{args:?}: {log}");
     }
-    // Both bounds are accepted.
+    // Either name, in any case; both bounds.
     let server = Config::default()
-        .module_arg("keepalive-dead-peer-ms", "1000")
+        .module_arg("DEFAULT-LEASE-MS", "7000")
+        .module_arg("lock.keepalive-dead-peer-ms", "1000")
+        .module_arg("Lock.Redisson-Notify", "NO")
         .module_arg("keepalive-max-hold-ms", "0")
         .start();
     let mut con = server.client();
+    assert_eq!(config_get(&mut con, "lock.default-lease-ms"), "7000");
     assert_eq!(config_get(&mut con, "lock.keepalive-dead-peer-ms"), "1000");
+    assert_eq!(config_get(&mut con, "lock.redisson-notify"), "no");
+    assert_eq!(config_get(&mut con, "lock.keepalive-max-hold-ms"), "0");
+    assert_eq!(config_get(&mut con, "lock.token-ttl-ms"), "3600000");
+    let _: Value = acquire(&mut con, "k", "o", &[]);
+    let ttl = pttl(&mut con, "k");
+    assert!((6000..=7000).contains(&ttl), "lease {ttl}");
+}
+
+/// A `lock.*` line of the configuration file is applied, and one the server
+/// refuses stops it.
+#[test]
+fn settings_in_the_configuration_file_are_applied() {
+    let server = Config::default()
+        .arg("lock.default-lease-ms", "9000")
+        .start();
+    let mut con = server.client();
+    assert_eq!(config_get(&mut con, "lock.default-lease-ms"), "9000");
+    let log = Config::default()
+        .arg("lock.default-lease-ms", "0")
+        .start_refused();
+    assert!(log.contains("lock.default-lease-ms"), "{log}");
 }
 
 #[test]

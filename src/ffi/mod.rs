@@ -35,6 +35,7 @@ macro_rules! api {
 mod acl;
 mod blocked;
 mod command;
+mod config;
 mod events;
 mod key;
 mod publish;
@@ -51,6 +52,7 @@ pub use command::{
     add_acl_category, is_keys_position_request, key_at_pos, register_command, ArgDoc, ArgKind,
     CommandBody, CommandHandler, CommandSpec, KeyArgs, KEY_RO_ACCESS, KEY_RW_DELETE, KEY_RW_UPDATE,
 };
+pub use config::{load_configs, register_bool_config, register_i64_config};
 pub use events::{
     subscribe_client_events, subscribe_data_events, subscribe_event_loop, subscribe_expiry_events,
     subscribe_keyspace_events, KeyspaceHandler, ServerEventHandler,
