@@ -8,55 +8,28 @@
 //! notes), and a lock looked at inside another lock's transition would be
 //! opened while that one is still being written. And no timer writes unless
 //! the server is a master that is neither loading nor paused and has the
-//! replicas `min-replicas-to-write` asks for ([`writable`]).
+//! replicas `min-replicas-to-write` asks for (`writable.rs`).
 //!
 //! What the drain does with the work (settle each lock, release each lost
 //! grant) is the events layer's (`events::drain`), handed in at load with
 //! [`on_drain`], so that the layers below it, which only note work, do not
 //! depend on it.
 //!
-//! Offers: [`writable`], [`defer_key`], [`defer_lost_grants`],
+//! Offers: [`defer_key`], [`defer_lost_grants`],
 //! [`settle_now_or_later`], [`after_queue_change`].
 
 use std::collections::HashSet;
 use std::sync::{LazyLock, Mutex, MutexGuard, OnceLock};
 
-use redis_module::{Context, ContextFlags};
+use redis_module::Context;
 
 use crate::ffi::{self, TimerHandler};
-use crate::min_replicas;
 use crate::waiters::{Grant, LockId, Released};
+use crate::writable::{writable, Writable};
 
 /// Delay before retrying deferred writes while the server refuses them
 /// (clients paused, loading, too few replicas).
 const RETRY_MS: i64 = 20;
-
-/// Whether a timer or deferred job may write now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Writable {
-    Now,
-    /// Loading, or clients are paused: try again shortly.
-    Later,
-    /// Fewer good replicas than `min-replicas-to-write` (Redis refuses
-    /// write commands with `NOREPLICAS` now): try again, less often.
-    TooFewReplicas,
-    /// A replica: its data comes from its master, and it has no waiters
-    /// (they are answered when it is demoted).
-    Never,
-}
-
-pub fn writable(ctx: &Context) -> Writable {
-    let flags = ctx.get_flags();
-    if !flags.contains(ContextFlags::MASTER) {
-        Writable::Never
-    } else if flags.contains(ContextFlags::LOADING) || ffi::writes_paused(ctx) {
-        Writable::Later
-    } else if !min_replicas::enough(ctx) {
-        Writable::TooFewReplicas
-    } else {
-        Writable::Now
-    }
-}
 
 /// What the drain has to do.
 #[derive(Debug, Default)]

@@ -29,7 +29,7 @@ use crate::rules::error::LockError;
 use crate::store::{self, Placement};
 use crate::waiters::{registry, Grant, LockId};
 use crate::{blocking, holds, keepalive};
-use crate::{min_replicas, replication};
+use crate::{replication, server_settings};
 
 /// The deferred work, on a master that may be written now.
 pub fn drain(ctx: &Context, work: Work) {
@@ -236,7 +236,7 @@ impl ServerEventHandler for ServerEvents {
     }
 
     fn config_changed(ctx: &Context) {
-        min_replicas::read_setting(ctx);
+        server_settings::read(ctx);
     }
 }
 

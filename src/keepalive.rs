@@ -17,24 +17,24 @@
 //! Bindings live in this server's memory only: a replica never renews, and
 //! after a failover or a restart a holder re-attaches on the new master.
 //!
-//! Offers: [`may_bind`], [`taken`], [`unbind`], [`unbind_lock`],
+//! Offers: [`min_lease_ms`], [`may_bind`], [`may_set_lease`], [`taken`], [`unbind`], [`unbind_lock`],
 //! [`client_gone`], [`clear`], [`held`], [`client_of`].
 
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use redis_module::Context;
 
-use crate::config;
-use crate::deferred::{writable, Writable};
 use crate::ffi::{self, TimerHandler, TimerId};
 use crate::handoff::{self, Origin};
 use crate::info::{Stats, STATS};
 use crate::rules::error::LockError;
 use crate::rules::ids::IdMap;
-use crate::rules::keepalive::{ClientId, Hold, Keepalive};
+use crate::rules::keepalive::{check_lease, ClientId, Hold, Keepalive};
 use crate::rules::server_text::client_fd;
 use crate::store::Placement;
 use crate::waiters::LockId;
+use crate::writable::{writable, Writable};
+use crate::{config, server_settings};
 
 /// Renewals due within this long of the earliest one are made with it: a
 /// lease renewed a little early loses nothing, and the server wakes up
@@ -69,12 +69,20 @@ fn state() -> MutexGuard<'static, State> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Whether the context's client has a connection of its own to keep holds
-/// alive for: not a script's, a function's or an RM_Call's client, which
-/// never disconnects. A client seen for the first time has its socket set
-/// to be closed by the kernel when its peer stops answering (a CLIENT LIST
-/// once per connection).
-pub fn may_bind(ctx: &Context) -> Result<(), LockError> {
+/// The shortest lease the server keeps alive now (see
+/// `lock_rules::keepalive::min_lease_ms`).
+pub fn min_lease_ms() -> i64 {
+    lock_rules::keepalive::min_lease_ms(server_settings::hz())
+}
+
+/// Whether the context's client may have holds with `lease_ms` kept alive:
+/// the lease is long enough for the server to renew in time, and the client
+/// has a connection of its own to keep holds alive for (not a script's, a
+/// function's or an RM_Call's client, which never disconnects). A client
+/// seen for the first time has its socket set to be closed by the kernel
+/// when its peer stops answering (a CLIENT LIST once per connection).
+pub fn may_bind(ctx: &Context, lease_ms: i64) -> Result<(), LockError> {
+    check_lease(lease_ms, server_settings::hz())?;
     let client = ffi::client_id(ctx);
     if state().tuned.contains_key(&client) {
         return Ok(());
@@ -86,6 +94,17 @@ pub fn may_bind(ctx: &Context) -> Result<(), LockError> {
     let fd = client_fd(&line).ok_or_else(LockError::keepalive_without_connection)?;
     ffi::close_when_peer_is_gone(fd, config::keepalive_dead_peer_ms());
     state().tuned.insert(client, ());
+    Ok(())
+}
+
+/// Refuses a new lease (a re-entry's, a renewal's) for a hold of `owner`
+/// that is kept alive, if the server could not renew it in time: from now
+/// on its renewals would take that lease.
+pub fn may_set_lease(lock: &LockId<'_>, owner: &[u8], lease_ms: i64) -> Result<(), LockError> {
+    let hz = server_settings::hz();
+    if lease_ms < lock_rules::keepalive::min_lease_ms(hz) && client_of(lock, owner).is_some() {
+        check_lease(lease_ms, hz)?;
+    }
     Ok(())
 }
 

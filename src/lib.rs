@@ -38,10 +38,11 @@ mod holds;
 mod info;
 mod keepalive;
 mod lease;
-mod min_replicas;
 mod replication;
+mod server_settings;
 mod store;
 mod waiters;
+mod writable;
 
 use lock_rules as rules;
 
@@ -50,7 +51,7 @@ mod module {
     use redis_module_macros::info_command_handler;
 
     use crate::{
-        commands, config, deferred, events, ffi, holds, info, keepalive, lease, min_replicas,
+        commands, config, deferred, events, ffi, holds, info, keepalive, lease, server_settings,
         waiters,
     };
 
@@ -72,7 +73,7 @@ mod module {
             ffi::log_warning(ctx, "lock: could not subscribe to server events");
             return Status::Err;
         }
-        min_replicas::read_setting(ctx);
+        server_settings::read(ctx);
         ffi::keep_detached_context(ctx);
         Status::Ok
     }
@@ -108,6 +109,7 @@ mod module {
             ctx.add_info_field_long_long("waiters", waiters as i64);
             ctx.add_info_field_long_long("locks_with_waiters", locks as i64);
             ctx.add_info_field_long_long("keepalive_holds", keepalive::held() as i64);
+            ctx.add_info_field_long_long("keepalive_min_lease_ms", keepalive::min_lease_ms());
             for (name, value) in info::wait_fields().into_iter().chain(holds::time_fields()) {
                 ctx.add_info_field_long_long(&name, i64::try_from(value).unwrap_or(i64::MAX));
             }

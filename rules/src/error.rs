@@ -236,6 +236,18 @@ impl LockError {
         )
     }
 
+    /// KEEPALIVE (or a new lease for a hold kept alive) with a lease the
+    /// server cannot renew in time.
+    pub fn keepalive_lease_too_short(min_ms: i64, hz: i64, lease_ms: i64) -> Self {
+        Self::new(
+            "ERR",
+            format!(
+                "KEEPALIVE needs a lease of at least {min_ms} ms, got {lease_ms}: the server renews it \
+                 at half the lease, up to one cron tick (1000/hz, hz {hz}) late"
+            ),
+        )
+    }
+
     /// A lock write sent to a replica that accepts writes.
     pub fn replica() -> Self {
         Self::new("READONLY", "lock commands cannot run on a replica")
@@ -310,6 +322,7 @@ mod tests {
             LockError::token_unavailable(),
             LockError::replica(),
             LockError::busy(),
+            LockError::keepalive_lease_too_short(204, 10, 5),
         ];
         for e in all {
             let text = e.to_string();

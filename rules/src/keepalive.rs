@@ -25,6 +25,7 @@ use std::collections::hash_map::RandomState;
 use std::collections::BTreeMap;
 use std::hash::{BuildHasher, Hash, Hasher};
 
+use crate::error::LockError;
 use crate::ids::{IdMap, IdSet};
 use crate::registry::LockId;
 
@@ -39,6 +40,42 @@ pub type ClientId = u64;
 /// at least that long left for the holder to re-attach. And it halves the
 /// server's cost against a third (`make bench`, S9).
 pub const RENEW_DIVISOR: i64 = 2;
+
+/// How late a server timer fires at most, beyond the event loop's own
+/// stalls: timers are armed in whole milliseconds from a point inside one,
+/// and the event loop sleeps in whole milliseconds, rounded up.
+pub const TIMER_SLACK_MS: i64 = 2;
+
+/// The shortest lease the server can keep alive, on a server whose cron
+/// runs `hz` times a second. A renewal is due at half the lease and can be
+/// late by one cron tick (1000/hz ms: the tick's active expiry, client and
+/// database housekeeping can hold the event loop for part of it, and a
+/// busy machine can keep the server off the CPU for a scheduler slice
+/// within it) plus [`TIMER_SLACK_MS`]; so the lease must be at least twice
+/// that: 204 ms at the default hz 10. Shorter, renewals fall behind and a
+/// hold is lost while its connection is open. (A write pause holds
+/// renewals back for as long as it lasts, as it holds back the holder's own
+/// LOCK.RENEW: no floor covers that.)
+pub fn min_lease_ms(hz: i64) -> i64 {
+    RENEW_DIVISOR * (tick_ms(hz) + TIMER_SLACK_MS)
+}
+
+/// One cron tick in whole ms, rounded up; `hz` as the server bounds it (1
+/// to 500).
+fn tick_ms(hz: i64) -> i64 {
+    let hz = hz.clamp(1, 500);
+    (1000 + hz - 1) / hz
+}
+
+/// Refuses a lease the server could not keep alive (see [`min_lease_ms`]).
+pub fn check_lease(lease_ms: i64, hz: i64) -> Result<(), LockError> {
+    let min = min_lease_ms(hz);
+    if lease_ms >= min {
+        Ok(())
+    } else {
+        Err(LockError::keepalive_lease_too_short(min, hz, lease_ms))
+    }
+}
 
 /// When a hold bound with `lease_ms` is next renewed, from `now_ms`.
 pub fn next_renewal(now_ms: i64, lease_ms: i64) -> i64 {
@@ -446,6 +483,30 @@ mod tests {
 
     fn holds(due: &[Due]) -> Vec<Hold> {
         due.iter().map(|d| d.hold.clone()).collect()
+    }
+
+    #[test]
+    fn the_shortest_lease_kept_alive_follows_hz() {
+        assert_eq!(min_lease_ms(10), 204);
+        assert_eq!(min_lease_ms(100), 24);
+        assert_eq!(min_lease_ms(500), 8);
+        assert_eq!(min_lease_ms(1), 2004);
+        // Out of the server's range (1 to 500): clamped, never a panic.
+        assert_eq!(min_lease_ms(0), 2004);
+        assert_eq!(min_lease_ms(-3), 2004);
+        assert_eq!(min_lease_ms(i64::MAX), 8);
+        // A renewal at half the lease, late by a tick and the timer slack,
+        // is still in time.
+        for hz in [1, 3, 10, 37, 100, 500] {
+            let min = min_lease_ms(hz);
+            let late = next_renewal(0, min) + tick_ms(hz) + TIMER_SLACK_MS;
+            assert!(late <= min, "hz {hz}: renewal at {late}, lease {min}");
+        }
+        assert_eq!(check_lease(204, 10), Ok(()));
+        assert_eq!(
+            check_lease(203, 10),
+            Err(LockError::keepalive_lease_too_short(204, 10, 203))
+        );
     }
 
     fn bind(

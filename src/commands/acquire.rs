@@ -109,6 +109,9 @@ fn acquire_as(
         };
         let (key, mut tx) = begin(ctx, name, &lock, origin)?;
         let re_entry = tx.state().held_by(owner.as_slice());
+        if re_entry && !request.keepalive {
+            keepalive::may_set_lease(&lock, owner.as_slice(), request.lease_ms)?;
+        }
         let acquired = with_queue(&lock, |queue| tx.acquire(queue, &request, wait.is_some()))?;
         let next_end = tx.next_end();
         handoff::commit(ctx, &lock, &key, tx);

@@ -223,8 +223,9 @@ fn acquire_request(
     options: &AcquireOptions,
     kind: LockKind,
 ) -> Result<(Request, Option<Wait>), LockError> {
+    let lease_ms = options.lease_ms.unwrap_or_else(config::default_lease_ms);
     if options.keepalive {
-        keepalive::may_bind(ctx)?;
+        keepalive::may_bind(ctx, lease_ms)?;
     }
     for name in locks {
         if options.fence {
@@ -238,7 +239,7 @@ fn acquire_request(
     }
     let request = Request {
         owner: owner.as_slice().into(),
-        lease_ms: options.lease_ms.unwrap_or_else(config::default_lease_ms),
+        lease_ms,
         fence: options.fence,
         kind,
         keepalive: options.keepalive,

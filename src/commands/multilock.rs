@@ -167,6 +167,15 @@ fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
             });
             let access =
                 first_in_line.and_then(|first| access(tx.state(), owner.as_slice(), first));
+            let access = match access {
+                // A hold kept alive takes no lease it could not be kept
+                // alive with.
+                Ok(KeyAccess::Reentry) if !request.keepalive => {
+                    keepalive::may_set_lease(lock, owner.as_slice(), request.lease_ms)
+                        .map(|()| KeyAccess::Reentry)
+                }
+                access => access,
+            };
             re_entries.push(matches!(access, Ok(KeyAccess::Reentry)));
             match access {
                 Ok(KeyAccess::Free | KeyAccess::Reentry) => {}

@@ -127,11 +127,13 @@ fn renew(ctx: &Context, args: &[RedisString]) -> RedisResult {
             options,
         } = owner_call(&RENEW.spec, args)?;
         let options = parse_renew_options(options)?;
-        if options.keepalive {
-            keepalive::may_bind(ctx)?;
-        }
         let lease = options.lease_ms.unwrap_or_else(config::default_lease_ms);
         let lock = lock_id(ctx, name);
+        if options.keepalive {
+            keepalive::may_bind(ctx, lease)?;
+        } else {
+            keepalive::may_set_lease(&lock, owner.as_slice(), lease)?;
+        }
         let (key, mut tx) = begin(ctx, name, &lock, by(Some(owner)))?;
         let renewed = tx.renew(owner.as_slice(), lease);
         handoff::commit(ctx, &lock, &key, tx);

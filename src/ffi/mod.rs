@@ -64,8 +64,8 @@ pub use reply::{
     reply_error, reply_integer, reply_integers, reply_map, reply_maps, reply_null, Field,
 };
 pub use server::{
-    client_id, good_replicas, keys_expired_by_last_load, min_replicas_to_write, now_ms,
-    replication_may_listen, select_db, selected_db, signal_modified_keys_explicitly, writes_paused,
+    client_id, good_replicas, keys_expired_by_last_load, now_ms, replication_may_listen, select_db,
+    selected_db, server_config_i64, signal_modified_keys_explicitly, writes_paused,
 };
 pub use socket::close_when_peer_is_gone;
 pub use string::string;

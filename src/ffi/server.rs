@@ -99,10 +99,10 @@ pub fn good_replicas(ctx: &Context) -> Option<i64> {
     info_signed(ctx, c"replication", c"min_slaves_good_slaves")
 }
 
-/// `CONFIG GET min-replicas-to-write`; `None` if the reply is not the one
-/// expected.
-pub fn min_replicas_to_write(ctx: &Context) -> Option<i64> {
-    let reply = ctx.call("CONFIG", &["GET", "min-replicas-to-write"]).ok()?;
+/// `CONFIG GET <name>` of an integer setting of the server; `None` if the
+/// reply is not the one expected.
+pub fn server_config_i64(ctx: &Context, name: &str) -> Option<i64> {
+    let reply = ctx.call("CONFIG", &["GET", name]).ok()?;
     let RedisValue::Array(pair) = reply else {
         return None;
     };
