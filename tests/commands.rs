@@ -288,8 +288,10 @@ fn load_arguments_are_checked_and_refused_with_the_reason() {
             "load argument token-ttl-ms is given twice",
         ),
     ] {
-        let mut config = Config::default();
-        config.module_args = args.iter().map(|a| a.to_string()).collect();
+        let config = Config {
+            module_args: args.iter().map(|a| a.to_string()).collect(),
+            ..Config::default()
+        };
         let log = config.start_refused();
         assert!(log.contains(&format!("lock: {why}")), "{args:?}: {log}");
     }
