@@ -126,8 +126,20 @@ fn argument_errors() {
             "ERR numkeys should be a positive integer, got 'x'",
         ),
         (
-            &["LOCK.MACQUIRE", "3", "a", "b", "o"],
-            "ERR Number of keys can't be greater than number of args",
+            &["LOCK.MACQUIRE", "4", "a", "b", "o"],
+            "ERR numkeys is 4 but only 3 arguments follow it: 4 keys and then the owner are needed",
+        ),
+        (
+            &["LOCK.MACQUIRE", "2", "a", "b"],
+            "ERR the owner is missing: numkeys is 2 and the 2 arguments after it are the keys; the owner follows them",
+        ),
+        (
+            &["LOCK.MRELEASE", "3", "a", "b", "o"],
+            "ERR the owner is missing: numkeys is 3 and the 3 arguments after it are the keys; the owner follows them",
+        ),
+        (
+            &["LOCK.MRELEASE", "9223372036854775807", "a", "o"],
+            "ERR numkeys is 9223372036854775807 but only 2 arguments follow it: 9223372036854775807 keys and then the owner are needed",
         ),
         (
             &["LOCK.MACQUIRE", "2", "a", "a", "o"],

@@ -133,8 +133,30 @@ impl LockError {
         )
     }
 
-    pub fn numkeys_too_many() -> Self {
-        Self::new("ERR", "Number of keys can't be greater than number of args")
+    /// `numkeys key [key ...] owner` with fewer than `numkeys` arguments
+    /// after `numkeys`.
+    pub fn numkeys_too_many(numkeys: i64, follow: usize) -> Self {
+        Self::new(
+            "ERR",
+            format!(
+                "numkeys is {numkeys} but only {follow} argument{} follow{} it: {numkeys} keys and then the owner are needed",
+                if follow == 1 { "" } else { "s" },
+                if follow == 1 { "s" } else { "" },
+            ),
+        )
+    }
+
+    /// `numkeys key [key ...]` with nothing after the keys.
+    pub fn owner_missing(numkeys: usize) -> Self {
+        Self::new(
+            "ERR",
+            format!(
+                "the owner is missing: numkeys is {numkeys} and the {numkeys} argument{} after it {} the key{}; the owner follows them",
+                if numkeys == 1 { "" } else { "s" },
+                if numkeys == 1 { "is" } else { "are" },
+                if numkeys == 1 { "" } else { "s" },
+            ),
+        )
     }
 
     pub fn duplicate_key(key: &[u8]) -> Self {
@@ -302,7 +324,8 @@ mod tests {
             LockError::no_upgrade(),
             LockError::numkeys_missing(),
             LockError::numkeys_invalid(b"x"),
-            LockError::numkeys_too_many(),
+            LockError::numkeys_too_many(3, 2),
+            LockError::owner_missing(2),
             LockError::duplicate_key(b"k"),
             LockError::no_permission("fencing token key", b"k"),
             LockError::ambiguous_release(),

@@ -37,10 +37,10 @@ pub fn access(
     }
 }
 
-/// `numkeys key [key ...]` at the start of `args` (the command name
-/// excluded): the number of keys, checked against what follows (at least
-/// `after` more arguments, the owner).
-pub fn parse_numkeys(args: &[&[u8]], after: usize) -> Result<usize, LockError> {
+/// `numkeys key [key ...] owner` at the start of `args` (the command name
+/// excluded): the number of keys, checked against what follows (the keys,
+/// then at least the owner).
+pub fn parse_numkeys(args: &[&[u8]]) -> Result<usize, LockError> {
     let Some(raw) = args.first() else {
         return Err(LockError::numkeys_missing());
     };
@@ -48,13 +48,12 @@ pub fn parse_numkeys(args: &[&[u8]], after: usize) -> Result<usize, LockError> {
     if n <= 0 {
         return Err(LockError::numkeys_invalid(raw));
     }
-    let n = usize::try_from(n).map_err(|_| LockError::numkeys_too_many())?;
-    if n.checked_add(1 + after)
-        .is_none_or(|need| need > args.len())
-    {
-        return Err(LockError::numkeys_too_many());
+    let follow = args.len() - 1;
+    match usize::try_from(n) {
+        Ok(keys) if keys < follow => Ok(keys),
+        Ok(keys) if keys == follow => Err(LockError::owner_missing(keys)),
+        _ => Err(LockError::numkeys_too_many(n, follow)),
     }
-    Ok(n)
 }
 
 /// A key named twice would be taken twice in one step; refused.
@@ -91,24 +90,36 @@ mod tests {
     #[test]
     fn numkeys_is_checked_against_the_arguments() {
         let args: Vec<&[u8]> = vec![b"2", b"k1", b"k2", b"owner", b"PX", b"10"];
-        assert_eq!(parse_numkeys(&args, 1), Ok(2));
-        assert_eq!(parse_numkeys(&args[..4], 1), Ok(2));
+        assert_eq!(parse_numkeys(&args), Ok(2));
+        assert_eq!(parse_numkeys(&args[..4]), Ok(2));
+        assert_eq!(parse_numkeys(&args[..3]), Err(LockError::owner_missing(2)));
         assert_eq!(
-            parse_numkeys(&args[..3], 1),
-            Err(LockError::numkeys_too_many())
+            parse_numkeys(&args[..2]),
+            Err(LockError::numkeys_too_many(2, 1))
         );
         for bad in [&b"0"[..], b"-1", b"x", b""] {
             let mut a = args.clone();
             a[0] = bad;
             assert_eq!(
-                parse_numkeys(&a, 1),
+                parse_numkeys(&a),
                 Err(LockError::numkeys_invalid(bad)),
                 "{bad:?}"
             );
         }
         let huge: Vec<&[u8]> = vec![b"9223372036854775807", b"k", b"o"];
-        assert_eq!(parse_numkeys(&huge, 1), Err(LockError::numkeys_too_many()));
-        assert_eq!(parse_numkeys(&[], 1), Err(LockError::numkeys_missing()));
+        assert_eq!(
+            parse_numkeys(&huge),
+            Err(LockError::numkeys_too_many(i64::MAX, 2))
+        );
+        assert_eq!(
+            LockError::owner_missing(2).to_string(),
+            "ERR the owner is missing: numkeys is 2 and the 2 arguments after it are the keys; the owner follows them"
+        );
+        assert_eq!(
+            LockError::numkeys_too_many(3, 2).to_string(),
+            "ERR numkeys is 3 but only 2 arguments follow it: 3 keys and then the owner are needed"
+        );
+        assert_eq!(parse_numkeys(&[]), Err(LockError::numkeys_missing()));
     }
 
     #[test]

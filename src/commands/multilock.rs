@@ -76,7 +76,7 @@ fn multi_call<'a>(command: &CStr, args: &'a [RedisString]) -> Result<MultiCall<'
         return Err(LockError::arity(command.to_str().unwrap_or("lock")));
     }
     let raw: Vec<&[u8]> = args[1..].iter().map(|a| a.as_slice()).collect();
-    let n = parse_numkeys(&raw, 1)?;
+    let n = parse_numkeys(&raw)?;
     let names = &args[2..2 + n];
     let owner = &args[2 + n];
     parse_owner(owner.as_slice())?;
@@ -117,7 +117,7 @@ fn keys_position_request(ctx: &Context, args: &[RedisString]) -> bool {
         return false;
     }
     let raw: Vec<&[u8]> = args.iter().skip(1).map(|a| a.as_slice()).collect();
-    if let Ok(n) = parse_numkeys(&raw, 1) {
+    if let Ok(n) = parse_numkeys(&raw) {
         for pos in 2..2 + n {
             ffi::key_at_pos(ctx, pos);
         }
