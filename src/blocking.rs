@@ -17,12 +17,12 @@ use crate::deferred;
 use crate::ffi::{self, BlockHandler, TimerHandler};
 use crate::info::{Stats, STATS};
 use crate::keepalive::{self, Taken};
-use crate::rules::args::{Wait, MAX_DURATION_MS};
-use crate::rules::error::LockError;
-use crate::rules::ids::IdMap;
-use crate::rules::request::Request;
-use crate::rules::server_text::has_unsent_output;
 use crate::waiters::{registry, BlockedReply, Grant, Handle, Registry, WaitTimer, Waiter};
+use lock_rules::args::{Wait, MAX_DURATION_MS};
+use lock_rules::error::LockError;
+use lock_rules::ids::IdMap;
+use lock_rules::request::Request;
+use lock_rules::server_text::has_unsent_output;
 
 /// A poisoned mutex here only means a panic was caught while it was held;
 /// the data behind it is always left whole.

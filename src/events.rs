@@ -25,11 +25,11 @@ use crate::deferred::{self, Work};
 use crate::ffi::{self, KeyspaceHandler, ServerEventHandler};
 use crate::handoff::{self, Origin};
 use crate::info::{Stats, STATS};
-use crate::rules::error::LockError;
 use crate::store::{self, Placement};
 use crate::waiters::{registry, Grant, LockId};
 use crate::{blocking, holds, keepalive};
 use crate::{replication, server_settings};
+use lock_rules::error::LockError;
 
 /// The deferred work, on a master that may be written now.
 pub fn drain(ctx: &Context, work: Work) {

@@ -38,14 +38,14 @@ use crate::deferred;
 use crate::ffi;
 use crate::info::{self, STATS};
 use crate::replication::Replication;
-use crate::rules::error::LockError;
-use crate::rules::multilock::{access, KeyAccess};
-use crate::rules::request::Request;
-use crate::rules::state::LockState;
-use crate::rules::transition::{TokenValue, Transition, Verdict, Wake};
 use crate::store::{self, LockKey, Placement};
 use crate::waiters::{anyone_waits, registry, BlockedReply, Grant, GroupId, LockId, Waiter};
 use crate::{holds, lease};
+use lock_rules::error::LockError;
+use lock_rules::multilock::{access, KeyAccess};
+use lock_rules::request::Request;
+use lock_rules::state::LockState;
+use lock_rules::transition::{TokenValue, Transition, Verdict, Wake};
 
 /// Who starts a transition.
 #[derive(Clone, Copy)]

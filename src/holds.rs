@@ -16,9 +16,9 @@ use std::sync::{LazyLock, Mutex, MutexGuard, TryLockError};
 
 use crate::ffi;
 use crate::info::Times;
-use crate::rules::holds::{lock_hash, Ended, HoldTable, Holders};
-use crate::rules::state::LockState;
 use crate::waiters::LockId;
+use lock_rules::holds::{lock_hash, Ended, HoldTable, Holders};
+use lock_rules::state::LockState;
 
 /// The table and the times of the holds it saw end, behind one mutex: a
 /// release takes it once.

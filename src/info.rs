@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
-use crate::rules::percentiles::{self, Distribution};
-use crate::rules::transition::Tally;
+use lock_rules::percentiles::{self, Distribution};
+use lock_rules::transition::Tally;
 
 pub struct Stats {
     pub acquired: AtomicU64,

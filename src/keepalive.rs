@@ -6,7 +6,7 @@
 //! then in one step, so their new deadlines reach replicas and the AOF as
 //! absolute `PEXPIREAT`s in one MULTI/EXEC. A renewal is the LOCK.RENEW
 //! transition with the lease the hold was bound with, once half of that
-//! lease has passed (`rules::keepalive::RENEW_DIVISOR` says why half).
+//! lease has passed (`lock_rules::keepalive::RENEW_DIVISOR` says why half).
 //! When the connection ends the binding goes, and the hold lives out its
 //! current lease: the lock-delay that keeps a dead holder's late writes
 //! away from the next one. A connection whose peer vanished without closing
@@ -27,14 +27,14 @@ use redis_module::Context;
 use crate::ffi::{self, TimerHandler, TimerId};
 use crate::handoff::{self, Origin};
 use crate::info::{Stats, STATS};
-use crate::rules::error::LockError;
-use crate::rules::ids::IdMap;
-use crate::rules::keepalive::{check_lease, ClientId, Hold, Keepalive};
-use crate::rules::server_text::client_fd;
 use crate::store::Placement;
 use crate::waiters::LockId;
 use crate::writable::{writable, Writable};
 use crate::{config, server_settings};
+use lock_rules::error::LockError;
+use lock_rules::ids::IdMap;
+use lock_rules::keepalive::{check_lease, ClientId, Hold, Keepalive};
+use lock_rules::server_text::client_fd;
 
 /// Renewals due within this long of the earliest one are made with it: a
 /// lease renewed a little early loses nothing, and the server wakes up

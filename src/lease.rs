@@ -24,8 +24,8 @@ use redis_module::Context;
 
 use crate::deferred;
 use crate::ffi::{self, TimerHandler};
-use crate::rules::args::MAX_DURATION_MS;
 use crate::waiters::{anyone_waits, registry, LeaseTimer, LockId};
+use lock_rules::args::MAX_DURATION_MS;
 
 /// When a held lock must be looked at again for its waiters: the key's
 /// deadline, or a read-write lock's earliest reader lease end before it.

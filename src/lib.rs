@@ -44,8 +44,6 @@ mod store;
 mod waiters;
 mod writable;
 
-use lock_rules as rules;
-
 mod module {
     use redis_module::{redis_module, Context, InfoContext, RedisResult, RedisString, Status};
     use redis_module_macros::info_command_handler;

@@ -13,16 +13,16 @@ use redis_module::{Context, ContextFlags, RedisString};
 use crate::config;
 use crate::ffi::{self, Key, KeyKind, Native};
 use crate::replication::{self, Replication};
-use crate::rules::args::parse_i64;
-use crate::rules::error::LockError;
-use crate::rules::keys::{
+use lock_rules::args::parse_i64;
+use lock_rules::error::LockError;
+use lock_rules::keys::{
     key_slot, read_lease_key, token_key, token_key_in_slot, write_notify_channel,
     write_rw_notify_channel,
 };
-use crate::rules::read_write::{ReadWriteHolds, MODE_FIELD};
-use crate::rules::server_text::myself_serves_slot;
-use crate::rules::state::LockState;
-use crate::rules::transition::{Change, TOKENS_PER_MS};
+use lock_rules::read_write::{ReadWriteHolds, MODE_FIELD};
+use lock_rules::server_text::myself_serves_slot;
+use lock_rules::state::LockState;
+use lock_rules::transition::{Change, TOKENS_PER_MS};
 
 /// Set while this module fires keyspace notifications for its own writes, so
 /// its own listener can tell them from outside changes.
@@ -354,7 +354,7 @@ fn read_state(ctx: &Context, name: &[u8], key: &Key) -> Result<LockState, LockEr
 fn read_leases(ctx: &Context, lock: &[u8], rw: &mut ReadWriteHolds) {
     let forever = rw.expires_at.unwrap_or(i64::MAX);
     for reader in &mut rw.readers {
-        let holds = crate::rules::read_write::lease_keys(reader.holds);
+        let holds = lock_rules::read_write::lease_keys(reader.holds);
         reader.leases = (1..=holds)
             .map(|hold| {
                 let name = ffi::string(ctx, &read_lease_key(lock, &reader.owner, hold));
@@ -445,7 +445,7 @@ pub fn existing_token(ctx: &Context, lock: &[u8]) -> Option<i64> {
 /// missed writes lands on it too. The key is kept until the fenced hold's
 /// lease ends and `lock.token-ttl-ms` from now at least, and no less than
 /// it already was; once it is gone, the next token starts from the clock
-/// (see `rules::transition::TOKENS_PER_MS`), so idle locks leave nothing
+/// (see `lock_rules::transition::TOKENS_PER_MS`), so idle locks leave nothing
 /// behind.
 fn set_token(ctx: &Context, lock: &[u8], to: i64, fenced_until: i64, native: bool) {
     let name = ffi::string(ctx, &token_key(lock));

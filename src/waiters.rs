@@ -13,11 +13,11 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{LazyLock, Mutex, MutexGuard, TryLockError};
 
 use crate::ffi::BlockedClient;
-use crate::rules::error::LockError;
-use crate::rules::registry;
-use crate::rules::request::{FieldName, Side};
+use lock_rules::error::LockError;
+use lock_rules::registry;
+use lock_rules::request::{FieldName, Side};
 
-pub use crate::rules::registry::{GroupId, LeaseTimer, LockId, Released, WaitTimer};
+pub use lock_rules::registry::{GroupId, LeaseTimer, LockId, Released, WaitTimer};
 
 /// The blocked-client handle of a waiter, answered with a [`BlockedReply`].
 pub type Handle = BlockedClient<BlockedReply>;

@@ -11,12 +11,12 @@ use super::{
 use crate::ffi::{ArgDoc, CommandSpec, KeyArgs, KEY_RW_UPDATE};
 use crate::handoff::{self, begin, Origin};
 use crate::keepalive::{self, Taken};
-use crate::rules::args::{parse_acquire_options, Wait};
-use crate::rules::error::LockError;
-use crate::rules::request::{LockKind, Request};
-use crate::rules::transition::Acquisition;
 use crate::waiters::LockId;
 use crate::{blocking, events, lease, store};
+use lock_rules::args::{parse_acquire_options, Wait};
+use lock_rules::error::LockError;
+use lock_rules::request::{LockKind, Request};
+use lock_rules::transition::Acquisition;
 
 const ACQUIRE_ARGS: &[ArgDoc] = &[KEY, OWNER, LEASE, BLOCK, FENCE, KEEPALIVE];
 

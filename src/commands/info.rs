@@ -6,11 +6,11 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::{command, lock_id, run, Command, KEY};
 use crate::ffi::{self, CommandSpec, Field, KeyArgs, KEY_RO_ACCESS};
-use crate::rules::error::LockError;
-use crate::rules::keepalive::ClientId;
-use crate::rules::state::LockState;
 use crate::waiters::registry;
 use crate::{keepalive, store};
+use lock_rules::error::LockError;
+use lock_rules::keepalive::ClientId;
+use lock_rules::state::LockState;
 
 /// `LOCK.INFO key`
 pub const INFO: Command = command!(

@@ -19,13 +19,13 @@ use redis_module::{Context, ContextFlags, RedisResult, RedisString, RedisValue};
 
 use crate::ffi::{self, ArgDoc, ArgKind, CommandSpec};
 use crate::handoff::Origin;
-use crate::rules::args::{parse_owner, AcquireOptions, Wait};
-use crate::rules::error::LockError;
-use crate::rules::keys::{read_lease_key_in_slot, token_key_in_slot};
-use crate::rules::queue::Fifo;
-use crate::rules::request::{LockKind, Request};
 use crate::waiters::{anyone_waits, registry, LockId, Waiter};
 use crate::{config, keepalive};
+use lock_rules::args::{parse_owner, AcquireOptions, Wait};
+use lock_rules::error::LockError;
+use lock_rules::keys::{read_lease_key_in_slot, token_key_in_slot};
+use lock_rules::queue::Fifo;
+use lock_rules::request::{LockKind, Request};
 
 /// A command of the module: what the server is told about it, and the
 /// registration of its handler (`ffi::register_command` for it).

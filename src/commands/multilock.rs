@@ -14,15 +14,15 @@ use super::{
 use crate::ffi::{self, ArgDoc, ArgKind, CommandSpec, KeyArgs, KEY_RW_DELETE, KEY_RW_UPDATE};
 use crate::handoff::{self, begin, Origin};
 use crate::keepalive::{self, Taken};
-use crate::rules::args::{parse_acquire_options, parse_owner, Wait};
-use crate::rules::error::LockError;
-use crate::rules::multilock::{access, check_distinct, parse_numkeys, KeyAccess};
-use crate::rules::request::{LockKind, Request};
-use crate::rules::state::LockState;
-use crate::rules::transition::Transition;
 use crate::store::{self, LockKey};
 use crate::waiters::{LockId, Waiter};
 use crate::{blocking, events, lease};
+use lock_rules::args::{parse_acquire_options, parse_owner, Wait};
+use lock_rules::error::LockError;
+use lock_rules::multilock::{access, check_distinct, parse_numkeys, KeyAccess};
+use lock_rules::request::{LockKind, Request};
+use lock_rules::state::LockState;
+use lock_rules::transition::Transition;
 
 const NUMKEYS: ArgDoc = arg(c"numkeys", ArgKind::Integer);
 const KEYS: ArgDoc = ArgDoc {

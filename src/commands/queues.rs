@@ -8,13 +8,13 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::{command, lock_id, option, run, Command, KEY};
 use crate::ffi::{self, ArgDoc, ArgKind, CommandSpec, Field, KeyArgs, KEY_RO_ACCESS};
-use crate::rules::args::parse_view_options;
-use crate::rules::error::LockError;
-use crate::rules::registry::{longest_waiting_first, QueueView};
-use crate::rules::request::FieldName;
-use crate::rules::state::LockState;
 use crate::store;
 use crate::waiters::{anyone_waits, registry};
+use lock_rules::args::parse_view_options;
+use lock_rules::error::LockError;
+use lock_rules::registry::{longest_waiting_first, QueueView};
+use lock_rules::request::FieldName;
+use lock_rules::state::LockState;
 
 const COUNT: ArgDoc = option(c"count", ArgKind::Integer, c"COUNT");
 

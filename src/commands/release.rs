@@ -10,10 +10,10 @@ use super::{
 use crate::ffi::{ArgDoc, ArgKind, CommandSpec, KeyArgs, KEY_RW_DELETE, KEY_RW_UPDATE};
 use crate::handoff::{self, begin};
 use crate::keepalive::{self, Taken};
-use crate::rules::args::{parse_owner, parse_renew_options};
-use crate::rules::error::{printable, LockError};
-use crate::rules::request::Side;
 use crate::{config, events};
+use lock_rules::args::{parse_owner, parse_renew_options};
+use lock_rules::error::{printable, LockError};
+use lock_rules::request::Side;
 
 /// `LOCK.RELEASE key owner [READ | WRITE]`
 pub const RELEASE: Command = command!(
