@@ -24,8 +24,9 @@ use std::sync::{LazyLock, Mutex, MutexGuard, OnceLock};
 use redis_module::Context;
 
 use crate::ffi::{self, TimerHandler};
-use crate::waiters::{Grant, LockId, Released};
+use crate::waiters::{Grant, Released};
 use crate::writable::{writable, Writable};
+use lock_rules::lock_id::LockId;
 
 /// Delay before retrying deferred writes while the server refuses them
 /// (clients paused, loading, too few replicas).

@@ -26,10 +26,11 @@ use crate::ffi::{self, KeyspaceHandler, ServerEventHandler};
 use crate::handoff::{self, Origin};
 use crate::info::{Stats, STATS};
 use crate::store::{self, Placement};
-use crate::waiters::{registry, Grant, LockId};
+use crate::waiters::{registry, Grant};
 use crate::{blocking, holds, keepalive};
 use crate::{replication, server_settings};
 use lock_rules::error::LockError;
+use lock_rules::lock_id::LockId;
 
 /// The deferred work, on a master that may be written now.
 pub fn drain(ctx: &Context, work: Work) {

@@ -16,8 +16,8 @@ use std::sync::{LazyLock, Mutex, MutexGuard, TryLockError};
 
 use crate::ffi;
 use crate::info::Times;
-use crate::waiters::LockId;
 use lock_rules::holds::{lock_hash, Ended, HoldTable, Holders};
+use lock_rules::lock_id::LockId;
 use lock_rules::state::LockState;
 
 /// The table and the times of the holds it saw end, behind one mutex: a

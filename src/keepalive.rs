@@ -28,12 +28,12 @@ use crate::ffi::{self, TimerHandler, TimerId};
 use crate::handoff::{self, Origin};
 use crate::info::{Stats, STATS};
 use crate::store::Placement;
-use crate::waiters::LockId;
 use crate::writable::{writable, Writable};
 use crate::{config, server_settings};
 use lock_rules::error::LockError;
 use lock_rules::ids::IdMap;
 use lock_rules::keepalive::{check_lease, ClientId, Hold, Keepalive};
+use lock_rules::lock_id::LockId;
 use lock_rules::server_text::client_fd;
 
 /// Renewals due within this long of the earliest one are made with it: a

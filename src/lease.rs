@@ -24,8 +24,9 @@ use redis_module::Context;
 
 use crate::deferred;
 use crate::ffi::{self, TimerHandler};
-use crate::waiters::{anyone_waits, registry, LeaseTimer, LockId};
+use crate::waiters::{anyone_waits, registry, LeaseTimer};
 use lock_rules::args::MAX_DURATION_MS;
+use lock_rules::lock_id::LockId;
 
 /// When a held lock must be looked at again for its waiters: the key's
 /// deadline, or a read-write lock's earliest reader lease end before it.

@@ -17,7 +17,8 @@ use lock_rules::error::LockError;
 use lock_rules::registry;
 use lock_rules::request::{FieldName, Side};
 
-pub use lock_rules::registry::{GroupId, LeaseTimer, LockId, Released, WaitTimer};
+use lock_rules::lock_id::LockId;
+pub use lock_rules::registry::{GroupId, LeaseTimer, Released, WaitTimer};
 
 /// The blocked-client handle of a waiter, answered with a [`BlockedReply`].
 pub type Handle = BlockedClient<BlockedReply>;

@@ -27,7 +27,7 @@ use std::hash::{BuildHasher, Hash, Hasher};
 
 use crate::error::LockError;
 use crate::ids::{IdMap, IdSet};
-use crate::registry::LockId;
+use crate::lock_id::LockId;
 
 /// A server client id.
 pub type ClientId = u64;

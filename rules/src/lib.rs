@@ -19,6 +19,7 @@ pub mod holds;
 pub mod ids;
 pub mod keepalive;
 pub mod keys;
+pub mod lock_id;
 pub mod multilock;
 pub mod percentiles;
 pub mod queue;

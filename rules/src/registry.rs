@@ -14,29 +14,13 @@ use std::time::Instant;
 
 use crate::args::Limit;
 use crate::ids::IdMap;
+use crate::lock_id::LockId;
 use crate::queue::{Fifo, WaiterId};
 use crate::request::{LockKind, Queued, Request};
 use crate::transition::Wake;
 
 /// A server timer's id, as the server hands it out.
 pub type TimerId = u64;
-
-/// A lock is a key in a database. Commands borrow the key from their
-/// arguments; what is kept (queues, timers, deferred work) owns it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct LockId<'k> {
-    pub db: i32,
-    pub key: Cow<'k, [u8]>,
-}
-
-impl LockId<'_> {
-    pub fn to_owned(&self) -> LockId<'static> {
-        LockId {
-            db: self.db,
-            key: Cow::Owned(self.key.to_vec()),
-        }
-    }
-}
 
 /// A caller blocked in LOCK.ACQUIRE ... BLOCK (or one key of a caller
 /// blocked in LOCK.MACQUIRE).

@@ -11,10 +11,10 @@ use super::{
 use crate::ffi::{ArgDoc, CommandSpec, KeyArgs, KEY_RW_UPDATE};
 use crate::handoff::{self, begin, Origin};
 use crate::keepalive::{self, Taken};
-use crate::waiters::LockId;
 use crate::{blocking, events, lease, store};
 use lock_rules::args::{parse_acquire_options, Wait};
 use lock_rules::error::LockError;
+use lock_rules::lock_id::LockId;
 use lock_rules::request::{LockKind, Request};
 use lock_rules::transition::Acquisition;
 

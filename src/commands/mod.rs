@@ -19,11 +19,12 @@ use redis_module::{Context, ContextFlags, RedisResult, RedisString, RedisValue};
 
 use crate::ffi::{self, ArgDoc, ArgKind, CommandSpec};
 use crate::handoff::Origin;
-use crate::waiters::{anyone_waits, registry, LockId, Waiter};
+use crate::waiters::{anyone_waits, registry, Waiter};
 use crate::{config, keepalive};
 use lock_rules::args::{parse_owner, AcquireOptions, Wait};
 use lock_rules::error::LockError;
 use lock_rules::keys::{read_lease_key_in_slot, token_key_in_slot};
+use lock_rules::lock_id::LockId;
 use lock_rules::queue::Fifo;
 use lock_rules::request::{LockKind, Request};
 

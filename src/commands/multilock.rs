@@ -15,10 +15,11 @@ use crate::ffi::{self, ArgDoc, ArgKind, CommandSpec, KeyArgs, KEY_RW_DELETE, KEY
 use crate::handoff::{self, begin, Origin};
 use crate::keepalive::{self, Taken};
 use crate::store::{self, LockKey};
-use crate::waiters::{LockId, Waiter};
+use crate::waiters::Waiter;
 use crate::{blocking, events, lease};
 use lock_rules::args::{parse_acquire_options, parse_owner, Wait};
 use lock_rules::error::LockError;
+use lock_rules::lock_id::LockId;
 use lock_rules::multilock::{access, check_distinct, parse_numkeys, KeyAccess};
 use lock_rules::request::{LockKind, Request};
 use lock_rules::state::LockState;
