@@ -8,27 +8,21 @@
 //! [`forget_answered`].
 
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::{LazyLock, Mutex, MutexGuard};
+use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use redis_module::Context;
 
-use crate::deferred;
 use crate::ffi::{self, BlockHandler, TimerHandler};
-use crate::info::{Stats, STATS};
 use crate::keepalive::{self, Taken};
+use crate::stats::{Stats, STATS};
 use crate::waiters::{registry, BlockedReply, Grant, Handle, Registry, WaitTimer, Waiter};
+use crate::{deferred, sync};
 use lock_rules::args::{Wait, MAX_DURATION_MS};
 use lock_rules::error::LockError;
 use lock_rules::ids::IdMap;
 use lock_rules::request::Request;
 use lock_rules::server_text::has_unsent_output;
-
-/// A poisoned mutex here only means a panic was caught while it was held;
-/// the data behind it is always left whole.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 /// Blocks the caller and lets `place` queue it; the wait timer then
 /// covers its BLOCK deadline. If the queues cannot be had, the caller is
@@ -128,7 +122,7 @@ static ANY_ANSWERED: AtomicBool = AtomicBool::new(false);
 
 fn remember_answered(ctx: &Context, grants: &[Grant]) {
     let grants = grants.to_vec();
-    lock(&ANSWERED).insert(ffi::client_id(ctx), grants);
+    sync::lock(&ANSWERED).insert(ffi::client_id(ctx), grants);
     ANY_ANSWERED.store(true, Relaxed);
 }
 
@@ -211,7 +205,7 @@ pub fn client_gone(ctx: &Context, client_id: u64) {
     if !ANY_ANSWERED.load(Relaxed) {
         return;
     }
-    let Some(grants) = lock(&ANSWERED).remove(&client_id) else {
+    let Some(grants) = sync::lock(&ANSWERED).remove(&client_id) else {
         return;
     };
     // The client is still whole while this event runs.
@@ -228,6 +222,6 @@ pub fn client_gone(ctx: &Context, client_id: u64) {
 /// their clients' Drop ran (`client_gone`).
 pub fn forget_answered() {
     if ANY_ANSWERED.swap(false, Relaxed) {
-        lock(&ANSWERED).clear();
+        sync::lock(&ANSWERED).clear();
     }
 }

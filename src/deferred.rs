@@ -24,6 +24,7 @@ use std::sync::{LazyLock, Mutex, MutexGuard, OnceLock};
 use redis_module::Context;
 
 use crate::ffi::{self, TimerHandler};
+use crate::sync;
 use crate::waiters::{Grant, Released};
 use crate::writable::{writable, Writable};
 use lock_rules::lock_id::LockId;
@@ -48,12 +49,8 @@ struct Deferred {
 static DEFERRED: LazyLock<Mutex<Deferred>> = LazyLock::new(Mutex::default);
 static DRAIN: OnceLock<fn(&Context, Work)> = OnceLock::new();
 
-/// A poisoned mutex here only means a panic was caught while it was held;
-/// the data behind it is always left whole.
 fn deferred() -> MutexGuard<'static, Deferred> {
-    DEFERRED
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    sync::lock(&DEFERRED)
 }
 
 /// Sets what the drain does with the work (once, at load).

@@ -24,7 +24,7 @@ use redis_module::Context;
 use crate::deferred::{self, Work};
 use crate::ffi::{self, KeyspaceHandler, ServerEventHandler};
 use crate::handoff::{self, Origin};
-use crate::info::{Stats, STATS};
+use crate::stats::{Stats, STATS};
 use crate::store::{self, Placement};
 use crate::waiters::{registry, Grant};
 use crate::{blocking, holds, keepalive};

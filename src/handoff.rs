@@ -36,8 +36,8 @@ use redis_module::{Context, ContextFlags, RedisString};
 
 use crate::deferred;
 use crate::ffi;
-use crate::info::{self, STATS};
 use crate::replication::Replication;
+use crate::stats::{self, STATS};
 use crate::store::{self, LockKey, Placement};
 use crate::waiters::{anyone_waits, registry, BlockedReply, Grant, GroupId, Waiter};
 use crate::{holds, lease};
@@ -204,7 +204,7 @@ fn serve_group(ctx: &Context, group: GroupId) {
         return;
     };
     deferred::after_queue_change(ctx, released);
-    info::record_wait(waiter.queued_at.elapsed());
+    stats::record_wait(waiter.queued_at.elapsed());
     let mut grants = Vec::with_capacity(opened.len());
     let mut replies = Vec::with_capacity(opened.len());
     for (lock, _, key, mut tx) in opened {
@@ -265,7 +265,7 @@ fn deliver(ctx: &Context, lock: &LockId<'_>, wakes: Vec<Wake<Waiter>>) {
     for wake in wakes {
         let outcome = match wake.verdict {
             Verdict::Granted(reply) => {
-                info::record_wait(wake.waiter.queued_at.elapsed());
+                stats::record_wait(wake.waiter.queued_at.elapsed());
                 BlockedReply::Granted(grant_of(lock, &wake.waiter.request), reply)
             }
             Verdict::Failed(e) => BlockedReply::Failed(e.to_string()),

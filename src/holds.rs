@@ -12,10 +12,10 @@
 
 use std::collections::hash_map::RandomState;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::{LazyLock, Mutex, MutexGuard, TryLockError};
+use std::sync::{LazyLock, Mutex, MutexGuard};
 
-use crate::ffi;
-use crate::info::Times;
+use crate::stats::Times;
+use crate::{ffi, sync};
 use lock_rules::holds::{lock_hash, Ended, HoldTable, Holders};
 use lock_rules::lock_id::LockId;
 use lock_rules::state::LockState;
@@ -45,12 +45,8 @@ static TRACKING: AtomicBool = AtomicBool::new(false);
 /// The secret seed of the keys' hashes, drawn once per load.
 static SEED: LazyLock<RandomState> = LazyLock::new(RandomState::new);
 
-/// A poisoned table only means a panic was caught while it was held; every
-/// change completes before anything can panic.
 fn holds() -> MutexGuard<'static, Holds> {
-    HOLDS
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    sync::lock(&HOLDS)
 }
 
 /// A transition of `lock` was committed: holders that left end their hold
@@ -101,9 +97,5 @@ pub fn clear() {
 /// `hold_ms_p50`, `hold_ms_p99`, `hold_ms_max`. Never blocks (INFO also
 /// runs in crash reports): nothing if the table is held at that moment.
 pub fn time_fields() -> Vec<(String, u64)> {
-    match HOLDS.try_lock() {
-        Ok(holds) => holds.times.fields("hold_ms"),
-        Err(TryLockError::Poisoned(p)) => p.into_inner().times.fields("hold_ms"),
-        Err(TryLockError::WouldBlock) => Vec::new(),
-    }
+    sync::try_lock(&HOLDS).map_or_else(Vec::new, |holds| holds.times.fields("hold_ms"))
 }

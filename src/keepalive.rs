@@ -26,10 +26,10 @@ use redis_module::Context;
 
 use crate::ffi::{self, TimerHandler, TimerId};
 use crate::handoff::{self, Origin};
-use crate::info::{Stats, STATS};
+use crate::stats::{Stats, STATS};
 use crate::store::Placement;
 use crate::writable::{writable, Writable};
-use crate::{config, server_settings};
+use crate::{config, server_settings, sync};
 use lock_rules::error::LockError;
 use lock_rules::ids::IdMap;
 use lock_rules::keepalive::{check_lease, ClientId, Hold, Keepalive};
@@ -61,12 +61,8 @@ struct State {
 
 static STATE: LazyLock<Mutex<State>> = LazyLock::new(Mutex::default);
 
-/// A poisoned mutex only means a panic was caught while it was held; the
-/// data behind it is left whole.
 fn state() -> MutexGuard<'static, State> {
-    STATE
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    sync::lock(&STATE)
 }
 
 /// The shortest lease the server keeps alive now (see

@@ -18,13 +18,13 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::{Condvar, LazyLock, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use redis_module::Context;
 
-use crate::deferred;
 use crate::ffi::{self, TimerHandler};
 use crate::waiters::{anyone_waits, registry, LeaseTimer};
+use crate::{clock, deferred, sync};
 use lock_rules::args::MAX_DURATION_MS;
 use lock_rules::lock_id::LockId;
 
@@ -110,16 +110,7 @@ struct State {
 static STATE: LazyLock<(Mutex<State>, Condvar)> = LazyLock::new(Default::default);
 
 fn state() -> MutexGuard<'static, State> {
-    STATE
-        .0
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn unix_micros() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+    sync::lock(&STATE.0)
 }
 
 /// Runs lease job `job` on the main thread as soon as the clock is past
@@ -153,7 +144,7 @@ fn run() {
             s = STATE.1.wait(s).unwrap_or_else(|p| p.into_inner());
             continue;
         };
-        let now = unix_micros();
+        let now = clock::unix_micros();
         if now >= at {
             s.due.pop();
             ffi::run_timer_on_main_thread::<LeaseExpiry>(job);

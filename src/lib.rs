@@ -27,6 +27,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod blocking;
+mod clock;
 mod commands;
 mod config;
 mod deferred;
@@ -35,12 +36,13 @@ mod events;
 mod ffi;
 mod handoff;
 mod holds;
-mod info;
 mod keepalive;
 mod lease;
 mod replication;
 mod server_settings;
+mod stats;
 mod store;
+mod sync;
 mod waiters;
 mod writable;
 
@@ -49,7 +51,7 @@ mod module {
     use redis_module_macros::info_command_handler;
 
     use crate::{
-        commands, config, deferred, events, ffi, holds, info, keepalive, lease, server_settings,
+        commands, config, deferred, events, ffi, holds, keepalive, lease, server_settings, stats,
         waiters,
     };
 
@@ -98,7 +100,7 @@ mod module {
         // Nothing here may panic or block: INFO also runs in crash reports.
         let _ = std::panic::catch_unwind(|| {
             ctx.add_info_section(None);
-            for (name, value) in info::STATS.fields() {
+            for (name, value) in stats::STATS.fields() {
                 ctx.add_info_field_long_long(name, value as i64);
             }
             let (waiters, locks) = waiters::registry()
@@ -108,7 +110,7 @@ mod module {
             ctx.add_info_field_long_long("locks_with_waiters", locks as i64);
             ctx.add_info_field_long_long("keepalive_holds", keepalive::held() as i64);
             ctx.add_info_field_long_long("keepalive_min_lease_ms", keepalive::min_lease_ms());
-            for (name, value) in info::wait_fields().into_iter().chain(holds::time_fields()) {
+            for (name, value) in stats::wait_fields().into_iter().chain(holds::time_fields()) {
                 ctx.add_info_field_long_long(&name, i64::try_from(value).unwrap_or(i64::MAX));
             }
         });

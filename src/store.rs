@@ -6,13 +6,12 @@ use std::cell::RefCell;
 use std::ffi::{c_int, CStr};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering::Relaxed};
 use std::sync::OnceLock;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use redis_module::{Context, ContextFlags, RedisString};
 
-use crate::config;
 use crate::ffi::{self, Key, KeyKind, Native};
 use crate::replication::{self, Replication};
+use crate::{clock, config};
 use lock_rules::args::parse_i64;
 use lock_rules::error::LockError;
 use lock_rules::keys::{
@@ -382,12 +381,19 @@ fn tokens_ahead(now_us: i64) -> i64 {
         .saturating_mul(TOKENS_PER_MS)
 }
 
+/// The floor of the next token is the clock in microseconds (the rules
+/// floor it at the millisecond; this is finer). Two masters alive at once
+/// (a stopped master that comes back and serves its clients until Sentinel
+/// demotes it) each grant from their own counter: floored at the
+/// millisecond their tokens met hundreds of times per failover, at the
+/// microsecond only when both grant one lock in the same microsecond.
+///
 /// The last fencing token of the lock, as the next one is counted from:
 /// its counter, this process's highest token of this millisecond, or the
 /// microsecond before now, whichever is highest; an error if the counter
 /// holds something INCR would refuse.
 pub fn last_token(ctx: &Context, lock: &[u8]) -> Result<i64, LockError> {
-    let now_us = clock_micros();
+    let now_us = clock::unix_micros();
     let highest = HIGHEST_TOKEN.load(Relaxed);
     let recent = if highest < tokens_ahead(now_us) {
         highest
@@ -395,18 +401,6 @@ pub fn last_token(ctx: &Context, lock: &[u8]) -> Result<i64, LockError> {
         0
     };
     read_token(ctx, lock).map(|counter| counter.max(recent).max(now_us - 1))
-}
-
-/// The clock in microseconds since 1970, as the floor of the next token
-/// (the rules floor it at the millisecond; this is finer). Two masters
-/// alive at once (a stopped master that comes back and serves its clients
-/// until Sentinel demotes it) each grant from their own counter: floored
-/// at the millisecond their tokens met hundreds of times per failover, at
-/// the microsecond only when both grant one lock in the same microsecond.
-fn clock_micros() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
 }
 
 /// The current value of the lock's fencing counter: 0 when it does not
@@ -457,7 +451,7 @@ fn set_token(ctx: &Context, lock: &[u8], to: i64, fenced_until: i64, native: boo
         .unwrap_or(0)
         .max(fenced_until)
         .max(ffi::now_ms().saturating_add(config::token_ttl_ms()));
-    if to < tokens_ahead(clock_micros()) {
+    if to < tokens_ahead(clock::unix_micros()) {
         HIGHEST_TOKEN.fetch_max(to, Relaxed);
     }
     set_until(ctx, &name, &key, to, keep_until, native);

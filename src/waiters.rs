@@ -10,9 +10,10 @@
 
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::sync::{LazyLock, Mutex, MutexGuard, TryLockError};
+use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use crate::ffi::BlockedClient;
+use crate::sync;
 use lock_rules::error::LockError;
 use lock_rules::registry;
 use lock_rules::request::{FieldName, Side};
@@ -84,11 +85,7 @@ impl Drop for RegistryGuard {
 /// The registry, or `BUSY` if it is already held further up this same call
 /// stack (a bug, but one that must not deadlock or crash the server).
 pub fn registry() -> Result<RegistryGuard, LockError> {
-    match REGISTRY.try_lock() {
-        Ok(guard) => Ok(RegistryGuard(guard)),
-        // A panic was caught while it was held; the data is still coherent
-        // because every mutation completes before it can panic.
-        Err(TryLockError::Poisoned(p)) => Ok(RegistryGuard(p.into_inner())),
-        Err(TryLockError::WouldBlock) => Err(LockError::busy()),
-    }
+    sync::try_lock(&REGISTRY)
+        .map(RegistryGuard)
+        .ok_or_else(LockError::busy)
 }

@@ -7,9 +7,8 @@
 //! reply (or block the caller).
 
 mod acquire;
-mod info;
+mod inspect;
 mod multilock;
-mod queues;
 mod release;
 
 use std::borrow::Cow;
@@ -66,9 +65,9 @@ pub const ALL: &[&Command] = &[
     &release::RELEASE,
     &release::RENEW,
     &release::FORCERELEASE,
-    &info::INFO,
-    &queues::WAITERS,
-    &queues::QUEUES,
+    &inspect::INFO,
+    &inspect::WAITERS,
+    &inspect::QUEUES,
 ];
 
 /// Registers every command. Their ACL categories are set where the server

@@ -3,10 +3,12 @@
 //! histogram type that `holds.rs` keeps hold times in.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{LazyLock, Mutex, TryLockError};
+use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
+
+use crate::sync;
 
 use lock_rules::percentiles::{self, Distribution};
 use lock_rules::transition::Tally;
@@ -136,18 +138,11 @@ static WAITS: LazyLock<Mutex<Times>> = LazyLock::new(Mutex::default);
 
 pub fn record_wait(waited: Duration) {
     let ms = u64::try_from(waited.as_millis()).unwrap_or(u64::MAX);
-    WAITS
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .record(ms, 1);
+    sync::lock(&WAITS).record(ms, 1);
 }
 
 /// `wait_ms_p50`, `wait_ms_p99`, `wait_ms_max`. Never blocks (INFO also
 /// runs in crash reports): nothing if the histogram is held at that moment.
 pub fn wait_fields() -> Vec<(String, u64)> {
-    match WAITS.try_lock() {
-        Ok(times) => times.fields("wait_ms"),
-        Err(TryLockError::Poisoned(p)) => p.into_inner().fields("wait_ms"),
-        Err(TryLockError::WouldBlock) => Vec::new(),
-    }
+    sync::try_lock(&WAITS).map_or_else(Vec::new, |times| times.fields("wait_ms"))
 }
