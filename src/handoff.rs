@@ -43,7 +43,7 @@ use crate::waiters::{anyone_waits, registry, BlockedReply, Grant, GroupId, Waite
 use crate::{holds, lease};
 use lock_rules::error::LockError;
 use lock_rules::lock_id::LockId;
-use lock_rules::multilock::{access, KeyAccess};
+use lock_rules::multilock::{take_all, AllOrNone};
 use lock_rules::request::Request;
 use lock_rules::state::LockState;
 use lock_rules::transition::{TokenValue, Transition, Verdict, Wake};
@@ -60,6 +60,17 @@ pub enum Origin<'c> {
     Event,
     /// A KEEPALIVE renewal (a timer) of `owner`'s holds.
     Renewal { owner: &'c RedisString },
+}
+
+impl<'c> Origin<'c> {
+    /// An acquire by `owner`, with the fencing counter loaded if it asked
+    /// for FENCE.
+    pub fn caller(owner: &'c RedisString, fences: bool) -> Self {
+        Self::Command {
+            owner: Some(owner),
+            fences,
+        }
+    }
 }
 
 /// Opens the lock in the context's db and starts a transition from what it
@@ -161,8 +172,9 @@ fn group_at_head(lock: &LockId<'_>) -> Option<GroupId> {
 }
 
 /// Grants a multi-lock caller all its keys, in one step, if it is first in
-/// line on each and each is free or already its own; otherwise leaves it
-/// waiting.
+/// line on each and each is free or already its own (the rules' all-or-none
+/// decision, as LOCK.MACQUIRE's); otherwise leaves it waiting, or answers
+/// it the error if it can never have them.
 fn serve_group(ctx: &Context, group: GroupId) {
     let Some((request, entries)) = registry().ok().and_then(|r| r.group(group)) else {
         return;
@@ -176,48 +188,34 @@ fn serve_group(ctx: &Context, group: GroupId) {
         .map(|(lock, _)| ffi::string(ctx, &lock.key))
         .collect();
     let mut opened = Vec::with_capacity(entries.len());
+    let mut first_in_line = Vec::with_capacity(entries.len());
     for ((lock, first), name) in entries.iter().zip(&names) {
         match begin(ctx, name, lock, Origin::Event) {
-            Ok((key, tx)) => opened.push((lock, *first, key, tx)),
+            Ok((key, tx)) => {
+                opened.push((lock, key, tx));
+                first_in_line.push(*first);
+            }
             // Another type now: waiting on would never end.
             Err(e) => return fail_group(ctx, group, e),
         }
     }
-    let mut ready = true;
-    for (_, first, _, tx) in &opened {
-        match access(tx.state(), &request.owner, *first) {
-            Ok(KeyAccess::Free | KeyAccess::Reentry) => {}
-            Ok(KeyAccess::Busy) => ready = false,
-            Err(e) => return fail_group(ctx, group, e),
-        }
-    }
-    if !ready {
-        return;
-    }
-    if let Some(e) = opened
-        .iter()
-        .find_map(|(_, _, _, tx)| tx.check_take(&request).err())
-    {
-        return fail_group(ctx, group, e);
-    }
+    let taken = take_all(
+        opened.iter_mut().map(|(_, _, tx)| tx).zip(first_in_line),
+        &request,
+    );
+    let replies = match taken {
+        AllOrNone::Taken(replies) => replies,
+        // Nothing was taken: the transitions are dropped unwritten.
+        AllOrNone::Busy => return,
+        AllOrNone::Refused(e) => return fail_group(ctx, group, e),
+    };
     let Some((waiter, released)) = registry().ok().and_then(|mut r| r.take_group(group)) else {
         return;
     };
     deferred::after_queue_change(ctx, released);
     stats::record_wait(waiter.queued_at.elapsed());
     let mut grants = Vec::with_capacity(opened.len());
-    let mut replies = Vec::with_capacity(opened.len());
-    for (lock, _, key, mut tx) in opened {
-        match tx.take(&request) {
-            Ok(reply) => replies.push(reply),
-            Err(e) => {
-                ffi::log_warning(
-                    ctx,
-                    &format!("lock: multi-lock grant failed after its checks: {e}"),
-                );
-                replies.push(0);
-            }
-        }
+    for (lock, key, mut tx) in opened {
         tx.tally.handed_off += 1;
         grants.push(grant_of(lock, &request));
         commit_only(ctx, lock, &key, tx);

@@ -17,7 +17,7 @@
 //! Bindings live in this server's memory only: a replica never renews, and
 //! after a failover or a restart a holder re-attaches on the new master.
 //!
-//! Offers: [`min_lease_ms`], [`may_bind`], [`may_set_lease`], [`taken`], [`unbind`], [`unbind_lock`],
+//! Offers: [`min_lease_ms`], [`may_bind`], [`may_set_lease`], [`taken`], [`released`], [`unbind_lock`],
 //! [`client_gone`], [`clear`], [`held`], [`client_of`].
 
 use std::sync::{LazyLock, Mutex, MutexGuard};
@@ -35,6 +35,7 @@ use lock_rules::ids::IdMap;
 use lock_rules::keepalive::{check_lease, ClientId, Hold, Keepalive};
 use lock_rules::lock_id::LockId;
 use lock_rules::server_text::client_fd;
+use lock_rules::state::LockState;
 
 /// Renewals due within this long of the earliest one are made with it: a
 /// lease renewed a little early loses nothing, and the server wakes up
@@ -147,8 +148,16 @@ pub fn taken(ctx: &Context, lock: &LockId<'_>, owner: &[u8], how: Taken, lease_m
     }
 }
 
-/// `owner` no longer holds `lock` (released): no more renewals.
-pub fn unbind(lock: &LockId<'_>, owner: &[u8]) {
+/// `owner` released a hold of `lock`, which is now `after`: once it holds
+/// none, no more renewals.
+pub fn released(lock: &LockId<'_>, owner: &[u8], after: &LockState) {
+    if !after.held_by(owner) {
+        unbind(lock, owner);
+    }
+}
+
+/// `owner` no longer holds `lock`: no more renewals.
+fn unbind(lock: &LockId<'_>, owner: &[u8]) {
     if state().holds.unbind(lock, owner).is_some() {
         Stats::bump(&STATS.keepalive_ended);
     }

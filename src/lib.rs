@@ -26,6 +26,7 @@
 #![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod acquisition;
 mod blocking;
 mod clock;
 mod commands;

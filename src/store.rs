@@ -118,6 +118,11 @@ impl<'c> LockKey<'c> {
         read_state(ctx, self.name.as_slice(), &self.key)
     }
 
+    /// The lock's name, as the command gave it.
+    pub fn name(&self) -> &'c RedisString {
+        self.name
+    }
+
     /// The lease deadline (unix ms, as PEXPIRETIME), `None` without one.
     pub fn expires_at(&self) -> Option<i64> {
         self.key.expires_at()

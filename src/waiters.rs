@@ -15,6 +15,7 @@ use std::sync::{LazyLock, Mutex, MutexGuard};
 use crate::ffi::BlockedClient;
 use crate::sync;
 use lock_rules::error::LockError;
+use lock_rules::queue::Fifo;
 use lock_rules::registry;
 use lock_rules::request::{FieldName, Side};
 
@@ -58,6 +59,19 @@ static QUEUED_LOCKS: AtomicUsize = AtomicUsize::new(0);
 /// Whether anyone waits for any lock.
 pub fn anyone_waits() -> bool {
     QUEUED_LOCKS.load(Relaxed) > 0
+}
+
+/// Runs `rules` on the lock's wait queue; without waiters anywhere, on an
+/// empty queue without touching the registry.
+pub fn with_queue<R>(
+    lock: &LockId<'_>,
+    rules: impl FnOnce(&mut Fifo<Waiter>) -> R,
+) -> Result<R, LockError> {
+    if anyone_waits() {
+        Ok(registry()?.with_queue(lock, rules))
+    } else {
+        Ok(rules(&mut Fifo::default()))
+    }
 }
 
 /// The registry, held until dropped.

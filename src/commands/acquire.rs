@@ -2,25 +2,21 @@
 //! read-write lock's read and write holds): one acquire, taken at once or
 //! waited for in the lock's queue.
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisResult, RedisString};
 
 use super::{
-    acquire_request, command, lock_id, owner_call, run, with_queue, Command, OwnerCall, BLOCK,
-    FENCE, KEEPALIVE, KEY, LEASE, OWNER,
+    acquire_request, command, lock_id, owner_call, run, Command, OwnerCall, BLOCK, FENCE,
+    KEEPALIVE, KEY, LEASE, OWNER,
 };
+use crate::acquisition;
 use crate::ffi::{ArgDoc, CommandSpec, KeyArgs, KEY_RW_UPDATE};
-use crate::handoff::{self, begin, Origin};
-use crate::keepalive::{self, Taken};
-use crate::{blocking, events, lease, store};
-use lock_rules::args::{parse_acquire_options, Wait};
-use lock_rules::error::LockError;
-use lock_rules::lock_id::LockId;
-use lock_rules::request::{LockKind, Request};
-use lock_rules::transition::Acquisition;
+use crate::handoff::{begin, Origin};
+use lock_rules::args::parse_acquire_options;
+use lock_rules::request::LockKind;
 
 const ACQUIRE_ARGS: &[ArgDoc] = &[KEY, OWNER, LEASE, BLOCK, FENCE, KEEPALIVE];
 
-/// `LOCK.ACQUIRE key owner [PX ms | EX s] [BLOCK ms] [FENCE]`
+/// `LOCK.ACQUIRE key owner [PX ms | EX s] [BLOCK ms] [FENCE] [KEEPALIVE]`
 pub const ACQUIRE: Command = command!(
     CommandSpec {
         name: c"lock.acquire",
@@ -37,7 +33,7 @@ pub const ACQUIRE: Command = command!(
     acquire
 );
 
-/// `LOCK.RACQUIRE key owner [PX ms | EX s] [BLOCK ms] [FENCE]`
+/// `LOCK.RACQUIRE key owner [PX ms | EX s] [BLOCK ms] [FENCE] [KEEPALIVE]`
 pub const RACQUIRE: Command = command!(
     CommandSpec {
         name: c"lock.racquire",
@@ -55,7 +51,7 @@ pub const RACQUIRE: Command = command!(
     read_acquire
 );
 
-/// `LOCK.WACQUIRE key owner [PX ms | EX s] [BLOCK ms] [FENCE]`
+/// `LOCK.WACQUIRE key owner [PX ms | EX s] [BLOCK ms] [FENCE] [KEEPALIVE]`
 pub const WACQUIRE: Command = command!(
     CommandSpec {
         name: c"lock.wacquire",
@@ -86,7 +82,7 @@ fn write_acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
 }
 
 /// The acquire of every kind of lock:
-/// `COMMAND key owner [PX ms | EX s] [BLOCK ms] [FENCE]`.
+/// `COMMAND key owner [PX ms | EX s] [BLOCK ms] [FENCE] [KEEPALIVE]`.
 fn acquire_as(
     ctx: &Context,
     args: &[RedisString],
@@ -103,57 +99,7 @@ fn acquire_as(
         let (request, wait) =
             acquire_request(ctx, std::slice::from_ref(name), owner, &options, kind)?;
         let lock = lock_id(ctx, name);
-        let origin = Origin::Command {
-            owner: Some(owner),
-            fences: request.fence,
-        };
-        let (key, mut tx) = begin(ctx, name, &lock, origin)?;
-        let re_entry = tx.state().held_by(owner.as_slice());
-        if re_entry && !request.keepalive {
-            keepalive::may_set_lease(&lock, owner.as_slice(), request.lease_ms)?;
-        }
-        let acquired = with_queue(&lock, |queue| tx.acquire(queue, &request, wait.is_some()))?;
-        let next_end = tx.next_end();
-        handoff::commit(ctx, &lock, &key, tx);
-        match (acquired?, wait) {
-            (Acquisition::Now(reply), _) => {
-                // The hold's time ends with its key.
-                events::watch_expiry(ctx);
-                let how = if request.keepalive {
-                    events::watch_clients(ctx);
-                    Taken::KeepAlive
-                } else if re_entry {
-                    Taken::Reentry
-                } else {
-                    Taken::Fresh
-                };
-                keepalive::taken(ctx, &lock, owner.as_slice(), how, request.lease_ms);
-                Ok(RedisValue::Integer(reply))
-            }
-            (Acquisition::Wait, Some(wait)) => {
-                drop(key);
-                let lease_end = lease::earliest(next_end, store::expires_at(ctx, name));
-                enqueue(ctx, lock, request, wait, lease_end)?;
-                Ok(RedisValue::NoReply)
-            }
-            (Acquisition::Busy | Acquisition::Wait, _) => Ok(RedisValue::Null),
-        }
+        let (key, tx) = begin(ctx, name, &lock, Origin::caller(owner, request.fence))?;
+        acquisition::acquire(ctx, &lock, key, tx, &request, wait)
     })
-}
-
-/// Blocks the caller at the tail of the lock's queue.
-fn enqueue(
-    ctx: &Context,
-    lock: LockId<'_>,
-    request: Request,
-    wait: Wait,
-    lease_end: Option<i64>,
-) -> Result<(), LockError> {
-    events::watch_for_waiters(ctx);
-    blocking::block_caller(ctx, request, wait, |reg, waiter| {
-        let id = reg.next_serial();
-        reg.enqueue(&lock, id, waiter);
-    })?;
-    lease::ensure_lease_timer(ctx, &lock, || lease_end);
-    Ok(())
 }

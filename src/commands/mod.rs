@@ -2,9 +2,11 @@
 //! its handler (name, flags, ACL categories, arity, key spec and docs in one
 //! [`Command`]); [`ALL`] is the table the module registers.
 //!
-//! Every handler is a straight line: parse, open and read the key(s), run
-//! the rules on the key's wait queue, commit the transition (`handoff`),
-//! reply (or block the caller).
+//! Every handler is a straight line: parse the arguments, begin the
+//! transition of each key (`handoff::begin`: open, read), then an acquire
+//! hands it to `acquisition` (rules, commit, binding, or the wait), and the
+//! other commands run their rule on the key's queue, commit
+//! (`handoff::commit`) and reply.
 
 mod acquire;
 mod inspect;
@@ -18,13 +20,11 @@ use redis_module::{Context, ContextFlags, RedisResult, RedisString, RedisValue};
 
 use crate::ffi::{self, ArgDoc, ArgKind, CommandSpec};
 use crate::handoff::Origin;
-use crate::waiters::{anyone_waits, registry, Waiter};
 use crate::{config, keepalive};
 use lock_rules::args::{parse_owner, AcquireOptions, Wait};
 use lock_rules::error::LockError;
 use lock_rules::keys::{read_lease_key_in_slot, token_key_in_slot};
 use lock_rules::lock_id::LockId;
-use lock_rules::queue::Fifo;
 use lock_rules::request::{LockKind, Request};
 
 /// A command of the module: what the server is told about it, and the
@@ -154,19 +154,6 @@ fn lock_id<'k>(ctx: &Context, name: &'k RedisString) -> LockId<'k> {
     LockId {
         db: ffi::selected_db(ctx),
         key: Cow::Borrowed(name.as_slice()),
-    }
-}
-
-/// Runs `rules` on the lock's wait queue; without waiters anywhere, on an
-/// empty queue without touching the registry.
-fn with_queue<R>(
-    lock: &LockId<'_>,
-    rules: impl FnOnce(&mut Fifo<Waiter>) -> R,
-) -> Result<R, LockError> {
-    if anyone_waits() {
-        Ok(registry()?.with_queue(lock, rules))
-    } else {
-        Ok(rules(&mut Fifo::default()))
     }
 }
 

@@ -8,21 +8,18 @@ use std::ffi::CStr;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::{
-    acquire_request, arg, command, lock_id, run, with_queue, Command, BLOCK, FENCE, KEEPALIVE,
-    LEASE, OWNER,
+    acquire_request, arg, by, command, lock_id, run, Command, BLOCK, FENCE, KEEPALIVE, LEASE, OWNER,
 };
 use crate::ffi::{self, ArgDoc, ArgKind, CommandSpec, KeyArgs, KEY_RW_DELETE, KEY_RW_UPDATE};
 use crate::handoff::{self, begin, Origin};
-use crate::keepalive::{self, Taken};
-use crate::store::{self, LockKey};
-use crate::waiters::Waiter;
-use crate::{blocking, events, lease};
-use lock_rules::args::{parse_acquire_options, parse_owner, Wait};
+use crate::store::LockKey;
+use crate::waiters::{with_queue, Waiter};
+use crate::{acquisition, keepalive};
+use lock_rules::args::{parse_acquire_options, parse_owner};
 use lock_rules::error::LockError;
 use lock_rules::lock_id::LockId;
-use lock_rules::multilock::{access, check_distinct, parse_numkeys, KeyAccess};
-use lock_rules::request::{LockKind, Request};
-use lock_rules::state::LockState;
+use lock_rules::multilock::{check_distinct, may_release_all, parse_numkeys};
+use lock_rules::request::LockKind;
 use lock_rules::transition::Transition;
 
 const NUMKEYS: ArgDoc = arg(c"numkeys", ArgKind::Integer);
@@ -149,107 +146,9 @@ fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
         } = call;
         let options = parse_acquire_options(options)?;
         let (request, wait) = acquire_request(ctx, names, owner, &options, LockKind::Exclusive)?;
-        let origin = Origin::Command {
-            owner: Some(owner),
-            fences: request.fence,
-        };
-        let mut opened = open_all(ctx, names, origin)?;
-
-        // Waiters already queued on a key are served first, as for one key.
-        // Whatever goes wrong, every transition is committed: a settle may
-        // have handed a key on, and its waiter must hear.
-        let mut ready = true;
-        let mut refused = None;
-        let mut re_entries = Vec::with_capacity(opened.len());
-        for (lock, _, tx) in &mut opened {
-            let first_in_line = with_queue(lock, |queue| {
-                tx.settle(queue);
-                queue.is_empty()
-            });
-            let access =
-                first_in_line.and_then(|first| access(tx.state(), owner.as_slice(), first));
-            let access = match access {
-                // A hold kept alive takes no lease it could not be kept
-                // alive with.
-                Ok(KeyAccess::Reentry) if !request.keepalive => {
-                    keepalive::may_set_lease(lock, owner.as_slice(), request.lease_ms)
-                        .map(|()| KeyAccess::Reentry)
-                }
-                access => access,
-            };
-            re_entries.push(matches!(access, Ok(KeyAccess::Reentry)));
-            match access {
-                Ok(KeyAccess::Free | KeyAccess::Reentry) => {}
-                Ok(KeyAccess::Busy) => ready = false,
-                Err(e) => refused = refused.or(Some(e)),
-            }
-        }
-        if refused.is_none() && ready {
-            refused = opened
-                .iter()
-                .find_map(|(_, _, tx)| tx.check_take(&request).err());
-        }
-        if let Some(e) = refused {
-            handoff::commit_all(ctx, opened);
-            return Err(e);
-        }
-        if ready {
-            let replies: Result<Vec<RedisValue>, LockError> = opened
-                .iter_mut()
-                .map(|(_, _, tx)| tx.take(&request).map(RedisValue::Integer))
-                .collect();
-            let locks: Vec<LockId<'static>> = opened.iter().map(|(l, _, _)| l.to_owned()).collect();
-            handoff::commit_all(ctx, opened);
-            if replies.is_ok() {
-                events::watch_expiry(ctx);
-                if request.keepalive {
-                    events::watch_clients(ctx);
-                }
-                for (lock, re_entry) in locks.iter().zip(re_entries) {
-                    let how = match (request.keepalive, re_entry) {
-                        (true, _) => Taken::KeepAlive,
-                        (false, true) => Taken::Reentry,
-                        (false, false) => Taken::Fresh,
-                    };
-                    keepalive::taken(ctx, lock, owner.as_slice(), how, request.lease_ms);
-                }
-            }
-            return replies.map(RedisValue::Array);
-        }
-        let locks: Vec<LockId<'static>> = opened.iter().map(|(l, _, _)| l.to_owned()).collect();
-        handoff::commit_all(ctx, opened);
-        // Read after the commits: a hand-off among them moves a deadline.
-        let lease_ends: Vec<Option<i64>> = names
-            .iter()
-            .map(|name| store::expires_at(ctx, name))
-            .collect();
-        match wait {
-            Some(wait) => {
-                enqueue_group(ctx, &locks, request, wait, &lease_ends)?;
-                Ok(RedisValue::NoReply)
-            }
-            None => Ok(RedisValue::Null),
-        }
+        let opened = open_all(ctx, names, Origin::caller(owner, request.fence))?;
+        acquisition::acquire_all(ctx, opened, &request, wait)
     })
-}
-
-/// Blocks the caller with an entry at the tail of every key's queue.
-fn enqueue_group(
-    ctx: &Context,
-    locks: &[LockId<'static>],
-    request: Request,
-    wait: Wait,
-    lease_ends: &[Option<i64>],
-) -> Result<(), LockError> {
-    events::watch_for_waiters(ctx);
-    blocking::block_caller(ctx, request, wait, |reg, waiter| {
-        let ids: Vec<u64> = locks.iter().map(|_| reg.next_serial()).collect();
-        reg.enqueue_group(locks, &ids, waiter);
-    })?;
-    for (lock, lease_end) in locks.iter().zip(lease_ends) {
-        lease::ensure_lease_timer(ctx, lock, || *lease_end);
-    }
-    Ok(())
 }
 
 fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
@@ -262,36 +161,19 @@ fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
         if !options.is_empty() {
             return Err(LockError::arity(MRELEASE.spec.name()));
         }
-        let mut opened = open_all(
-            ctx,
-            names,
-            Origin::Command {
-                owner: Some(owner),
-                fences: false,
-            },
-        )?;
+        let mut opened = open_all(ctx, names, by(Some(owner)))?;
         let who = owner.as_slice();
-        let refused = opened.iter().find_map(|(_, _, tx)| match tx.state() {
-            LockState::Shared(_) => Some(LockError::holds_read_write_lock()),
-            state if state.holds_of(who).is_none() => Some(LockError::not_owner()),
-            _ => None,
-        });
-        if let Some(e) = refused {
-            handoff::commit_all(ctx, opened);
-            return Err(e);
-        }
-        let left: Result<Vec<RedisValue>, LockError> = opened
-            .iter_mut()
-            .map(|(lock, _, tx)| {
-                with_queue(lock, |queue| tx.release(queue, who, None))
-                    .and_then(|holds| holds.map(RedisValue::Integer))
-            })
-            .collect();
-        for (lock, _, tx) in &opened {
-            if !tx.state().held_by(who) {
-                keepalive::unbind(lock, who);
-            }
-        }
+        let left =
+            may_release_all(opened.iter().map(|(_, _, tx)| tx.state()), who).and_then(|()| {
+                opened
+                    .iter_mut()
+                    .map(|(lock, _, tx)| {
+                        let left = with_queue(lock, |queue| tx.release(queue, who, None))??;
+                        keepalive::released(lock, who, tx.state());
+                        Ok(RedisValue::Integer(left))
+                    })
+                    .collect::<Result<Vec<_>, LockError>>()
+            });
         handoff::commit_all(ctx, opened);
         left.map(RedisValue::Array)
     })

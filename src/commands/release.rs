@@ -4,13 +4,11 @@
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use super::{
-    by, command, lock_id, owner_call, run, with_queue, Command, OwnerCall, KEY, LEASE, OWNER,
-};
+use super::{by, command, lock_id, owner_call, run, Command, OwnerCall, KEY, LEASE, OWNER};
 use crate::ffi::{ArgDoc, ArgKind, CommandSpec, KeyArgs, KEY_RW_DELETE, KEY_RW_UPDATE};
 use crate::handoff::{self, begin};
-use crate::keepalive::{self, Taken};
-use crate::{config, events};
+use crate::waiters::with_queue;
+use crate::{acquisition, config, keepalive};
 use lock_rules::args::{parse_owner, parse_renew_options};
 use lock_rules::error::{printable, LockError};
 use lock_rules::request::Side;
@@ -98,8 +96,8 @@ fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
         let lock = lock_id(ctx, name);
         let (key, mut tx) = begin(ctx, name, &lock, by(Some(owner_arg)))?;
         let left = with_queue(&lock, |queue| tx.release(queue, owner, side))?;
-        if left.is_ok() && !tx.state().held_by(owner) {
-            keepalive::unbind(&lock, owner);
+        if left.is_ok() {
+            keepalive::released(&lock, owner, tx.state());
         }
         handoff::commit(ctx, &lock, &key, tx);
         Ok(RedisValue::Integer(left?))
@@ -137,14 +135,9 @@ fn renew(ctx: &Context, args: &[RedisString]) -> RedisResult {
         let (key, mut tx) = begin(ctx, name, &lock, by(Some(owner)))?;
         let renewed = tx.renew(owner.as_slice(), lease);
         handoff::commit(ctx, &lock, &key, tx);
-        if renewed.is_ok() && options.keepalive {
-            // Re-attach: from now on this connection keeps the holds alive.
-            events::watch_clients(ctx);
-            keepalive::taken(ctx, &lock, owner.as_slice(), Taken::KeepAlive, lease);
-        } else if renewed.is_ok() {
-            keepalive::taken(ctx, &lock, owner.as_slice(), Taken::Reentry, lease);
-        }
-        Ok(RedisValue::Integer(renewed?))
+        let renewed = renewed?;
+        acquisition::renewed(ctx, &lock, owner.as_slice(), lease, options.keepalive);
+        Ok(RedisValue::Integer(renewed))
     })
 }
 

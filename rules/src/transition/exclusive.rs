@@ -113,7 +113,7 @@ impl<T: Queued> Transition<T> {
     /// Gives `req.owner` one more hold on a lock that is free or already
     /// its own. Everything that can fail is checked before anything is
     /// written.
-    pub(super) fn grant(&mut self, req: &Request) -> Result<i64, LockError> {
+    pub(crate) fn grant(&mut self, req: &Request) -> Result<i64, LockError> {
         let holds = match &self.state {
             LockState::Free => 1,
             LockState::Held { owner, holds } if *owner == req.owner => {
@@ -168,6 +168,7 @@ impl<T: Queued> Transition<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::multilock::{take_all, AllOrNone};
     use crate::queue::WaiterId;
     use crate::request::LockKind;
     use crate::transition::Verdict;
@@ -249,9 +250,12 @@ mod tests {
             Ok(Acquisition::Busy)
         );
         assert!(t.changes.is_empty());
-        assert_eq!(t.check_take(&req("m", 10)), Ok(()));
-        assert_eq!(t.take(&req("m", 10)), Ok(1));
-        assert_eq!(t.take(&req("m", 10)), Ok(2));
+        for holds in [1, 2] {
+            assert_eq!(
+                take_all([(&mut t, true)], &req("m", 10)),
+                AllOrNone::Taken(vec![holds])
+            );
+        }
         assert_eq!((t.tally.acquired, t.tally.reentered), (1, 1));
     }
 

@@ -16,7 +16,7 @@ use crate::error::LockError;
 use crate::holds::Holders;
 use crate::queue::{Fifo, WaiterId};
 use crate::read_write::HoldAdmission;
-use crate::request::{FieldName, Queued, Request, Side};
+use crate::request::{FieldName, Queued, Side};
 use crate::state::LockState;
 
 /// One change to the lock key or a key derived from it (its token key, a
@@ -212,32 +212,6 @@ impl<T: Queued> Transition<T> {
                 verdict,
             });
         }
-    }
-
-    /// Whether [`Self::take`] would succeed: the lease deadline, the hold
-    /// count and the fencing token can all be had.
-    pub fn check_take(&self, req: &Request) -> Result<(), LockError> {
-        self.deadline(req.lease_ms)?;
-        if let Some(holds) = self.state.holds_of(&req.owner) {
-            holds.checked_add(1).ok_or_else(LockError::holds_overflow)?;
-        }
-        if req.fence {
-            self.next_token()?;
-        }
-        Ok(())
-    }
-
-    /// One more hold for a multi-lock caller on a key it may take now (see
-    /// [`crate::multilock::access`]).
-    pub fn take(&mut self, req: &Request) -> Result<i64, LockError> {
-        let reentry = self.state.holds_of(&req.owner).is_some();
-        let reply = self.grant(req)?;
-        if reentry {
-            self.tally.reentered += 1;
-        } else {
-            self.tally.acquired += 1;
-        }
-        Ok(reply)
     }
 
     /// Answers every waiter with `error` instead of the lock: the key was

@@ -1,0 +1,201 @@
+//! An acquire carried through once its command has parsed it and begun the
+//! transition of each lock it names: the rules decide (one lock's
+//! `acquire`; a multi-lock caller's all-or-none `take_all`), the hand-off
+//! commits, and then what the outcome brings besides the transition:
+//!
+//! - a grant: the hold bound to the caller's connection with KEEPALIVE (or
+//!   a binding's lease replaced by a re-entry, or a stale one dropped), and
+//!   the events its hold needs listened to;
+//! - a wait: the caller blocked at the tail of the lock's queue (a
+//!   multi-lock caller, one entry in each key's), with a timer at the lease
+//!   end it waits for;
+//! - busy without BLOCK: nil.
+//!
+//! And LOCK.RENEW's binding: a re-attach with KEEPALIVE, or the lease a hold
+//! kept alive is renewed with from now on.
+//!
+//! Offers: [`acquire`], [`acquire_all`], [`renewed`].
+
+use redis_module::{Context, RedisString, RedisValue};
+
+use crate::keepalive::{self, Taken};
+use crate::store::{self, LockKey};
+use crate::waiters::{with_queue, Registry, Waiter};
+use crate::{blocking, events, handoff, lease};
+use lock_rules::args::Wait;
+use lock_rules::error::LockError;
+use lock_rules::lock_id::LockId;
+use lock_rules::multilock::{take_all, AllOrNone};
+use lock_rules::request::Request;
+use lock_rules::transition::{Acquisition, Transition};
+
+/// LOCK.ACQUIRE, RACQUIRE or WACQUIRE on `lock`, opened as `key` with its
+/// transition `tx` begun: the integer reply of a grant, nil, or no reply
+/// yet (the caller waits).
+pub fn acquire(
+    ctx: &Context,
+    lock: &LockId<'_>,
+    key: LockKey<'_>,
+    mut tx: Transition<Waiter>,
+    request: &Request,
+    wait: Option<Wait>,
+) -> Result<RedisValue, LockError> {
+    let held = tx.state().held_by(&request.owner);
+    if held && !request.keepalive {
+        keepalive::may_set_lease(lock, &request.owner, request.lease_ms)?;
+    }
+    let acquired = with_queue(lock, |queue| tx.acquire(queue, request, wait.is_some()))?;
+    let next_end = tx.next_end();
+    handoff::commit(ctx, lock, &key, tx);
+    match (acquired?, wait) {
+        (Acquisition::Now(reply), _) => {
+            granted(ctx, lock, request, held);
+            Ok(RedisValue::Integer(reply))
+        }
+        (Acquisition::Wait, Some(wait)) => {
+            let lease_end = lease::earliest(next_end, lease_end(ctx, key));
+            enqueue(
+                ctx,
+                &[lock.to_owned()],
+                request,
+                wait,
+                &[lease_end],
+                |reg, locks, w| {
+                    let id = reg.next_serial();
+                    reg.enqueue(&locks[0], id, w);
+                },
+            )?;
+            Ok(RedisValue::NoReply)
+        }
+        (Acquisition::Busy | Acquisition::Wait, _) => Ok(RedisValue::Null),
+    }
+}
+
+/// LOCK.MACQUIRE on the locks `opened` (each with its key and begun
+/// transition, in the order named): an array of replies if every one is
+/// granted, nil, or no reply yet (the caller waits for all of them as one).
+pub fn acquire_all(
+    ctx: &Context,
+    opened: Vec<(LockId<'_>, LockKey<'_>, Transition<Waiter>)>,
+    request: &Request,
+    wait: Option<Wait>,
+) -> Result<RedisValue, LockError> {
+    let mut opened = opened;
+    // Waiters already queued on a key are served first, as for one key;
+    // then the caller is first in line where nobody is left queued.
+    let mut first_in_line = Vec::with_capacity(opened.len());
+    let mut held = Vec::with_capacity(opened.len());
+    let mut refused = None;
+    for (lock, _, tx) in &mut opened {
+        match with_queue(lock, |queue| {
+            tx.settle(queue);
+            queue.is_empty()
+        }) {
+            Ok(first) => first_in_line.push(first),
+            Err(e) => {
+                refused.get_or_insert(e);
+                first_in_line.push(false);
+            }
+        }
+        let holds = tx.state().held_by(&request.owner);
+        if holds && !request.keepalive {
+            if let Err(e) = keepalive::may_set_lease(lock, &request.owner, request.lease_ms) {
+                refused.get_or_insert(e);
+            }
+        }
+        held.push(holds);
+    }
+    let decision = match refused {
+        Some(e) => AllOrNone::Refused(e),
+        None => take_all(
+            opened.iter_mut().map(|(_, _, tx)| tx).zip(first_in_line),
+            request,
+        ),
+    };
+    let locks: Vec<LockId<'static>> = opened.iter().map(|(lock, _, _)| lock.to_owned()).collect();
+    let names: Vec<&RedisString> = opened.iter().map(|(_, key, _)| key.name()).collect();
+    // Whatever the decision, every transition is committed: a settle may
+    // have handed a key on, and its waiter must hear.
+    handoff::commit_all(ctx, opened);
+    match (decision, wait) {
+        (AllOrNone::Taken(replies), _) => {
+            for (lock, held) in locks.iter().zip(held) {
+                granted(ctx, lock, request, held);
+            }
+            Ok(RedisValue::Array(
+                replies.into_iter().map(RedisValue::Integer).collect(),
+            ))
+        }
+        (AllOrNone::Refused(e), _) => Err(e),
+        (AllOrNone::Busy, Some(wait)) => {
+            // Read after the commits: a hand-off among them moved a deadline.
+            let lease_ends: Vec<Option<i64>> = names
+                .iter()
+                .map(|name| store::expires_at(ctx, name))
+                .collect();
+            enqueue(ctx, &locks, request, wait, &lease_ends, |reg, locks, w| {
+                let ids: Vec<u64> = locks.iter().map(|_| reg.next_serial()).collect();
+                reg.enqueue_group(locks, &ids, w);
+            })?;
+            Ok(RedisValue::NoReply)
+        }
+        (AllOrNone::Busy, None) => Ok(RedisValue::Null),
+    }
+}
+
+/// LOCK.RENEW renewed `owner`'s holds of `lock` with `lease_ms`: with
+/// KEEPALIVE this connection keeps them alive from now on (a re-attach);
+/// without, a binding they have is renewed with this lease from now on.
+pub fn renewed(ctx: &Context, lock: &LockId<'_>, owner: &[u8], lease_ms: i64, keep_alive: bool) {
+    let how = if keep_alive {
+        events::watch_clients(ctx);
+        Taken::KeepAlive
+    } else {
+        Taken::Reentry
+    };
+    keepalive::taken(ctx, lock, owner, how, lease_ms);
+}
+
+/// A hold of `lock` granted to the caller (`held`: it held the lock
+/// before, a re-entry): its binding settled, and its end listened for.
+fn granted(ctx: &Context, lock: &LockId<'_>, request: &Request, held: bool) {
+    // The hold's time ends with its key.
+    events::watch_expiry(ctx);
+    let how = if request.keepalive {
+        events::watch_clients(ctx);
+        Taken::KeepAlive
+    } else if held {
+        Taken::Reentry
+    } else {
+        Taken::Fresh
+    };
+    keepalive::taken(ctx, lock, &request.owner, how, request.lease_ms);
+}
+
+/// The lock's deadline as it is after the commit, read afresh: the handle
+/// opened before may no longer see the key.
+fn lease_end(ctx: &Context, key: LockKey<'_>) -> Option<i64> {
+    let name = key.name();
+    drop(key);
+    store::expires_at(ctx, name)
+}
+
+/// Blocks the caller, `place` queueing it on `locks`; each lock then has a
+/// timer at its lease end (`lease_ends`, in the same order).
+fn enqueue(
+    ctx: &Context,
+    locks: &[LockId<'static>],
+    request: &Request,
+    wait: Wait,
+    lease_ends: &[Option<i64>],
+    place: impl FnOnce(&mut Registry, &[LockId<'static>], Waiter),
+) -> Result<(), LockError> {
+    events::watch_for_waiters(ctx);
+    blocking::block_caller(ctx, request.clone(), wait, |reg, waiter| {
+        place(reg, locks, waiter)
+    })?;
+    for (lock, lease_end) in locks.iter().zip(lease_ends) {
+        lease::ensure_lease_timer(ctx, lock, || *lease_end);
+    }
+    Ok(())
+}
