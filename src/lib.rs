@@ -1,22 +1,30 @@
 //! `lock`: Redisson-compatible distributed locks as native Redis commands,
 //! with in-server FIFO waiting and direct hand-off.
 //!
-//! Layers, each using only those below it (top first):
-//! - `lib.rs`: loading (commands, configs, INFO, events) and unloading.
+//! Layers, each using only those below it (top first; docs/architecture.md
+//! walks through them):
+//! - `lib.rs`: loading (settings, commands, events) and unloading; INFO.
 //! - `commands/`: the LOCK.* commands, each declared next to its handler.
+//! - `acquisition.rs`: an acquire carried through: the rules' decision
+//!   (one lock, or a multi-lock caller's all or none), the commit, and what
+//!   the outcome brings (a KEEPALIVE binding and event watches, or the
+//!   caller blocked in the queues with a lease timer).
 //! - `events.rs`: what ends a lock outside a command (keyspace and server
 //!   events), and the drain of deferred work.
 //! - `blocking.rs`: blocked callers, the BLOCK timer, lost grants.
 //! - `keepalive.rs`: KEEPALIVE holds renewed by the server while their
 //!   connection lives.
-//! - `handoff.rs`: beginning and committing a lock's transition.
+//! - `handoff.rs`: beginning and committing a lock's transition; serving a
+//!   multi-lock waiter.
 //! - `lease.rs`: timers (and an alarm thread) at lease ends of locks
 //!   someone waits for.
 //! - `deferred.rs`: work noted now and done in a 0 ms timer.
-//! - `holds.rs` (since when each lock is held, for hold times).
-//! - `store.rs` (the lock key), `waiters.rs` (the waiter registry),
-//!   `replication.rs`, `min_replicas.rs`, `info.rs` (counters and time
-//!   percentiles), `config.rs`.
+//! - `store.rs` (the lock key), `writable.rs` (whether a timer may write
+//!   now), `holds.rs` (since when each lock is held, for hold times).
+//! - `waiters.rs` (the waiter registry), `replication.rs`, `config.rs`
+//!   (the module's settings), `server_settings.rs` (the server's that it
+//!   follows), `stats.rs` (counters and time percentiles).
+//! - `sync.rs` (taking mutexes), `clock.rs` (the clock in µs).
 //! - `lock_rules` (the `rules/` crate): the lock rules, pure Rust with unit
 //!   tests.
 //! - `ffi/`: every `unsafe` call into the module API; the compiler refuses

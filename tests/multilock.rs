@@ -459,6 +459,40 @@ fn a_waiting_caller_whose_key_became_another_type_is_answered() {
     assert_eq!(acquire(&mut con, "a", "q", &[]), Value::Int(1));
 }
 
+/// A multi-lock caller whose fencing token cannot be issued on one of its
+/// keys is told so at once, as a single-key caller is, whether its keys are
+/// free or busy: it is not queued to be refused at its turn. A key that is
+/// a read-write lock is refused at once too, behind a busy key or not.
+#[test]
+fn a_caller_that_can_never_have_its_keys_is_refused_at_once_even_when_they_are_busy() {
+    let server = Server::start();
+    let mut con = server.client();
+    let _: () = q(&mut con, &["SET", "redisson_lock_token:{b}", "abc"]);
+    let want = "ERR fencing token key holds a value that is not an integer or out of range";
+    for busy in [false, true] {
+        if busy {
+            acquire(&mut con, "a", "x", &["PX", "60000"]);
+        }
+        for opts in [&["FENCE"][..], &["FENCE", "BLOCK", "0"]] {
+            let mut args = vec!["LOCK.MACQUIRE", "2", "a", "b", "o"];
+            args.extend(opts);
+            assert_eq!(err(&mut con, &args), want, "busy {busy}: {args:?}");
+            assert_eq!(waiters(&mut con, "a"), 0);
+            assert!(!exists(&mut con, "b"));
+        }
+    }
+    let _: i64 = q(&mut con, &["LOCK.RACQUIRE", "rw", "r", "PX", "60000"]);
+    assert_eq!(
+        err(
+            &mut con,
+            &["LOCK.MACQUIRE", "2", "a", "rw", "o", "BLOCK", "0"]
+        ),
+        "WRONGTYPE key holds a read-write lock: use LOCK.RACQUIRE or LOCK.WACQUIRE"
+    );
+    assert_eq!(waiters(&mut con, "a"), 0);
+    assert_eq!(owner_of(&mut con, "a").as_deref(), Some("x"));
+}
+
 #[test]
 fn a_waiting_caller_is_served_when_a_key_is_handed_to_its_own_owner() {
     let server = Server::start();
