@@ -56,12 +56,25 @@ use redis::{Connection, Value};
 /// smallest bounds a hold taken without PX.
 const DEFAULT_LEASES: [u64; 3] = [200, 300, 400];
 const MAX_LEASE_MS: u64 = 400;
-/// The least lease of a KEEPALIVE hold. It is renewed at half its lease,
-/// so a renewal may be half of it late before the hold lapses: here 150 ms,
-/// more than any fault stalls the server for (a DEBUG RELOAD of this data,
-/// a fork, a write pause of at most 80 ms). A stall longer than that ends a
-/// hold whose connection lives, as it ends any lease.
-const MIN_KEEPALIVE_LEASE_MS: u64 = 300;
+/// The least lease of a KEEPALIVE hold: above the shortest the server keeps
+/// alive (704 ms at hz 10, `INFO lock` keepalive_min_lease_ms). It is
+/// renewed at half its lease, so a renewal may be half of it late before
+/// the hold lapses: here 360 ms, more than any fault stalls the server for
+/// (a DEBUG RELOAD of this data, a fork, a write pause of at most 80 ms). A
+/// stall longer than that ends a hold whose connection lives, as it ends
+/// any lease.
+const MIN_KEEPALIVE_LEASE_MS: u64 = 720;
+const MAX_KEEPALIVE_LEASE_MS: u64 = 1000;
+
+/// The longest lease a hold whose leases are at least `min_lease` gets: a
+/// KEEPALIVE hold's range is its own.
+fn max_lease(min_lease: u64) -> u64 {
+    if min_lease >= MIN_KEEPALIVE_LEASE_MS {
+        MAX_KEEPALIVE_LEASE_MS
+    } else {
+        MAX_LEASE_MS
+    }
+}
 
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -512,7 +525,7 @@ impl Client<'_> {
             // Re-entry: one more hold and a fresh lease (which KEEPALIVE
             // then renews).
             if self.rng.one_in(8) {
-                let again = self.rng.range(min_lease, MAX_LEASE_MS);
+                let again = self.rng.range(min_lease, max_lease(min_lease));
                 let args = vec![
                     "LOCK.ACQUIRE".to_string(),
                     name.clone(),
@@ -605,7 +618,10 @@ impl Client<'_> {
     fn acquire_options(&mut self) -> AcquireOptions {
         let keepalive = self.rng.one_in(5);
         let lease = if keepalive {
-            Some(self.rng.range(MIN_KEEPALIVE_LEASE_MS, MAX_LEASE_MS))
+            Some(
+                self.rng
+                    .range(MIN_KEEPALIVE_LEASE_MS, MAX_KEEPALIVE_LEASE_MS),
+            )
         } else {
             (!self.rng.one_in(5)).then(|| self.rng.range(150, MAX_LEASE_MS))
         };
@@ -815,7 +831,7 @@ impl Client<'_> {
         if !self.rng.one_in(5) {
             return Renewal::None;
         }
-        let renewal = self.rng.range(min_lease, MAX_LEASE_MS);
+        let renewal = self.rng.range(min_lease, max_lease(min_lease));
         let args = vec![
             "LOCK.RENEW".to_string(),
             name.to_string(),
@@ -942,7 +958,7 @@ impl Client<'_> {
     /// Either may find its first hold's lease over and be treated as any
     /// caller.
     fn other_kind_hold(&mut self, key: usize, write: bool, min_lease: u64) -> Option<Hold> {
-        let lease = self.rng.range(min_lease, MAX_LEASE_MS);
+        let lease = self.rng.range(min_lease, max_lease(min_lease));
         let fence = self.rng.one_in(3);
         let command = if write {
             "LOCK.RACQUIRE"
@@ -1635,7 +1651,7 @@ fn history_under_faults_keeps_every_guarantee() {
     for key in &shared.keys {
         let ttl = pttl(&mut con, key);
         assert!(
-            ttl <= MAX_LEASE_MS as i64,
+            ttl <= MAX_KEEPALIVE_LEASE_MS as i64,
             "{key} still held {ttl} ms after every client stopped"
         );
     }

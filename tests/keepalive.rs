@@ -116,7 +116,7 @@ fn an_idle_connection_keeps_the_lock_until_it_closes_then_the_lease_runs_out() {
     assert_eq!(
         q::<i64>(
             &mut holder,
-            &["LOCK.ACQUIRE", "k", "h", "PX", "300", "KEEPALIVE"]
+            &["LOCK.ACQUIRE", "k", "h", "PX", "800", "KEEPALIVE"]
         ),
         1
     );
@@ -163,7 +163,7 @@ fn a_killed_holder_process_loses_the_lock_at_its_lease_end() {
     let server = Server::start();
     let mut con = server.client();
     let mut cli = Cli::local(&server);
-    cli.run("LOCK.ACQUIRE job cron-1 PX 400 KEEPALIVE");
+    cli.run("LOCK.ACQUIRE job cron-1 PX 800 KEEPALIVE");
     wait_until("the process holds the lock", || {
         lock_field(&mut con, "job", "keepalive_client").is_some()
     });
@@ -197,7 +197,7 @@ fn a_stopped_holder_keeps_the_lock_until_the_maximum_hold_time() {
     let server = Server::start();
     let mut con = server.client();
     let mut cli = Cli::local(&server);
-    cli.run("LOCK.ACQUIRE k stuck PX 300 KEEPALIVE");
+    cli.run("LOCK.ACQUIRE k stuck PX 800 KEEPALIVE");
     wait_until("the process holds the lock", || {
         lock_field(&mut con, "k", "keepalive_client").is_some()
     });
@@ -238,7 +238,7 @@ fn renew_keepalive_reattaches_a_hold_after_a_reconnect() {
     assert_eq!(
         q::<i64>(
             &mut first,
-            &["LOCK.ACQUIRE", "k", "app", "PX", "500", "KEEPALIVE"]
+            &["LOCK.ACQUIRE", "k", "app", "PX", "1000", "KEEPALIVE"]
         ),
         1
     );
@@ -251,9 +251,9 @@ fn renew_keepalive_reattaches_a_hold_after_a_reconnect() {
     assert_eq!(
         q::<i64>(
             &mut second,
-            &["LOCK.RENEW", "k", "app", "PX", "500", "KEEPALIVE"]
+            &["LOCK.RENEW", "k", "app", "PX", "1000", "KEEPALIVE"]
         ),
-        500
+        1000
     );
     assert_eq!(
         lock_field(&mut con, "k", "keepalive_client"),
@@ -298,24 +298,24 @@ fn a_new_lease_from_the_owner_is_the_one_kept_alive() {
         &["PX", "60000", "BLOCK", "0"],
         1,
     );
-    // Renewed next after 20 s with the old schedule; the lease is 300 ms.
+    // Renewed next after 20 s with the old schedule; the lease is 800 ms.
     assert_eq!(
-        q::<i64>(&mut holder, &["LOCK.RENEW", "k", "h", "PX", "300"]),
-        300
+        q::<i64>(&mut holder, &["LOCK.RENEW", "k", "h", "PX", "800"]),
+        800
     );
     let from = renewals(&server);
     wait_for_renewals(&server, from, 6);
     assert_eq!(lock_field(&mut con, "k", "owner").as_deref(), Some("h"));
-    assert!(pttl(&mut con, "k") <= 300, "renewed with the new lease");
+    assert!(pttl(&mut con, "k") <= 800, "renewed with the new lease");
     // A re-entry's lease replaces it the same way.
     assert_eq!(
-        q::<i64>(&mut holder, &["LOCK.ACQUIRE", "k", "h", "PX", "250"]),
+        q::<i64>(&mut holder, &["LOCK.ACQUIRE", "k", "h", "PX", "750"]),
         2
     );
     let from = renewals(&server);
     wait_for_renewals(&server, from, 6);
     assert_eq!(lock_field(&mut con, "k", "owner").as_deref(), Some("h"));
-    assert!(pttl(&mut con, "k") <= 250);
+    assert!(pttl(&mut con, "k") <= 750);
     assert_eq!(waiters(&mut con, "k"), 1);
     assert_eq!(
         lock_field(&mut con, "k", "keepalive_client"),
@@ -357,14 +357,14 @@ fn a_new_lease_from_the_owner_is_the_one_kept_alive() {
 fn a_lease_too_short_to_keep_alive_is_refused() {
     let server = Server::start();
     let mut con = server.client();
-    assert_eq!(server.stat("keepalive_min_lease_ms"), 204);
+    assert_eq!(server.stat("keepalive_min_lease_ms"), 704);
     let refused_below = |min: i64, con: &mut Connection, args: &[&str], lease: i64| {
         let e = err(con, args);
         let want = format!("ERR KEEPALIVE needs a lease of at least {min} ms, got {lease}:");
         assert!(e.starts_with(&want), "{args:?}: {e}");
     };
     let refused =
-        |con: &mut Connection, args: &[&str], lease: i64| refused_below(204, con, args, lease);
+        |con: &mut Connection, args: &[&str], lease: i64| refused_below(704, con, args, lease);
     refused(
         &mut con,
         &["LOCK.ACQUIRE", "k", "o", "PX", "1", "KEEPALIVE"],
@@ -377,12 +377,12 @@ fn a_lease_too_short_to_keep_alive_is_refused() {
             "k",
             "o",
             "PX",
-            "203",
+            "703",
             "KEEPALIVE",
             "BLOCK",
             "0",
         ],
-        203,
+        703,
     );
     refused(
         &mut con,
@@ -447,7 +447,7 @@ fn a_lease_too_short_to_keep_alive_is_refused() {
     let keys: Vec<String> = (0..50).map(|i| format!("floor:{i}")).collect();
     for key in &keys {
         assert_eq!(
-            acquire(&mut kept, key, "f", &["PX", "204", "KEEPALIVE"]),
+            acquire(&mut kept, key, "f", &["PX", "704", "KEEPALIVE"]),
             Value::Int(1)
         );
     }
@@ -464,16 +464,16 @@ fn a_lease_too_short_to_keep_alive_is_refused() {
 
     // The floor follows hz.
     let _: () = q(&mut con, &["CONFIG", "SET", "hz", "100"]);
-    assert_eq!(server.stat("keepalive_min_lease_ms"), 24);
+    assert_eq!(server.stat("keepalive_min_lease_ms"), 524);
     assert_eq!(
-        acquire(&mut kept, "fast", "f", &["PX", "30", "KEEPALIVE"]),
+        acquire(&mut kept, "fast", "f", &["PX", "530", "KEEPALIVE"]),
         Value::Int(1)
     );
     refused_below(
-        24,
+        524,
         &mut con,
-        &["LOCK.ACQUIRE", "k2", "o", "PX", "23", "KEEPALIVE"],
-        23,
+        &["LOCK.ACQUIRE", "k2", "o", "PX", "523", "KEEPALIVE"],
+        523,
     );
 }
 
@@ -489,7 +489,7 @@ fn every_acquire_takes_keepalive_and_lock_info_shows_who_keeps_what() {
     let (id1, id2) = (client_id(&mut r1), client_id(&mut r2));
     for (c, owner) in [(&mut r1, "r1"), (&mut r2, "r2")] {
         assert_eq!(
-            q::<i64>(c, &["LOCK.RACQUIRE", "rw", owner, "PX", "300", "KEEPALIVE"]),
+            q::<i64>(c, &["LOCK.RACQUIRE", "rw", owner, "PX", "800", "KEEPALIVE"]),
             1
         );
     }
@@ -519,7 +519,7 @@ fn every_acquire_takes_keepalive_and_lock_info_shows_who_keeps_what() {
             "rw",
             "w",
             "PX",
-            "300",
+            "800",
             "BLOCK",
             "0",
             "KEEPALIVE",
@@ -549,7 +549,7 @@ fn every_acquire_takes_keepalive_and_lock_info_shows_who_keeps_what() {
             "b",
             "m",
             "PX",
-            "300",
+            "800",
             "KEEPALIVE",
         ],
     );
@@ -579,7 +579,7 @@ fn renewals_reach_the_replica_and_the_aof_as_absolute_deadlines() {
     let before = token_floor(&mut con);
     let token: i64 = q(
         &mut holder,
-        &["LOCK.ACQUIRE", "k", "h", "PX", "300", "KEEPALIVE", "FENCE"],
+        &["LOCK.ACQUIRE", "k", "h", "PX", "800", "KEEPALIVE", "FENCE"],
     );
     assert_token_between(token, before, token_floor(&mut con), 0, "FENCE");
     let first = pexpiretime(&mut con, "k");
@@ -618,7 +618,7 @@ fn a_restart_never_extends_a_hold() {
     assert_eq!(
         q::<i64>(
             &mut holder,
-            &["LOCK.ACQUIRE", "k", "h", "PX", "500", "KEEPALIVE"]
+            &["LOCK.ACQUIRE", "k", "h", "PX", "1000", "KEEPALIVE"]
         ),
         1
     );
@@ -654,7 +654,7 @@ fn after_a_promotion_the_holder_reattaches_on_the_new_master() {
     assert_eq!(
         q::<i64>(
             &mut holder,
-            &["LOCK.ACQUIRE", "k", "h", "PX", "500", "KEEPALIVE"]
+            &["LOCK.ACQUIRE", "k", "h", "PX", "1000", "KEEPALIVE"]
         ),
         1
     );
@@ -674,9 +674,9 @@ fn after_a_promotion_the_holder_reattaches_on_the_new_master() {
     assert_eq!(
         q::<i64>(
             &mut on_new,
-            &["LOCK.RENEW", "k", "h", "PX", "500", "KEEPALIVE"]
+            &["LOCK.RENEW", "k", "h", "PX", "1000", "KEEPALIVE"]
         ),
-        500
+        1000
     );
     let from = renewals(&replica);
     wait_for_renewals(&replica, from, 9);
@@ -820,7 +820,7 @@ fn a_holder_cut_off_by_the_network_loses_the_lock_within_the_dead_peer_bound() {
 fn keepalive_needs_a_connection_of_its_own() {
     let server = Server::start();
     let mut con = server.client();
-    let script = "return redis.call('LOCK.ACQUIRE', KEYS[1], 'o', 'PX', '300', 'KEEPALIVE')";
+    let script = "return redis.call('LOCK.ACQUIRE', KEYS[1], 'o', 'PX', '800', 'KEEPALIVE')";
     assert_eq!(err_code(&mut con, &["EVAL", script, "1", "k"]), "ERR",);
     assert!(!exists(&mut con, "k"));
     let script = "return redis.call('LOCK.RENEW', KEYS[1], 'o', 'KEEPALIVE')";
@@ -836,7 +836,7 @@ fn keepalive_needs_a_connection_of_its_own() {
         .arg("m")
         .arg("o")
         .arg("PX")
-        .arg("300")
+        .arg("800")
         .arg("KEEPALIVE")
         .query(&mut tx)
         .expect("MULTI");
@@ -891,14 +891,14 @@ fn after_a_cluster_failover_the_holder_reattaches_on_the_new_master() {
 /// `hz 1`, once a second) has refreshed its cached clock: without asking
 /// again after refreshing it, the renewal waited for the next cron tick,
 /// up to a second after the pause (at 400 ms leases, which the floor now
-/// refuses at `hz 1`, it came after the lease in most trials). The renewal's
+/// refuses, it came after the lease in most trials). The renewal's
 /// time is read off the new deadline: it minus the lease.
 #[test]
 fn a_renewal_held_up_by_a_write_pause_is_made_when_the_pause_ends() {
     let server = Config::default().arg("hz", "1").start();
     let mut holder = server.client();
     let mut admin = server.client();
-    let lease: i64 = 2100;
+    let lease: i64 = 2600;
     assert!(server.stat("keepalive_min_lease_ms") <= lease);
     for trial in 0..4 {
         let key = format!("k{trial}");

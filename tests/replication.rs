@@ -873,7 +873,7 @@ fn too_few_replicas_hold_back_hand_offs_and_renewals_until_they_return() {
     assert_eq!(acquire(&mut con, "k", "a", &["PX", "300"]), Value::Int(1));
     let mut kept = master.client();
     assert_eq!(
-        acquire(&mut kept, "kept", "c", &["PX", "300", "KEEPALIVE"]),
+        acquire(&mut kept, "kept", "c", &["PX", "800", "KEEPALIVE"]),
         Value::Int(1)
     );
     let mut waiter: Connection = queue_waiter(

@@ -260,12 +260,13 @@ impl LockError {
 
     /// KEEPALIVE (or a new lease for a hold kept alive) with a lease the
     /// server cannot renew in time.
-    pub fn keepalive_lease_too_short(min_ms: i64, hz: i64, lease_ms: i64) -> Self {
+    pub fn keepalive_lease_too_short(min_ms: i64, lease_ms: i64, late_ms: i64, hz: i64) -> Self {
         Self::new(
             "ERR",
             format!(
                 "KEEPALIVE needs a lease of at least {min_ms} ms, got {lease_ms}: the server renews it \
-                 at half the lease, up to one cron tick (1000/hz, hz {hz}) late"
+                 at half the lease, and a renewal can be up to {late_ms} ms late (a cron tick at hz \
+                 {hz}, a fork, a busy machine)"
             ),
         )
     }
@@ -345,7 +346,7 @@ mod tests {
             LockError::token_unavailable(),
             LockError::replica(),
             LockError::busy(),
-            LockError::keepalive_lease_too_short(204, 10, 5),
+            LockError::keepalive_lease_too_short(704, 5, 352, 10),
         ];
         for e in all {
             let text = e.to_string();
