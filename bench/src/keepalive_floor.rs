@@ -76,8 +76,17 @@ async fn lock_stat(c: &mut Conn, name: &str) -> io::Result<i64> {
         .ok_or_else(|| io::Error::other(format!("INFO lock has no {name}")))
 }
 
-/// Busy and total jiffies of each core (`/proc/stat`'s `cpuN` lines).
-fn core_times() -> Vec<(u64, u64)> {
+/// Jiffies of one core (`/proc/stat`'s `cpuN` line): busy (user, nice,
+/// system, irq, softirq), stolen (by the hypervisor, for other guests) and
+/// in all.
+#[derive(Clone, Copy)]
+struct CoreTimes {
+    busy: u64,
+    steal: u64,
+    total: u64,
+}
+
+fn core_times() -> Vec<CoreTimes> {
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
     stat.lines()
         .filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
@@ -87,20 +96,29 @@ fn core_times() -> Vec<(u64, u64)> {
                 .skip(1)
                 .filter_map(|x| x.parse().ok())
                 .collect();
-            let total: u64 = f.iter().take(8).sum();
-            // idle and iowait
-            let idle = f.get(3).copied().unwrap_or(0) + f.get(4).copied().unwrap_or(0);
-            (total - idle, total)
+            let at = |i: usize| f.get(i).copied().unwrap_or(0);
+            CoreTimes {
+                busy: at(0) + at(1) + at(2) + at(5) + at(6),
+                steal: at(7),
+                total: (0..8).map(at).sum(),
+            }
         })
         .collect()
 }
 
-/// % of each core busy between two `core_times()`.
-fn core_busy(before: &[(u64, u64)], after: &[(u64, u64)]) -> Vec<f64> {
+/// Each core's busy and stolen time between two `core_times()`, in % of
+/// the time.
+fn core_use(before: &[CoreTimes], after: &[CoreTimes]) -> Vec<(f64, f64)> {
     before
         .iter()
         .zip(after)
-        .map(|((b0, t0), (b1, t1))| 100.0 * (b1 - b0) as f64 / (t1 - t0).max(1) as f64)
+        .map(|(b, a)| {
+            let total = a.total.saturating_sub(b.total).max(1) as f64;
+            (
+                100.0 * a.busy.saturating_sub(b.busy) as f64 / total,
+                100.0 * a.steal.saturating_sub(b.steal) as f64 / total,
+            )
+        })
         .collect()
 }
 
@@ -187,13 +205,24 @@ fn run_delay_ms(pid: Option<u32>) -> f64 {
         .map_or(f64::NAN, |ns| ns / 1e6)
 }
 
-/// One thread per core (pinned to it when the others are) that sleeps 1 ms
-/// again and again and keeps the longest it overslept, with when (ms since
-/// it started): what a task waking up on that core, as the server does for
-/// its timer, waited for the CPU at worst.
+/// A wake-up delay this long (ms) is listed with when it happened.
+const LONG_WAKE_MS: f64 = 50.0;
+
+/// One thread per core (pinned to it when the hogs are) that sleeps 1 ms
+/// again and again: how long a task waking up on that core, as the server
+/// does for its timer, waited for the CPU at worst.
 struct WakeProbes {
     stop: Arc<AtomicBool>,
-    threads: Vec<thread::JoinHandle<(f64, f64)>>,
+    threads: Vec<thread::JoinHandle<Wakes>>,
+}
+
+/// What one wake probe saw: the longest it overslept (ms) and when (s
+/// since it started), and every oversleep of `LONG_WAKE_MS` or more.
+#[derive(Default)]
+struct Wakes {
+    worst_ms: f64,
+    worst_at_s: f64,
+    long: Vec<(f64, f64)>,
 }
 
 impl WakeProbes {
@@ -207,29 +236,31 @@ impl WakeProbes {
                         let _ = pin_self(core);
                     }
                     let t0 = Instant::now();
-                    let (mut worst, mut when) = (0.0f64, 0.0f64);
+                    let mut w = Wakes::default();
                     while !stop.load(Ordering::Relaxed) {
                         let before = Instant::now();
                         thread::sleep(Duration::from_millis(1));
                         let late = before.elapsed().as_secs_f64() * 1000.0 - 1.0;
-                        if late > worst {
-                            worst = late;
-                            when = before.duration_since(t0).as_secs_f64();
+                        let at = before.duration_since(t0).as_secs_f64();
+                        if late > w.worst_ms {
+                            (w.worst_ms, w.worst_at_s) = (late, at);
+                        }
+                        if late >= LONG_WAKE_MS && w.long.len() < 100 {
+                            w.long.push((at, late));
                         }
                     }
-                    (worst, when)
+                    w
                 })
             })
             .collect();
         WakeProbes { stop, threads }
     }
 
-    /// Stops them: each core's longest oversleep (ms) and when (s).
-    fn stop(self) -> Vec<(f64, f64)> {
+    fn stop(self) -> Vec<Wakes> {
         self.stop.store(true, Ordering::Relaxed);
         self.threads
             .into_iter()
-            .map(|t| t.join().unwrap_or((f64::NAN, f64::NAN)))
+            .map(|t| t.join().unwrap_or_default())
             .collect()
     }
 }
@@ -631,7 +662,8 @@ async fn run_once(ctx: &Ctx, rep: usize, floor: i64, hold: Duration) -> io::Resu
     let still_bound = lock_stat(&mut admin, "lock_keepalive_holds").await? - holds0;
     let elapsed = t0.elapsed().as_secs_f64();
     let server_cpu = 100.0 * (cpu_seconds(ctx.server_pid) - server0) / elapsed;
-    let busy = core_busy(&cores0, &core_times());
+    let cores = core_use(&cores0, &core_times());
+    let busy: Vec<f64> = cores.iter().map(|c| c.0).collect();
     let hog_pct: Vec<f64> = hogs
         .cpu_seconds()
         .iter()
@@ -711,10 +743,10 @@ async fn run_once(ctx: &Ctx, rep: usize, floor: i64, hold: Duration) -> io::Resu
         .chain(sweeps.renewal_ttls.iter().copied())
         .min();
     let cycles_per_s = load.cycles as f64 / elapsed;
-    let busy_text = busy
+    let busy_text = cores
         .iter()
         .enumerate()
-        .map(|(i, b)| format!("core {i} {b:.1}%"))
+        .map(|(i, (b, st))| format!("core {i} {b:.1}% busy ({st:.1}% stolen)"))
         .collect::<Vec<_>>()
         .join(", ");
     let mut lines = vec![format!(
@@ -752,7 +784,7 @@ async fn run_once(ctx: &Ctx, rep: usize, floor: i64, hold: Duration) -> io::Resu
         None => "  sampled: no TTL".into(),
     });
     lines.push(format!(
-        "  load: {busy_text} busy; server {server_cpu:.1}% of a core, generator {generator_cpu:.1}%, hogs {}, other processes {others_cpu:.1}%; {LOAD_CONNECTIONS} connections {} acquire+release cycles/s",
+        "  load: {busy_text}; server {server_cpu:.1}% of a core, generator {generator_cpu:.1}%, hogs {}, other processes {others_cpu:.1}%; {LOAD_CONNECTIONS} connections {} acquire+release cycles/s",
         hog_pct
             .iter()
             .map(|p| format!("{p:.1}%"))
@@ -766,7 +798,25 @@ async fn run_once(ctx: &Ctx, rep: usize, floor: i64, hold: Duration) -> io::Resu
         wakes
             .iter()
             .enumerate()
-            .map(|(i, (ms, at))| format!("core {i} {ms:.1} ms ({at:.1} s in)"))
+            .map(|(i, w)| format!(
+                "core {i} {:.1} ms ({:.1} s in; {} of {LONG_WAKE_MS:.0} ms or more{})",
+                w.worst_ms,
+                w.worst_at_s,
+                w.long.len(),
+                if w.long.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        ": {}",
+                        w.long
+                            .iter()
+                            .take(8)
+                            .map(|(at, ms)| format!("{ms:.0} ms at {at:.1} s"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                }
+            ))
             .collect::<Vec<_>>()
             .join(", "),
     ));
@@ -789,13 +839,15 @@ async fn run_once(ctx: &Ctx, rep: usize, floor: i64, hold: Duration) -> io::Resu
         "server_cpu_pct": server_cpu, "generator_cpu_pct": generator_cpu,
         "hog_cpu_pct": hog_pct, "core_busy_pct": busy, "others_cpu_pct": others_cpu,
         "server_run_delay_ms": server_waited,
-        "wake_delay_max_ms": wakes.iter().map(|w| w.0).collect::<Vec<_>>(),
-        "wake_delay_max_at_s": wakes.iter().map(|w| w.1).collect::<Vec<_>>(),
+        "core_stolen_pct": cores.iter().map(|c| c.1).collect::<Vec<_>>(),
+        "wake_delay_max_ms": wakes.iter().map(|w| w.worst_ms).collect::<Vec<_>>(),
+        "wake_delay_max_at_s": wakes.iter().map(|w| w.worst_at_s).collect::<Vec<_>>(),
+        "wake_delays_long_at_s_ms": wakes.iter().map(|w| w.long.clone()).collect::<Vec<_>>(),
         "load_connections": LOAD_CONNECTIONS, "load_cycles": load.cycles,
         "load_cycles_per_s": cycles_per_s,
     });
     ctx.progress(&format!(
-        "S11 run {}: lost {lost}, {renewals} renewals, min TTL left {} ms of {floor}, server {server_cpu:.1}% of a core, {busy_text} busy",
+        "S11 run {}: lost {lost}, {renewals} renewals, min TTL left {} ms of {floor}, server {server_cpu:.1}% of a core, {busy_text}",
         rep + 1,
         min_ttl.map_or("n/a".into(), |t| t.to_string())
     ));
