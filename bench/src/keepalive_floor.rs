@@ -278,8 +278,8 @@ struct Sweeps {
     /// minus the renewal's own time (its new expiry time minus the lease),
     /// both the server's.
     renewal_ttls: Vec<i64>,
-    /// Renewals seen between two sweeps too far apart to rule out a second
-    /// one between them (see `MIN_RENEWAL_GAP_MS`).
+    /// Renewals seen that may have been two: the expiry moved by two
+    /// [`min_renewal_gap_ms`] or more between sweeps that far apart.
     unresolved: u64,
     /// Keys found gone (PTTL -2), with when first.
     lost: BTreeSet<String>,
@@ -303,9 +303,9 @@ fn min_renewal_gap_ms(lease_ms: i64) -> i64 {
 /// `stop`: a key gone is a hold lost; the TTLs sampled give the smallest
 /// seen, and each change of a key's expiry time is a renewal, whose new
 /// expiry time minus the lease is when it was made: the old expiry time
-/// minus that is what the renewal found left, exactly, whenever this
-/// sweep and the one before came too close together for a second renewal
-/// between them.
+/// minus that is what the renewal found left, exactly, unless there is
+/// room for two renewals (the expiry moved by two `min_renewal_gap_ms` or
+/// more, and the sweeps were that far apart).
 async fn sweep(
     addr: String,
     keys: Rc<Vec<String>>,
