@@ -5,10 +5,11 @@
 
 mod benchmark;
 mod chart;
-mod cli;
+mod cli_cost;
 mod compare;
 mod expiry;
 mod keepalive;
+mod keepalive_floor;
 mod load;
 mod report;
 mod resp;
@@ -38,9 +39,10 @@ usage: lock-bench [options]
   --only S2,lease-expiry  run only these scenarios, by tag or name: S1 uncontended,
                           S1b pipelined-acquires, S2 hot-lock, S3 lease-expiry, S4 scale,
                           S5 moderate-contention, S6 no-tax, S7 read-write, S8 multi-lock,
-                          S9 keepalive-renewals, S10 cli-cost
+                          S9 keepalive-renewals, S10 cli-cost, S11 keepalive-floor
   --reps N                repetitions of every measurement (default: S1/S5/S1b 7, S2/S3/S4/S7/S8 5,
-                          S4 memory 3, S6 9, S9 3 renewal periods, S10 5; median reported)
+                          S4 memory 3, S6 9, S9 3 renewal periods, S10 5, S11 1 run of 30 s
+                          (5 s with --quick); median reported)
   --warmup SECS           warm-up before each measured run (default 0.3, 0.2 with --quick)
   --measure SECS          length of each measured run (default 1, 0.5 with --quick; S8's redisson
                           runs 4.5 s longer: its MultiLock tryLock wait)
@@ -60,7 +62,7 @@ usage: lock-bench [options]
 
 /// Every scenario, in the order they run: its tag and a name saying what it
 /// measures.
-const SCENARIOS: [(&str, &str); 11] = [
+const SCENARIOS: [(&str, &str); 12] = [
     ("S1", "uncontended"),
     ("S1b", "pipelined-acquires"),
     ("S2", "hot-lock"),
@@ -72,6 +74,7 @@ const SCENARIOS: [(&str, &str); 11] = [
     ("S8", "multi-lock"),
     ("S9", "keepalive-renewals"),
     ("S10", "cli-cost"),
+    ("S11", "keepalive-floor"),
 ];
 
 /// The name of scenario `tag`.
@@ -103,6 +106,8 @@ pub const REPS_S8: usize = 5;
 /// Renewal periods (15 s each, `keepalive::PERIOD`) measured.
 pub const REPS_S9: usize = 3;
 pub const REPS_S10: usize = 5;
+/// Runs of 1,000 holds at the floor lease, 30 s each.
+pub const REPS_S11: usize = 1;
 
 #[derive(Clone, Debug)]
 pub struct Opts {
@@ -474,7 +479,7 @@ fn header(opts: &Opts, date: &str, load_before: &str) -> Header {
          server:   {redis}\n\
          module:   {}\n\
          pinning:  {}\n\
-         runs:     every figure is the median of repeated runs (S1 {}, S1b {}, S2 {}, S3 {}, S4 {}/{}, S5 {}, S6 {}, S7 {}, S8 {}, S9 {}, S10 {}; all runs in latest.json); \
+         runs:     every figure is the median of repeated runs (S1 {}, S1b {}, S2 {}, S3 {}, S4 {}/{}, S5 {}, S6 {}, S7 {}, S8 {}, S9 {}, S10 {}, S11 {}; all runs in latest.json); \
          throughput runs {:.1} s measured after {:.1} s warm-up{}\n\
          clients:  one tokio current_thread runtime (one core), a task per client, own RESP2 codec over TCP_NODELAY sockets;\n          \
          Redisson simulated as processes of {} threads (one pub/sub connection per process); spin retries after 10 ms / 100 ms\n",
@@ -493,6 +498,7 @@ fn header(opts: &Opts, date: &str, load_before: &str) -> Header {
         opts.reps(REPS_S8),
         opts.reps(REPS_S9),
         opts.reps(REPS_S10),
+        opts.reps(REPS_S11),
         opts.measure.as_secs_f64(),
         opts.warmup.as_secs_f64(),
         if opts.quick { " (--quick)" } else { "" },
@@ -586,7 +592,8 @@ async fn run(opts: Opts) -> io::Result<bool> {
                 "S7" => throughput::s7(&ctx).await,
                 "S8" => throughput::s8(&ctx).await,
                 "S9" => keepalive::s9(&ctx).await,
-                "S10" => cli::s10(&ctx).await,
+                "S10" => cli_cost::s10(&ctx).await,
+                "S11" => keepalive_floor::s11(&ctx).await,
                 _ => throughput::s5(&ctx).await,
             };
             let mut ctx = ctx;

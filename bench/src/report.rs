@@ -8,8 +8,8 @@ pub struct Bar {
     pub what: String,
     pub measured: f64,
     pub threshold: f64,
-    /// `x` (ratio), `ms`, `%` (of one core), `B` (bytes) or empty (plain
-    /// number).
+    /// `x` (ratio), `ms`, `%` (of one core), `B` (bytes), `count` (a whole
+    /// number) or empty (plain number).
     pub unit: &'static str,
     /// The bar is an upper limit (latency, memory) rather than a lower one.
     pub at_most: bool,
@@ -71,6 +71,11 @@ impl Bar {
         Bar::new(what, measured, limit, "B", true)
     }
 
+    /// A plain number (a count) that must stay at or below `limit`.
+    pub fn at_most(what: impl Into<String>, measured: f64, limit: f64) -> Bar {
+        Bar::new(what, measured, limit, "count", true)
+    }
+
     /// Jain index or another plain number that must reach `at_least`.
     pub fn at_least(what: impl Into<String>, measured: f64, at_least: f64) -> Bar {
         Bar::new(what, measured, at_least, "", false)
@@ -98,6 +103,7 @@ impl Bar {
             "%" => format!("{x:.2}%"),
             "B" if rule => format!("{} B", num(x)),
             "B" => format!("{x:.1} B"),
+            "count" => format!("{x:.0}"),
             _ if rule => num(x),
             _ => format!("{x:.4}"),
         }
