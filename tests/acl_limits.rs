@@ -4,6 +4,7 @@
 //! not yet expired, 1 MB owners, durations near i64::MAX.
 
 mod common;
+use common::commands::{self, Cmd};
 use common::*;
 
 use std::fs::{self, OpenOptions};
@@ -154,40 +155,126 @@ fn restricted_user_locks_its_keys_and_nothing_else() {
     }
 }
 
-#[test]
-fn lock_key_access_each_command_needs() {
-    // Key specs: ACQUIRE and RENEW RW ACCESS UPDATE (read and write),
-    // RELEASE and FORCERELEASE RW DELETE (write), INFO and WAITERS RO ACCESS
-    // (read).
-    let server = Server::start();
-    let mut admin = server.client();
-    acl_setuser(&mut admin, "r", &["on", ">pw", "%R~app:*", "+@all"]);
-    acl_setuser(&mut admin, "w", &["on", ">pw", "%W~app:*", "+@all"]);
-    let mut r = user_client(&server, "r");
-    let mut w = user_client(&server, "w");
-    assert_eq!(q::<i64>(&mut admin, &["LOCK.ACQUIRE", "app:x", "o"]), 1);
-    for con in [&mut r, &mut w] {
-        for args in [
-            &["LOCK.ACQUIRE", "app:x", "o"][..],
-            &["LOCK.RENEW", "app:x", "o"],
-        ] {
-            assert_refused_by_acl(con, &mut admin, args, "key", "app:x");
+/// The access to its lock key(s) a command needs: its key spec (RW ACCESS
+/// UPDATE: read and write; RW DELETE: write; RO ACCESS: read), or no key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KeyAccess {
+    ReadWrite,
+    Write,
+    Read,
+    Keyless,
+}
+
+/// How the ACL tests call a command: on a fresh data set, `setup` (run by
+/// an admin) then `call` succeeds for a user allowed the command and the
+/// keys `app:*` and `{app:*` (read holds' lease keys); `key` is the first
+/// lock key it names, and `category_read` whether it is in `@read` (else
+/// `@write`) where module commands have categories.
+struct AclCase {
+    setup: &'static [&'static [&'static str]],
+    call: &'static [&'static str],
+    access: KeyAccess,
+    category_read: bool,
+}
+
+impl AclCase {
+    fn of(cmd: Cmd) -> AclCase {
+        use KeyAccess::*;
+        const HELD: &[&[&str]] = &[&["LOCK.ACQUIRE", "app:x", "o"]];
+        type Calls = &'static [&'static [&'static str]];
+        let (setup, call, access, category_read): (Calls, &'static [&'static str], _, _) = match cmd
+        {
+            Cmd::Acquire => (&[][..], &["LOCK.ACQUIRE", "app:x", "o"], ReadWrite, false),
+            Cmd::RAcquire => (&[], &["LOCK.RACQUIRE", "app:rw", "o"], ReadWrite, false),
+            Cmd::WAcquire => (&[], &["LOCK.WACQUIRE", "app:rw", "o"], ReadWrite, false),
+            Cmd::MAcquire => (
+                &[],
+                &["LOCK.MACQUIRE", "2", "app:a", "app:b", "o"],
+                ReadWrite,
+                false,
+            ),
+            Cmd::MRelease => (
+                &[&["LOCK.MACQUIRE", "2", "app:a", "app:b", "o"]],
+                &["LOCK.MRELEASE", "2", "app:a", "app:b", "o"],
+                Write,
+                false,
+            ),
+            Cmd::Release => (HELD, &["LOCK.RELEASE", "app:x", "o"], Write, false),
+            Cmd::Renew => (HELD, &["LOCK.RENEW", "app:x", "o"], ReadWrite, false),
+            Cmd::ForceRelease => (HELD, &["LOCK.FORCERELEASE", "app:x"], Write, false),
+            Cmd::Info => (HELD, &["LOCK.INFO", "app:x"], Read, true),
+            Cmd::Waiters => (HELD, &["LOCK.WAITERS", "app:x"], Read, true),
+            Cmd::Queues => (&[], &["LOCK.QUEUES"], Keyless, true),
+        };
+        AclCase {
+            setup,
+            call,
+            access,
+            category_read,
         }
     }
-    assert_eq!(lock_field(&mut r, "app:x", "holds").as_deref(), Some("1"));
-    assert_eq!(q::<Vec<Value>>(&mut r, &["LOCK.WAITERS", "app:x"]), []);
-    for cmd in ["LOCK.INFO", "LOCK.WAITERS"] {
-        assert_refused_by_acl(&mut w, &mut admin, &[cmd, "app:x"], "key", "app:x");
+
+    /// The first lock key of the call.
+    fn key(&self) -> &'static str {
+        match self.call {
+            [_, numkeys, key, ..] if numkeys.parse::<u32>().is_ok() => key,
+            [_, key, ..] => key,
+            _ => "",
+        }
     }
-    for args in [
-        &["LOCK.RELEASE", "app:x", "o"][..],
-        &["LOCK.FORCERELEASE", "app:x"],
-    ] {
-        assert_refused_by_acl(&mut r, &mut admin, args, "key", "app:x");
+
+    /// A fresh data set with `setup` done, by `admin`.
+    fn prepare(&self, admin: &mut Connection) {
+        let _: () = q(admin, &["FLUSHALL"]);
+        for args in self.setup {
+            let _: Value = q(admin, args);
+        }
     }
-    assert_eq!(q::<i64>(&mut w, &["LOCK.RELEASE", "app:x", "o"]), 0);
-    assert_eq!(q::<i64>(&mut admin, &["LOCK.ACQUIRE", "app:x", "o"]), 1);
-    assert_eq!(q::<i64>(&mut w, &["LOCK.FORCERELEASE", "app:x"]), 1);
+}
+
+/// Every command the server registers, each with its [`AclCase`].
+fn every_command(con: &mut Connection) -> Vec<Cmd> {
+    commands::known(&commands::registered(con), "the ACL tests")
+        .unwrap_or_else(|missing| panic!("the ACL tests do not cover every command:\n{missing}"))
+}
+
+#[test]
+fn lock_key_access_each_command_needs() {
+    let server = Server::start();
+    let mut admin = server.client();
+    acl_setuser(
+        &mut admin,
+        "r",
+        &["on", ">pw", "%R~app:*", "%R~{app:*", "+@all"],
+    );
+    acl_setuser(
+        &mut admin,
+        "w",
+        &["on", ">pw", "%W~app:*", "%W~{app:*", "+@all"],
+    );
+    let mut r = user_client(&server, "r");
+    let mut w = user_client(&server, "w");
+    for cmd in every_command(&mut admin) {
+        let case = AclCase::of(cmd);
+        let (reads, writes) = match case.access {
+            KeyAccess::ReadWrite => (false, false),
+            KeyAccess::Write => (false, true),
+            KeyAccess::Read => (true, false),
+            KeyAccess::Keyless => (true, true),
+        };
+        for (con, allowed) in [(&mut r, reads), (&mut w, writes)] {
+            case.prepare(&mut admin);
+            if allowed {
+                if let Err(e) = raw(con, case.call) {
+                    panic!("{:?}: {}", case.call, error_line(&e));
+                }
+            } else {
+                let before = snapshot(&mut admin);
+                assert_refused_by_acl(con, &mut admin, case.call, "key", case.key());
+                assert_eq!(snapshot(&mut admin), before, "{:?}", case.call);
+            }
+        }
+    }
 }
 
 /// What the server lets a module do with ACL categories: set its commands'
@@ -211,20 +298,6 @@ fn acl_category_support(con: &mut Connection) -> (bool, bool) {
     }
 }
 
-const EVERY_COMMAND: [&[&str]; 11] = [
-    &["LOCK.ACQUIRE", "app:x", "o"],
-    &["LOCK.RENEW", "app:x", "o"],
-    &["LOCK.INFO", "app:x"],
-    &["LOCK.WAITERS", "app:x"],
-    &["LOCK.QUEUES"],
-    &["LOCK.RELEASE", "app:x", "o"],
-    &["LOCK.FORCERELEASE", "app:x"],
-    &["LOCK.RACQUIRE", "app:rw", "o"],
-    &["LOCK.WACQUIRE", "app:rw", "o"],
-    &["LOCK.MACQUIRE", "2", "app:a", "app:b", "o"],
-    &["LOCK.MRELEASE", "2", "app:a", "app:b", "o"],
-];
-
 #[test]
 fn acl_categories_grant_the_lock_commands() {
     let server = Server::start();
@@ -239,8 +312,12 @@ fn acl_categories_grant_the_lock_commands() {
     if lock_category {
         let _: () = q(&mut admin, &plus_lock);
         let mut app = user_client(&server, "app");
-        for args in EVERY_COMMAND {
-            assert!(raw(&mut app, args).is_ok(), "{args:?}");
+        for cmd in every_command(&mut admin) {
+            let case = AclCase::of(cmd);
+            case.prepare(&mut admin);
+            if let Err(e) = raw(&mut app, case.call) {
+                panic!("{:?}: {}", case.call, error_line(&e));
+            }
         }
         assert_refused_by_acl(&mut app, &mut admin, &["GET", "app:x"], "command", "get");
         acl_setuser(&mut admin, "app", &["-@lock"]);
@@ -258,17 +335,21 @@ fn acl_categories_grant_the_lock_commands() {
     acl_setuser(&mut admin, "reader", &[&keys[..], &["+@read"]].concat());
     let mut writer = user_client(&server, "writer");
     let mut reader = user_client(&server, "reader");
-    for args in EVERY_COMMAND {
-        let reads = ["LOCK.INFO", "LOCK.WAITERS", "LOCK.QUEUES"].contains(&args[0]);
+    for cmd in every_command(&mut admin) {
+        let case = AclCase::of(cmd);
+        let reads = case.category_read;
         // 7.0 gives module commands no category: grant them by name.
         for (con, granted) in [
             (&mut writer, categories && !reads),
             (&mut reader, categories && reads),
         ] {
+            case.prepare(&mut admin);
             if granted {
-                assert!(raw(con, args).is_ok(), "{args:?}");
+                if let Err(e) = raw(con, case.call) {
+                    panic!("{:?}: {}", case.call, error_line(&e));
+                }
             } else {
-                assert_eq!(err_code(con, args), "NOPERM", "{args:?}");
+                assert_eq!(err_code(con, case.call), "NOPERM", "{:?}", case.call);
             }
         }
     }

@@ -1,22 +1,27 @@
 //! Fuzzes the command surface against a live server: random argument vectors
-//! for LOCK.ACQUIRE, RENEW, RELEASE, FORCERELEASE, INFO, WAITERS and QUEUES
+//! for every command the module registers (`COMMAND LIST FILTERBY MODULE
+//! lock`, matched by name to [`Cmd`]: the test fails naming a registered
+//! command it has no grammar for), today LOCK.ACQUIRE, RACQUIRE, WACQUIRE,
+//! MACQUIRE, MRELEASE, RELEASE, RENEW, FORCERELEASE, INFO, WAITERS and QUEUES
 //! (0 to 10 arguments of random bytes, NUL, CR/LF,
 //! non-UTF-8, boundary and huge numbers, option words in any case, unknown
 //! options, keys of every other type, 1 MB owners), sent as raw RESP over a
 //! TCP socket so every byte reaches the server unmodified.
 //!
 //! Every reply must be an error whose first word is an upper-case code or a
-//! valid answer for the command. An error (and a nil ACQUIRE, a LOCK.INFO, a
-//! FORCERELEASE that removed nothing) must change nothing: `DEBUG DIGEST` and
-//! the key's `PEXPIRETIME` are compared before and after. Where the pure
-//! rules (`lock_rules::args`) predict an error (arity, empty owner, options,
-//! a FENCE name whose token key is in another slot) the reply must be exactly
-//! that error. The server must answer PING at the end and its log must hold
+//! valid answer for the command. An error (and a nil acquire of any kind, a
+//! LOCK.INFO, a FORCERELEASE that removed nothing) must change nothing:
+//! `DEBUG DIGEST` and the key's `PEXPIRETIME` are compared before and after.
+//! Where the pure rules (`lock_rules::args`, `multilock`, `keys`) predict an
+//! error (arity, numkeys, a key named twice, empty owner, options, a FENCE
+//! name whose token key or a read hold's lease key is in another slot) the
+//! reply must be exactly that error, and an owner a read-write lock reserves
+//! never gets an answer. The server must answer PING at the end and its log must hold
 //! no crash report or caught panic. One vector in 16 is sent inside
 //! MULTI/EXEC (where `BLOCK` must answer at once), and each epoch speaks
 //! RESP2 or RESP3 (LOCK.INFO as an array or a map).
 //!
-//! `LOCK_FUZZ_VECTORS` (default 40000, about 9 s; `make fuzz` runs 1M) and
+//! `LOCK_FUZZ_VECTORS` (default 40000, about 7 s; `make fuzz` runs 1M) and
 //! `LOCK_FUZZ_SEED` (decimal or 0x hex; printed at the start and on failure)
 //! override the run. The vectors of a seed are always the same;
 //! `LOCK_FUZZ_TRACE=1` prints each vector and its reply.
@@ -24,7 +29,8 @@
 //! To keep the check exact and the run bounded, three things are held fixed:
 //! - Leases never run out during a run: the default lease is 10^12 ms and a
 //!   valid `PX`/`EX` value under an hour is sent an hour longer, so no key
-//!   expires (lazily, inside an erroring call) between two digests.
+//!   (a lock, a read hold's lease key) expires (lazily, inside an erroring
+//!   call) between two digests.
 //! - A valid `BLOCK` value is sent as 1 to 5 ms (`BLOCK 0` would wait
 //!   forever on a held lock); invalid ones (negative, huge, not numbers) are
 //!   sent as generated and must fail at once.
@@ -41,16 +47,19 @@ use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::Instant;
 
+use common::commands::{self, Cmd};
 use lock_rules::args::{
     parse_acquire_options, parse_i64, parse_renew_options, parse_view_options, MAX_DURATION_MS,
 };
 use lock_rules::error::printable;
-use lock_rules::keys::token_key_in_slot;
+use lock_rules::keys::{read_lease_key_in_slot, token_key_in_slot};
+use lock_rules::multilock::{check_distinct, parse_numkeys};
+use lock_rules::read_write::check_owner;
 
 /// `lock.default-lease-ms` of the fuzzed server: no lease runs out in a run.
 const DEFAULT_LEASE_MS: i64 = 1_000_000_000_000;
 /// Vectors between two resets of the data set.
-const EPOCH: u64 = 1000;
+const EPOCH: u64 = 500;
 /// Vectors sent in one write (pipelined).
 const BATCH: usize = 64;
 /// 1 MB arguments: 1 option argument in N, 1 owner in N/2, and 1 vector in
@@ -268,9 +277,30 @@ fn load_fixtures(con: &mut Conn) {
             b"9223372036854775807",
         ],
         &[b"SET", b"redisson_lock_token:{tokneg}", b"-5"],
+        // Read-write locks: two readers; a writer that also reads (its
+        // RELEASE must name READ or WRITE); a hash with a mode and no holder.
+        &[b"LOCK.RACQUIRE", b"rwread", HOLDER, b"PX", b"3600000000"],
+        &[b"LOCK.RACQUIRE", b"rwread", b"o1", b"PX", b"3600000000"],
+        &[b"LOCK.WACQUIRE", b"rwwrite", HOLDER, b"PX", b"3600000000"],
+        &[b"LOCK.RACQUIRE", b"rwwrite", HOLDER, b"PX", b"3600000000"],
+        &[b"HSET", b"rwbad", b"mode", b"read"],
     ];
+    // In one write: a reset costs one round trip.
+    let mut buf = Vec::new();
     for args in setup {
-        con.call(args);
+        encode(
+            &mut buf,
+            &args.iter().map(|a| a.to_vec()).collect::<Vec<_>>(),
+        );
+    }
+    con.send(&buf).expect("send the fixtures");
+    for args in setup {
+        let reply = con.read().expect("a fixture's reply");
+        assert!(
+            !matches!(reply, Reply::Error(_)),
+            "{:?} -> {reply:?}",
+            show_vector(&args.iter().map(|a| a.to_vec()).collect::<Vec<_>>())
+        );
     }
 }
 
@@ -298,6 +328,9 @@ const KEYS: &[&[u8]] = &[
     b"toklist",
     b"tokmax",
     b"tokneg",
+    b"rwread",
+    b"rwwrite",
+    b"rwbad",
     b"free",
     b"free2",
     b"",
@@ -322,6 +355,9 @@ const OWNERS: &[&[u8]] = &[
     b"\r\n",
     b"\xff\xfe\xfd",
     b"uuid-1:42",
+    // Reserved in a read-write lock.
+    b"mode",
+    b"x:write",
 ];
 
 const OPTIONS: &[&str] = &["PX", "EX", "BLOCK", "FENCE", "KEEPALIVE"];
@@ -400,24 +436,9 @@ const NUMBERS: &[&[u8]] = &[
     b"-",
 ];
 
-/// A command name: the seven, in any case, and now and then one the server
-/// does not know.
-fn command_name(rng: &mut Rng) -> Vec<u8> {
-    const NAMES: &[&[u8]] = &[
-        b"LOCK.ACQUIRE",
-        b"LOCK.ACQUIRE",
-        b"LOCK.ACQUIRE",
-        b"LOCK.ACQUIRE",
-        b"LOCK.RENEW",
-        b"LOCK.RENEW",
-        b"LOCK.RELEASE",
-        b"LOCK.RELEASE",
-        b"LOCK.FORCERELEASE",
-        b"LOCK.INFO",
-        b"LOCK.INFO",
-        b"LOCK.WAITERS",
-        b"LOCK.QUEUES",
-    ];
+/// A command name: one of `cmds` (the server's, by [`Cmd::weight`]), in any
+/// case, and now and then one the server does not know.
+fn command_name(rng: &mut Rng, cmds: &[Cmd]) -> Vec<u8> {
     if rng.one_in(200) {
         return rng
             .pick(&[
@@ -428,11 +449,23 @@ fn command_name(rng: &mut Rng) -> Vec<u8> {
                 b"LOCK.INF",
                 b"LOCK.WAITER",
                 b"LOCK.QUEUE",
+                b"LOCK.RACQUIR",
+                b"LOCK.MRELEASEX",
+                b"LOCK.MACQUIRE\x00",
             ])
             .to_vec();
     }
-    let name = rng.pick(NAMES).to_vec();
-    any_case(rng, &name)
+    let total: u64 = cmds.iter().map(|c| c.weight()).sum();
+    let mut at = rng.below(total);
+    let cmd = cmds
+        .iter()
+        .find(|c| {
+            let hit = at < c.weight();
+            at = at.saturating_sub(c.weight());
+            hit
+        })
+        .expect("a command");
+    any_case(rng, cmd.name().to_ascii_uppercase().as_bytes())
 }
 
 fn any_case(rng: &mut Rng, word: &[u8]) -> Vec<u8> {
@@ -580,12 +613,45 @@ fn count_group(rng: &mut Rng, out: &mut Vec<Vec<u8>>) {
     out.push(value);
 }
 
+/// Locks the fixtures give to `HOLDER`.
+const HELD: &[&[u8]] = &[
+    b"held", b"fenced", b"maxheld", b"nottl", b"rwread", b"rwwrite",
+];
+
+/// `numkeys key [key ...] owner` (LOCK.MACQUIRE, LOCK.MRELEASE): mostly the
+/// count of the keys that follow, now and then a key named twice or keys
+/// all held by `HOLDER`, named with it.
+fn multi_keys(rng: &mut Rng, out: &mut Vec<Vec<u8>>) {
+    let n = rng.range(1, 3) as usize;
+    let (keys, owner) = if rng.one_in(3) {
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        while keys.len() < n {
+            let k = rng.pick(HELD).to_vec();
+            if !keys.contains(&k) || rng.one_in(8) {
+                keys.push(k);
+            }
+        }
+        (keys, HOLDER.to_vec())
+    } else {
+        ((0..n).map(|_| key(rng)).collect(), owner(rng))
+    };
+    let numkeys = match rng.below(10) {
+        0 => number(rng),
+        1 => (n + 1).to_string().into_bytes(),
+        2 => n.saturating_sub(1).to_string().into_bytes(),
+        _ => n.to_string().into_bytes(),
+    };
+    out.push(numkeys);
+    out.extend(keys);
+    out.push(owner);
+}
+
 /// A command name and 0 to 10 arguments: mostly shaped like the grammar
 /// (key, owner, options), sometimes with too few or too many, sometimes
 /// anything anywhere.
-fn vector(rng: &mut Rng) -> Vec<Vec<u8>> {
-    let name = command_name(rng);
-    let cmd = command(&name);
+fn vector(rng: &mut Rng, cmds: &[Cmd]) -> Vec<Vec<u8>> {
+    let name = command_name(rng, cmds);
+    let cmd = Cmd::from_name(&name);
     let mut args = vec![name];
     match cmd {
         Some(cmd) if rng.one_in(HUGE_ONE_IN) => {
@@ -598,31 +664,40 @@ fn vector(rng: &mut Rng) -> Vec<Vec<u8>> {
                     huge(rng),
                 )
             };
-            args.push(key);
-            if cmd.takes_owner() {
-                args.push(owner);
+            if cmd.is_multi() {
+                args.push(b"1".to_vec());
             }
-            if matches!(cmd, Cmd::Acquire | Cmd::Renew) && rng.one_in(2) {
-                args.extend([b"PX".to_vec(), b"100000".to_vec()]);
-            }
-        }
-        Some(cmd) if !rng.one_in(4) => {
-            let key = key(rng);
-            let held = [&b"held"[..], b"fenced", b"maxheld", b"nottl"].contains(&&key[..]);
             if cmd != Cmd::Queues {
                 args.push(key);
             }
             if cmd.takes_owner() {
-                // The holder, often, where there is one: renewals, releases
-                // and re-entries get past the owner check.
-                let owner = if held && rng.one_in(2) {
-                    HOLDER.to_vec()
-                } else {
-                    owner(rng)
-                };
                 args.push(owner);
             }
-            if matches!(cmd, Cmd::Acquire | Cmd::Renew) {
+            if cmd.takes_options() && rng.one_in(2) {
+                args.extend([b"PX".to_vec(), b"100000".to_vec()]);
+            }
+        }
+        Some(cmd) if !rng.one_in(4) => {
+            if cmd.is_multi() {
+                multi_keys(rng, &mut args);
+            } else {
+                let key = key(rng);
+                let held = HELD.contains(&&key[..]);
+                if cmd != Cmd::Queues {
+                    args.push(key);
+                }
+                if cmd.takes_owner() {
+                    // The holder, often, where there is one: renewals,
+                    // releases and re-entries get past the owner check.
+                    let owner = if held && rng.one_in(2) {
+                        HOLDER.to_vec()
+                    } else {
+                        owner(rng)
+                    };
+                    args.push(owner);
+                }
+            }
+            if cmd.takes_options() {
                 for _ in 0..rng.below(4) {
                     if rng.one_in(6) {
                         args.push(option_arg(rng));
@@ -630,6 +705,10 @@ fn vector(rng: &mut Rng) -> Vec<Vec<u8>> {
                         option_group(rng, cmd, &mut args);
                     }
                 }
+            }
+            if cmd == Cmd::Release && rng.one_in(3) {
+                let side = *rng.pick(&[&b"READ"[..], b"WRITE"]);
+                args.push(any_case(rng, side));
             }
             if matches!(cmd, Cmd::Waiters | Cmd::Queues) {
                 for _ in 0..rng.below(3) {
@@ -664,17 +743,6 @@ fn vector(rng: &mut Rng) -> Vec<Vec<u8>> {
 
 // ------------------------------------------------------------ the oracle
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Cmd {
-    Acquire,
-    Release,
-    Renew,
-    ForceRelease,
-    Info,
-    Waiters,
-    Queues,
-}
-
 /// A command name up to its first NUL. Redis 7.0 looks command names up in
 /// a dict that hashes all their bytes but compares them with `strcasecmp`,
 /// so `GET\0xyz` runs GET whenever the two hashes fall in the same bucket
@@ -693,37 +761,26 @@ fn is_unknown_command(error: &[u8]) -> bool {
         || (text.starts_with("err unknown ") && text.contains("command called from script"))
 }
 
-fn command(name: &[u8]) -> Option<Cmd> {
-    let name = name.to_ascii_uppercase();
-    Some(match &name[..] {
-        b"LOCK.ACQUIRE" => Cmd::Acquire,
-        b"LOCK.RELEASE" => Cmd::Release,
-        b"LOCK.RENEW" => Cmd::Renew,
-        b"LOCK.FORCERELEASE" => Cmd::ForceRelease,
-        b"LOCK.INFO" => Cmd::Info,
-        b"LOCK.WAITERS" => Cmd::Waiters,
-        b"LOCK.QUEUES" => Cmd::Queues,
-        _ => return None,
-    })
-}
-
+/// The fuzzer's grammar of each command (the names are the server's: see
+/// [`commands::known`]).
 impl Cmd {
-    fn name(self) -> &'static str {
+    /// How often it is sent, relative to the others.
+    fn weight(self) -> u64 {
         match self {
-            Cmd::Acquire => "lock.acquire",
-            Cmd::Release => "lock.release",
-            Cmd::Renew => "lock.renew",
-            Cmd::ForceRelease => "lock.forcerelease",
-            Cmd::Info => "lock.info",
-            Cmd::Waiters => "lock.waiters",
-            Cmd::Queues => "lock.queues",
+            Cmd::Acquire => 4,
+            Cmd::MAcquire => 3,
+            Cmd::RAcquire | Cmd::WAcquire | Cmd::MRelease => 2,
+            Cmd::Release | Cmd::Renew | Cmd::Info => 2,
+            Cmd::ForceRelease | Cmd::Waiters | Cmd::Queues => 1,
         }
     }
 
     /// Whether `n` arguments (after the name) fit the command.
     fn arity_ok(self, n: usize) -> bool {
         match self {
-            Cmd::Acquire | Cmd::Renew => n >= 2,
+            Cmd::Acquire | Cmd::RAcquire | Cmd::WAcquire | Cmd::Renew => n >= 2,
+            // numkeys key owner at least
+            Cmd::MAcquire | Cmd::MRelease => n >= 3,
             // LOCK.RELEASE key owner [READ | WRITE]
             Cmd::Release => n == 2 || n == 3,
             Cmd::ForceRelease | Cmd::Info => n == 1,
@@ -734,23 +791,67 @@ impl Cmd {
     }
 
     fn takes_owner(self) -> bool {
-        matches!(self, Cmd::Acquire | Cmd::Release | Cmd::Renew)
+        match self {
+            Cmd::Acquire | Cmd::RAcquire | Cmd::WAcquire | Cmd::MAcquire => true,
+            Cmd::MRelease | Cmd::Release | Cmd::Renew => true,
+            Cmd::ForceRelease | Cmd::Info | Cmd::Waiters | Cmd::Queues => false,
+        }
     }
+
+    /// `numkeys key [key ...]` instead of `key`.
+    fn is_multi(self) -> bool {
+        matches!(self, Cmd::MAcquire | Cmd::MRelease)
+    }
+
+    /// Lease options after the owner: the acquires' (`OPTIONS`) or
+    /// LOCK.RENEW's.
+    fn options(self) -> Option<&'static [&'static str]> {
+        match self {
+            Cmd::Acquire | Cmd::RAcquire | Cmd::WAcquire | Cmd::MAcquire => Some(OPTIONS),
+            Cmd::Renew => Some(&["PX", "EX", "KEEPALIVE"]),
+            Cmd::MRelease | Cmd::Release | Cmd::ForceRelease => None,
+            Cmd::Info | Cmd::Waiters | Cmd::Queues => None,
+        }
+    }
+
+    fn takes_options(self) -> bool {
+        self.options().is_some()
+    }
+}
+
+/// Where the options of an acquire or a renewal start in `args` (the name
+/// first): after `key owner`, or after `numkeys key [key ...] owner`;
+/// `None` when numkeys is not a count of the keys that follow.
+fn options_start(cmd: Cmd, args: &[Vec<u8>]) -> Option<usize> {
+    if !cmd.is_multi() {
+        return Some(3);
+    }
+    let raw: Vec<&[u8]> = args.get(1..)?.iter().map(Vec::as_slice).collect();
+    parse_numkeys(&raw, 1).ok().map(|n| 3 + n)
+}
+
+/// The lock key a vector names: its first key (after numkeys for the
+/// multi-lock commands), whose `PEXPIRETIME` is compared.
+fn watched_key(args: &[Vec<u8>]) -> Vec<u8> {
+    let multi = Cmd::from_name(before_nul(&args[0])).is_some_and(Cmd::is_multi);
+    args.get(if multi { 2 } else { 1 })
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// Rewrites valid duration values the way the module doc above says
 /// (leases an hour longer, waits 1 to 5 ms), walking the options exactly as
 /// the parser does; anything after the first bad option is left alone.
 fn sanitize(rng: &mut Rng, args: &mut [Vec<u8>]) {
-    let Some(cmd) = command(before_nul(&args[0])) else {
+    let Some(cmd) = Cmd::from_name(before_nul(&args[0])) else {
         return;
     };
-    let allowed: &[&str] = match cmd {
-        Cmd::Acquire => OPTIONS,
-        Cmd::Renew => &["PX", "EX", "KEEPALIVE"],
-        _ => return,
+    let Some(allowed) = cmd.options() else {
+        return;
     };
-    let mut i = 3;
+    let Some(mut i) = options_start(cmd, args) else {
+        return;
+    };
     while i < args.len() {
         let Some(name) = allowed
             .iter()
@@ -797,31 +898,60 @@ enum Expect {
         /// The lease a RENEW must answer.
         lease_ms: i64,
         blocks: bool,
+        /// The keys it names: a multi-lock answer has one entry per key.
+        keys: usize,
+        /// The error it must get unless the data refuses it first: an
+        /// owner a read-write lock reserves.
+        refused: Option<String>,
     },
 }
 
 /// `in_script`: run by a script, whose client has no connection of its own
 /// (KEEPALIVE is refused there).
 fn expect(args: &[Vec<u8>], in_script: bool) -> Expect {
-    let Some(cmd) = command(&args[0]) else {
+    let Some(cmd) = Cmd::from_name(&args[0]) else {
         return Expect::Unknown;
     };
     let rest = &args[1..];
-    if !cmd.arity_ok(rest.len()) {
-        return Expect::Error(format!(
+    let arity = || {
+        Expect::Error(format!(
             "ERR wrong number of arguments for '{}' command",
             cmd.name()
-        ));
+        ))
+    };
+    if !cmd.arity_ok(rest.len()) {
+        return arity();
     }
-    if cmd.takes_owner() && rest[1].is_empty() {
+    // numkeys key [key ...] owner: checked before the owner and options.
+    let (keys, owner_at) = if cmd.is_multi() {
+        let raw: Vec<&[u8]> = rest.iter().map(Vec::as_slice).collect();
+        match parse_numkeys(&raw, 1) {
+            Ok(n) => (&rest[1..1 + n], 1 + n),
+            Err(e) => return Expect::Error(e.to_string()),
+        }
+    } else if cmd == Cmd::Queues {
+        (&rest[..0], 1)
+    } else {
+        (&rest[..1], 1)
+    };
+    if cmd.takes_owner() && rest[owner_at].is_empty() {
         return Expect::Error("ERR owner must not be empty".into());
     }
-    let options = &rest[rest.len().min(2)..];
+    if cmd.is_multi() {
+        let names: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        if let Err(e) = check_distinct(&names) {
+            return Expect::Error(e.to_string());
+        }
+    }
+    let options = &rest[rest.len().min(owner_at + 1)..];
     let (fence, lease, blocks, keepalive) = match cmd {
-        Cmd::Acquire => match parse_acquire_options(options) {
-            Ok(o) => (o.fence, o.lease_ms, o.wait.is_some(), o.keepalive),
-            Err(e) => return Expect::Error(e.to_string()),
-        },
+        Cmd::MRelease if !options.is_empty() => return arity(),
+        Cmd::Acquire | Cmd::RAcquire | Cmd::WAcquire | Cmd::MAcquire => {
+            match parse_acquire_options(options) {
+                Ok(o) => (o.fence, o.lease_ms, o.wait.is_some(), o.keepalive),
+                Err(e) => return Expect::Error(e.to_string()),
+            }
+        }
         Cmd::Renew => match parse_renew_options(options) {
             Ok(o) => (false, o.lease_ms, false, o.keepalive),
             Err(e) => return Expect::Error(e.to_string()),
@@ -844,7 +974,7 @@ fn expect(args: &[Vec<u8>], in_script: bool) -> Expect {
             }
             _ => (false, None, false, false),
         },
-        _ => (false, None, false, false),
+        Cmd::MRelease | Cmd::ForceRelease | Cmd::Info => (false, None, false, false),
     };
     if keepalive && in_script {
         return Expect::Error(
@@ -852,16 +982,29 @@ fn expect(args: &[Vec<u8>], in_script: bool) -> Expect {
                 .into(),
         );
     }
-    if fence {
-        if let Err(e) = token_key_in_slot(&rest[0]) {
-            return Expect::Error(e.to_string());
+    for key in keys {
+        if fence {
+            if let Err(e) = token_key_in_slot(key) {
+                return Expect::Error(e.to_string());
+            }
+        }
+        if cmd == Cmd::RAcquire {
+            if let Err(e) = read_lease_key_in_slot(key, &rest[owner_at]) {
+                return Expect::Error(e.to_string());
+            }
         }
     }
+    let refused = match cmd {
+        Cmd::RAcquire | Cmd::WAcquire => check_owner(&rest[owner_at]).err().map(|e| e.to_string()),
+        _ => None,
+    };
     Expect::Valid {
         cmd,
         fence,
         lease_ms: lease.unwrap_or(DEFAULT_LEASE_MS),
         blocks,
+        keys: keys.len(),
+        refused,
     }
 }
 
@@ -890,6 +1033,13 @@ fn data_error_allowed(cmd: Cmd, line: &str) -> bool {
         "WRONGTYPE key holds a hash that is not a lock: ",
     ];
     let owner_errors = ["NOTOWNER the owner holds no hold on this lock"];
+    let read_write_lock = "WRONGTYPE key holds a read-write lock: ";
+    let exclusive_lock = "WRONGTYPE key holds an exclusive lock: ";
+    let shared_errors = [
+        exclusive_lock,
+        "DEADLOCK the owner holds read holds and other readers hold the lock",
+        "ERR an owner may take at most ",
+    ];
     let acquire_errors = [
         "ERR fencing token key holds a value that is not an integer or out of range",
         "WRONGTYPE fencing token key holds the wrong kind of value",
@@ -899,16 +1049,35 @@ fn data_error_allowed(cmd: Cmd, line: &str) -> bool {
     let starts = |list: &[&str]| list.iter().any(|p| line.starts_with(p));
     starts(&key_errors)
         || match cmd {
-            Cmd::Acquire => starts(&acquire_errors),
-            Cmd::Release => {
-                starts(&owner_errors) || line.starts_with("WRONGTYPE key holds an exclusive lock: ")
+            Cmd::Acquire | Cmd::MAcquire => {
+                starts(&acquire_errors) || line.starts_with(read_write_lock)
             }
+            Cmd::RAcquire | Cmd::WAcquire => starts(&acquire_errors) || starts(&shared_errors),
+            Cmd::Release => {
+                starts(&owner_errors)
+                    || line.starts_with(exclusive_lock)
+                    || line.starts_with("ERR the owner holds both read and write holds")
+            }
+            Cmd::MRelease => starts(&owner_errors) || line.starts_with(read_write_lock),
             Cmd::Renew => starts(&owner_errors),
             Cmd::ForceRelease | Cmd::Info | Cmd::Waiters | Cmd::Queues => false,
         }
 }
 
-/// A LOCK.INFO answer: owner, holds, ttl, waiters and maybe token, in order.
+/// The field names of a map (a flat array in RESP2): every other item.
+fn field_names(items: &[Reply]) -> Vec<&[u8]> {
+    items
+        .iter()
+        .step_by(2)
+        .map(|k| match k {
+            Reply::Bulk(b) | Reply::Status(b) => &b[..],
+            _ => &b"?"[..],
+        })
+        .collect()
+}
+
+/// A LOCK.INFO answer: owner, holds, ttl, waiters and maybe token, in order
+/// (a read-write lock's: see [`valid_read_write_info`]).
 /// `from_lua`: the answer went through a script, where integers past 2^53
 /// are rounded (a hold count of i64::MAX comes back as i64::MIN).
 fn valid_info(reply: &Reply, from_lua: bool) -> bool {
@@ -917,14 +1086,10 @@ fn valid_info(reply: &Reply, from_lua: bool) -> bool {
         Reply::Array(items) | Reply::Map(items) => items,
         _ => return false,
     };
-    let names: Vec<&[u8]> = items
-        .iter()
-        .step_by(2)
-        .map(|k| match k {
-            Reply::Bulk(b) | Reply::Status(b) => &b[..],
-            _ => &b"?"[..],
-        })
-        .collect();
+    let names = field_names(items);
+    if names.first() == Some(&&b"mode"[..]) {
+        return valid_read_write_info(items, &names);
+    }
     // The fields always there, then `token` (a counter exists) and
     // `keepalive_client` (a KEEPALIVE hold), each only when it applies.
     let (base, extra) = names.split_at(names.len().min(4));
@@ -946,6 +1111,68 @@ fn valid_info(reply: &Reply, from_lua: bool) -> bool {
         // Only this connection sends commands: nobody is left waiting.
         && int(7) == Some(0)
         && (4..names.len()).all(|i| int(2 * i + 1).is_some())
+}
+
+/// A read-write lock's LOCK.INFO answer: mode, the writer and its holds in
+/// write mode, the readers (a map of owner to holds, a flat array in RESP2
+/// and from a script; never empty in read mode), ttl, waiters, then maybe
+/// token and keepalive_clients (a map of owner to client id).
+fn valid_read_write_info(items: &[Reply], names: &[&[u8]]) -> bool {
+    let value = |name: &[u8]| {
+        names
+            .iter()
+            .position(|n| *n == name)
+            .and_then(|i| items.get(2 * i + 1))
+    };
+    let int = |name: &[u8]| match value(name) {
+        Some(Reply::Int(n)) => Some(*n),
+        _ => None,
+    };
+    let pairs = |name: &[u8], ok: &dyn Fn(i64) -> bool| match value(name) {
+        Some(Reply::Array(kv) | Reply::Map(kv)) => {
+            kv.len() % 2 == 0
+                && kv.chunks(2).all(|p| {
+                    matches!(&p[0], Reply::Bulk(o) if !o.is_empty())
+                        && matches!(&p[1], Reply::Int(n) if ok(*n))
+                })
+        }
+        _ => false,
+    };
+    let readers = match value(b"readers") {
+        Some(Reply::Array(kv) | Reply::Map(kv)) => kv.len() / 2,
+        _ => 0,
+    };
+    let (base, write): (&[&[u8]], bool) = match value(b"mode") {
+        Some(Reply::Bulk(m)) if m == b"write" => (
+            &[
+                b"mode",
+                b"writer",
+                b"write_holds",
+                b"readers",
+                b"ttl",
+                b"waiters",
+            ],
+            true,
+        ),
+        Some(Reply::Bulk(m)) if m == b"read" => (&[b"mode", b"readers", b"ttl", b"waiters"], false),
+        _ => return false,
+    };
+    let (head, extra) = names.split_at(names.len().min(base.len()));
+    head == base
+        && matches!(
+            extra,
+            [] | [b"token"] | [b"keepalive_clients"] | [b"token", b"keepalive_clients"]
+        )
+        && items.len() == names.len() * 2
+        && (!write || matches!(value(b"writer"), Some(Reply::Bulk(w)) if !w.is_empty()))
+        && (!write || int(b"write_holds").is_some_and(|h| h >= 1))
+        && pairs(b"readers", &|h| h >= 1)
+        && (write || readers > 0)
+        && int(b"ttl").is_some_and(|t| t == -1 || t >= 0)
+        // Only this connection sends commands: nobody is left waiting.
+        && int(b"waiters") == Some(0)
+        && (!extra.contains(&&b"token"[..]) || int(b"token").is_some())
+        && (!extra.contains(&&b"keepalive_clients"[..]) || pairs(b"keepalive_clients", &|c| c > 0))
 }
 
 // ------------------------------------------------------------- the check
@@ -1017,7 +1244,7 @@ impl Run {
             oracle_args[0] = before_nul(&o.args[0]).to_vec();
         }
         let expected = expect(&oracle_args, o.wrap == Wrap::Script);
-        let cmd_label = command(&o.args[0]).map_or("unknown", Cmd::name);
+        let cmd_label = Cmd::from_name(&o.args[0]).map_or("unknown", Cmd::name);
         if o.args.iter().any(|a| a.len() >= HUGE_LEN) {
             let outcome = match &o.reply {
                 Reply::Error(_) => "error",
@@ -1054,8 +1281,8 @@ impl Run {
                     self.fail(o, "expected an unknown-command error")
                 }
                 Expect::Unknown => tally.count("error unknown command".into()),
-                Expect::Valid { cmd, .. } => {
-                    if !data_error_allowed(*cmd, &text) {
+                Expect::Valid { cmd, refused, .. } => {
+                    if !data_error_allowed(*cmd, &text) && refused.as_deref() != Some(&*text) {
                         self.fail(o, "an error no valid vector may get");
                     }
                     if !line.iter().all(|b| (0x20..=0x7e).contains(b)) {
@@ -1071,22 +1298,38 @@ impl Run {
             fence,
             lease_ms,
             blocks,
+            keys,
+            refused,
         } = expected
         else {
             self.fail(o, "invalid arguments got an answer instead of an error");
         };
+        if let Some(refused) = refused {
+            self.fail(
+                o,
+                &format!("expected the error {refused:?} or a data error"),
+            );
+        }
         // Lua numbers are doubles: a script gets integers past 2^53
         // rounded, and i64::MAX - 1 comes back as i64::MIN.
-        let rounded_by_lua = o.wrap == Wrap::Script
-            && matches!(o.reply, Reply::Int(n) if n.unsigned_abs() >= 1 << 53);
+        let from_lua = o.wrap == Wrap::Script;
+        let rounded = |n: i64| from_lua && n.unsigned_abs() >= 1 << 53;
+        // A hold count after an acquire, or its fencing token.
+        let granted = |n: i64| rounded(n) || fence || n >= 1;
+        let ints = |items: &[Reply], ok: &dyn Fn(i64) -> bool| {
+            items.len() == keys && items.iter().all(|i| matches!(i, Reply::Int(n) if ok(*n)))
+        };
         let (valid, must_not_change) = match (cmd, &o.reply) {
-            (Cmd::Acquire | Cmd::Release, Reply::Int(_)) if rounded_by_lua => (true, false),
-            (Cmd::Acquire, Reply::Int(n)) => (fence || *n >= 1, false),
-            (Cmd::Acquire, Reply::Nil) => (true, true),
-            (Cmd::Release, Reply::Int(n)) => (*n >= 0, false),
+            (Cmd::Acquire | Cmd::RAcquire | Cmd::WAcquire, Reply::Int(n)) => (granted(*n), false),
+            (Cmd::MAcquire, Reply::Array(items)) => (ints(items, &granted), false),
+            (Cmd::Acquire | Cmd::RAcquire | Cmd::WAcquire | Cmd::MAcquire, Reply::Nil) => {
+                (true, true)
+            }
+            (Cmd::Release, Reply::Int(n)) => (rounded(*n) || *n >= 0, false),
+            (Cmd::MRelease, Reply::Array(items)) => (ints(items, &|n| rounded(n) || n >= 0), false),
             (Cmd::Renew, Reply::Int(n)) => (*n == lease_ms, false),
             (Cmd::ForceRelease, Reply::Int(n)) => (*n == 0 || *n == 1, *n == 0),
-            (Cmd::Info, reply) => (valid_info(reply, o.wrap == Wrap::Script), true),
+            (Cmd::Info, reply) => (valid_info(reply, from_lua), true),
             // Only this connection sends commands: nobody is left waiting.
             (Cmd::Waiters | Cmd::Queues, Reply::Array(entries)) => (entries.is_empty(), true),
             _ => (false, false),
@@ -1163,7 +1406,7 @@ struct Sent {
 fn send_batch(con: &mut Conn, batch: &[Sent]) -> io::Result<()> {
     let mut buf = Vec::new();
     for Sent { args, wrap } in batch {
-        let key = args.get(1).cloned().unwrap_or_default();
+        let key = watched_key(args);
         encode(&mut buf, &[b"PEXPIRETIME".to_vec(), key.clone()]);
         match wrap {
             Wrap::Plain => encode(&mut buf, args),
@@ -1205,6 +1448,10 @@ fn random_argument_vectors_get_an_error_code_or_a_valid_answer_and_errors_change
             .module_arg("keepalive-max-hold-ms", "1")
             .start(),
     };
+    // Every command the server registers, each with a grammar here.
+    let registered = commands::registered(&mut run.server.client());
+    let cmds = commands::known(&registered, "the fuzzer")
+        .unwrap_or_else(|missing| panic!("fuzz: the commands are not all covered:\n{missing}"));
     let mut con = Conn::open(&run.server);
     let mut rng = Rng(seed);
     let mut tally = Tally::default();
@@ -1225,7 +1472,7 @@ fn random_argument_vectors_get_an_error_code_or_a_valid_answer_and_errors_change
         // A batch ends at an epoch's end and after a 1 MB argument.
         let mut batch = Vec::new();
         while batch.len() < BATCH && index + (batch.len() as u64) < vectors {
-            let args = vector(&mut rng);
+            let args = vector(&mut rng, &cmds);
             let huge = args.iter().any(|a| a.len() >= HUGE_LEN);
             let wrap = Wrap::pick(&mut rng);
             batch.push(Sent { args, wrap });
@@ -1364,6 +1611,25 @@ fn random_argument_vectors_get_an_error_code_or_a_valid_answer_and_errors_change
             "error lock.waiters: ERR invalid",
             "error lock.queues: ERR syntax error",
             "error lock.waiters: WRONGTYPE",
+            "ok lock.racquire: answer",
+            "ok lock.racquire: nil after BLOCK",
+            "error lock.racquire: WRONGTYPE key holds an exclusive lock",
+            "error lock.racquire: ERR owner",
+            "ok lock.wacquire: answer",
+            "ok lock.wacquire: nil",
+            "error lock.wacquire: DEADLOCK",
+            "error lock.wacquire: ERR syntax error",
+            "ok lock.macquire: answer",
+            "ok lock.macquire: nil",
+            "ok lock.macquire: nil after BLOCK",
+            "error lock.macquire: ERR numkeys",
+            "error lock.macquire: ERR key",
+            "error lock.macquire: ERR Number of keys",
+            "error lock.macquire: WRONGTYPE key holds a read-write lock",
+            "ok lock.mrelease: answer",
+            "error lock.mrelease: NOTOWNER",
+            "error lock.mrelease: ERR wrong number",
+            "error lock.release: ERR the owner holds both",
         ] {
             assert!(
                 tally.seen(kind) > 0,

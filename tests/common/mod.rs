@@ -18,6 +18,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 pub use redis::{Connection, Value};
 
 pub mod cluster_client;
+pub mod commands;
 pub mod dataset;
 pub mod sentinel;
 
