@@ -360,7 +360,6 @@ fn readers_behind_a_leaving_writer(
 /// release, a lease end, a newcomer): here w1 is answered nil after its 3 s
 /// and w2 waits on while r0 reads.
 #[test]
-#[ignore = "fails until issue 22's FIFO fix lands"]
 fn a_fence_reader_behind_a_writer_that_leaves_is_answered_its_error_in_its_turn() {
     for leave in [Leave::Timeout, Leave::Unblock, Leave::Disconnect] {
         let server = Server::start();
@@ -390,7 +389,6 @@ fn a_fence_reader_behind_a_writer_that_leaves_is_answered_its_error_in_its_turn(
 /// the lock with its readers at once. Fails today for the same reason: r1
 /// is answered nil after its 3 s.
 #[test]
-#[ignore = "fails until issue 22's FIFO fix lands"]
 fn readers_behind_a_writer_that_leaves_are_let_in_at_once() {
     for leave in [Leave::Timeout, Leave::Unblock, Leave::Disconnect] {
         let server = Server::start();

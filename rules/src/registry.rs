@@ -492,14 +492,22 @@ impl<H: Copy + Eq + Hash> Registry<H> {
         }
     }
 
-    /// Takes a waiter out of its queue (timeout, disconnect).
+    /// Takes a waiter out of its queue (timeout, disconnect). A waiter
+    /// that was first in line held the others back (a writer the readers
+    /// behind it, a multi-lock caller a free key): its lock is listed to be
+    /// looked at again, so that whoever is first now is served, or answered
+    /// its error, in its turn.
     pub fn remove(&mut self, id: WaiterId) -> Option<(Waiter<H>, Released)> {
         let lock = self.locations.remove(&id)?;
-        let waiter = self.queue_mut(&lock)?.fifo.remove(id)?;
+        let queue = self.queue_mut(&lock)?;
+        let was_first = queue.fifo.front().is_some_and(|(head, _)| head == id);
+        let waiter = queue.fifo.remove(id)?;
         self.forget_entry(&lock, id, &waiter, true);
         let mut released = self.drop_if_empty(&lock);
         if let Some(group) = waiter.group {
             released.merge(self.remove_group_except(group, id, true));
+            released.resettle.push(lock);
+        } else if was_first && self.queue_len(&lock) > 0 {
             released.resettle.push(lock);
         }
         released.wait_timer = self.idle_wait_timer();
@@ -630,6 +638,9 @@ mod tests {
         assert_eq!(w.bc, bc(1));
         assert!(released.lease_timers.is_empty());
         assert_eq!(r.fenced_waiters(&lock("k")), 0);
+        // It was first in line, and another waits behind it: the lock is
+        // looked at again for that one.
+        assert_eq!(released.resettle, vec![lock("k")]);
 
         r.set_lease_timer(
             &lock("k"),
@@ -641,6 +652,8 @@ mod tests {
         );
         let (_, released) = r.remove(2).unwrap();
         assert_eq!(released.lease_timers, vec![77]);
+        // The last one: nobody left to serve.
+        assert!(released.resettle.is_empty());
         assert!(!r.has_waiters(0, b"k"));
         assert_eq!(r.waiting(), 0);
         assert!(r.take_lease_job(5).is_none());
@@ -696,6 +709,22 @@ mod tests {
         let (_, released) = r.remove(1).unwrap();
         assert_eq!(released.wait_timer, Some(9));
         assert!(r.wait_timer.is_none() && r.next_deadline().is_none());
+    }
+
+    #[test]
+    fn only_a_waiter_first_in_line_leaving_has_its_lock_looked_at_again() {
+        let mut r = Registry::<usize>::default();
+        for id in 1..=3 {
+            r.enqueue(&lock("k"), id, waiter(id as usize, false));
+        }
+        let (_, released) = r.remove(2).unwrap();
+        assert!(
+            released.resettle.is_empty(),
+            "not first: nobody behind it waited for it"
+        );
+        let (_, released) = r.remove(1).unwrap();
+        assert_eq!(released.resettle, vec![lock("k")]);
+        assert_eq!(r.queue_len(&lock("k")), 1);
     }
 
     #[test]
