@@ -52,6 +52,7 @@ use lock_rules::args::{
     parse_acquire_options, parse_i64, parse_renew_options, parse_view_options, MAX_DURATION_MS,
 };
 use lock_rules::error::printable;
+use lock_rules::keepalive::check_lease;
 use lock_rules::keys::{read_lease_key_in_slot, token_key_in_slot};
 use lock_rules::multilock::{check_distinct, parse_numkeys};
 use lock_rules::read_write::check_owner;
@@ -396,6 +397,9 @@ const NUMBERS: &[&[u8]] = &[
     b"2",
     b"5",
     b"20",
+    // Around the shortest KEEPALIVE lease at hz 10.
+    b"703",
+    b"704",
     b"1000",
     b"30000",
     b"3600",
@@ -827,7 +831,7 @@ fn options_start(cmd: Cmd, args: &[Vec<u8>]) -> Option<usize> {
         return Some(3);
     }
     let raw: Vec<&[u8]> = args.get(1..)?.iter().map(Vec::as_slice).collect();
-    parse_numkeys(&raw, 1).ok().map(|n| 3 + n)
+    parse_numkeys(&raw).ok().map(|n| 3 + n)
 }
 
 /// The lock key a vector names: its first key (after numkeys for the
@@ -925,7 +929,7 @@ fn expect(args: &[Vec<u8>], in_script: bool) -> Expect {
     // numkeys key [key ...] owner: checked before the owner and options.
     let (keys, owner_at) = if cmd.is_multi() {
         let raw: Vec<&[u8]> = rest.iter().map(Vec::as_slice).collect();
-        match parse_numkeys(&raw, 1) {
+        match parse_numkeys(&raw) {
             Ok(n) => (&rest[1..1 + n], 1 + n),
             Err(e) => return Expect::Error(e.to_string()),
         }
@@ -976,6 +980,13 @@ fn expect(args: &[Vec<u8>], in_script: bool) -> Expect {
         },
         Cmd::MRelease | Cmd::ForceRelease | Cmd::Info => (false, None, false, false),
     };
+    // KEEPALIVE's lease is checked first (the fuzzed server runs at the
+    // default hz 10), then its connection.
+    if keepalive {
+        if let Err(e) = check_lease(lease.unwrap_or(DEFAULT_LEASE_MS), 10) {
+            return Expect::Error(e.to_string());
+        }
+    }
     if keepalive && in_script {
         return Expect::Error(
             "ERR KEEPALIVE needs the caller's own connection: not from a script, a function or a module's call"
@@ -1624,7 +1635,7 @@ fn random_argument_vectors_get_an_error_code_or_a_valid_answer_and_errors_change
             "ok lock.macquire: nil after BLOCK",
             "error lock.macquire: ERR numkeys",
             "error lock.macquire: ERR key",
-            "error lock.macquire: ERR Number of keys",
+            "error lock.macquire: ERR the owner is missing",
             "error lock.macquire: WRONGTYPE key holds a read-write lock",
             "ok lock.mrelease: answer",
             "error lock.mrelease: NOTOWNER",
