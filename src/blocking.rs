@@ -126,15 +126,19 @@ fn remember_answered(ctx: &Context, grants: &[Grant]) {
     ANY_ANSWERED.store(true, Relaxed);
 }
 
-/// Binds the grants of a waiter that asked for KEEPALIVE to its connection,
-/// now that it is answered on it. A waiter's grant is never a re-entry.
+/// Settles the bindings of a waiter's grants, now that it is answered: with
+/// KEEPALIVE bound to its connection; a hold its owner already had keeps
+/// its binding (renewed with the new lease); a fresh one is not kept alive.
 fn keep_alive(ctx: &Context, grants: &[Grant]) {
     for grant in grants {
-        let (how, lease_ms) = match grant.keepalive_lease {
-            Some(lease_ms) => (Taken::KeepAlive, lease_ms),
-            None => (Taken::Fresh, 0),
+        let how = if grant.keepalive {
+            Taken::KeepAlive
+        } else if grant.reentry {
+            Taken::Reentry
+        } else {
+            Taken::Fresh
         };
-        keepalive::taken(ctx, &grant.lock, &grant.owner, how, lease_ms);
+        keepalive::taken(ctx, &grant.lock, &grant.owner, how, grant.lease_ms);
     }
 }
 

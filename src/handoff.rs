@@ -199,6 +199,10 @@ fn serve_group(ctx: &Context, group: GroupId) {
             Err(e) => return fail_group(ctx, group, e),
         }
     }
+    let held: Vec<bool> = opened
+        .iter()
+        .map(|(_, _, tx)| tx.state().held_by(&request.owner))
+        .collect();
     let taken = take_all(
         opened.iter_mut().map(|(_, _, tx)| tx).zip(first_in_line),
         &request,
@@ -215,9 +219,9 @@ fn serve_group(ctx: &Context, group: GroupId) {
     deferred::after_queue_change(ctx, released);
     stats::record_wait(waiter.queued_at.elapsed());
     let mut grants = Vec::with_capacity(opened.len());
-    for (lock, key, mut tx) in opened {
+    for ((lock, key, mut tx), held) in opened.into_iter().zip(held) {
         tx.tally.handed_off += 1;
-        grants.push(grant_of(lock, &request));
+        grants.push(grant_of(lock, &request, held));
         commit_only(ctx, lock, &key, tx);
     }
     ffi::unblock(waiter.bc, Some(BlockedReply::GrantedAll(grants, replies)));
@@ -228,12 +232,14 @@ fn serve_group(ctx: &Context, group: GroupId) {
     }
 }
 
-fn grant_of(lock: &LockId<'_>, request: &Request) -> Grant {
+fn grant_of(lock: &LockId<'_>, request: &Request, reentry: bool) -> Grant {
     Grant {
         lock: lock.to_owned(),
         side: request.kind.side(),
         owner: request.owner.clone(),
-        keepalive_lease: request.keepalive.then_some(request.lease_ms),
+        lease_ms: request.lease_ms,
+        keepalive: request.keepalive,
+        reentry,
     }
 }
 
@@ -264,7 +270,7 @@ fn deliver(ctx: &Context, lock: &LockId<'_>, wakes: Vec<Wake<Waiter>>) {
         let outcome = match wake.verdict {
             Verdict::Granted(reply) => {
                 stats::record_wait(wake.waiter.queued_at.elapsed());
-                BlockedReply::Granted(grant_of(lock, &wake.waiter.request), reply)
+                BlockedReply::Granted(grant_of(lock, &wake.waiter.request, wake.held), reply)
             }
             Verdict::Failed(e) => BlockedReply::Failed(e.to_string()),
         };

@@ -17,8 +17,9 @@
 //! Bindings live in this server's memory only: a replica never renews, and
 //! after a failover or a restart a holder re-attaches on the new master.
 //!
-//! Offers: [`min_lease_ms`], [`may_bind`], [`may_set_lease`], [`taken`], [`released`], [`unbind_lock`],
-//! [`client_gone`], [`clear`], [`held`], [`client_of`].
+//! Offers: [`min_lease_ms`], [`may_bind`], [`may_set_lease`], [`taken`],
+//! [`released`], [`unbind_lock`], [`client_gone`], [`clear`], [`held`],
+//! [`client_of`].
 
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
@@ -98,9 +99,8 @@ pub fn may_bind(ctx: &Context, lease_ms: i64) -> Result<(), LockError> {
 /// that is kept alive, if the server could not renew it in time: from now
 /// on its renewals would take that lease.
 pub fn may_set_lease(lock: &LockId<'_>, owner: &[u8], lease_ms: i64) -> Result<(), LockError> {
-    let hz = server_settings::hz();
-    if lease_ms < lock_rules::keepalive::min_lease_ms(hz) && client_of(lock, owner).is_some() {
-        check_lease(lease_ms, hz)?;
+    if lease_ms < min_lease_ms() && client_of(lock, owner).is_some() {
+        check_lease(lease_ms, server_settings::hz())?;
     }
     Ok(())
 }

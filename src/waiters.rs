@@ -34,9 +34,14 @@ pub struct Grant {
     pub owner: FieldName,
     /// Which side of a read-write lock; `None` for an exclusive lock.
     pub side: Option<Side>,
-    /// KEEPALIVE: the lease the server renews while the waiter's
-    /// connection lives, once it hears of the grant.
-    pub keepalive_lease: Option<i64>,
+    /// The lease the grant set.
+    pub lease_ms: i64,
+    /// KEEPALIVE: the server renews the hold while the waiter's connection
+    /// lives, once it hears of the grant.
+    pub keepalive: bool,
+    /// The owner held the lock already (a multi-lock caller's key it held,
+    /// the other side of a read-write lock): a binding it has stays.
+    pub reentry: bool,
 }
 
 /// What a blocked caller is told when it is unblocked.

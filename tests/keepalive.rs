@@ -477,6 +477,55 @@ fn a_lease_too_short_to_keep_alive_is_refused() {
     );
 }
 
+/// A KEEPALIVE hold its owner enters again as a waiter (a multi-lock
+/// caller granted, among its keys, one it held already) keeps its binding,
+/// as a re-entry at once does: it used to be dropped as if the grant were a
+/// fresh hold, and the hold then ran out its lease while the connection that
+/// kept it was open.
+#[test]
+fn a_hold_entered_again_by_a_waiting_multi_lock_caller_stays_kept_alive() {
+    let server = Server::start();
+    let mut con = server.client();
+    let mut holder = server.client();
+    let holder_id = client_id(&mut holder).to_string();
+    assert_eq!(
+        acquire(&mut holder, "a", "h", &["PX", "800", "KEEPALIVE"]),
+        Value::Int(1)
+    );
+    assert_eq!(acquire(&mut con, "b", "x", &["PX", "60000"]), Value::Int(1));
+    let mut waiter = server.client();
+    send(
+        &mut waiter,
+        &[
+            "LOCK.MACQUIRE",
+            "2",
+            "a",
+            "b",
+            "h",
+            "PX",
+            "800",
+            "BLOCK",
+            "0",
+        ],
+    );
+    wait_for_waiters(&mut con, "b", 1);
+    assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "b", "x"]), 0);
+    assert_eq!(
+        recv(&mut waiter).expect("the multi-lock grant"),
+        Value::Array(vec![Value::Int(2), Value::Int(1)])
+    );
+    assert_eq!(
+        lock_field(&mut con, "a", "keepalive_client"),
+        Some(holder_id),
+        "the binding of a stays"
+    );
+    assert_eq!(lock_field(&mut con, "b", "keepalive_client"), None);
+    let from = renewals(&server);
+    wait_for_renewals(&server, from, 4);
+    assert_eq!(lock_field(&mut con, "a", "holds").as_deref(), Some("2"));
+    assert!(pttl(&mut con, "a") > 0);
+}
+
 /// KEEPALIVE on every acquire: read and write holds of a read-write lock
 /// (LOCK.INFO names the client keeping each), a multi-lock's keys, and a
 /// waiter, which is bound when it is handed the lock.

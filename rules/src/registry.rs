@@ -670,6 +670,7 @@ mod tests {
             id,
             waiter: w,
             verdict: crate::transition::Verdict::Granted(1),
+            held: false,
         }];
         let _ = r.forget_woken(&lock("k"), &wakes);
         assert_eq!(r.waiting(), 0);

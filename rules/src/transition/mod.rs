@@ -69,6 +69,9 @@ pub struct Wake<T> {
     pub id: WaiterId,
     pub waiter: T,
     pub verdict: Verdict,
+    /// Its owner held the lock already when it was granted (the other side
+    /// of a read-write lock): its binding, if any, stays.
+    pub held: bool,
 }
 
 /// Counts for `INFO lock`, as this transition changed them.
@@ -193,6 +196,7 @@ impl<T: Queued> Transition<T> {
                 return;
             };
             let req = waiter.request();
+            let held = self.state.held_by(&req.owner);
             let granted = match (admission, req.kind.side()) {
                 (HoldAdmission::Refused(e), _) => Err(e),
                 (_, None) => self.grant(req),
@@ -210,6 +214,7 @@ impl<T: Queued> Transition<T> {
                 id,
                 waiter,
                 verdict,
+                held,
             });
         }
     }
@@ -222,6 +227,7 @@ impl<T: Queued> Transition<T> {
                 id,
                 waiter,
                 verdict: Verdict::Failed(error.clone()),
+                held: false,
             });
         }
     }
