@@ -67,6 +67,21 @@ pub fn spawn(command: &[OsString], env: &[(&str, String)]) -> io::Result<Child> 
     cmd.spawn()
 }
 
+/// Why a command could not be started, in words.
+pub fn spawn_error(e: &io::Error) -> String {
+    match e.kind() {
+        io::ErrorKind::NotFound => "no such command".into(),
+        io::ErrorKind::PermissionDenied => "permission denied".into(),
+        _ => {
+            let text = e.to_string();
+            match text.rfind(" (os error ") {
+                Some(at) => text[..at].to_lowercase(),
+                None => text,
+            }
+        }
+    }
+}
+
 /// Starts a thread that sends `event` once the process `pid` has exited,
 /// leaving it to be reaped (`Child::wait`) by the caller.
 pub fn notify_exit<E: Send + 'static>(pid: u32, tx: Sender<E>, event: E) -> io::Result<()> {

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisResult, Value};
 
+use crate::exit;
+
 /// How long a connection attempt may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a reply to a command that does not block may take.
@@ -93,6 +95,24 @@ fn command(args: &[String]) -> redis::Cmd {
     cmd
 }
 
+/// What failed while connecting: the connection itself (with the
+/// handshake: `HELLO`, `AUTH`) or selecting the URL's database.
+#[derive(Debug)]
+pub enum ConnectError {
+    Connect(redis::RedisError),
+    /// `SELECT db` answered an error: the connection works, the database is
+    /// refused.
+    Select(i64, redis::RedisError),
+}
+
+impl ConnectError {
+    pub fn into_error(self) -> redis::RedisError {
+        match self {
+            ConnectError::Connect(e) | ConnectError::Select(_, e) => e,
+        }
+    }
+}
+
 /// One connection, which moves to another node when a command is redirected.
 pub struct Conn {
     info: ConnectionInfo,
@@ -100,15 +120,36 @@ pub struct Conn {
 }
 
 impl Conn {
-    pub fn connect(info: &ConnectionInfo) -> RedisResult<Conn> {
-        let client = redis::Client::open(info.clone())?;
-        let con = client.get_connection_with_timeout(CONNECT_TIMEOUT)?;
-        con.set_read_timeout(Some(REPLY_TIMEOUT))?;
-        con.set_write_timeout(Some(REPLY_TIMEOUT))?;
-        Ok(Conn {
+    /// Connects (with the handshake the URL asks for), then selects the
+    /// URL's database with a `SELECT` of our own, so that a refused
+    /// database is told apart from a refused login.
+    pub fn connect(info: &ConnectionInfo) -> Result<Conn, ConnectError> {
+        let db = info.redis_settings().db();
+        let plain = info
+            .clone()
+            .set_redis_settings(info.redis_settings().clone().set_db(0));
+        let client = redis::Client::open(plain).map_err(ConnectError::Connect)?;
+        let con = client
+            .get_connection_with_timeout(CONNECT_TIMEOUT)
+            .map_err(ConnectError::Connect)?;
+        con.set_read_timeout(Some(REPLY_TIMEOUT))
+            .map_err(ConnectError::Connect)?;
+        con.set_write_timeout(Some(REPLY_TIMEOUT))
+            .map_err(ConnectError::Connect)?;
+        let mut conn = Conn {
             info: info.clone(),
             con,
-        })
+        };
+        if db != 0 {
+            if let Err(e) = conn.call(&["SELECT".into(), db.to_string()]) {
+                return Err(if exit::is_connection_error(&e) {
+                    ConnectError::Connect(e)
+                } else {
+                    ConnectError::Select(db, e)
+                });
+            }
+        }
+        Ok(conn)
     }
 
     /// The node this connection is on now.
@@ -117,7 +158,7 @@ impl Conn {
     }
 
     /// A new connection to the same node, replacing this one.
-    pub fn reconnect(&mut self) -> RedisResult<()> {
+    pub fn reconnect(&mut self) -> Result<(), ConnectError> {
         *self = Conn::connect(&self.info)?;
         Ok(())
     }
@@ -165,7 +206,7 @@ impl Conn {
             }
             asking = e.code() == Some("ASK");
             let next = redirected(&self.info, &host, port);
-            *self = Conn::connect(&next)?;
+            *self = Conn::connect(&next).map_err(ConnectError::into_error)?;
             self.con.set_read_timeout(patience)?;
         };
         self.con.set_read_timeout(Some(REPLY_TIMEOUT))?;

@@ -14,9 +14,10 @@ use redis::{ConnectionInfo, RedisError};
 
 use crate::commands::{self, Acquire};
 use crate::conn::Conn;
-use crate::exit::is_connection_error;
+use crate::exit::is_unusable;
 use crate::hold::{judge, needs_reattach, Seen};
 use crate::reply::{self, Fields};
+use crate::words;
 
 /// How often `LOCK.INFO` is polled: a tenth of the lease, at most every
 /// 100 ms apart, at least 5 ms.
@@ -38,8 +39,19 @@ enum Trouble {
     Unsure(String),
 }
 
-fn unsure(what: &str, e: &RedisError) -> Trouble {
-    Trouble::Unsure(format!("{what}: {e}"))
+fn unsure(info: &ConnectionInfo, args: &[String], e: &RedisError) -> Trouble {
+    Trouble::Unsure(words::reason(info, args, e))
+}
+
+enum Bind {
+    NotOwner(String),
+    Failed(RedisError),
+}
+
+fn not_owner(name: &str) -> Trouble {
+    Trouble::Lost(format!(
+        "{name}: it was no longer held when re-attached to a connection"
+    ))
 }
 
 pub struct Watch {
@@ -119,23 +131,26 @@ impl Watch {
 
     fn check(&mut self) -> Result<(), Trouble> {
         if self.probe.is_none() {
-            self.probe =
-                Some(Conn::connect(&self.probe_target).map_err(|e| unsure("connecting", &e))?);
+            self.probe = Some(Conn::connect(&self.probe_target).map_err(|e| {
+                Trouble::Unsure(words::connect_failure(&self.probe_target, &e).to_string())
+            })?);
         }
         let mut reattach = false;
         for name in &self.acquire.names {
             let Some(probe) = self.probe.as_mut() else {
                 return Err(Trouble::Unsure("no connection".into()));
             };
-            let v = match probe.call(&commands::info(name)) {
+            let cmd = commands::info(name);
+            let v = match probe.call(&cmd) {
                 Ok(v) => v,
                 Err(e) => {
-                    if is_connection_error(&e) {
+                    let why = words::reason(probe.info(), &cmd, &e);
+                    if is_unusable(&e) {
                         self.probe = None;
                     } else if e.code() == Some("WRONGTYPE") {
-                        return Err(Trouble::Lost(format!("{name}: {e}")));
+                        return Err(Trouble::Lost(why));
                     }
-                    return Err(unsure("LOCK.INFO", &e));
+                    return Err(Trouble::Unsure(why));
                 }
             };
             match judge(
@@ -155,20 +170,37 @@ impl Watch {
 
     /// A new holder connection, and every hold bound to it.
     fn reattach(&mut self) -> Result<(), Trouble> {
+        let target = self.holder.info().clone();
         self.holder
             .reconnect()
-            .map_err(|e| unsure("reconnecting", &e))?;
+            .map_err(|e| Trouble::Unsure(words::connect_failure(&target, &e).to_string()))?;
         self.holder_id = client_id(&mut self.holder);
+        match self.bind() {
+            Ok(()) => Ok(()),
+            Err(Bind::NotOwner(name)) => Err(not_owner(&name)),
+            Err(Bind::Failed(e)) => Err(unsure(self.holder.info(), &self.renew_args(), &e)),
+        }
+    }
+
+    /// The first re-attach command, for messages.
+    fn renew_args(&self) -> Vec<String> {
+        self.acquire
+            .reattach()
+            .into_iter()
+            .next()
+            .unwrap_or_default()
+    }
+
+    /// `LOCK.RENEW name owner PX lease KEEPALIVE` for every name on the
+    /// holder connection.
+    fn bind(&mut self) -> Result<(), Bind> {
         for cmd in self.acquire.reattach() {
             match self.holder.call(&cmd) {
                 Ok(_) => {}
                 Err(e) if e.code() == Some("NOTOWNER") => {
-                    return Err(Trouble::Lost(format!(
-                        "{}: re-attaching it after a reconnect: {e}",
-                        cmd.get(1).map_or("", String::as_str)
-                    )))
+                    return Err(Bind::NotOwner(cmd.get(1).cloned().unwrap_or_default()))
                 }
-                Err(e) => return Err(unsure("LOCK.RENEW ... KEEPALIVE", &e)),
+                Err(e) => return Err(Bind::Failed(e)),
             }
         }
         Ok(())
