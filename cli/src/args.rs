@@ -41,8 +41,12 @@ Examples:
   redis-lock run '{db}:orders' '{db}:stock' -- ./reconcile
   redis-lock run --read config -- ./read-config.sh
 
-The command gets LOCK_NAME, LOCK_OWNER and LOCK_TOKEN (--fence). A lost lock
-ends the command (--on-lost) and redis-lock exits 75.";
+The command gets LOCK_NAME, LOCK_OWNER, LOCK_TOKEN (--fence) and LOCK_FD: the
+descriptor of the connection that keeps the lock. It must leave that
+descriptor alone. If redis-lock is killed, the kernel kills the command
+(SIGKILL); processes it started keep the connection, and the server keeps the
+lock, until the last of them exits (as with flock). A lost lock ends the
+command (--on-lost) and redis-lock exits 75.";
 
 const STATUS_EXAMPLES: &str = "\
 Examples:

@@ -66,7 +66,13 @@ pub fn run(url: &str, args: RunArgs) -> Result<u8, Failure> {
         let t: Vec<String> = tokens.iter().map(i64::to_string).collect();
         env.push(("LOCK_TOKEN", t.join(" ")));
     }
-    let mut child = match child::spawn(&args.command, &env) {
+    // The command inherits the holder connection (LOCK_FD): should
+    // redis-lock die, the connection stays open, and the server keeps the
+    // hold alive, for as long as a process of the command has it open.
+    if let Some(fd) = holder.fd() {
+        env.push(("LOCK_FD", fd.to_string()));
+    }
+    let mut child = match child::spawn(&args.command, &env, holder.fd()) {
         Ok(c) => c,
         Err(e) => {
             let mut holder = Some(holder);

@@ -3,8 +3,10 @@
 //! `LOCK.INFO` on a second connection to see that the owner still holds every
 //! lock and that the holder connection still keeps it alive. When that
 //! binding is gone (the connection broke, the server restarted or failed
-//! over), it reconnects and re-attaches with `LOCK.RENEW ... KEEPALIVE`.
-//! A lock the owner no longer holds is reported as lost.
+//! over), it re-attaches with `LOCK.RENEW ... KEEPALIVE`: on the holder
+//! connection if it still works (the command inherited that one, see
+//! `run`), else on a new one. A lock the owner no longer holds is reported
+//! as lost.
 
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::thread::{self, JoinHandle};
@@ -13,7 +15,7 @@ use std::time::{Duration, Instant};
 use redis::{ConnectionInfo, RedisError};
 
 use crate::commands::{self, Acquire};
-use crate::conn::Conn;
+use crate::conn::{Conn, REPLY_TIMEOUT};
 use crate::exit::is_unusable;
 use crate::hold::{judge, needs_reattach, Seen};
 use crate::reply::{self, Fields};
@@ -41,6 +43,13 @@ enum Trouble {
 
 fn unsure(info: &ConnectionInfo, args: &[String], e: &RedisError) -> Trouble {
     Trouble::Unsure(words::reason(info, args, e))
+}
+
+/// How long a re-attach on the holder connection may wait for its reply
+/// before a new connection is tried: a connection cut off without a reset
+/// must not use up the lease left.
+fn same_connection_patience(lease: Duration) -> Duration {
+    (lease / 4).clamp(Duration::from_millis(50), REPLY_TIMEOUT)
 }
 
 enum Bind {
@@ -168,14 +177,22 @@ impl Watch {
         Ok(())
     }
 
-    /// A new holder connection, and every hold bound to it.
+    /// Every hold bound to the holder connection again: to the one the
+    /// command inherited while it works, else to a new one.
     fn reattach(&mut self) -> Result<(), Trouble> {
+        let patience = same_connection_patience(self.acquire.lease);
+        match self.bind(Some(patience)) {
+            Err(Bind::Failed(e)) if is_unusable(&e) => {}
+            Err(Bind::Failed(e)) => return Err(unsure(self.holder.info(), &self.renew_args(), &e)),
+            Err(Bind::NotOwner(name)) => return Err(not_owner(&name)),
+            Ok(()) => return Ok(()),
+        }
         let target = self.holder.info().clone();
         self.holder
             .reconnect()
             .map_err(|e| Trouble::Unsure(words::connect_failure(&target, &e).to_string()))?;
         self.holder_id = client_id(&mut self.holder);
-        match self.bind() {
+        match self.bind(None) {
             Ok(()) => Ok(()),
             Err(Bind::NotOwner(name)) => Err(not_owner(&name)),
             Err(Bind::Failed(e)) => Err(unsure(self.holder.info(), &self.renew_args(), &e)),
@@ -192,10 +209,15 @@ impl Watch {
     }
 
     /// `LOCK.RENEW name owner PX lease KEEPALIVE` for every name on the
-    /// holder connection.
-    fn bind(&mut self) -> Result<(), Bind> {
+    /// holder connection, replies awaited up to `patience` (`None`: the
+    /// usual).
+    fn bind(&mut self, patience: Option<Duration>) -> Result<(), Bind> {
         for cmd in self.acquire.reattach() {
-            match self.holder.call(&cmd) {
+            let reply = match patience {
+                Some(p) => self.holder.call_waiting(&cmd, Some(p)),
+                None => self.holder.call(&cmd),
+            };
+            match reply {
                 Ok(_) => {}
                 Err(e) if e.code() == Some("NOTOWNER") => {
                     return Err(Bind::NotOwner(cmd.get(1).cloned().unwrap_or_default()))

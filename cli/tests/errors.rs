@@ -398,4 +398,5 @@ fn top_once_and_help() {
     for code in ["69", "75", "76", "77", "78"] {
         assert!(help.contains(&format!("\n  {code} ")), "{code}: {help}");
     }
+    assert!(help.contains("LOCK_FD"), "{help}");
 }
