@@ -46,20 +46,27 @@ pub fn connect_failure(info: &ConnectionInfo, e: &ConnectError) -> Failure {
                     io_reason(e)
                 ));
             }
+            // The handshake (HELLO, AUTH): a refusal, in words when it is
+            // one of the login's.
             match (e.code(), e.detail()) {
-                (Some(code), detail) if e.kind() != ErrorKind::AuthenticationFailed => reply(
+                (Some(code @ ("NOAUTH" | "WRONGPASS" | "NOPERM")), detail) => reply(
                     &peer,
                     &["HELLO".to_string()],
                     code,
                     detail.unwrap_or_default(),
                 )
-                .unwrap_or_else(|| {
+                .unwrap_or_else(|| wrong_login(&peer)),
+                // HELLO unknown: a server older than RESP3.
+                (Some(code), Some(detail)) if is_unknown_command(code, detail) => {
+                    resp3_unknown(&peer)
+                }
+                (Some(code), detail) if e.kind() != ErrorKind::AuthenticationFailed => {
                     Failure::Refused(format!(
                         "{} refused the connection{}",
                         peer.server,
                         answered(code, detail.unwrap_or_default())
                     ))
-                }),
+                }
                 _ => other(&peer, &[], e),
             }
         }
@@ -109,10 +116,7 @@ fn other(peer: &Peer, args: &[String], e: &RedisError) -> Failure {
             peer.server
         )),
         ErrorKind::AuthenticationFailed => wrong_login(peer),
-        ErrorKind::RESP3NotSupported => Failure::Server(format!(
-            "{} does not speak RESP3: leave protocol=resp3 out of the URL",
-            peer.server
-        )),
+        ErrorKind::RESP3NotSupported => resp3_unknown(peer),
         _ => Failure::Internal(format!(
             "{}{}: {}",
             command_line(args),
@@ -120,6 +124,13 @@ fn other(peer: &Peer, args: &[String], e: &RedisError) -> Failure {
             first_line(&e.to_string())
         )),
     }
+}
+
+fn resp3_unknown(peer: &Peer) -> Failure {
+    Failure::Server(format!(
+        "{} does not speak RESP3: leave protocol=resp3 out of the URL",
+        peer.server
+    ))
 }
 
 fn wrong_login(peer: &Peer) -> Failure {
