@@ -3,11 +3,76 @@
 use std::ffi::OsString;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 use crate::commands::{Acquire, Kind, Wait};
 use crate::conn::DEFAULT_URL;
 use crate::duration;
+
+/// Exit codes, as `--help` lists them.
+const EXIT_CODES: &str = "\
+Exit codes:
+  the command's    run: its exit status (128+N when signal N killed it)
+  1                the lock was not acquired (-E changes it); release: nothing to release
+  64               usage error
+  69               the server cannot be reached, the connection was lost, or it is not ready
+  70               internal error of redis-lock
+  75               run: the lock was lost while the command ran
+  76               an error reply from the server, or the peer is not a Redis server
+  77               refused by the server: login, password, ACL permission, database
+  78               the lock module is not loaded on the server
+  126, 127         run: the command cannot be executed / was not found
+  128+N            run: redis-lock got signal N while waiting";
+
+const MAIN_EXAMPLES: &str = "\
+Examples:
+  redis-lock run -n nightly-report -- /opt/app/bin/report
+  redis-lock run --wait 10m --fence deploy:prod -- ./deploy.sh prod
+  redis-lock -u redis://:secret@locks.internal:6379/0 status deploy:prod
+  redis-lock top";
+
+const RUN_EXAMPLES: &str = "\
+Examples:
+  # skip a busy turn quietly (exit 1), as flock -n does
+  redis-lock run -n -q report -- /opt/app/bin/report
+  # wait up to 10 minutes, exit 3 if not acquired, give the script LOCK_TOKEN
+  redis-lock run --wait 10m -E 3 --fence deploy:prod -- ./deploy.sh prod
+  # two locks at once (a cluster needs one {hash tag}); a shared read hold
+  redis-lock run '{db}:orders' '{db}:stock' -- ./reconcile
+  redis-lock run --read config -- ./read-config.sh
+
+The command gets LOCK_NAME, LOCK_OWNER, LOCK_TOKEN (--fence) and LOCK_FD: the
+descriptor of the connection that keeps the lock. It must leave that
+descriptor alone. If redis-lock is killed, the kernel kills the command
+(SIGKILL); processes it started keep the connection, and the server keeps the
+lock, until the last of them exits (as with flock). A lost lock ends the
+command (--on-lost) and redis-lock exits 75.";
+
+const STATUS_EXAMPLES: &str = "\
+Examples:
+  redis-lock status deploy:prod
+  redis-lock status --json job other | jq .job.owner";
+
+const TOP_EXAMPLES: &str = "\
+Examples:
+  redis-lock top
+  redis-lock top --interval 250ms
+  redis-lock top --once > queues.txt";
+
+const RELEASE_EXAMPLES: &str = "\
+Examples:
+  redis-lock release job --owner web-1:812:0a1b2c3d
+  LOCK_OWNER=web-1:812:0a1b2c3d redis-lock release --write config
+
+It prints NAME: released, NAME: N holds left, or why the owner had nothing
+to release (exit 1).";
+
+const FORCE_RELEASE_EXAMPLES: &str = "\
+Examples:
+  redis-lock force-release job
+  redis-lock force-release deploy:prod deploy:staging
+
+A redis-lock run holding a lock removed this way sees it lost (exit 75).";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -15,10 +80,7 @@ use crate::duration;
     version,
     about = "Run a command while holding a lock of the lock module (LOCK.* commands), \
              and look at locks and their queues",
-    after_help = "Exit codes: the command's own status (128+N when killed by signal N); \
-                  1 lock not acquired (-E); 64 usage; 69 server unreachable; 70 internal error; \
-                  75 lock lost while the command ran; 76 error reply from the server; \
-                  126 command not executable; 127 command not found. See docs/cli.md."
+    after_help = format!("{MAIN_EXAMPLES}\n\n{EXIT_CODES}")
 )]
 pub struct Cli {
     /// Server: redis://[user:pass@]host:port/db, rediss:// for TLS, or unix:///path.
@@ -39,14 +101,19 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Take the lock(s), run COMMAND while holding them, release, exit with its status.
+    #[command(after_help = format!("{RUN_EXAMPLES}\n\n{EXIT_CODES}"))]
     Run(RunArgs),
     /// Show holder, holds, lease left, token and waiters of each lock.
+    #[command(after_help = STATUS_EXAMPLES)]
     Status(StatusArgs),
     /// A live table of the locks that have waiters (Ctrl-C quits).
+    #[command(after_help = TOP_EXAMPLES)]
     Top(TopArgs),
     /// Drop one hold of OWNER on each lock (LOCK.RELEASE).
+    #[command(after_help = RELEASE_EXAMPLES)]
     Release(ReleaseArgs),
     /// Remove each lock whoever holds it (LOCK.FORCERELEASE).
+    #[command(after_help = FORCE_RELEASE_EXAMPLES)]
     ForceRelease(ForceReleaseArgs),
 }
 
@@ -158,6 +225,52 @@ impl RunArgs {
     }
 }
 
+/// How `redis-lock run` is written, for messages.
+pub const RUN_USAGE: &str = "redis-lock run [OPTIONS] NAME... -- COMMAND [ARGS...]";
+
+/// A command-line error of clap in one line of our own: what is wrong, and
+/// where the help is. `raw`: the arguments as given (without the program).
+pub fn usage_error(e: &clap::Error, raw: &[String]) -> String {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let rendered = e.render().to_string();
+    // The subcommand, if any: the first argument before `--` naming one.
+    let sub = raw
+        .iter()
+        .take_while(|a| *a != "--")
+        .find(|a| Cli::command().find_subcommand(a.as_str()).is_some())
+        .cloned();
+    let is_run = sub.as_deref() == Some("run");
+    let missing: Vec<String> = match e.get(ContextKind::InvalidArg) {
+        Some(ContextValue::Strings(v)) => v.clone(),
+        Some(ContextValue::String(v)) => vec![v.clone()],
+        _ => Vec::new(),
+    };
+    let no_separator = !raw.iter().any(|a| a == "--");
+    if is_run
+        && e.kind() == ErrorKind::MissingRequiredArgument
+        && missing.iter().any(|m| m.contains("COMMAND"))
+    {
+        return format!("the command to run follows --: {RUN_USAGE}");
+    }
+    let mut message = rendered
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .trim_start_matches("error:")
+        .trim()
+        .to_string();
+    if is_run && e.kind() == ErrorKind::UnknownArgument && no_separator {
+        message.push_str(&format!(" (the command to run follows --: {RUN_USAGE})"));
+        return message;
+    }
+    let help = match sub {
+        Some(sub) => format!("redis-lock {sub} --help"),
+        None => "redis-lock --help".into(),
+    };
+    format!("{message} (see {help})")
+}
+
 pub fn check_owner(owner: &str) -> Result<(), String> {
     if owner.is_empty() {
         return Err("the owner must not be empty".into());
@@ -190,7 +303,7 @@ pub struct ReleaseArgs {
     pub names: Vec<String>,
     /// The owner whose hold to drop (a run gives its command LOCK_OWNER).
     #[arg(long, env = "LOCK_OWNER")]
-    pub owner: String,
+    pub owner: Option<String>,
     /// Drop a read hold of a read-write lock (LOCK.RELEASE ... READ).
     #[arg(long, conflicts_with = "write")]
     pub read: bool,
@@ -292,6 +405,40 @@ mod tests {
         assert!(r.acquire(String::new()).is_err());
     }
 
+    fn usage(line: &[&str]) -> String {
+        let raw: Vec<String> = line.iter().map(|s| s.to_string()).collect();
+        match parse(line) {
+            Ok(_) => panic!("{line:?} parses"),
+            Err(e) => usage_error(&e, &raw),
+        }
+    }
+
+    #[test]
+    fn usage_errors_in_one_line() {
+        let want = format!("the command to run follows --: {RUN_USAGE}");
+        assert_eq!(usage(&["run", "job"]), want);
+        assert_eq!(usage(&["run", "job", "make"]), want);
+        assert_eq!(
+            usage(&["run", "job", "ls", "-l"]),
+            format!("unexpected argument '-l' found (the command to run follows --: {RUN_USAGE})")
+        );
+        for line in [
+            &["run", "--lease", "0", "job", "--", "true"][..],
+            &["status"],
+            &["top", "--interval", "x"],
+            &["nope"],
+        ] {
+            let m = usage(line);
+            assert!(!m.contains('\n') && !m.starts_with("error"), "{m}");
+            assert!(m.ends_with("--help)"), "{m}");
+        }
+        assert!(usage(&["status"]).ends_with("(see redis-lock status --help)"));
+        assert!(
+            usage(&["-u", "redis://h", "run", "--lease", "0", "j", "--", "true"])
+                .ends_with("(see redis-lock run --help)")
+        );
+    }
+
     #[test]
     fn global_url_and_other_commands() {
         let cli = parse(&["status", "--json", "a", "-u", "redis://h:1"]).expect("parses");
@@ -302,7 +449,10 @@ mod tests {
         ));
         let cli = parse(&["release", "--owner", "o", "--write", "a"]).expect("parses");
         match cli.command {
-            Command::Release(r) => assert_eq!(r.kind(), Kind::Write),
+            Command::Release(r) => {
+                assert_eq!(r.kind(), Kind::Write);
+                assert_eq!(r.owner.as_deref(), Some("o"));
+            }
             other => panic!("{other:?}"),
         }
         assert!(parse(&["force-release", "a", "b"]).is_ok());

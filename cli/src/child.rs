@@ -54,8 +54,13 @@ pub fn forward(received: Received) -> bool {
 }
 
 /// Starts `command` with `env` added to redis-lock's environment. It stays in
-/// redis-lock's process group, so it keeps the terminal.
-pub fn spawn(command: &[OsString], env: &[(&str, String)]) -> io::Result<Child> {
+/// redis-lock's process group, so it keeps the terminal. It inherits the
+/// descriptor `keep` (the holder connection; every other descriptor of
+/// redis-lock is close-on-exec), and the kernel kills it (SIGKILL) if
+/// redis-lock dies first (see `sys::inherit_and_die_with_parent`). Called
+/// from the main thread: the parent-death signal follows the thread that
+/// starts the child.
+pub fn spawn(command: &[OsString], env: &[(&str, String)], keep: Option<i32>) -> io::Result<Child> {
     let (program, args) = command
         .split_first()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no command"))?;
@@ -64,7 +69,23 @@ pub fn spawn(command: &[OsString], env: &[(&str, String)]) -> io::Result<Child> 
     for (k, v) in env {
         cmd.env(k, v);
     }
+    sys::inherit_and_die_with_parent(&mut cmd, keep);
     cmd.spawn()
+}
+
+/// Why a command could not be started, in words.
+pub fn spawn_error(e: &io::Error) -> String {
+    match e.kind() {
+        io::ErrorKind::NotFound => "no such command".into(),
+        io::ErrorKind::PermissionDenied => "permission denied".into(),
+        _ => {
+            let text = e.to_string();
+            match text.rfind(" (os error ") {
+                Some(at) => text[..at].to_lowercase(),
+                None => text,
+            }
+        }
+    }
 }
 
 /// Starts a thread that sends `event` once the process `pid` has exited,
@@ -118,7 +139,8 @@ mod tests {
 
     #[test]
     fn exit_is_noticed_before_the_child_is_reaped() {
-        let mut child = spawn(&["sh".into(), "-c".into(), "exit 3".into()], &[]).expect("spawn");
+        let mut child =
+            spawn(&["sh".into(), "-c".into(), "exit 3".into()], &[], None).expect("spawn");
         let (tx, rx) = std::sync::mpsc::channel();
         notify_exit(child.id(), tx, ()).expect("thread");
         rx.recv_timeout(std::time::Duration::from_secs(10))

@@ -1,9 +1,15 @@
 //! Connections: the server URL, connecting with a timeout, and commands that
 //! follow a cluster's `MOVED` / `ASK` redirections.
 
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisResult, Value};
+
+use crate::exit;
+use crate::sys::{self, Peer};
 
 /// How long a connection attempt may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -93,22 +99,106 @@ fn command(args: &[String]) -> redis::Cmd {
     cmd
 }
 
+/// What failed while connecting: the connection itself (with the
+/// handshake: `HELLO`, `AUTH`) or selecting the URL's database.
+#[derive(Debug)]
+pub enum ConnectError {
+    Connect(redis::RedisError),
+    /// `SELECT db` answered an error: the connection works, the database is
+    /// refused.
+    Select(i64, redis::RedisError),
+}
+
+impl ConnectError {
+    pub fn into_error(self) -> redis::RedisError {
+        match self {
+            ConnectError::Connect(e) | ConnectError::Select(_, e) => e,
+        }
+    }
+}
+
+/// Connections are made one at a time (see [`Conn::fd`]).
+static CONNECTING: Mutex<()> = Mutex::new(());
+
+/// The open sockets of this process: descriptor and `socket:[inode]`.
+fn sockets() -> HashSet<(i32, PathBuf)> {
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+        return HashSet::new();
+    };
+    dir.filter_map(|entry| {
+        let entry = entry.ok()?;
+        let fd: i32 = entry.file_name().to_str()?.parse().ok()?;
+        let target = std::fs::read_link(entry.path()).ok()?;
+        target
+            .to_str()
+            .is_some_and(|t| t.starts_with("socket:"))
+            .then_some((fd, target))
+    })
+    .collect()
+}
+
+/// Whether a socket connected to `peer` may be one to `info`'s address.
+fn leads_to(peer: &Peer, info: &ConnectionInfo) -> bool {
+    match (peer, info.addr()) {
+        (Peer::Tcp(p), ConnectionAddr::Tcp(_, port)) => p == port,
+        (Peer::Tcp(p), ConnectionAddr::TcpTls { port, .. }) => p == port,
+        // The server's path may be spelled otherwise than in the URL.
+        (Peer::Unix(_), ConnectionAddr::Unix(_)) => true,
+        _ => false,
+    }
+}
+
 /// One connection, which moves to another node when a command is redirected.
 pub struct Conn {
     info: ConnectionInfo,
     con: redis::Connection,
+    fd: Option<i32>,
 }
 
 impl Conn {
-    pub fn connect(info: &ConnectionInfo) -> RedisResult<Conn> {
-        let client = redis::Client::open(info.clone())?;
-        let con = client.get_connection_with_timeout(CONNECT_TIMEOUT)?;
-        con.set_read_timeout(Some(REPLY_TIMEOUT))?;
-        con.set_write_timeout(Some(REPLY_TIMEOUT))?;
-        Ok(Conn {
+    /// Connects (with the handshake the URL asks for), then selects the
+    /// URL's database with a `SELECT` of our own, so that a refused
+    /// database is told apart from a refused login.
+    pub fn connect(info: &ConnectionInfo) -> Result<Conn, ConnectError> {
+        let db = info.redis_settings().db();
+        let plain = info
+            .clone()
+            .set_redis_settings(info.redis_settings().clone().set_db(0));
+        let (con, fd) = {
+            let _one_at_a_time = CONNECTING
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let before = sockets();
+            let client = redis::Client::open(plain).map_err(ConnectError::Connect)?;
+            let con = client
+                .get_connection_with_timeout(CONNECT_TIMEOUT)
+                .map_err(ConnectError::Connect)?;
+            let new: Vec<i32> = sockets()
+                .difference(&before)
+                .map(|(fd, _)| *fd)
+                .filter(|fd| sys::peer(*fd).is_some_and(|p| leads_to(&p, info)))
+                .collect();
+            (con, (new.len() == 1).then(|| new[0]))
+        };
+        con.set_read_timeout(Some(REPLY_TIMEOUT))
+            .map_err(ConnectError::Connect)?;
+        con.set_write_timeout(Some(REPLY_TIMEOUT))
+            .map_err(ConnectError::Connect)?;
+        let mut conn = Conn {
             info: info.clone(),
             con,
-        })
+            fd,
+        };
+        if db != 0 {
+            if let Err(e) = conn.call(&["SELECT".into(), db.to_string()]) {
+                return Err(if exit::is_connection_error(&e) {
+                    ConnectError::Connect(e)
+                } else {
+                    ConnectError::Select(db, e)
+                });
+            }
+        }
+        Ok(conn)
     }
 
     /// The node this connection is on now.
@@ -116,8 +206,15 @@ impl Conn {
         &self.info
     }
 
+    /// The descriptor of this connection's socket, if it could be told
+    /// (Linux's /proc: the socket that appeared while connecting, leading
+    /// to the server's port; connections are made one at a time).
+    pub fn fd(&self) -> Option<i32> {
+        self.fd
+    }
+
     /// A new connection to the same node, replacing this one.
-    pub fn reconnect(&mut self) -> RedisResult<()> {
+    pub fn reconnect(&mut self) -> Result<(), ConnectError> {
         *self = Conn::connect(&self.info)?;
         Ok(())
     }
@@ -165,7 +262,7 @@ impl Conn {
             }
             asking = e.code() == Some("ASK");
             let next = redirected(&self.info, &host, port);
-            *self = Conn::connect(&next)?;
+            *self = Conn::connect(&next).map_err(ConnectError::into_error)?;
             self.con.set_read_timeout(patience)?;
         };
         self.con.set_read_timeout(Some(REPLY_TIMEOUT))?;

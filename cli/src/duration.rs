@@ -53,6 +53,23 @@ pub fn millis(d: Duration) -> u64 {
     }
 }
 
+/// A duration of `ms` milliseconds as it would be given on the command
+/// line: `500ms`, `1s`, `1.5s`, `2m`, `1h`.
+pub fn spec(ms: u64) -> String {
+    if ms > 0 && ms.is_multiple_of(3_600_000) {
+        format!("{}h", ms / 3_600_000)
+    } else if ms > 0 && ms.is_multiple_of(60_000) {
+        format!("{}m", ms / 60_000)
+    } else if ms.is_multiple_of(1_000) {
+        format!("{}s", ms / 1_000)
+    } else if ms < 1_000 {
+        format!("{ms}ms")
+    } else {
+        let fraction = format!("{:03}", ms % 1_000);
+        format!("{}.{}s", ms / 1_000, fraction.trim_end_matches('0'))
+    }
+}
+
 /// `850 ms`, `1.2 s`, `59.9 s`, `3 m 20 s`, `2 h 05 m` for milliseconds.
 pub fn human_ms(ms: i64) -> String {
     if ms < 0 {
@@ -115,6 +132,22 @@ mod tests {
         assert_eq!(millis(Duration::from_micros(10)), 1);
         assert_eq!(millis(Duration::ZERO), 0);
         assert_eq!(millis(Duration::from_secs(2)), 2000);
+    }
+
+    #[test]
+    fn as_given() {
+        assert_eq!(spec(500), "500ms");
+        assert_eq!(spec(1_000), "1s");
+        assert_eq!(spec(1_500), "1.5s");
+        assert_eq!(spec(1_250), "1.25s");
+        assert_eq!(spec(120_000), "2m");
+        assert_eq!(spec(7_200_000), "2h");
+        assert_eq!(spec(90_000), "90s");
+        assert_eq!(spec(0), "0s");
+        for text in ["500ms", "1s", "1.5s", "2m", "1h", "1.25s"] {
+            let ms = millis(parse(text).unwrap_or_default());
+            assert_eq!(spec(ms), text);
+        }
     }
 
     #[test]

@@ -8,27 +8,37 @@ use std::fmt;
 pub const CONFLICT: u8 = 1;
 /// Bad arguments (EX_USAGE).
 pub const USAGE: u8 = 64;
-/// The server could not be reached, or the connection was lost while
-/// waiting for the lock (EX_UNAVAILABLE).
+/// The server could not be reached, the connection was lost, or the server
+/// is not ready to serve (loading, cluster down) (EX_UNAVAILABLE).
 pub const UNAVAILABLE: u8 = 69;
 /// Something failed inside redis-lock itself (EX_SOFTWARE).
 pub const SOFTWARE: u8 = 70;
 /// The lock was lost while the command ran (EX_TEMPFAIL: try again).
 pub const LOST: u8 = 75;
-/// The server answered with an error (the module is not loaded, the key holds
-/// something else, an ACL refusal...) (EX_PROTOCOL).
+/// The server answered an error redis-lock has no other code for (the key
+/// holds something else, a read-write lock taken as exclusive...), or the
+/// peer does not speak the Redis protocol at all (EX_PROTOCOL).
 pub const SERVER_ERROR: u8 = 76;
+/// The server refused us: a wrong user name or password, a password
+/// required, an ACL without the permission, a database it does not have
+/// (EX_NOPERM).
+pub const REFUSED: u8 = 77;
+/// The server does not have the lock module loaded (EX_CONFIG).
+pub const NO_MODULE: u8 = 78;
 /// The command was found but could not be run (as shells answer).
 pub const CANNOT_EXECUTE: u8 = 126;
 /// The command was not found (as shells answer).
 pub const NOT_FOUND: u8 = 127;
 
-/// Why redis-lock stops without a status of the child to pass on.
+/// Why redis-lock stops without a status of the child to pass on. The
+/// message is redis-lock's own words, one line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Failure {
     Usage(String),
     Unreachable(String),
+    Refused(String),
     Server(String),
+    NoModule(String),
     Internal(String),
     /// Exit with this code, after having said why (or with nothing to say).
     Code(u8),
@@ -39,43 +49,52 @@ impl Failure {
         match self {
             Failure::Usage(_) => USAGE,
             Failure::Unreachable(_) => UNAVAILABLE,
+            Failure::Refused(_) => REFUSED,
             Failure::Server(_) => SERVER_ERROR,
+            Failure::NoModule(_) => NO_MODULE,
             Failure::Internal(_) => SOFTWARE,
             Failure::Code(code) => *code,
         }
     }
 
-    /// A redis error: connection trouble is `Unreachable`, an error reply
-    /// `Server`.
-    pub fn from_redis(what: &str, e: &redis::RedisError) -> Failure {
-        if is_connection_error(e) {
-            Failure::Unreachable(format!("{what}: {e}"))
-        } else {
-            Failure::Server(format!("{what}: {e}"))
+    /// The message, if there is one to print.
+    pub fn message(&self) -> Option<&str> {
+        match self {
+            Failure::Usage(m)
+            | Failure::Unreachable(m)
+            | Failure::Refused(m)
+            | Failure::Server(m)
+            | Failure::NoModule(m)
+            | Failure::Internal(m) => Some(m),
+            Failure::Code(_) => None,
         }
     }
 }
 
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Failure::Usage(m)
-            | Failure::Unreachable(m)
-            | Failure::Server(m)
-            | Failure::Internal(m) => f.write_str(m),
-            Failure::Code(c) => write!(f, "exit {c}"),
+        match self.message() {
+            Some(m) => f.write_str(m),
+            None => write!(f, "exit {}", self.code()),
         }
     }
 }
 
-/// Whether a redis error means the connection is unusable (as opposed to an
-/// error reply from a server that is there).
+/// Whether a redis error means the connection is gone or the server did not
+/// answer in time (as opposed to an answer, or a peer that is not Redis).
 pub fn is_connection_error(e: &redis::RedisError) -> bool {
     e.is_io_error()
         || e.is_connection_dropped()
         || e.is_connection_refusal()
         || e.is_timeout()
-        || matches!(e.kind(), redis::ErrorKind::Io | redis::ErrorKind::Parse)
+        || e.kind() == redis::ErrorKind::Io
+}
+
+/// Whether a connection that gave this error cannot be used any more: it
+/// is gone, or what came on it could not be read as Redis replies (the
+/// stream is out of step).
+pub fn is_unusable(e: &redis::RedisError) -> bool {
+    is_connection_error(e) || e.kind() == redis::ErrorKind::Parse
 }
 
 /// The exit status a shell would give for a child that exited with `code`
@@ -130,6 +149,8 @@ mod tests {
             SOFTWARE,
             LOST,
             SERVER_ERROR,
+            REFUSED,
+            NO_MODULE,
             CANNOT_EXECUTE,
             NOT_FOUND,
         ];
@@ -141,13 +162,19 @@ mod tests {
         assert_eq!(Failure::Usage("x".into()).code(), 64);
         assert_eq!(Failure::Unreachable("x".into()).code(), 69);
         assert_eq!(Failure::Server("x".into()).code(), 76);
+        assert_eq!(Failure::Refused("x".into()).code(), 77);
+        assert_eq!(Failure::NoModule("x".into()).code(), 78);
         assert_eq!(Failure::Code(42).code(), 42);
+        assert_eq!(Failure::Code(42).message(), None);
     }
 
     #[test]
-    fn redis_errors_are_sorted() {
+    fn connection_errors() {
         let io = redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
         assert!(is_connection_error(&io));
-        assert_eq!(Failure::from_redis("x", &io).code(), UNAVAILABLE);
+        assert!(is_unusable(&io));
+        let reply = redis::make_extension_error("WRONGTYPE".into(), Some("x".into()));
+        assert!(!is_connection_error(&reply));
+        assert!(!is_unusable(&reply));
     }
 }

@@ -21,6 +21,7 @@ mod term;
 mod top;
 mod waiting;
 mod watch;
+mod words;
 
 use std::process::ExitCode;
 
@@ -32,8 +33,15 @@ fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { exit::USAGE } else { 0 });
+            use clap::error::ErrorKind;
+            if !e.use_stderr() || e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                // --help, --version, or no subcommand: the help text.
+                let _ = e.print();
+                return ExitCode::from(if e.use_stderr() { exit::USAGE } else { 0 });
+            }
+            let raw: Vec<String> = std::env::args().skip(1).collect();
+            eprintln!("redis-lock: {}", args::usage_error(&e, &raw));
+            return ExitCode::from(exit::USAGE);
         }
     };
     let url = cli.url;
@@ -47,8 +55,8 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(f) => {
-            if !matches!(f, exit::Failure::Code(_)) {
-                eprintln!("redis-lock: {f}");
+            if let Some(message) = f.message() {
+                eprintln!("redis-lock: {message}");
             }
             ExitCode::from(f.code())
         }

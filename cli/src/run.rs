@@ -12,12 +12,14 @@ use crate::args::{OnLost, RunArgs};
 use crate::child::{self, Received};
 use crate::commands::{self, Acquire, Wait};
 use crate::conn::{self, Conn};
-use crate::exit::{self, is_connection_error, Failure};
+use crate::duration::{millis, spec};
+use crate::exit::{self, Failure};
 use crate::owner;
 use crate::reply;
 use crate::term::StatusLine;
 use crate::waiting::{self, Progress};
 use crate::watch::{Running, Watch};
+use crate::words;
 
 /// How often the waiting status line is redrawn.
 const STATUS_TICK: Duration = Duration::from_millis(200);
@@ -44,12 +46,7 @@ pub fn run(url: &str, args: RunArgs) -> Result<u8, Failure> {
     };
     let acquire = args.acquire(owner).map_err(Failure::Usage)?;
     let target = conn::target(url).map_err(Failure::Usage)?;
-    let holder = Conn::connect(&target).map_err(|e| {
-        Failure::Unreachable(format!(
-            "cannot connect to {}: {e}",
-            conn::describe(&target)
-        ))
-    })?;
+    let holder = Conn::connect(&target).map_err(|e| words::connect_failure(&target, &e))?;
 
     let (tx, rx) = mpsc::channel::<Event>();
     child::listen(tx.clone(), Event::Signal)
@@ -57,10 +54,7 @@ pub fn run(url: &str, args: RunArgs) -> Result<u8, Failure> {
 
     let (holder, tokens) = wait_for_lock(&args, &acquire, &target, holder, &tx, &rx)?;
     let Some(tokens) = tokens else {
-        say(
-            args.quiet,
-            &format!("{} is busy, not acquired", acquire.names.join(" ")),
-        );
+        say(args.quiet, &not_acquired(&acquire));
         return Ok(args.conflict_exit_code);
     };
 
@@ -72,17 +66,24 @@ pub fn run(url: &str, args: RunArgs) -> Result<u8, Failure> {
         let t: Vec<String> = tokens.iter().map(i64::to_string).collect();
         env.push(("LOCK_TOKEN", t.join(" ")));
     }
-    let mut child = match child::spawn(&args.command, &env) {
+    // The command inherits the holder connection (LOCK_FD): should
+    // redis-lock die, the connection stays open, and the server keeps the
+    // hold alive, for as long as a process of the command has it open.
+    if let Some(fd) = holder.fd() {
+        env.push(("LOCK_FD", fd.to_string()));
+    }
+    let mut child = match child::spawn(&args.command, &env, holder.fd()) {
         Ok(c) => c,
         Err(e) => {
             let mut holder = Some(holder);
             let _ = release(&mut holder, &target, &acquire);
             eprintln!(
-                "redis-lock: cannot run {}: {e}",
+                "redis-lock: cannot run {}: {}",
                 args.command
                     .first()
                     .map(|c| c.to_string_lossy())
-                    .unwrap_or_default()
+                    .unwrap_or_default(),
+                child::spawn_error(&e)
             );
             return Ok(exit::spawn_status(&e));
         }
@@ -110,6 +111,7 @@ fn wait_for_lock(
     rx: &Receiver<Event>,
 ) -> Result<(Conn, Option<Vec<i64>>), Failure> {
     let cmd = acquire.command();
+    let sent = cmd.clone();
     let patience = match acquire.wait {
         Wait::No => Some(conn::REPLY_TIMEOUT),
         Wait::Forever => None,
@@ -119,7 +121,7 @@ fn wait_for_lock(
     thread::Builder::new()
         .name("acquire".into())
         .spawn(move || {
-            let reply = holder.call_waiting(&cmd, patience);
+            let reply = holder.call_waiting(&sent, patience);
             let _ = sender.send(Event::Acquired(Box::new(holder), reply));
         })
         .map_err(|e| Failure::Internal(format!("cannot start: {e}")))?;
@@ -158,15 +160,21 @@ fn wait_for_lock(
                 return match reply {
                     Ok(v) => reply::acquired(&v)
                         .map(|tokens| (holder, tokens))
-                        .map_err(|e| Failure::Server(format!("{}: {e}", cmd_name(acquire)))),
+                        .map_err(|_| {
+                            Failure::Server(format!(
+                                "{} answered {} with something other than a lock's reply",
+                                conn::describe(target),
+                                cmd.first().map_or("", String::as_str)
+                            ))
+                        }),
                     Err(e) => {
-                        if is_connection_error(&e) {
+                        if exit::is_unusable(&e) {
                             // The grant may have been sent just before the
                             // connection broke: give it back.
                             let mut none = None;
                             let _ = release(&mut none, target, acquire);
                         }
-                        Err(Failure::from_redis(cmd_name(acquire), &e))
+                        Err(words::command_failure(holder.info(), &cmd, &e))
                     }
                 };
             }
@@ -188,12 +196,19 @@ fn wait_for_lock(
     }
 }
 
-fn cmd_name(acquire: &Acquire) -> &'static str {
-    match acquire.command().first().map(String::as_str) {
-        Some("LOCK.MACQUIRE") => "LOCK.MACQUIRE",
-        Some("LOCK.RACQUIRE") => "LOCK.RACQUIRE",
-        Some("LOCK.WACQUIRE") => "LOCK.WACQUIRE",
-        _ => "LOCK.ACQUIRE",
+/// `job is busy: waited 1s, not acquired`.
+fn not_acquired(acquire: &Acquire) -> String {
+    let waited = match acquire.wait {
+        Wait::For(d) => format!("waited {}, ", spec(millis(d))),
+        Wait::No | Wait::Forever => String::new(),
+    };
+    if acquire.is_multi() {
+        format!(
+            "{}: not all free: {waited}none acquired",
+            acquire.names.join(", ")
+        )
+    } else {
+        format!("{} is busy: {waited}not acquired", acquire.names.join(" "))
     }
 }
 
@@ -271,7 +286,11 @@ fn finish(
         }
         Released::Failed(e) => say(
             args.quiet,
-            &format!("could not release (the lease will end it): {e}"),
+            &format!(
+                "could not release {}: {e} (the server ends the hold a lease after the \
+                 connection closes)",
+                acquire.names.join(", ")
+            ),
         ),
     }
     Ok(if lost { exit::LOST } else { code })
@@ -287,8 +306,9 @@ enum Released {
 /// several names of which some are no longer held, each name still held is
 /// released on its own (`LOCK.MRELEASE` releases all or none).
 fn release(holder: &mut Option<Conn>, target: &ConnectionInfo, acquire: &Acquire) -> Released {
+    let cmd = acquire.release();
     let attempt = |conn: &mut Conn| -> RedisResult<Released> {
-        match conn.call(&acquire.release()) {
+        match conn.call(&cmd) {
             Ok(_) => Ok(Released::Yes),
             Err(e) if e.code() == Some("NOTOWNER") => {
                 if acquire.is_multi() {
@@ -305,15 +325,17 @@ fn release(holder: &mut Option<Conn>, target: &ConnectionInfo, acquire: &Acquire
     if let Some(conn) = holder.as_mut() {
         match attempt(conn) {
             Ok(r) => return r,
-            Err(e) if !is_connection_error(&e) => return Released::Failed(e.to_string()),
+            Err(e) if !exit::is_unusable(&e) => {
+                return Released::Failed(words::reason(conn.info(), &cmd, &e))
+            }
             Err(_) => {}
         }
     }
     match Conn::connect(target) {
         Ok(mut conn) => match attempt(&mut conn) {
             Ok(r) => r,
-            Err(e) => Released::Failed(e.to_string()),
+            Err(e) => Released::Failed(words::reason(conn.info(), &cmd, &e)),
         },
-        Err(e) => Released::Failed(e.to_string()),
+        Err(e) => Released::Failed(words::connect_failure(target, &e).to_string()),
     }
 }

@@ -9,6 +9,7 @@ use crate::conn::Conn;
 use crate::duration::human_ms;
 use crate::exit::Failure;
 use crate::reply::{self, Fields};
+use crate::words;
 
 pub struct LockStatus {
     pub name: String,
@@ -22,15 +23,17 @@ pub fn fetch(conn: &mut Conn, names: &[String]) -> Result<Vec<LockStatus>, Failu
     let mut out = Vec::with_capacity(names.len());
     let mut waiters_supported = true;
     for name in names {
+        let cmd = commands::info(name);
         let v = conn
-            .call(&commands::info(name))
-            .map_err(|e| Failure::from_redis(&format!("LOCK.INFO {name}"), &e))?;
+            .call(&cmd)
+            .map_err(|e| words::command_failure(conn.info(), &cmd, &e))?;
         let info = Fields::parse(&v);
         let queue = if waiters_supported {
-            match conn.call(&commands::waiters(name)) {
+            let cmd = commands::waiters(name);
+            match conn.call(&cmd) {
                 Ok(v) => Some(reply::entries(&v)),
-                Err(e) if crate::exit::is_connection_error(&e) => {
-                    return Err(Failure::from_redis("LOCK.WAITERS", &e))
+                Err(e) if crate::exit::is_unusable(&e) => {
+                    return Err(words::command_failure(conn.info(), &cmd, &e))
                 }
                 Err(_) => {
                     waiters_supported = false;

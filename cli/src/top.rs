@@ -11,9 +11,10 @@ use crate::args::TopArgs;
 use crate::commands;
 use crate::conn::{self, Conn};
 use crate::duration::human_ms;
-use crate::exit::{is_connection_error, Failure};
+use crate::exit::{self, is_unusable, Failure};
 use crate::reply::{self, Fields};
 use crate::term::{fit, size};
+use crate::words;
 
 const WAITERS_W: usize = 7;
 const WAIT_W: usize = 12;
@@ -72,19 +73,27 @@ pub fn render(title: &str, rows: &[Fields], more: bool, cols: usize, lines: usiz
     out
 }
 
-fn title(server: &str, rows: usize, more: bool, every: Duration, note: &str) -> String {
-    format!(
-        "redis-lock top  {server}  {}{rows} locks with waiters  every {:.1} s  Ctrl-C quits{note}",
+/// The title line; `live`: redrawn until Ctrl-C (not `--once`).
+fn title(server: &str, rows: usize, more: bool, every: Option<Duration>, note: &str) -> String {
+    let locks = if rows == 1 && !more { "lock" } else { "locks" };
+    let mut t = format!(
+        "redis-lock top  {server}  {}{rows} {locks} with waiters",
         if more { "over " } else { "" },
-        every.as_secs_f64()
-    )
+    );
+    if let Some(every) = every {
+        t.push_str(&format!(
+            "  every {:.1} s  Ctrl-C quits",
+            every.as_secs_f64()
+        ));
+    }
+    t.push_str(note);
+    t
 }
 
 pub fn run(url: &str, args: TopArgs) -> Result<u8, Failure> {
     let target = conn::target(url).map_err(Failure::Usage)?;
     let server = conn::describe(&target);
-    let conn = Conn::connect(&target)
-        .map_err(|e| Failure::Unreachable(format!("cannot connect to {server}: {e}")))?;
+    let conn = Conn::connect(&target).map_err(|e| words::connect_failure(&target, &e))?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         signal_hook::flag::register(sig, Arc::clone(&stop))
@@ -109,23 +118,36 @@ pub fn run(url: &str, args: TopArgs) -> Result<u8, Failure> {
             if conn.is_none() {
                 match Conn::connect(&target) {
                     Ok(c) => conn = Some(c),
-                    Err(e) => note = format!("  (reconnecting: {e})"),
+                    Err(e) => {
+                        let f = words::connect_failure(&target, &e);
+                        if f.code() != exit::UNAVAILABLE {
+                            return Err(f);
+                        }
+                        note = format!("  (reconnecting: {f})");
+                    }
                 }
             }
             let mut rows = Vec::new();
             if let Some(c) = conn.as_mut() {
-                match c.call(&commands::queues(room + 1)) {
+                let cmd = commands::queues(room + 1);
+                match c.call(&cmd) {
                     Ok(v) => rows = reply::entries(&v),
-                    Err(e) if is_connection_error(&e) => {
-                        note = format!("  (reconnecting: {e})");
+                    Err(e) if is_unusable(&e) => {
+                        note = format!("  (reconnecting: {})", words::reason(c.info(), &cmd, &e));
                         conn = None;
                     }
-                    Err(e) => return Err(Failure::from_redis("LOCK.QUEUES", &e)),
+                    Err(e) => return Err(words::command_failure(c.info(), &cmd, &e)),
                 }
             }
             let more = rows.len() > room;
             let screen = render(
-                &title(&server, rows.len().min(room), more, args.interval, &note),
+                &title(
+                    &server,
+                    rows.len().min(room),
+                    more,
+                    (!args.once).then_some(args.interval),
+                    &note,
+                ),
                 &rows,
                 more,
                 cols,
@@ -225,6 +247,23 @@ mod tests {
         assert!(render("t", &long, false, 60, 5)
             .iter()
             .all(|l| l.chars().count() <= 60));
+    }
+
+    #[test]
+    fn titles() {
+        let every = Some(Duration::from_secs(1));
+        assert_eq!(
+            title("h:1", 2, false, every, ""),
+            "redis-lock top  h:1  2 locks with waiters  every 1.0 s  Ctrl-C quits"
+        );
+        assert_eq!(
+            title("h:1", 1, false, None, ""),
+            "redis-lock top  h:1  1 lock with waiters"
+        );
+        assert_eq!(
+            title("h:1", 5, true, None, ""),
+            "redis-lock top  h:1  over 5 locks with waiters"
+        );
     }
 
     #[test]

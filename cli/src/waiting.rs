@@ -7,7 +7,7 @@ use redis::ConnectionInfo;
 
 use crate::commands::{self, Acquire};
 use crate::conn::Conn;
-use crate::exit::is_connection_error;
+use crate::exit::is_unusable;
 use crate::reply::{self, Fields};
 
 /// `waiting for job: 3 ahead, held by web-1:812:0a1b2c3d, 1.2 s`.
@@ -71,7 +71,7 @@ impl Progress {
                             ahead = Some(ahead.map_or(p, |a| a.max(p)));
                         }
                     }
-                    Err(e) if is_connection_error(&e) => {
+                    Err(e) if is_unusable(&e) => {
                         self.conn = None;
                         return (None, None);
                     }

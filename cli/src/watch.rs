@@ -3,8 +3,10 @@
 //! `LOCK.INFO` on a second connection to see that the owner still holds every
 //! lock and that the holder connection still keeps it alive. When that
 //! binding is gone (the connection broke, the server restarted or failed
-//! over), it reconnects and re-attaches with `LOCK.RENEW ... KEEPALIVE`.
-//! A lock the owner no longer holds is reported as lost.
+//! over), it re-attaches with `LOCK.RENEW ... KEEPALIVE`: on the holder
+//! connection if it still works (the command inherited that one, see
+//! `run`), else on a new one. A lock the owner no longer holds is reported
+//! as lost.
 
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::thread::{self, JoinHandle};
@@ -13,10 +15,11 @@ use std::time::{Duration, Instant};
 use redis::{ConnectionInfo, RedisError};
 
 use crate::commands::{self, Acquire};
-use crate::conn::Conn;
-use crate::exit::is_connection_error;
+use crate::conn::{Conn, REPLY_TIMEOUT};
+use crate::exit::is_unusable;
 use crate::hold::{judge, needs_reattach, Seen};
 use crate::reply::{self, Fields};
+use crate::words;
 
 /// How often `LOCK.INFO` is polled: a tenth of the lease, at most every
 /// 100 ms apart, at least 5 ms.
@@ -38,8 +41,26 @@ enum Trouble {
     Unsure(String),
 }
 
-fn unsure(what: &str, e: &RedisError) -> Trouble {
-    Trouble::Unsure(format!("{what}: {e}"))
+fn unsure(info: &ConnectionInfo, args: &[String], e: &RedisError) -> Trouble {
+    Trouble::Unsure(words::reason(info, args, e))
+}
+
+/// How long a re-attach on the holder connection may wait for its reply
+/// before a new connection is tried: a connection cut off without a reset
+/// must not use up the lease left.
+fn same_connection_patience(lease: Duration) -> Duration {
+    (lease / 4).clamp(Duration::from_millis(50), REPLY_TIMEOUT)
+}
+
+enum Bind {
+    NotOwner(String),
+    Failed(RedisError),
+}
+
+fn not_owner(name: &str) -> Trouble {
+    Trouble::Lost(format!(
+        "{name}: it was no longer held when re-attached to a connection"
+    ))
 }
 
 pub struct Watch {
@@ -119,23 +140,26 @@ impl Watch {
 
     fn check(&mut self) -> Result<(), Trouble> {
         if self.probe.is_none() {
-            self.probe =
-                Some(Conn::connect(&self.probe_target).map_err(|e| unsure("connecting", &e))?);
+            self.probe = Some(Conn::connect(&self.probe_target).map_err(|e| {
+                Trouble::Unsure(words::connect_failure(&self.probe_target, &e).to_string())
+            })?);
         }
         let mut reattach = false;
         for name in &self.acquire.names {
             let Some(probe) = self.probe.as_mut() else {
                 return Err(Trouble::Unsure("no connection".into()));
             };
-            let v = match probe.call(&commands::info(name)) {
+            let cmd = commands::info(name);
+            let v = match probe.call(&cmd) {
                 Ok(v) => v,
                 Err(e) => {
-                    if is_connection_error(&e) {
+                    let why = words::reason(probe.info(), &cmd, &e);
+                    if is_unusable(&e) {
                         self.probe = None;
                     } else if e.code() == Some("WRONGTYPE") {
-                        return Err(Trouble::Lost(format!("{name}: {e}")));
+                        return Err(Trouble::Lost(why));
                     }
-                    return Err(unsure("LOCK.INFO", &e));
+                    return Err(Trouble::Unsure(why));
                 }
             };
             match judge(
@@ -153,22 +177,52 @@ impl Watch {
         Ok(())
     }
 
-    /// A new holder connection, and every hold bound to it.
+    /// Every hold bound to the holder connection again: to the one the
+    /// command inherited while it works, else to a new one.
     fn reattach(&mut self) -> Result<(), Trouble> {
+        let patience = same_connection_patience(self.acquire.lease);
+        match self.bind(Some(patience)) {
+            Err(Bind::Failed(e)) if is_unusable(&e) => {}
+            Err(Bind::Failed(e)) => return Err(unsure(self.holder.info(), &self.renew_args(), &e)),
+            Err(Bind::NotOwner(name)) => return Err(not_owner(&name)),
+            Ok(()) => return Ok(()),
+        }
+        let target = self.holder.info().clone();
         self.holder
             .reconnect()
-            .map_err(|e| unsure("reconnecting", &e))?;
+            .map_err(|e| Trouble::Unsure(words::connect_failure(&target, &e).to_string()))?;
         self.holder_id = client_id(&mut self.holder);
+        match self.bind(None) {
+            Ok(()) => Ok(()),
+            Err(Bind::NotOwner(name)) => Err(not_owner(&name)),
+            Err(Bind::Failed(e)) => Err(unsure(self.holder.info(), &self.renew_args(), &e)),
+        }
+    }
+
+    /// The first re-attach command, for messages.
+    fn renew_args(&self) -> Vec<String> {
+        self.acquire
+            .reattach()
+            .into_iter()
+            .next()
+            .unwrap_or_default()
+    }
+
+    /// `LOCK.RENEW name owner PX lease KEEPALIVE` for every name on the
+    /// holder connection, replies awaited up to `patience` (`None`: the
+    /// usual).
+    fn bind(&mut self, patience: Option<Duration>) -> Result<(), Bind> {
         for cmd in self.acquire.reattach() {
-            match self.holder.call(&cmd) {
+            let reply = match patience {
+                Some(p) => self.holder.call_waiting(&cmd, Some(p)),
+                None => self.holder.call(&cmd),
+            };
+            match reply {
                 Ok(_) => {}
                 Err(e) if e.code() == Some("NOTOWNER") => {
-                    return Err(Trouble::Lost(format!(
-                        "{}: re-attaching it after a reconnect: {e}",
-                        cmd.get(1).map_or("", String::as_str)
-                    )))
+                    return Err(Bind::NotOwner(cmd.get(1).cloned().unwrap_or_default()))
                 }
-                Err(e) => return Err(unsure("LOCK.RENEW ... KEEPALIVE", &e)),
+                Err(e) => return Err(Bind::Failed(e)),
             }
         }
         Ok(())

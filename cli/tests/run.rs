@@ -106,9 +106,9 @@ fn usage_and_unreachable_codes() {
     let free = common::free_port().to_string();
     let url = format!("redis://127.0.0.1:{free}");
     assert_eq!(code(&s, &["-u", &url, "run", "job", "--", "true"]), 69);
-    // A server without the module answers an error: 76.
+    // A server without the module: 78 (EX_CONFIG).
     let plain = common::Config::default().without_module().start();
-    assert_eq!(code(&plain, &["run", "job", "--", "true"]), 76);
+    assert_eq!(code(&plain, &["run", "job", "--", "true"]), 78);
 }
 
 #[test]
@@ -345,7 +345,7 @@ fn release_and_force_release() {
     q::<i64>(&mut con, &["LOCK.ACQUIRE", "job", "o1", "PX", "30000"]);
     let out = output(&s, &["release", "--owner", "o1", "job"]);
     assert_eq!(out.status.code(), Some(0));
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "job: 1 holds left\n");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "job: 1 hold left\n");
     let out = util::cli(&s, &["release", "job"])
         .env("LOCK_OWNER", "o1")
         .output()
