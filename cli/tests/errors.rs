@@ -12,8 +12,8 @@ use std::net::TcpListener;
 use std::process::Output;
 use std::thread;
 
-use common::{q, raw, Config, Server};
-use util::{cli, output};
+use common::{lock_info, q, raw, Config, Server};
+use util::{cli, output, path, scratch};
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
@@ -369,6 +369,31 @@ fn busy_and_release_counts_in_words() {
     assert_eq!(stdout(&out), "job: 2 holds left\n");
     let out = output(&s, &["release", "--owner", "other", "job"]);
     assert_eq!(stdout(&out), "job: 1 hold left\n");
+}
+
+/// A lease shorter than the server keeps alive (704 ms at hz 10) is refused
+/// by the server before anything is held, and said in redis-lock's words;
+/// the command does not run.
+#[test]
+fn a_lease_too_short_to_keep_alive_is_said_and_nothing_runs() {
+    let s = Server::start();
+    let dir = scratch();
+    let ran = dir.join("ran");
+    let script = format!("touch {}", path(&ran));
+    let out = output(
+        &s,
+        &["run", "--lease", "300ms", "job", "--", "sh", "-c", &script],
+    );
+    assert_eq!(out.status.code(), Some(76));
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("redis-lock: --lease 300ms is too short for ")
+            && err.ends_with(": a KEEPALIVE hold needs a lease of at least 704ms\n"),
+        "{err}"
+    );
+    assert_one_line(&err, &["300ms", "704ms"]);
+    assert!(!ran.exists(), "the command ran");
+    assert!(lock_info(&mut s.client(), "job").is_empty());
 }
 
 #[test]

@@ -232,9 +232,9 @@ fn keepalive_holds_the_lock_past_its_lease() {
     let s = Server::start();
     let dir = scratch();
     let (started, done) = (dir.join("started"), dir.join("done"));
-    let script = format!("touch {}; sleep 1; touch {}", path(&started), path(&done));
+    let script = format!("touch {}; sleep 2; touch {}", path(&started), path(&done));
     let args = [
-        "run", "--lease", "300ms", "--owner", "keeper", "job", "--", "sh", "-c", &script,
+        "run", "--lease", "800ms", "--owner", "keeper", "job", "--", "sh", "-c", &script,
     ];
     let mut r = Runner::start(&s, &args);
     wait_file(&started);
@@ -251,7 +251,7 @@ fn keepalive_holds_the_lock_past_its_lease() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(
-        longest > Duration::from_millis(600),
+        longest > Duration::from_millis(1600),
         "held for {longest:?} only"
     );
     assert_eq!(r.wait_code(), 0);
