@@ -1,5 +1,5 @@
 //! S11 (keepalive-floor): whether the shortest lease `KEEPALIVE` takes
-//! (`lock_keepalive_min_lease_ms`, 204 ms at hz 10) is long enough for the
+//! (`lock_keepalive_min_lease_ms`, 704 ms at hz 10) is long enough for the
 //! server to renew every hold in time on a busy machine. The floor is read
 //! from `INFO lock` (and checked against the rules' formula), and a lease
 //! 1 ms below it must be refused. Then 1,000 holds (10 connections, 100
@@ -909,7 +909,7 @@ pub async fn s11(ctx: &Ctx) -> io::Result<Section> {
             .push("a refused LOCK.ACQUIRE left its key behind".into());
     }
     section.line(format!(
-        "floor: lock_keepalive_min_lease_ms {floor} at hz {hz} (2 x (ceil(1000/hz) + 2)); PX {below} KEEPALIVE: {}",
+        "floor: lock_keepalive_min_lease_ms {floor} at hz {hz} (2 x (ceil(1000/hz) + 250 + 2)); PX {below} KEEPALIVE: {}",
         if refused_ok { "refused".to_string() } else { format!("{refused:?}") }
     ));
     section.line(format!(
