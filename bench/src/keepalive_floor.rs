@@ -39,7 +39,7 @@ use serde_json::json;
 
 use crate::report::{rate, Bar, Section};
 use crate::resp::{Conn, Reply};
-use crate::server::{cpu_seconds, online_cores, pin_self};
+use crate::server::{cpu_seconds, online_cores, pin_self, spin};
 use crate::stats::percentile;
 use crate::{info_field, Ctx};
 
@@ -160,13 +160,7 @@ impl Hogs {
                     }
                     let mut x: u64 = 0x9e37_79b9_7f4a_7c15 ^ core as u64;
                     while !stop.load(Ordering::Relaxed) {
-                        for i in 0..100_000u64 {
-                            x ^= x << 13;
-                            x ^= x >> 7;
-                            x ^= x << 17;
-                            x = x.wrapping_add(i);
-                        }
-                        std::hint::black_box(x);
+                        x = std::hint::black_box(spin(x, 100_000));
                         cpu.store((thread_cpu_seconds() * 1e9) as u64, Ordering::Relaxed);
                     }
                 })

@@ -56,6 +56,18 @@ pub fn online_cores() -> usize {
 }
 
 /// Pins the calling thread (and the threads it creates later) to `core`.
+/// `rounds` of a xorshift from `x`: fixed CPU work, for the CPU probe and
+/// the spinning load.
+pub fn spin(mut x: u64, rounds: u64) -> u64 {
+    for i in 0..rounds {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x = x.wrapping_add(i);
+    }
+    x
+}
+
 pub fn pin_self(core: usize) -> io::Result<()> {
     set_affinity(0, core)
 }
@@ -354,14 +366,7 @@ pub fn cpu_probe(core: Option<usize>, samples: usize) -> Vec<f64> {
         let mut out = Vec::with_capacity(samples);
         for _ in 0..samples {
             let t0 = Instant::now();
-            let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-            for i in 0..20_000_000u64 {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x = x.wrapping_add(i);
-            }
-            std::hint::black_box(x);
+            std::hint::black_box(spin(0x9e37_79b9_7f4a_7c15, 20_000_000));
             out.push(t0.elapsed().as_secs_f64() * 1000.0);
         }
         out
