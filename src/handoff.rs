@@ -63,7 +63,7 @@ pub enum Origin<'c> {
 }
 
 impl<'c> Origin<'c> {
-    /// An acquire by `owner`, with the fencing counter loaded if it asked
+    /// A command by `owner`, with the fencing counter loaded if it asked
     /// for FENCE.
     pub fn caller(owner: &'c RedisString, fences: bool) -> Self {
         Self::Command {

@@ -19,7 +19,6 @@ use std::ffi::CStr;
 use redis_module::{Context, ContextFlags, RedisResult, RedisString, RedisValue};
 
 use crate::ffi::{self, ArgDoc, ArgKind, CommandSpec};
-use crate::handoff::Origin;
 use crate::{config, keepalive};
 use lock_rules::args::{parse_owner, AcquireOptions, Wait};
 use lock_rules::error::LockError;
@@ -154,14 +153,6 @@ fn lock_id<'k>(ctx: &Context, name: &'k RedisString) -> LockId<'k> {
     LockId {
         db: ffi::selected_db(ctx),
         key: Cow::Borrowed(name.as_slice()),
-    }
-}
-
-/// A command's transition, by `owner` when the command names one.
-fn by(owner: Option<&RedisString>) -> Origin<'_> {
-    Origin::Command {
-        owner,
-        fences: false,
     }
 }
 

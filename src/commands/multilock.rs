@@ -8,7 +8,7 @@ use std::ffi::CStr;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::{
-    acquire_request, arg, by, command, lock_id, run, Command, BLOCK, FENCE, KEEPALIVE, LEASE, OWNER,
+    acquire_request, arg, command, lock_id, run, Command, BLOCK, FENCE, KEEPALIVE, LEASE, OWNER,
 };
 use crate::ffi::{self, ArgDoc, ArgKind, CommandSpec, KeyArgs, KEY_RW_DELETE, KEY_RW_UPDATE};
 use crate::handoff::{self, begin, Origin};
@@ -161,7 +161,7 @@ fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
         if !options.is_empty() {
             return Err(LockError::arity(MRELEASE.spec.name()));
         }
-        let mut opened = open_all(ctx, names, by(Some(owner)))?;
+        let mut opened = open_all(ctx, names, Origin::caller(owner, false))?;
         let who = owner.as_slice();
         let left =
             may_release_all(opened.iter().map(|(_, _, tx)| tx.state()), who).and_then(|()| {

@@ -4,9 +4,9 @@
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use super::{by, command, lock_id, owner_call, run, Command, OwnerCall, KEY, LEASE, OWNER};
+use super::{command, lock_id, owner_call, run, Command, OwnerCall, KEY, LEASE, OWNER};
 use crate::ffi::{ArgDoc, ArgKind, CommandSpec, KeyArgs, KEY_RW_DELETE, KEY_RW_UPDATE};
-use crate::handoff::{self, begin};
+use crate::handoff::{self, begin, Origin};
 use crate::waiters::with_queue;
 use crate::{acquisition, config, keepalive};
 use lock_rules::args::{parse_owner, parse_renew_options};
@@ -94,7 +94,7 @@ fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
         let owner = parse_owner(owner_arg.as_slice())?;
         let side = side.map(|s| parse_side(s.as_slice())).transpose()?;
         let lock = lock_id(ctx, name);
-        let (key, mut tx) = begin(ctx, name, &lock, by(Some(owner_arg)))?;
+        let (key, mut tx) = begin(ctx, name, &lock, Origin::caller(owner_arg, false))?;
         let left = with_queue(&lock, |queue| tx.release(queue, owner, side))?;
         if left.is_ok() {
             keepalive::released(&lock, owner, tx.state());
@@ -132,7 +132,7 @@ fn renew(ctx: &Context, args: &[RedisString]) -> RedisResult {
         } else {
             keepalive::may_set_lease(&lock, owner.as_slice(), lease)?;
         }
-        let (key, mut tx) = begin(ctx, name, &lock, by(Some(owner)))?;
+        let (key, mut tx) = begin(ctx, name, &lock, Origin::caller(owner, false))?;
         let renewed = tx.renew(owner.as_slice(), lease);
         handoff::commit(ctx, &lock, &key, tx);
         let renewed = renewed?;
@@ -147,7 +147,15 @@ fn force_release(ctx: &Context, args: &[RedisString]) -> RedisResult {
             return Err(LockError::arity(FORCERELEASE.spec.name()));
         };
         let lock = lock_id(ctx, name);
-        let (key, mut tx) = begin(ctx, name, &lock, by(None))?;
+        let (key, mut tx) = begin(
+            ctx,
+            name,
+            &lock,
+            Origin::Command {
+                owner: None,
+                fences: false,
+            },
+        )?;
         let owners: Vec<Vec<u8>> = tx
             .state()
             .owners()
