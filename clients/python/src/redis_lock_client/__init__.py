@@ -1,0 +1,40 @@
+"""Python client of the ``lock`` Redis module.
+
+    import redis
+    from redis_lock_client import Session
+    r = redis.Redis()
+    with Session(r) as session, session.lock("invoice:7").acquire(timeout=5) as hold:
+        print(hold.token)
+"""
+
+from ._sync import Hold, Lock, MultiLock, RWLock, Session
+from .dropin import ModuleLock, close_default_session, default_session
+from .errors import (
+    BusyError,
+    CommandError,
+    DeadlockError,
+    LockError,
+    LostError,
+    ModuleNotLoadedError,
+    NotOwnerError,
+    UnavailableError,
+)
+
+__all__ = [
+    "Session",
+    "Lock",
+    "RWLock",
+    "MultiLock",
+    "Hold",
+    "ModuleLock",
+    "default_session",
+    "close_default_session",
+    "LockError",
+    "BusyError",
+    "NotOwnerError",
+    "DeadlockError",
+    "LostError",
+    "UnavailableError",
+    "ModuleNotLoadedError",
+    "CommandError",
+]

@@ -1,0 +1,662 @@
+"""The threaded flavour: Session, Lock, RWLock, MultiLock, Hold."""
+
+import itertools
+import logging
+import threading
+import time
+
+import redis.exceptions as rex
+
+from . import _common as c
+from .errors import LockError, LostError, NotOwnerError, UnavailableError
+
+log = logging.getLogger("redis_lock_client")
+
+_CMD = {"x": "LOCK.ACQUIRE", "r": "LOCK.RACQUIRE", "w": "LOCK.WACQUIRE", "m": "LOCK.MACQUIRE"}
+_tl = threading.local()
+_thread_ids = itertools.count(1)
+
+
+def _thread_key():
+    tid = getattr(_tl, "id", None)
+    if tid is None:
+        tid = _tl.id = next(_thread_ids)
+    return tid
+
+
+def _is_cluster(client):
+    return hasattr(client, "get_node_from_key") and hasattr(client, "nodes_manager")
+
+
+def _get_conn(pool):
+    try:
+        return pool.get_connection()
+    except TypeError:  # redis-py 5.0 needs a command name
+        return pool.get_connection("LOCK.ACQUIRE")
+
+
+def release_args(kind, keys, owner):
+    if kind == "m":
+        return ["LOCK.MRELEASE", len(keys), *keys, owner]
+    args = ["LOCK.RELEASE", keys[0], owner]
+    if kind == "r":
+        args.append("READ")
+    elif kind == "w":
+        args.append("WRITE")
+    return args
+
+
+def _pool_of(client, cluster, key):
+    if not cluster:
+        return client.connection_pool
+    return client.get_redis_connection(client.get_node_from_key(key)).connection_pool
+
+
+def blocking_call(client, cluster, args, block, cleanup_args, on_cleanup_failed, _moved=False):
+    """Send one acquire on a pooled connection and read its answer, waiting
+    as long as the server's BLOCK (the socket's timeout is lifted for that
+    read).  Cancelled (KeyboardInterrupt, any exception) or broken: the
+    connection is closed (the server drops the waiter, and releases a grant
+    it could not deliver), then ``cleanup_args`` (a LOCK.RELEASE of the
+    owner) is sent on a healthy connection for a grant that raced the close.
+    """
+    key = args[2] if args[0] == "LOCK.MACQUIRE" else args[1]
+    pool = _pool_of(client, cluster, key)
+    try:
+        conn = _get_conn(pool)
+    except Exception as e:
+        raise c.map_error(e, args[0]) from e
+    sent = False
+    try:
+        conn.send_command(*args)
+        sent = True
+        sock = conn._sock
+        if block is not None and sock is not None:
+            sock.settimeout(None if block == 0 else block / 1000 + c.BLOCK_SLACK)
+        try:
+            reply = conn.read_response()
+        finally:
+            if conn._sock is not None and conn._sock is sock:
+                sock.settimeout(conn.socket_timeout)
+    except rex.ResponseError as e:
+        pool.release(conn)
+        if isinstance(e, rex.MovedError) and cluster and not _moved:
+            client.nodes_manager.initialize()
+            return blocking_call(client, cluster, args, block, cleanup_args, on_cleanup_failed, True)
+        raise c.map_error(e, args[0]) from e
+    except BaseException as e:
+        conn.disconnect()
+        pool.release(conn)
+        if sent:
+            try:
+                client.execute_command(*cleanup_args)
+            except rex.ResponseError:
+                pass  # NOTOWNER: it was never granted
+            except BaseException:
+                on_cleanup_failed(cleanup_args)
+        err = c.map_error(e, args[0]) if isinstance(e, Exception) else e
+        if err is e:
+            raise
+        raise err from e
+    pool.release(conn)
+    return reply
+
+
+class Hold:
+    """One owner's hold of a lock: what ``acquire`` returns.
+
+    ``token`` is the fencing token (``tokens`` per key for a multi-lock),
+    ``lost`` a :class:`threading.Event` set when the hold is lost, with
+    ``lost_reason`` saying why (``forced``, ``gone``, ``maxhold``, ``moved``,
+    ``notowner`` (re-attach refused), ``session-down``).  Re-entries by the
+    same thread return the same Hold with ``count`` raised; each
+    ``release()`` drops one.  A context manager: leaving it releases once.
+    """
+
+    def __init__(self, session, kind, keys, owner, tokens, node):
+        self.session = session
+        self.kind = kind
+        self.keys = keys
+        self.owner = owner
+        self.tokens = tokens
+        self.node = node
+        self.count = 1
+        self.lost = threading.Event()
+        self.lost_reason = None
+        self._reg = None
+
+    @property
+    def key(self):
+        return self.keys[0]
+
+    @property
+    def token(self):
+        return self.tokens[0] if len(self.tokens) == 1 else self.tokens
+
+    @property
+    def held(self):
+        return self.count > 0 and not self.lost.is_set()
+
+    def check(self):
+        """Raise :class:`LostError` if the hold was lost."""
+        if self.lost.is_set():
+            raise LostError(f"lock {self.key!r} was lost: {self.lost_reason}")
+
+    def release(self):
+        self.session._release(self)
+
+    def extend(self, lease_ms=None):
+        """Set a new lease from now (``LOCK.RENEW ... SESSION``); the server
+        keeps renewing it while the session lives.  Returns the lease in ms."""
+        return self.session._renew(self, lease_ms)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.count > 0:
+            self.release()
+
+    def __repr__(self):
+        state = "lost" if self.lost.is_set() else ("held" if self.count else "released")
+        return f"<Hold {self.keys!r} owner={self.owner} token={self.token} {state}>"
+
+
+class _SessionConn:
+    """The session connection to one server (one per cluster node)."""
+
+    def __init__(self, session, node, factory):
+        self.session = session
+        self.node = node
+        self.factory = factory
+        self.conn = None
+        self.up = threading.Event()
+        self.closing = False
+        self.last_alive = time.monotonic()
+        self.id = None
+        self.thread = None
+
+    def open(self):
+        conn = self.factory()
+        try:
+            conn.connect()
+            conn.send_command("LOCK.SESSION", self.session.token)
+            conn.read_response()
+            conn.send_command("CLIENT", "ID")
+            self.id = int(conn.read_response())
+            conn.send_command("SUBSCRIBE", c.CHANNEL_PREFIX + self.session.token)
+            conn.read_response()
+        except BaseException as e:
+            conn.disconnect()
+            raise c.map_error(e, "session") from e
+        self.conn = conn
+        self.last_alive = time.monotonic()
+        self.up.set()
+
+    def start(self):
+        self.open()
+        self.thread = threading.Thread(
+            target=self._run, name=f"lock-session-{self.session.token[:8]}", daemon=True
+        )
+        self.thread.start()
+
+    def close(self):
+        self.closing = True
+        conn = self.conn
+        sock = getattr(conn, "_sock", None) if conn else None
+        if sock is not None:
+            try:
+                import socket
+
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        if self.thread and self.thread is not threading.current_thread():
+            self.thread.join(5)
+        if conn:
+            conn.disconnect()
+
+    # the reader thread
+    def _run(self):
+        while not self.closing:
+            try:
+                self._serve(self.conn)
+            except BaseException as e:  # noqa: BLE001 - any end of the connection
+                if not self.closing:
+                    log.info("session connection to %s dropped: %s", self.node or "server", e)
+            self.up.clear()
+            try:
+                self.conn.disconnect()
+            except Exception:
+                pass
+            if self.closing:
+                return
+            self._reconnect()
+
+    def _serve(self, conn):
+        next_ping = time.monotonic() + c.PING_INTERVAL
+        while not self.closing:
+            now = time.monotonic()
+            wait = next_ping - now
+            if wait > 0 and conn.can_read(timeout=wait):
+                reply = conn.read_response()
+                self.last_alive = time.monotonic()
+                self._handle(reply)
+                continue
+            now = time.monotonic()
+            if now >= next_ping:
+                if now - self.last_alive > c.DEAD_AFTER:
+                    raise rex.ConnectionError("session connection silent")
+                conn.send_command("PING")
+                next_ping = now + c.PING_INTERVAL
+                self.session._retry_pending()
+
+    def _handle(self, reply):
+        if isinstance(reply, list) and len(reply) == 3 and c.s(reply[0]) == "message":
+            reason, owner, key = c.parse_loss(reply[2])
+            if reason == "demoted":
+                raise rex.ConnectionError("server demoted to replica")
+            self.session._loss_message(owner, key, reason)
+
+    def _reconnect(self):
+        delay = 0.05
+        session = self.session
+        while not self.closing:
+            session._lost_if_down_too_long(self)
+            try:
+                self.open()
+            except Exception as e:  # noqa: BLE001
+                log.debug("session reconnect to %s failed: %s", self.node or "server", e)
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
+                continue
+            session._epoch += 1
+            session._reattach(self)
+            return
+
+
+class Session:
+    """One session: a dedicated connection that keeps every hold taken through
+    it alive (``SESSION token``) and hears of losses.
+
+    ``client`` is a ``redis.Redis`` (also one from ``redis.sentinel.Sentinel.
+    master_for``) or a ``redis.cluster.RedisCluster``.  ``lease_ms`` is every
+    hold's lease: the server renews it at half while the session connection
+    lives; a hold outlives a dead session by at most one lease.
+    """
+
+    def __init__(self, client, lease_ms=30000, name=None):
+        self.client = client
+        self.lease_ms = int(lease_ms)
+        self.token = f"{name}-{c.new_token()}" if name else c.new_token()
+        self.cluster = _is_cluster(client)
+        self._lock = threading.RLock()
+        self._owner_ids = itertools.count(1)
+        self._by_owner = {}  # owner -> [Hold]
+        self._mine = {}  # (kind, keys, thread) -> Hold
+        self._rw_owner = {}  # (key, thread) -> owner
+        self._conns = {}  # node -> _SessionConn
+        self._callbacks = []
+        self._pending = []  # release commands to retry
+        self._epoch = 0
+        self._closed = False
+        if not self.cluster:
+            self._session_conn(None)
+
+    # connections
+    def _factory(self, pool):
+        def make():
+            kwargs = dict(pool.connection_kwargs)
+            c.resp2(kwargs)  # pub/sub replies as RESP2 arrays on this connection
+            return pool.connection_class(**kwargs)
+
+        return make
+
+    def _session_conn(self, node):
+        with self._lock:
+            sc = self._conns.get(node)
+            if sc is not None:
+                return sc
+            if self._closed:
+                raise LockError("session is closed")
+            if node is None:
+                pool = self.client.connection_pool
+            else:
+                pool = self.client.get_redis_connection(self.client.get_node(node_name=node)).connection_pool
+            sc = _SessionConn(self, node, self._factory(pool))
+            sc.start()
+            self._conns[node] = sc
+            return sc
+
+    def _node_of(self, key):
+        if not self.cluster:
+            return None
+        return self.client.get_node_from_key(key).name
+
+    def _execute(self, *args):
+        try:
+            return self.client.execute_command(*args)
+        except Exception as e:
+            raise c.map_error(e, str(args[0])) from e
+
+    # public
+    def lock(self, name):
+        """An exclusive lock (reentrant per thread)."""
+        return Lock(self, name)
+
+    def rwlock(self, name):
+        """A read-write lock: ``.read_lock()``, ``.write_lock()``."""
+        return RWLock(self, name)
+
+    def multilock(self, keys):
+        """All of ``keys`` or none (``LOCK.MACQUIRE``); on a cluster the keys
+        must share one ``{hash tag}``."""
+        return MultiLock(self, keys)
+
+    def on_lost(self, callback):
+        """``callback(hold)`` is called (on the session's thread) when a hold is lost."""
+        self._callbacks.append(callback)
+        return callback
+
+    def holds(self):
+        with self._lock:
+            return [h for hs in self._by_owner.values() for h in hs]
+
+    def session_client_id(self, key=None):
+        """``CLIENT ID`` of the session connection (of ``key``'s node on a cluster)."""
+        return self._session_conn(self._node_of(key) if key else None).id
+
+    def close(self):
+        """Release every hold and close the session connection(s)."""
+        with self._lock:
+            if self._closed:
+                return
+            holds = self.holds()
+        for h in holds:
+            while h.count > 0:
+                try:
+                    h.release()
+                except LockError:
+                    break
+        self._retry_pending()
+        with self._lock:
+            self._closed = True
+            conns = list(self._conns.values())
+        for sc in conns:
+            sc.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # acquire / release
+    def _acquire(self, kind, keys, timeout):
+        if self._closed:
+            raise LockError("session is closed")
+        block = c.block_ms(timeout)
+        tk = _thread_key()
+        reg = (kind, keys, tk)
+        with self._lock:
+            h = self._mine.get(reg)
+            if h is not None and h.count > 0 and not h.lost.is_set():
+                h.count += 1
+                return h
+            owner = self._rw_owner.get((keys[0], tk)) if kind in "rw" else None
+            if owner is not None and owner not in self._by_owner:
+                owner = None  # its holds were lost
+            fresh = owner is None
+            if fresh:
+                owner = f"{self.token}:{next(self._owner_ids)}"
+        if self.cluster and kind == "m":
+            slots = {self.client.keyslot(k) for k in keys}
+            if len(slots) > 1:
+                raise c.cluster_slot_keys_error(keys)
+        node = self._node_of(keys[0])
+        self._session_conn(node)
+        epoch = self._epoch
+        args = c.acquire_args(_CMD[kind], keys, owner, self.lease_ms, self.token, block)
+        try:
+            reply = self._blocking(args, kind, keys, owner, block)
+        except c.NoSession:
+            self._wait_session(keys[0])
+            try:
+                reply = self._blocking(args, kind, keys, owner, block)
+            except c.NoSession as e:
+                raise UnavailableError(f"session not registered on the server: {e}") from None
+        if reply is None:
+            raise c.busy(keys, timeout)
+        tokens = [int(t) for t in reply] if isinstance(reply, list) else [int(reply)]
+        h = Hold(self, kind, keys, owner, tokens, self._node_of(keys[0]))
+        h._reg = reg
+        with self._lock:
+            self._mine[reg] = h
+            self._by_owner.setdefault(owner, []).append(h)
+            if kind in "rw":
+                self._rw_owner[(keys[0], tk)] = owner
+        if self._epoch != epoch:
+            # the session reconnected while we waited: the grant may be bound to nothing
+            self._reattach_owner(owner, keys)
+        return h
+
+    def _track(self, kind, keys, owner, tokens):
+        """Adopt a hold taken outside ``acquire`` (the drop-in's) for re-attach
+        and loss signals."""
+        h = Hold(self, kind, tuple(keys), owner, tokens, self._node_of(keys[0]))
+        with self._lock:
+            self._by_owner.setdefault(owner, []).append(h)
+        return h
+
+    def _wait_session(self, key):
+        node = self._node_of(key)
+        sc = self._session_conn(node)
+        if not sc.up.wait(max(1.0, self.lease_ms / 1000)):
+            raise UnavailableError("the session connection is down")
+        if not self.cluster:
+            # the server forgot the name (a restart): open the session anew
+            return
+
+    def _blocking(self, args, kind, keys, owner, block):
+        return blocking_call(
+            self.client, self.cluster, args, block, release_args(kind, keys, owner), self._pending_add
+        )
+
+    def _pending_add(self, args):
+        with self._lock:
+            self._pending.append(args)
+
+    def _retry_pending(self):
+        with self._lock:
+            pending, self._pending = self._pending, []
+        for args in pending:
+            try:
+                self.client.execute_command(*args)
+            except rex.ResponseError:
+                pass
+            except Exception:
+                with self._lock:
+                    self._pending.append(args)
+
+    def _forget(self, h):
+        with self._lock:
+            if self._mine.get(h._reg) is h:
+                del self._mine[h._reg]
+            hs = self._by_owner.get(h.owner)
+            if hs and h in hs:
+                hs.remove(h)
+                if not hs:
+                    del self._by_owner[h.owner]
+                    if h._reg is not None:
+                        self._rw_owner.pop((h.key, h._reg[2]), None)
+
+    def _release(self, h):
+        with self._lock:
+            if h.count <= 0:
+                raise LockError(f"lock {h.key!r}: release of a hold already released")
+            h.count -= 1
+            if h.count > 0:
+                return
+            self._forget(h)
+        args = release_args(h.kind, h.keys, h.owner)
+        try:
+            self.client.execute_command(*args)
+        except rex.ResponseError as e:
+            if h.lost.is_set():
+                return
+            err = c.map_error(e, "release")
+            if isinstance(err, NotOwnerError):
+                self._mark_lost(h, "gone")
+            raise err from e
+        except Exception as e:
+            with self._lock:
+                self._pending.append(args)
+            if h.lost.is_set():
+                return
+            raise UnavailableError(
+                f"release of {h.key!r}: {e} (retried in the background; the hold ends "
+                "with its lease at the latest once the session closes)"
+            ) from e
+
+    def _renew(self, h, lease_ms):
+        h.check()
+        if h.count <= 0:
+            raise LockError("hold already released")
+        lease = int(lease_ms or self.lease_ms)
+        try:
+            for k in h.keys:
+                self._renew_key(k, h.owner, lease)
+        except NotOwnerError:
+            self._mark_lost(h, "gone")
+            raise
+        return lease
+
+    def _renew_key(self, key, owner, lease):
+        args = ["LOCK.RENEW", key, owner, "PX", lease, "SESSION", self.token]
+        try:
+            return self._execute(*args)
+        except c.NoSession:
+            self._wait_session(key)
+            return self._execute(*args)
+
+    # loss and re-attach
+    def _mark_lost(self, h, reason):
+        with self._lock:
+            if h.lost.is_set():
+                return
+            h.lost_reason = reason
+            h.lost.set()
+            self._forget_lost(h)
+        for cb in list(self._callbacks):
+            try:
+                cb(h)
+            except Exception:  # noqa: BLE001
+                log.exception("on_lost callback failed")
+
+    def _forget_lost(self, h):
+        # a lost hold stays the thread's until released (so the thread sees it
+        # lost), but is no longer re-attached
+        hs = self._by_owner.get(h.owner)
+        if hs and h in hs:
+            hs.remove(h)
+            if not hs:
+                del self._by_owner[h.owner]
+
+    def _loss_message(self, owner, key, reason):
+        with self._lock:
+            hs = [h for h in self._by_owner.get(owner, ()) if key in h.keys]
+        for h in hs:
+            self._mark_lost(h, reason)
+
+    def _lost_if_down_too_long(self, sc):
+        if time.monotonic() - sc.last_alive <= self.lease_ms / 1000:
+            return
+        with self._lock:
+            hs = [h for h in self.holds() if h.node == sc.node]
+        for h in hs:
+            self._mark_lost(h, "session-down")
+
+    def _reattach(self, sc):
+        with self._lock:
+            owners = {}
+            for h in self.holds():
+                if h.node == sc.node:
+                    owners.setdefault(h.owner, set()).update(h.keys)
+        for owner, keys in owners.items():
+            self._reattach_owner(owner, sorted(keys))
+
+    def _reattach_owner(self, owner, keys):
+        for key in keys:
+            try:
+                self._renew_key(key, owner, self.lease_ms)
+            except NotOwnerError:
+                with self._lock:
+                    hs = list(self._by_owner.get(owner, ()))
+                for h in hs:
+                    self._mark_lost(h, "notowner")
+                return
+            except Exception as e:  # noqa: BLE001 - tried again at the next reconnect
+                log.info("re-attach of %r failed: %s", key, e)
+
+
+class _Acquirable:
+    kind = "x"
+
+    def __init__(self, session, keys):
+        self.session = session
+        self.keys = keys
+
+    def acquire(self, timeout=None):
+        """Take the lock: ``timeout=None`` waits forever, ``0`` tries once,
+        ``seconds`` waits that long (then :class:`BusyError`)."""
+        return self.session._acquire(self.kind, self.keys, timeout)
+
+    def __enter__(self):
+        h = self.acquire()
+        stack = self.__dict__.setdefault("_stacks", threading.local())
+        stack.__dict__.setdefault("holds", []).append(h)
+        return h
+
+    def __exit__(self, *exc):
+        self._stacks.holds.pop().release()
+
+
+class Lock(_Acquirable):
+    """An exclusive lock, reentrant per thread."""
+
+    def __init__(self, session, name):
+        super().__init__(session, (name,))
+        self.name = name
+
+
+class _RWSide(_Acquirable):
+    def __init__(self, session, name, kind):
+        super().__init__(session, (name,))
+        self.kind = kind
+        self.name = name
+
+
+class RWLock:
+    """A read-write lock: ``read_lock()`` shared, ``write_lock()`` exclusive."""
+
+    def __init__(self, session, name):
+        self.session = session
+        self.name = name
+
+    def read_lock(self):
+        return _RWSide(self.session, self.name, "r")
+
+    def write_lock(self):
+        return _RWSide(self.session, self.name, "w")
+
+
+class MultiLock(_Acquirable):
+    """All of several exclusive locks at once, or none."""
+
+    kind = "m"
+
+    def __init__(self, session, keys):
+        keys = tuple(keys)
+        if not keys:
+            raise ValueError("a multi-lock needs at least one key")
+        super().__init__(session, keys)

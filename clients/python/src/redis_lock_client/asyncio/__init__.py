@@ -1,0 +1,547 @@
+"""The asyncio flavour, on ``redis.asyncio``: the same API with ``await``.
+
+    async with Session(r) as session:
+        async with await session.lock("invoice:7").acquire(timeout=5) as hold:
+            print(hold.token)
+
+``hold.lost`` is an :class:`asyncio.Event`; re-entry is per task; a
+cancelled ``acquire`` (``task.cancel()``, ``asyncio.timeout``) closes its
+waiting connection and releases a grant that raced the cancel.
+"""
+
+import asyncio
+import inspect
+import itertools
+import logging
+import time
+
+import redis.exceptions as rex
+
+from .. import _common as c
+from .._sync import release_args
+from ..errors import LockError, LostError, NotOwnerError, UnavailableError
+from .dropin import ModuleLock, close_default_session, default_session
+
+__all__ = ["Session", "Hold", "ModuleLock", "default_session", "close_default_session"]
+
+log = logging.getLogger("redis_lock_client")
+_CMD = {"x": "LOCK.ACQUIRE", "r": "LOCK.RACQUIRE", "w": "LOCK.WACQUIRE", "m": "LOCK.MACQUIRE"}
+_FOREVER = 10.0**9  # seconds: a read with no client-side limit (redis-py >= 5)
+
+
+def _is_cluster(client):
+    return hasattr(client, "get_node_from_key") and hasattr(client, "nodes_manager")
+
+
+async def _get_conn(pool):
+    try:
+        return await pool.get_connection()
+    except TypeError:
+        return await pool.get_connection("LOCK.ACQUIRE")
+
+
+def _pool_of(client, cluster, key):
+    if not cluster:
+        return client.connection_pool
+    return None
+
+
+async def blocking_call(client, cluster, args, block, cleanup_args, on_cleanup_failed):
+    """The asyncio twin of ``redis_lock_client._sync.blocking_call``."""
+    key = args[2] if args[0] == "LOCK.MACQUIRE" else args[1]
+    if cluster:
+        node = client.get_node_from_key(key)
+        conn = node.acquire_connection()
+        release = lambda: node.release(conn)  # noqa: E731
+    else:
+        pool = client.connection_pool
+        try:
+            conn = await _get_conn(pool)
+        except Exception as e:
+            raise c.map_error(e, args[0]) from e
+        release = lambda: pool.release(conn)  # noqa: E731
+    sent = False
+    limit = None
+    try:
+        if cluster:
+            await conn.connect()
+        await conn.send_command(*args)
+        sent = True
+        if block is None:
+            reply = await conn.read_response()
+        else:
+            limit = _FOREVER if block == 0 else block / 1000 + c.BLOCK_SLACK
+            t0 = time.monotonic()
+            reply = await conn.read_response(timeout=limit)
+            if reply is None and time.monotonic() - t0 >= limit - 0.01:
+                raise rex.TimeoutError("no answer within the BLOCK time")
+    except rex.ResponseError as e:
+        await _maybe_await(release())
+        raise c.map_error(e, args[0]) from e
+    except BaseException as e:
+        await conn.disconnect(nowait=True)
+        await _maybe_await(release())
+        if sent:
+            try:
+                await client.execute_command(*cleanup_args)
+            except rex.ResponseError:
+                pass
+            except BaseException:
+                on_cleanup_failed(cleanup_args)
+        err = c.map_error(e, args[0]) if isinstance(e, Exception) else e
+        if err is e:
+            raise
+        raise err from e
+    await _maybe_await(release())
+    return reply
+
+
+async def _maybe_await(x):
+    if inspect.isawaitable(x):
+        await x
+
+
+class Hold:
+    """One owner's hold (see the sync ``Hold``); ``lost`` is an asyncio.Event."""
+
+    def __init__(self, session, kind, keys, owner, tokens, node):
+        self.session = session
+        self.kind = kind
+        self.keys = keys
+        self.owner = owner
+        self.tokens = tokens
+        self.node = node
+        self.count = 1
+        self.lost = asyncio.Event()
+        self.lost_reason = None
+        self._reg = None
+        self._task = None
+
+    key = property(lambda self: self.keys[0])
+    token = property(lambda self: self.tokens[0] if len(self.tokens) == 1 else self.tokens)
+
+    def check(self):
+        if self.lost.is_set():
+            raise LostError(f"lock {self.key!r} was lost: {self.lost_reason}")
+
+    async def release(self):
+        await self.session._release(self)
+
+    async def extend(self, lease_ms=None):
+        return await self.session._renew(self, lease_ms)
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        if self.count > 0:
+            await self.release()
+
+
+class _SessionConn:
+    def __init__(self, session, node, factory):
+        self.session = session
+        self.node = node
+        self.factory = factory
+        self.conn = None
+        self.up = asyncio.Event()
+        self.closing = False
+        self.last_alive = time.monotonic()
+        self.id = None
+        self.task = None
+
+    async def open(self):
+        conn = self.factory()
+        try:
+            await conn.connect()
+            await conn.send_command("LOCK.SESSION", self.session.token)
+            await conn.read_response()
+            await conn.send_command("CLIENT", "ID")
+            self.id = int(await conn.read_response())
+            await conn.send_command("SUBSCRIBE", c.CHANNEL_PREFIX + self.session.token)
+            await conn.read_response()
+        except BaseException as e:
+            await conn.disconnect(nowait=True)
+            raise c.map_error(e, "session") from e
+        self.conn = conn
+        self.last_alive = time.monotonic()
+        self.up.set()
+
+    async def start(self):
+        await self.open()
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    async def close(self):
+        self.closing = True
+        if self.task:
+            self.task.cancel()
+            try:
+                await self.task
+            except BaseException:  # noqa: BLE001
+                pass
+        if self.conn:
+            await self.conn.disconnect(nowait=True)
+
+    async def _run(self):
+        while not self.closing:
+            try:
+                await self._serve(self.conn)
+            except asyncio.CancelledError:
+                raise
+            except BaseException as e:  # noqa: BLE001
+                log.info("session connection dropped: %s", e)
+            self.up.clear()
+            try:
+                await self.conn.disconnect(nowait=True)
+            except Exception:  # noqa: BLE001
+                pass
+            if self.closing:
+                return
+            await self._reconnect()
+
+    async def _serve(self, conn):
+        next_ping = time.monotonic() + c.PING_INTERVAL
+        while not self.closing:
+            wait = next_ping - time.monotonic()
+            if wait > 0:
+                reply = await conn.read_response(timeout=wait)
+                if reply is not None:
+                    self.last_alive = time.monotonic()
+                    self._handle(reply)
+                continue
+            now = time.monotonic()
+            if now - self.last_alive > c.DEAD_AFTER:
+                raise rex.ConnectionError("session connection silent")
+            await conn.send_command("PING")
+            next_ping = now + c.PING_INTERVAL
+            await self.session._retry_pending()
+
+    def _handle(self, reply):
+        if isinstance(reply, list) and len(reply) == 3 and c.s(reply[0]) == "message":
+            reason, owner, key = c.parse_loss(reply[2])
+            if reason == "demoted":
+                raise rex.ConnectionError("server demoted to replica")
+            self.session._loss_message(owner, key, reason)
+
+    async def _reconnect(self):
+        delay = 0.05
+        while not self.closing:
+            self.session._lost_if_down_too_long(self)
+            try:
+                await self.open()
+            except Exception as e:  # noqa: BLE001
+                log.debug("session reconnect failed: %s", e)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.5)
+                continue
+            self.session._epoch += 1
+            await self.session._reattach(self)
+            return
+
+
+class Session:
+    """The asyncio Session: ``async with Session(r) as s`` or ``s = await Session(r).start()``."""
+
+    def __init__(self, client, lease_ms=30000, name=None):
+        self.client = client
+        self.lease_ms = int(lease_ms)
+        self.token = f"{name}-{c.new_token()}" if name else c.new_token()
+        self.cluster = _is_cluster(client)
+        self._owner_ids = itertools.count(1)
+        self._by_owner = {}
+        self._mine = {}
+        self._rw_owner = {}
+        self._conns = {}
+        self._opening = {}
+        self._callbacks = []
+        self._pending = []
+        self._epoch = 0
+        self._closed = False
+
+    async def start(self):
+        if not self.cluster:
+            await self._session_conn(None)
+        return self
+
+    async def __aenter__(self):
+        return await self.start()
+
+    async def __aexit__(self, *exc):
+        await self.close()
+
+    def _factory(self, pool_or_node):
+        def make():
+            if self.cluster:
+                kwargs = dict(pool_or_node.connection_kwargs)
+                c.resp2(kwargs)
+                return pool_or_node.connection_class(**kwargs)
+            kwargs = dict(pool_or_node.connection_kwargs)
+            c.resp2(kwargs)
+            return pool_or_node.connection_class(**kwargs)
+
+        return make
+
+    async def _session_conn(self, node):
+        sc = self._conns.get(node)
+        if sc is not None:
+            return sc
+        if self._closed:
+            raise LockError("session is closed")
+        fut = self._opening.get(node)
+        if fut is not None:
+            return await asyncio.shield(fut)
+        fut = self._opening[node] = asyncio.get_running_loop().create_future()
+        try:
+            src = self.client.connection_pool if node is None else self.client.get_node(node_name=node)
+            sc = _SessionConn(self, node, self._factory(src))
+            await sc.start()
+            self._conns[node] = sc
+            fut.set_result(sc)
+            return sc
+        except BaseException as e:
+            fut.set_exception(e)
+            fut.exception()  # consumed
+            raise
+        finally:
+            del self._opening[node]
+
+    def _node_of(self, key):
+        return self.client.get_node_from_key(key).name if self.cluster else None
+
+    async def _execute(self, *args):
+        try:
+            return await self.client.execute_command(*args)
+        except Exception as e:
+            raise c.map_error(e, str(args[0])) from e
+
+    def lock(self, name):
+        return _Acquirable(self, "x", (name,))
+
+    def rwlock(self, name):
+        return RWLock(self, name)
+
+    def multilock(self, keys):
+        keys = tuple(keys)
+        if not keys:
+            raise ValueError("a multi-lock needs at least one key")
+        return _Acquirable(self, "m", keys)
+
+    def on_lost(self, callback):
+        """``callback(hold)``, a function or a coroutine function."""
+        self._callbacks.append(callback)
+        return callback
+
+    def holds(self):
+        return [h for hs in self._by_owner.values() for h in hs]
+
+    async def session_client_id(self, key=None):
+        return (await self._session_conn(self._node_of(key) if key else None)).id
+
+    async def close(self):
+        if self._closed:
+            return
+        for h in self.holds():
+            while h.count > 0:
+                try:
+                    await h.release()
+                except LockError:
+                    break
+        await self._retry_pending()
+        self._closed = True
+        for sc in list(self._conns.values()):
+            await sc.close()
+
+    async def _acquire(self, kind, keys, timeout):
+        if self._closed:
+            raise LockError("session is closed")
+        block = c.block_ms(timeout)
+        task = asyncio.current_task()
+        reg = (kind, keys, id(task))
+        h = self._mine.get(reg)
+        if h is not None and h._task is task and h.count > 0 and not h.lost.is_set():
+            h.count += 1
+            return h
+        owner = None
+        if kind in "rw":
+            entry = self._rw_owner.get((keys[0], id(task)))
+            if entry and entry[1] is task and entry[0] in self._by_owner:
+                owner = entry[0]
+        if owner is None:
+            owner = f"{self.token}:{next(self._owner_ids)}"
+        if self.cluster and kind == "m" and len({self.client.keyslot(k) for k in keys}) > 1:
+            raise c.cluster_slot_keys_error(keys)
+        await self._session_conn(self._node_of(keys[0]))
+        epoch = self._epoch
+        args = c.acquire_args(_CMD[kind], keys, owner, self.lease_ms, self.token, block)
+        cleanup = release_args(kind, keys, owner)
+        try:
+            reply = await blocking_call(self.client, self.cluster, args, block, cleanup, self._pending.append)
+        except c.NoSession:
+            await self._wait_session(keys[0])
+            try:
+                reply = await blocking_call(self.client, self.cluster, args, block, cleanup, self._pending.append)
+            except c.NoSession as e:
+                raise UnavailableError(f"session not registered on the server: {e}") from None
+        if reply is None:
+            raise c.busy(keys, timeout)
+        tokens = [int(t) for t in reply] if isinstance(reply, list) else [int(reply)]
+        h = Hold(self, kind, keys, owner, tokens, self._node_of(keys[0]))
+        h._reg, h._task = reg, task
+        self._mine[reg] = h
+        self._by_owner.setdefault(owner, []).append(h)
+        if kind in "rw":
+            self._rw_owner[(keys[0], id(task))] = (owner, task)
+        if self._epoch != epoch:
+            await self._reattach_owner(owner, keys)
+        return h
+
+    def _track(self, kind, keys, owner, tokens):
+        h = Hold(self, kind, tuple(keys), owner, tokens, self._node_of(keys[0]))
+        self._by_owner.setdefault(owner, []).append(h)
+        return h
+
+    async def _wait_session(self, key):
+        sc = await self._session_conn(self._node_of(key))
+        try:
+            await asyncio.wait_for(sc.up.wait(), max(1.0, self.lease_ms / 1000))
+        except asyncio.TimeoutError:
+            raise UnavailableError("the session connection is down") from None
+
+    async def _retry_pending(self):
+        pending, self._pending = self._pending, []
+        for args in pending:
+            try:
+                await self.client.execute_command(*args)
+            except rex.ResponseError:
+                pass
+            except Exception:  # noqa: BLE001
+                self._pending.append(args)
+
+    def _forget(self, h):
+        if self._mine.get(h._reg) is h:
+            del self._mine[h._reg]
+        hs = self._by_owner.get(h.owner)
+        if hs and h in hs:
+            hs.remove(h)
+            if not hs:
+                del self._by_owner[h.owner]
+                if h._reg is not None:
+                    self._rw_owner.pop((h.key, h._reg[2]), None)
+
+    async def _release(self, h):
+        if h.count <= 0:
+            raise LockError(f"lock {h.key!r}: release of a hold already released")
+        h.count -= 1
+        if h.count > 0:
+            return
+        self._forget(h)
+        args = release_args(h.kind, h.keys, h.owner)
+        try:
+            await self.client.execute_command(*args)
+        except rex.ResponseError as e:
+            if h.lost.is_set():
+                return
+            err = c.map_error(e, "release")
+            if isinstance(err, NotOwnerError):
+                self._mark_lost(h, "gone")
+            raise err from e
+        except Exception as e:
+            self._pending.append(args)
+            if h.lost.is_set():
+                return
+            raise UnavailableError(f"release of {h.key!r}: {e} (retried in the background)") from e
+
+    async def _renew(self, h, lease_ms):
+        h.check()
+        lease = int(lease_ms or self.lease_ms)
+        try:
+            for k in h.keys:
+                await self._renew_key(k, h.owner, lease)
+        except NotOwnerError:
+            self._mark_lost(h, "gone")
+            raise
+        return lease
+
+    async def _renew_key(self, key, owner, lease):
+        args = ["LOCK.RENEW", key, owner, "PX", lease, "SESSION", self.token]
+        try:
+            return await self._execute(*args)
+        except c.NoSession:
+            await self._wait_session(key)
+            return await self._execute(*args)
+
+    def _mark_lost(self, h, reason):
+        if h.lost.is_set():
+            return
+        h.lost_reason = reason
+        h.lost.set()
+        hs = self._by_owner.get(h.owner)
+        if hs and h in hs:
+            hs.remove(h)
+            if not hs:
+                del self._by_owner[h.owner]
+        for cb in list(self._callbacks):
+            try:
+                res = cb(h)
+                if inspect.isawaitable(res):
+                    asyncio.ensure_future(res)
+            except Exception:  # noqa: BLE001
+                log.exception("on_lost callback failed")
+
+    def _loss_message(self, owner, key, reason):
+        for h in [h for h in self._by_owner.get(owner, ()) if key in h.keys]:
+            self._mark_lost(h, reason)
+
+    def _lost_if_down_too_long(self, sc):
+        if time.monotonic() - sc.last_alive > self.lease_ms / 1000:
+            for h in [h for h in self.holds() if h.node == sc.node]:
+                self._mark_lost(h, "session-down")
+
+    async def _reattach(self, sc):
+        owners = {}
+        for h in self.holds():
+            if h.node == sc.node:
+                owners.setdefault(h.owner, set()).update(h.keys)
+        for owner, keys in owners.items():
+            await self._reattach_owner(owner, sorted(keys))
+
+    async def _reattach_owner(self, owner, keys):
+        for key in keys:
+            try:
+                await self._renew_key(key, owner, self.lease_ms)
+            except NotOwnerError:
+                for h in list(self._by_owner.get(owner, ())):
+                    self._mark_lost(h, "notowner")
+                return
+            except Exception as e:  # noqa: BLE001
+                log.info("re-attach of %r failed: %s", key, e)
+
+
+class _Acquirable:
+    def __init__(self, session, kind, keys):
+        self.session = session
+        self.kind = kind
+        self.keys = keys
+
+    async def acquire(self, timeout=None):
+        """``timeout=None`` waits forever, ``0`` tries once, ``seconds`` then BusyError."""
+        return await self.session._acquire(self.kind, self.keys, timeout)
+
+    async def __aenter__(self):
+        self._hold = await self.acquire()
+        return self._hold
+
+    async def __aexit__(self, *exc):
+        await self._hold.release()
+
+
+class RWLock:
+    def __init__(self, session, name):
+        self.session = session
+        self.name = name
+
+    def read_lock(self):
+        return _Acquirable(self.session, "r", (self.name,))
+
+    def write_lock(self):
+        return _Acquirable(self.session, "w", (self.name,))

@@ -1,0 +1,45 @@
+"""Typed errors of redis_lock_client.
+
+Every error the library raises is a :class:`LockError` (itself a
+``redis.exceptions.RedisError``).  Server error replies are told apart by
+their leading code word (``NOTOWNER``, ``DEADLOCK``, ``NOSESSION`` ...),
+never by one server's wording.
+"""
+
+import redis.exceptions
+
+
+class LockError(redis.exceptions.RedisError):
+    """Base of every error of this library."""
+
+
+class BusyError(LockError):
+    """The lock is held by another owner: a try (``timeout=0``) failed or the
+    wait ran out (``timeout=seconds``)."""
+
+
+class NotOwnerError(LockError):
+    """The server says this owner holds no hold on the lock (``NOTOWNER``)."""
+
+
+class DeadlockError(LockError):
+    """A read-write lock's upgrade would wait for its own read holds (``DEADLOCK``)."""
+
+
+class LostError(LockError):
+    """The hold was lost (force-released, its lease ran out, the session was
+    down for longer than the lease)."""
+
+
+class UnavailableError(LockError):
+    """The server cannot be reached (connection refused, closed, timed out)."""
+
+
+class ModuleNotLoadedError(LockError):
+    """The server does not know the ``LOCK.*`` commands: start it with
+    ``--loadmodule /path/to/liblock.so``."""
+
+
+class CommandError(LockError):
+    """Any other error reply of a ``LOCK.*`` command (``WRONGTYPE``,
+    ``CROSSSLOT``, ``NOPERM``, ``ERR ...``): the server's message is kept."""
