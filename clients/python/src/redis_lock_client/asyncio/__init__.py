@@ -528,11 +528,17 @@ class _Acquirable:
         return await self.session._acquire(self.kind, self.keys, timeout)
 
     async def __aenter__(self):
-        self._hold = await self.acquire()
-        return self._hold
+        h = await self.acquire()
+        self.__dict__.setdefault("_held", {}).setdefault(asyncio.current_task(), []).append(h)
+        return h
 
     async def __aexit__(self, *exc):
-        await self._hold.release()
+        task = asyncio.current_task()
+        stack = self._held[task]
+        h = stack.pop()
+        if not stack:
+            del self._held[task]
+        await h.release()
 
 
 class RWLock:
