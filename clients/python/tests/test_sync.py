@@ -329,3 +329,20 @@ def test_socket_timeout_shorter_than_wait(server, r):
         with session.lock("slow").acquire(timeout=5) as hold:  # waits past the 0.2 s socket timeout
             assert info(r, "slow")["owner"].decode() == hold.owner
     client.close()
+
+
+def test_session_down_longer_than_lease_is_lost():
+    srv = Server().start()
+    try:
+        session = Session(srv.client(), lease_ms=1000)
+        hold = session.lock("x").acquire()
+        lost = []
+        session.on_lost(lost.append)
+        srv.kill()
+        t0 = time.monotonic()
+        assert hold.lost.wait(5)
+        print(f"server gone: hold lost ({hold.lost_reason}) {(time.monotonic() - t0) * 1000:.0f} ms after the kill")
+        assert hold.lost_reason == "session-down" and lost == [hold]
+        session.close()
+    finally:
+        srv.cleanup()

@@ -313,6 +313,9 @@ class Session:
         return make
 
     def _session_conn(self, node):
+        sc = self._conns.get(node)
+        if sc is not None:
+            return sc
         with self._lock:
             sc = self._conns.get(node)
             if sc is not None:
