@@ -6,6 +6,8 @@ import threading
 import time
 
 import redis.exceptions as rex
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from . import _common as c
 from .errors import LockError, LostError, NotOwnerError, UnavailableError
@@ -308,6 +310,7 @@ class Session:
         def make():
             kwargs = dict(pool.connection_kwargs)
             c.resp2(kwargs)  # pub/sub replies as RESP2 arrays on this connection
+            kwargs["retry"] = Retry(NoBackoff(), 0)  # the session retries on its own
             return pool.connection_class(**kwargs)
 
         return make

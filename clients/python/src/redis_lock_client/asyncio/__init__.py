@@ -16,6 +16,8 @@ import logging
 import time
 
 import redis.exceptions as rex
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 
 from .. import _common as c
 from .._sync import release_args
@@ -271,12 +273,9 @@ class Session:
 
     def _factory(self, pool_or_node):
         def make():
-            if self.cluster:
-                kwargs = dict(pool_or_node.connection_kwargs)
-                c.resp2(kwargs)
-                return pool_or_node.connection_class(**kwargs)
             kwargs = dict(pool_or_node.connection_kwargs)
             c.resp2(kwargs)
+            kwargs["retry"] = Retry(NoBackoff(), 0)  # the session retries on its own
             return pool_or_node.connection_class(**kwargs)
 
         return make
