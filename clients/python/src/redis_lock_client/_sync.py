@@ -17,6 +17,7 @@ log = logging.getLogger("redis_lock_client")
 _CMD = {"x": "LOCK.ACQUIRE", "r": "LOCK.RACQUIRE", "w": "LOCK.WACQUIRE", "m": "LOCK.MACQUIRE"}
 _tl = threading.local()
 _thread_ids = itertools.count(1)
+_event_lock = threading.Lock()
 
 
 def _thread_key():
@@ -73,12 +74,15 @@ def blocking_call(client, cluster, args, block, cleanup_args, on_cleanup_failed,
         conn.send_command(*args)
         sent = True
         sock = conn._sock
-        if block is not None and sock is not None:
-            sock.settimeout(None if block == 0 else block / 1000 + c.BLOCK_SLACK)
+        wait = None if block == 0 else (block / 1000 + c.BLOCK_SLACK if block else conn.socket_timeout)
+        if wait == conn.socket_timeout or sock is None:
+            sock = None  # nothing to lift
+        else:
+            sock.settimeout(wait)
         try:
             reply = conn.read_response()
         finally:
-            if conn._sock is not None and conn._sock is sock:
+            if sock is not None and conn._sock is sock:
                 sock.settimeout(conn.socket_timeout)
     except rex.ResponseError as e:
         pool.release(conn)
@@ -123,7 +127,7 @@ class Hold:
         self.tokens = tokens
         self.node = node
         self.count = 1
-        self.lost = threading.Event()
+        self._lost = None  # the Event, made when first asked for (most holds never are)
         self.lost_reason = None
         self._reg = None
 
@@ -132,16 +136,29 @@ class Hold:
         return self.keys[0]
 
     @property
+    def lost(self):
+        """A :class:`threading.Event`, set when the hold is lost."""
+        ev = self._lost
+        if ev is None:
+            with _event_lock:
+                if self._lost is None:
+                    self._lost = threading.Event()
+                    if self.lost_reason is not None:
+                        self._lost.set()
+                ev = self._lost
+        return ev
+
+    @property
     def token(self):
         return self.tokens[0] if len(self.tokens) == 1 else self.tokens
 
     @property
     def held(self):
-        return self.count > 0 and not self.lost.is_set()
+        return self.count > 0 and self.lost_reason is None
 
     def check(self):
         """Raise :class:`LostError` if the hold was lost."""
-        if self.lost.is_set():
+        if self.lost_reason is not None:
             raise LostError(f"lock {self.key!r} was lost: {self.lost_reason}")
 
     def release(self):
@@ -160,7 +177,7 @@ class Hold:
             self.release()
 
     def __repr__(self):
-        state = "lost" if self.lost.is_set() else ("held" if self.count else "released")
+        state = "lost" if self.lost_reason is not None else ("held" if self.count else "released")
         return f"<Hold {self.keys!r} owner={self.owner} token={self.token} {state}>"
 
 
@@ -406,7 +423,7 @@ class Session:
         reg = (kind, keys, tk)
         with self._lock:
             h = self._mine.get(reg)
-            if h is not None and h.count > 0 and not h.lost.is_set():
+            if h is not None and h.count > 0 and h.lost_reason is None:
                 h.count += 1
                 return h
             owner = self._rw_owner.get((keys[0], tk)) if kind in "rw" else None
@@ -508,7 +525,7 @@ class Session:
         try:
             self.client.execute_command(*args)
         except rex.ResponseError as e:
-            if h.lost.is_set():
+            if h.lost_reason is not None:
                 return
             err = c.map_error(e, "release")
             if isinstance(err, NotOwnerError):
@@ -517,7 +534,7 @@ class Session:
         except Exception as e:
             with self._lock:
                 self._pending.append(args)
-            if h.lost.is_set():
+            if h.lost_reason is not None:
                 return
             raise UnavailableError(
                 f"release of {h.key!r}: {e} (retried in the background; the hold ends "
@@ -548,10 +565,10 @@ class Session:
     # loss and re-attach
     def _mark_lost(self, h, reason):
         with self._lock:
-            if h.lost.is_set():
+            if h.lost_reason is not None:
                 return
             h.lost_reason = reason
-            h.lost.set()
+            h.lost.set()  # (made here if nobody asked for it yet)
             self._forget_lost(h)
         for cb in list(self._callbacks):
             try:
