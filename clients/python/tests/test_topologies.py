@@ -154,3 +154,59 @@ def _try(f):
         return f()
     except Exception:  # noqa: BLE001
         return False
+
+
+async def test_asyncio_cluster(cluster):
+    from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+    from redis_lock_client.asyncio import Session as AsyncSession
+
+    rc = AsyncRedisCluster(host="127.0.0.1", port=cluster[0].port)
+    sync_rc = RedisCluster(host="127.0.0.1", port=cluster[0].port)
+    try:
+        keys, ports = [], set()
+        for i in range(100):
+            k = f"ak{i}"
+            p = sync_rc.get_node_from_key(k).port
+            if p not in ports:
+                ports.add(p)
+                keys.append(k)
+        async with AsyncSession(rc, lease_ms=2000) as session:
+            holds = [await session.lock(k).acquire(timeout=5) for k in keys]
+            for k, h in zip(keys, holds):
+                i = info(_node_client(cluster, sync_rc, k), k)
+                assert i["owner"].decode() == h.owner
+                assert i["keepalive_client"] == await session.session_client_id(k)
+            m = await session.multilock(["{t}:1", "{t}:2"]).acquire(timeout=5)
+            with pytest.raises(CommandError, match="hash tag"):
+                await session.multilock(["t:1", "t:2"]).acquire(timeout=0)
+            k = keys[1]
+            await holds[1].release()
+            _node_client(cluster, sync_rc, k).execute_command("LOCK.ACQUIRE", k, "other", "PX", 300)
+            h = await session.lock(k).acquire(timeout=5)  # waits on the node, served at the lease's end
+            assert info(_node_client(cluster, sync_rc, k), k)["owner"].decode() == h.owner
+            await h.release()
+            await m.release()
+        for k in keys:
+            assert info(_node_client(cluster, sync_rc, k), k) is None
+    finally:
+        await rc.aclose()
+        sync_rc.close()
+
+
+def test_cluster_dropin(cluster):
+    from redis_lock_client import ModuleLock, close_default_session
+
+    rc = RedisCluster(host="127.0.0.1", port=cluster[0].port)
+    try:
+        for name, timeout in (("d1", 5), ("d2", None)):
+            lock = rc.lock(name, timeout=timeout, lock_class=ModuleLock)
+            assert lock.acquire(blocking=False)
+            assert lock.owned()
+            assert not rc.lock(name, lock_class=ModuleLock).acquire(blocking_timeout=0.05)
+            i = info(_node_client(cluster, rc, name), name)
+            assert ("keepalive_client" in i) == (timeout is None)
+            lock.release()
+            assert not lock.locked()
+        close_default_session(rc)
+    finally:
+        rc.close()

@@ -261,8 +261,13 @@ class Session:
         self._closed = False
 
     async def start(self):
-        if not self.cluster:
-            await self._session_conn(None)
+        try:
+            if self.cluster:
+                await self.client.initialize()  # the slot map, for get_node_from_key
+            else:
+                await self._session_conn(None)
+        except Exception as e:
+            raise c.map_error(e, "session") from e
         return self
 
     async def __aenter__(self):
