@@ -9,4 +9,4 @@ npm run build:test
 export LOCK_MODULE="${LOCK_MODULE:-$(cd ../.. && pwd)/target/release/liblock.so}"
 export REDIS_SERVER="${REDIS_SERVER:-redis-server}"
 echo "server: $REDIS_SERVER, module: $LOCK_MODULE"
-exec node --test --test-concurrency=1 build/test/
+exec node --test --test-concurrency=1 build/test/*.test.js
