@@ -9,7 +9,7 @@
 
 import { EventEmitter } from "node:events";
 
-import { LockError, LostError } from "./errors";
+import { BusyError, LockError, LostError } from "./errors";
 import { Hold, Session, SessionOptions } from "./session";
 import type { RedisClientLike } from "./adapter";
 
@@ -131,7 +131,9 @@ export class ModuleRedlock extends EventEmitter {
         [],
         { cause: e },
       );
-      this.emit("error", e instanceof LockError && e.name === "BusyError" ? new ResourceLockedError(String((e as Error).message)) : e);
+      // As redlock, each failure is also an "error" event (emitted only when someone listens).
+      if (this.listenerCount("error") > 0)
+        this.emit("error", e instanceof BusyError ? new ResourceLockedError((e as Error).message) : e);
       throw err;
     }
   }

@@ -490,6 +490,7 @@ export class Session extends EventEmitter {
         }
         return reply;
       } catch (e) {
+        if (spec.signal?.aborted && e === spec.signal.reason) throw e;
         const code = replyCode(e);
         if (code === "NOSESSION" && spec.bind && !nosessionRetried) {
           nosessionRetried = true;

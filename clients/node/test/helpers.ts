@@ -140,7 +140,13 @@ export async function connectClient(kind: ClientKind, port: number): Promise<Cli
   const c = createClient({ socket: { port, host: "127.0.0.1" } });
   c.on("error", () => {});
   await c.connect();
-  return { client: c, close: async () => void (await c.close?.()) };
+  return {
+    client: c,
+    close: async () => {
+      if (c.isReady) await c.close();
+      else c.destroy();
+    },
+  };
 }
 
 /** LOCK.WAITERS key COUNT 0 -> the owners queued, in order. */
