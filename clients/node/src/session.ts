@@ -236,7 +236,7 @@ class WaitPool {
   private busy = new Set<Connection>();
   constructor(private readonly adapter: Adapter) {}
 
-  async take(node: string): Promise<Connection> {
+  take(node: string): Connection | Promise<Connection> {
     const list = this.idle.get(node);
     while (list && list.length > 0) {
       const c = list.pop()!;
@@ -245,6 +245,10 @@ class WaitPool {
         return c;
       }
     }
+    return this.open(node);
+  }
+
+  private async open(node: string): Promise<Connection> {
     const c = await this.adapter.connect(node || undefined);
     this.busy.add(c);
     return c;
@@ -393,7 +397,13 @@ export class Session extends EventEmitter {
   }
 
   /** @internal */
-  async nodeSession(node: string): Promise<NodeSession> {
+  nodeSession(node: string): NodeSession | Promise<NodeSession> {
+    const ns = this.nodes.get(node);
+    if (ns && ns.up) return ns;
+    return this.nodeSessionSlow(node);
+  }
+
+  private async nodeSessionSlow(node: string): Promise<NodeSession> {
     let ns = this.nodes.get(node);
     if (!ns) {
       ns = new NodeSession(this, node);
@@ -442,8 +452,12 @@ export class Session extends EventEmitter {
   }
 
   /** @internal The node serving `key` ("" on a single server). */
-  async nodeFor(key: string): Promise<string> {
+  nodeFor(key: string): string | Promise<string> {
     if (!this.adapter.cluster) return STANDALONE;
+    return this.nodeForCluster(key);
+  }
+
+  private async nodeForCluster(key: string): Promise<string> {
     if (!this.slots) await this.loadSlots();
     const n = this.slots![keySlot(key)];
     if (!n) throw new UnavailableError(`no cluster node serves the slot of '${key}'`);
@@ -696,9 +710,9 @@ export class Session extends EventEmitter {
         if (!b || this.bindings.get(bindingId(key, owner)) !== b || this.closing) return;
         if (code === "NOSESSION") {
           if (this.adapter.cluster) await this.loadSlots().catch(() => {});
-          const node = await this.nodeFor(key).catch(() => b.node);
+          const node = await Promise.resolve(this.nodeFor(key)).catch(() => b.node);
           if (node !== b.node) b.node = node;
-          await this.nodeSession(node).catch(() => {});
+          await Promise.resolve().then(() => this.nodeSession(node)).catch(() => {});
         }
         await sleep(100);
       }
@@ -738,7 +752,7 @@ export class Hold extends EventEmitter {
   count = 1;
   leaseMs: number;
   readonly kind: Kind;
-  private readonly controller = new AbortController();
+  private controller?: AbortController;
   private lostError?: LostError;
 
   /** @internal */
@@ -767,6 +781,11 @@ export class Hold extends EventEmitter {
 
   /** Aborted (with a `LostError` reason) when the hold is lost. */
   get signal(): AbortSignal {
+    // Made on first use: most holds never look at it.
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.lostError) this.controller.abort(this.lostError);
+    }
     return this.controller.signal;
   }
 
@@ -789,7 +808,7 @@ export class Hold extends EventEmitter {
     this.lostError = err;
     this.count = 0;
     this.onEnd();
-    this.controller.abort(err);
+    this.controller?.abort(err);
     this.emit("lost", err);
   }
 
@@ -854,6 +873,7 @@ export class Hold extends EventEmitter {
 export class Lock {
   private current?: Hold;
   private queue: Promise<unknown> = Promise.resolve();
+  private inFlight = 0;
 
   /** @internal */
   constructor(
@@ -878,11 +898,19 @@ export class Lock {
    */
   acquire(opts: AcquireOptions = {}): Promise<Hold> {
     // Calls on one object run one after another, so a second call sees the first one's hold.
-    const run = this.queue.then(
-      () => this.acquireNow(opts, true),
-      () => this.acquireNow(opts, true),
+    const run =
+      this.inFlight === 0
+        ? this.acquireNow(opts, true)
+        : this.queue.then(
+            () => this.acquireNow(opts, true),
+            () => this.acquireNow(opts, true),
+          );
+    this.inFlight++;
+    const settled = run.then(
+      () => void this.inFlight--,
+      () => void this.inFlight--,
     );
-    this.queue = run.catch(() => {});
+    this.queue = settled;
     return run;
   }
 
