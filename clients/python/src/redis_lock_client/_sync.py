@@ -269,6 +269,8 @@ class _SessionConn:
                 conn.send_command("PING")
                 next_ping = now + c.PING_INTERVAL
                 self.session._retry_pending()
+                if self.session._unattached:
+                    self.session._retry_unattached()
 
     def _handle(self, reply):
         if isinstance(reply, list) and len(reply) == 3 and c.s(reply[0]) == "message":
@@ -317,6 +319,7 @@ class Session:
         self._conns = {}  # node -> _SessionConn
         self._callbacks = []
         self._pending = []  # release commands to retry
+        self._unattached = {}  # owner -> (keys, first failure): re-attach to retry
         self._epoch = 0
         self._closed = False
         if not self.cluster:
@@ -618,8 +621,30 @@ class Session:
                 for h in hs:
                     self._mark_lost(h, "notowner")
                 return
-            except Exception as e:  # noqa: BLE001 - tried again at the next reconnect
+            except Exception as e:  # noqa: BLE001 - tried again at every PING
                 log.info("re-attach of %r failed: %s", key, e)
+                with self._lock:
+                    self._unattached.setdefault(owner, (keys, time.monotonic()))
+                return
+        with self._lock:
+            self._unattached.pop(owner, None)
+
+    def _retry_unattached(self):
+        with self._lock:
+            todo = list(self._unattached.items())
+        for owner, (keys, since) in todo:
+            if owner not in self._by_owner:
+                with self._lock:
+                    self._unattached.pop(owner, None)
+                continue
+            if time.monotonic() - since > self.lease_ms / 1000:
+                with self._lock:
+                    self._unattached.pop(owner, None)
+                    hs = list(self._by_owner.get(owner, ()))
+                for h in hs:
+                    self._mark_lost(h, "session-down")
+                continue
+            self._reattach_owner(owner, keys)
 
 
 class _Acquirable:

@@ -217,6 +217,8 @@ class _SessionConn:
             await conn.send_command("PING")
             next_ping = now + c.PING_INTERVAL
             await self.session._retry_pending()
+            if self.session._unattached:
+                await self.session._retry_unattached()
 
     def _handle(self, reply):
         if isinstance(reply, list) and len(reply) == 3 and c.s(reply[0]) == "message":
@@ -257,6 +259,7 @@ class Session:
         self._opening = {}
         self._callbacks = []
         self._pending = []
+        self._unattached = {}
         self._epoch = 0
         self._closed = False
 
@@ -517,8 +520,22 @@ class Session:
                 for h in list(self._by_owner.get(owner, ())):
                     self._mark_lost(h, "notowner")
                 return
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:  # noqa: BLE001 - tried again at every PING
                 log.info("re-attach of %r failed: %s", key, e)
+                self._unattached.setdefault(owner, (keys, time.monotonic()))
+                return
+        self._unattached.pop(owner, None)
+
+    async def _retry_unattached(self):
+        for owner, (keys, since) in list(self._unattached.items()):
+            if owner not in self._by_owner:
+                self._unattached.pop(owner, None)
+            elif time.monotonic() - since > self.lease_ms / 1000:
+                self._unattached.pop(owner, None)
+                for h in list(self._by_owner.get(owner, ())):
+                    self._mark_lost(h, "session-down")
+            else:
+                await self._reattach_owner(owner, keys)
 
 
 class _Acquirable:
