@@ -14,15 +14,21 @@ from redis_lock_client import CommandError, Session
 from conftest import SERVER, Server, free_port, info, wait_for
 
 
-def _start_cluster(n=3):
+def _cluster_node(timeout_ms):
+    bus = free_port()
+    node = Server(args=["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                        "--cluster-node-timeout", str(timeout_ms), "--cluster-port", str(bus)]).start()
+    node.bus = bus
+    return node
+
+
+def _start_cluster(n=3, timeout_ms=5000, replicas=0):
     nodes = []
-    for _ in range(n):
-        bus = free_port()
-        nodes.append(Server(args=["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                                  "--cluster-node-timeout", "5000", "--cluster-port", str(bus)]).start())
-        nodes[-1].bus = bus
+    for _ in range(n + replicas):
+        nodes.append(_cluster_node(timeout_ms))
+    masters, extra = nodes[:n], nodes[n:]
     per = 16384 // n
-    for i, node in enumerate(nodes):
+    for i, node in enumerate(masters):
         c = node.client()
         c.execute_command("CLUSTER", "SET-CONFIG-EPOCH", i + 1)
         last = 16383 if i == n - 1 else (i + 1) * per - 1
@@ -36,7 +42,7 @@ def _start_cluster(n=3):
             if "cluster_state:ok" not in c.execute_command("CLUSTER", "INFO"):
                 return False
             nodes_txt = c.execute_command("CLUSTER", "NODES")
-            if len(nodes_txt.strip().splitlines()) != n or "handshake" in nodes_txt or "fail" in nodes_txt:
+            if len(nodes_txt.strip().splitlines()) != n + replicas or "handshake" in nodes_txt or "fail" in nodes_txt:
                 return False
         return True
 
@@ -210,3 +216,36 @@ def test_cluster_dropin(cluster):
         close_default_session(rc)
     finally:
         rc.close()
+
+
+def test_cluster_failover_rehomes_the_session(tmp_path):
+    nodes = []
+    try:
+        nodes = _start_cluster(3, timeout_ms=1000, replicas=1)
+        rc = RedisCluster(host="127.0.0.1", port=nodes[0].port)
+        key = "fo"
+        master = next(n for n in nodes[:3] if n.port == rc.get_node_from_key(key).port)
+        replica = nodes[3]
+        master_id = master.client(decode_responses=True).execute_command("CLUSTER", "MYID")
+        rep = replica.client(decode_responses=True)
+        rep.execute_command("CLUSTER", "REPLICATE", master_id)
+        wait_for("replica in sync", lambda: rep.info("replication").get("master_link_status") == "up", timeout=15)
+        lease = 8000
+        with Session(rc, lease_ms=lease) as session:
+            hold = session.lock(key).acquire(timeout=5)
+            assert master.client().execute_command("WAIT", 1, 2000) == 1
+            t0 = time.monotonic()
+            master.kill()
+            wait_for("replica promoted", lambda: rep.info("replication").get("role") == "master", timeout=lease / 1000)
+            wait_for("re-attached on the promoted replica",
+                     lambda: _try(lambda: info(replica.client(), key).get("keepalive_client") == session.session_client_id(key)),
+                     timeout=lease / 1000)
+            took = time.monotonic() - t0
+            print(f"cluster failover: hold re-attached on the promoted replica {took * 1000:.0f} ms after the kill (lease {lease} ms)")
+            assert info(replica.client(), key)["owner"].decode() == hold.owner and not hold.lost.is_set()
+            hold.release()
+            assert info(replica.client(), key) is None
+        rc.close()
+    finally:
+        for n in nodes:
+            n.cleanup()

@@ -288,6 +288,8 @@ class _SessionConn:
                 self.open()
             except Exception as e:  # noqa: BLE001
                 log.debug("session reconnect to %s failed: %s", self.node or "server", e)
+                if session.cluster and session._rehome(self):
+                    return  # a node gone for good, its holds moved to other nodes
                 time.sleep(delay)
                 delay = min(delay * 2, 0.5)
                 continue
@@ -601,6 +603,47 @@ class Session:
             hs = [h for h in self.holds() if h.node == sc.node]
         for h in hs:
             self._mark_lost(h, "session-down")
+
+    def _rehome(self, sc):
+        """Cluster, session connection to ``sc.node`` down: a failover may have
+        given its slots to another node. Re-reads the slot map (at most once a
+        second), opens the session where each hold's key is now served and
+        re-attaches it there. True once ``sc`` has no hold left and has been
+        down for longer than a lease (it is then dropped)."""
+        now = time.monotonic()
+        if now - getattr(sc, "rehomed_at", 0) >= 1.0:
+            sc.rehomed_at = now
+            try:
+                self.client.nodes_manager.initialize()
+            except Exception as e:  # noqa: BLE001
+                log.debug("cluster slot map refresh failed: %s", e)
+            with self._lock:
+                hs = [h for h in self.holds() if h.node == sc.node]
+            moved = {}
+            for h in hs:
+                try:
+                    node = self._node_of(h.key)
+                except Exception:  # noqa: BLE001 - slot not covered yet
+                    continue
+                if node != sc.node:
+                    moved.setdefault((h.owner, node), []).append(h)
+            for (owner, node), hs in moved.items():
+                try:
+                    self._session_conn(node)
+                except Exception as e:  # noqa: BLE001
+                    log.debug("session on %s: %s", node, e)
+                    continue
+                for h in hs:
+                    h.node = node
+                self._reattach_owner(owner, sorted({k for h in hs for k in h.keys}))
+        with self._lock:
+            idle = not any(h.node == sc.node for h in self.holds())
+            if idle and now - sc.last_alive > self.lease_ms / 1000:
+                if self._conns.get(sc.node) is sc:
+                    del self._conns[sc.node]
+                sc.closing = True
+                return True
+        return False
 
     def _reattach(self, sc):
         with self._lock:
