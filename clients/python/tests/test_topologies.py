@@ -249,3 +249,44 @@ def test_cluster_failover_rehomes_the_session(tmp_path):
     finally:
         for n in nodes:
             n.cleanup()
+
+
+async def test_asyncio_cluster_failover_rehomes_the_session():
+    from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+    from redis_lock_client.asyncio import Session as AsyncSession
+    import asyncio
+
+    nodes = []
+    try:
+        nodes = _start_cluster(3, timeout_ms=1000, replicas=1)
+        rc = AsyncRedisCluster(host="127.0.0.1", port=nodes[0].port)
+        sync_rc = RedisCluster(host="127.0.0.1", port=nodes[0].port)
+        key = "afo"
+        master = next(n for n in nodes[:3] if n.port == sync_rc.get_node_from_key(key).port)
+        sync_rc.close()
+        replica = nodes[3]
+        rep = replica.client(decode_responses=True)
+        rep.execute_command("CLUSTER", "REPLICATE", master.client(decode_responses=True).execute_command("CLUSTER", "MYID"))
+        wait_for("replica in sync", lambda: rep.info("replication").get("master_link_status") == "up", timeout=15)
+        lease = 8000
+        async with AsyncSession(rc, lease_ms=lease) as session:
+            hold = await session.lock(key).acquire(timeout=5)
+            assert master.client().execute_command("WAIT", 1, 2000) == 1
+            t0 = time.monotonic()
+            master.kill()
+            deadline = time.monotonic() + lease / 1000
+            while True:
+                i = _try(lambda: info(replica.client(), key))
+                bound = i and i.get("keepalive_client")
+                if bound and session._conns.get(session._node_of(key)) and bound == session._conns[session._node_of(key)].id:
+                    break
+                assert time.monotonic() < deadline, "not re-attached on the promoted replica within the lease"
+                await asyncio.sleep(0.02)
+            print(f"asyncio cluster failover: re-attached {(time.monotonic() - t0) * 1000:.0f} ms after the kill (lease {lease} ms)")
+            assert not hold.lost.is_set()
+            await hold.release()
+            assert info(replica.client(), key) is None
+        await rc.aclose()
+    finally:
+        for n in nodes:
+            n.cleanup()

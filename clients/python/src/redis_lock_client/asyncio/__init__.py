@@ -235,6 +235,8 @@ class _SessionConn:
                 await self.open()
             except Exception as e:  # noqa: BLE001
                 log.debug("session reconnect failed: %s", e)
+                if self.session.cluster and await self.session._rehome(self):
+                    return  # a node gone for good, its holds moved to other nodes
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 0.5)
                 continue
@@ -503,6 +505,40 @@ class Session:
         if time.monotonic() - sc.last_alive > self.lease_ms / 1000:
             for h in [h for h in self.holds() if h.node == sc.node]:
                 self._mark_lost(h, "session-down")
+
+    async def _rehome(self, sc):
+        """Cluster: see the sync ``Session._rehome``."""
+        now = time.monotonic()
+        if now - getattr(sc, "rehomed_at", 0) >= 1.0:
+            sc.rehomed_at = now
+            try:
+                await self.client.nodes_manager.initialize()
+            except Exception as e:  # noqa: BLE001
+                log.debug("cluster slot map refresh failed: %s", e)
+            moved = {}
+            for h in [h for h in self.holds() if h.node == sc.node]:
+                try:
+                    node = self._node_of(h.key)
+                except Exception:  # noqa: BLE001
+                    continue
+                if node != sc.node:
+                    moved.setdefault((h.owner, node), []).append(h)
+            for (owner, node), hs in moved.items():
+                try:
+                    await self._session_conn(node)
+                except Exception as e:  # noqa: BLE001
+                    log.debug("session on %s: %s", node, e)
+                    continue
+                for h in hs:
+                    h.node = node
+                await self._reattach_owner(owner, sorted({k for h in hs for k in h.keys}))
+        idle = not any(h.node == sc.node for h in self.holds())
+        if idle and now - sc.last_alive > self.lease_ms / 1000:
+            if self._conns.get(sc.node) is sc:
+                del self._conns[sc.node]
+            sc.closing = True
+            return True
+        return False
 
     async def _reattach(self, sc):
         owners = {}
