@@ -563,9 +563,20 @@ impl Inner {
 
     async fn reattach_one(&self, id: u64, key: &str, owner: &str, lease: Duration) {
         let args = proto::renew(key, owner, lease, Binding::Session(&self.token));
-        if let Err(e) = self.command(&args, Some(key)).await {
-            if e.code() == Some("NOTOWNER") {
-                self.lose_id(id, key, Reason::NotOwner);
+        // A command connection to a server gone or demoted is replaced after its error: once
+        // more on the new one.
+        for _ in 0..2 {
+            let sent = self.command(&args, Some(key));
+            match tokio::time::timeout(self.opts.response_timeout, sent).await {
+                Ok(Ok(_)) => return,
+                Ok(Err(e)) if e.code() == Some("NOTOWNER") => {
+                    self.lose_id(id, key, Reason::NotOwner);
+                    return;
+                }
+                Ok(Err(e)) if is_unusable(&e) || e.code() == Some("READONLY") => continue,
+                // No answer in time: the connection is replaced.
+                Err(_) => self.invalidate(""),
+                Ok(Err(_)) => return,
             }
         }
     }
@@ -669,6 +680,18 @@ impl Inner {
         con.send_packed_command(&proto::cmd(&proto::session(&self.token)))
             .await
             .and_then(Value::extract_error)?;
+        if matches!(self.backend, Backend::Sentinel { .. }) {
+            // Sentinel may still name the old master for a moment after a failover.
+            let role: Value = redis::cmd("ROLE").query_async(&mut con).await?;
+            let is_master = matches!(&role, Value::Array(v) if matches!(v.first(),
+                Some(Value::BulkString(b)) if b == b"master"));
+            if !is_master {
+                return Err(Error::Unavailable(RedisError::from((
+                    redis::ErrorKind::Io,
+                    "Sentinel named a server that is not a master (yet)",
+                ))));
+            }
+        }
         con.subscribe(proto::channel(&self.token)).await?;
         Ok(SessionConn { con, rx })
     }
