@@ -23,8 +23,8 @@ use tokio::runtime::Runtime;
 use tokio::sync::watch;
 
 use crate::error::Result;
-use crate::proto::{Kind, Wait};
-use crate::session::{Lost, Options, Target};
+use crate::proto::{Kind, Lost, Wait};
+use crate::session::{Options, Target};
 
 /// A session (see [`crate::Session`]) with its own runtime.
 pub struct Session {

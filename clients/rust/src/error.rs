@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::Lost;
+use crate::proto::Lost;
 
 /// What went wrong with a lock operation.
 #[derive(Debug)]
@@ -80,9 +80,7 @@ pub fn is_unusable(e: &redis::RedisError) -> bool {
 /// Whether an error reply says the command is unknown (`ERR unknown command 'LOCK.ACQUIRE'`):
 /// the module is not loaded. The code word is `ERR`, so the detail is read too.
 pub fn is_unknown_command(e: &redis::RedisError) -> bool {
-    e.code() == Some("ERR")
-        && e.detail()
-            .is_some_and(|d| d.to_ascii_lowercase().contains("unknown command"))
+    crate::proto::is_unknown_command(e.code().unwrap_or_default(), e.detail().unwrap_or_default())
 }
 
 /// Error codes of a server that is not serving now, but may again (or another will).

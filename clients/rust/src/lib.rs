@@ -48,13 +48,18 @@
 //!
 //! This module is the tokio face; [`blocking`] has the same types for threads.
 
+#[cfg(feature = "session")]
 pub mod blocking;
 mod error;
+#[cfg(feature = "session")]
 mod lock;
 pub mod proto;
+#[cfg(feature = "session")]
 mod session;
 
 pub use error::{is_connection_error, is_unknown_command, is_unusable, Error, Result};
+#[cfg(feature = "session")]
 pub use lock::{Hold, Lock, MultiLock, RwLock};
-pub use proto::{Kind, Reason, Wait};
-pub use session::{Lost, Options, Session, Target};
+pub use proto::{Kind, Lost, Reason, Wait};
+#[cfg(feature = "session")]
+pub use session::{Options, Session, Target};

@@ -7,8 +7,9 @@ use redis::RedisError;
 use tokio::sync::watch;
 
 use crate::error::{Error, Result};
+use crate::proto::Lost;
 use crate::proto::{self, Acquire, Binding, Kind, Wait};
-use crate::session::{CallError, Entry, Inner, Lost};
+use crate::session::{CallError, Entry, Inner};
 
 /// A lock of the session: exclusive on one key, one side of a read-write lock, or exclusive
 /// on several keys at once (a multi-lock). Cheap to clone; each [`Lock::acquire`] is a new

@@ -242,6 +242,20 @@ impl std::fmt::Display for Reason {
     }
 }
 
+/// A hold that was lost: its key, its owner and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lost {
+    pub key: String,
+    pub owner: String,
+    pub reason: Reason,
+}
+
+impl std::fmt::Display for Lost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (owner {}): {}", self.key, self.owner, self.reason)
+    }
+}
+
 /// A message on a session's channel.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Message {
@@ -278,6 +292,17 @@ pub fn message(payload: &[u8]) -> Option<Message> {
         owner: owner.into(),
         key: key.into(),
     })
+}
+
+/// Whether an error reply (its code word and the rest) says the command does not exist:
+/// `ERR unknown command 'LOCK.ACQUIRE', with args beginning with: ...` (Redis 7, Valkey),
+/// `` ERR unknown command `LOCK.ACQUIRE` `` (Redis 6 and before): the module is not loaded.
+pub fn is_unknown_command(code: &str, detail: &str) -> bool {
+    code == "ERR"
+        && detail
+            .trim_start()
+            .to_ascii_lowercase()
+            .starts_with("unknown command")
 }
 
 /// The cluster hash slot of a key (CRC16/XMODEM of its hash tag or whole name, mod 16384).

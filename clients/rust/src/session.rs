@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::error::{is_unusable, Error, Result};
 use crate::lock::{Lock, RwLock};
-use crate::proto::{self, Binding, Kind, Message, Reason};
+use crate::proto::{self, Binding, Kind, Lost, Message, Reason};
 
 /// Where the session connects: one server, a Sentinel-monitored master, or a cluster.
 pub struct Target(pub(crate) Backend);
@@ -67,7 +67,7 @@ impl Target {
     ) -> RedisResult<Target> {
         let sentinel = redis::sentinel::SentinelClient::build(
             sentinels,
-            master_name.to_string(),
+            master_name,
             None,
             redis::sentinel::SentinelServerType::Master,
         )?;
@@ -125,20 +125,6 @@ impl Options {
     pub fn ping_interval(mut self, every: Duration) -> Options {
         self.ping_interval = every;
         self
-    }
-}
-
-/// A hold that was lost: its key, its owner and why.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Lost {
-    pub key: String,
-    pub owner: String,
-    pub reason: Reason,
-}
-
-impl std::fmt::Display for Lost {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} (owner {}): {}", self.key, self.owner, self.reason)
     }
 }
 

@@ -44,8 +44,10 @@ async fn a_sentinel_failover_reattaches_holds_on_the_new_master() {
         .iter()
         .map(|a| format!("redis://{a}/"))
         .collect();
-    // Covers the failover: the master is seen down after 2 s, then a replica is promoted.
-    let lease = Duration::from_secs(10);
+    // Covers the failover: the last renewal the replica saw was up to half a lease before
+    // the kill; the master is seen down 2 s after it, a replica promoted after an election
+    // (another one 4 s later if the first fails).
+    let lease = Duration::from_secs(20);
     let session = Session::open_with(
         Target::sentinel(urls, MASTER_NAME).unwrap(),
         Options::default().lease(lease),
@@ -65,6 +67,7 @@ async fn a_sentinel_failover_reattaches_holds_on_the_new_master() {
     assert_eq!(new, replica.socket_addr());
     let mut con = replica.client();
     eventually("the hold re-attached on the new master", || {
+        assert!(!hold.is_lost(), "lost: {:?}", hold.lost().borrow());
         bound_client(&mut con, "job").is_some()
     })
     .await;
