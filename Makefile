@@ -6,13 +6,14 @@
 # make fuzz  build the module, send 1M random argument vectors to a live server (tests/fuzz.rs; LOCK_FUZZ_SEED to replay)
 # make fmt / make lint / make bench
 # make install  install liblock.so into $(PREFIX)/lib/redis/modules and redis-lock into $(PREFIX)/bin
-# make bench  build module + lock-bench, run every scenario (~15 min, BENCH_ARGS=--quick for a smoke run) into bench/results/, then the rules' criterion benchmark
+# make bench  build module + lock-bench, run every scenario (~15 min, BENCH_ARGS=--quick for a smoke run) into bench/results/, then the rules' criterion benchmark,
+#            then each client library's (make bench-clients, ~8 min)
 
 PORT ?= 6379
 REDIS_SERVER ?= redis-server
 MODULE := target/release/liblock.so
 
-.PHONY: build run test chaos failover fuzz fmt lint deps clean bench install
+.PHONY: build run test chaos failover fuzz fmt lint deps clean bench bench-clients install
 
 build: deps
 	cargo build --release
@@ -78,6 +79,18 @@ bench: deps
 	cargo build --release -p redis-lock -p redis-lock-cli -p lock-bench
 	target/release/lock-bench $(BENCH_ARGS)
 	cargo bench -p lock-bench --bench rules
+	$(MAKE) bench-clients
+
+# Each client library against the bare commands through the same client, and
+# against the lock its users have today (redis-py's Lock, node-redlock,
+# Redisson's protocol); one table per language in bench/results/clients-*.md.
+bench-clients: build
+	@mkdir -p bench/results
+	for b in clients/*/bench.sh; do \
+		lang=$$(basename $$(dirname $$b)); \
+		echo "==> $$lang client benchmark"; \
+		LOCK_MODULE=$(CURDIR)/$(MODULE) $$b --out $(CURDIR)/bench/results/clients-$$lang.md || exit 1; \
+	done
 
 # The module where redis.conf can load it (loadmodule $(PREFIX)/lib/redis/modules/liblock.so)
 # and the redis-lock command. DESTDIR for packaging. `cargo install --path cli`

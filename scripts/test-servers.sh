@@ -5,6 +5,9 @@
 # wheel (both installed by scripts/deps.sh); TEST_SERVERS="path ..." names
 # others. Every server is run even if one fails; the summary says which
 # failed. Extra arguments go to `cargo test` (a test name filter, say).
+# Then each client library's suite (clients/<lang>/test.sh; the Rust
+# client's tests are among cargo's) on the same server, unless a filter was
+# given.
 set -u
 cd "$(dirname "$0")/.."
 
@@ -12,6 +15,7 @@ servers="${TEST_SERVERS:-}"
 [ -n "$servers" ] || servers="redis-server $(scripts/valkey-server-path.sh)"
 summary=""
 status=0
+module="$(pwd)/target/release/liblock.so"
 for server in $servers; do
     version=$("$server" --version 2>/dev/null | cut -d' ' -f1-3)
     echo "==> integration tests on $server ($version)"
@@ -23,6 +27,22 @@ for server in $servers; do
     FAILED: $server ($version)"
         status=1
     fi
+    # The client libraries' own suites (Python, Node), each installing
+    # what it needs; skipped when cargo test was given a filter.
+    [ $# -eq 0 ] || continue
+    for suite in clients/*/test.sh; do
+        [ -x "$suite" ] || continue
+        lib=$(basename "$(dirname "$suite")")
+        echo "==> $lib client tests on $server ($version)"
+        if REDIS_SERVER="$server" LOCK_MODULE="$module" "$suite"; then
+            summary="$summary
+    passed: $lib client on $server ($version)"
+        else
+            summary="$summary
+    FAILED: $lib client on $server ($version)"
+            status=1
+        fi
+    done
 done
 echo "==> integration tests by server:$summary"
 exit $status

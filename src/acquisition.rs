@@ -3,7 +3,8 @@
 //! `acquire`; a multi-lock caller's all-or-none `take_all`), the hand-off
 //! commits, and then what the outcome brings besides the transition:
 //!
-//! - a grant: the hold bound to the caller's connection with KEEPALIVE (or
+//! - a grant: the hold bound to the caller's connection with KEEPALIVE, to
+//!   the session's with SESSION (or
 //!   a binding's lease replaced by a re-entry, or a stale one dropped), and
 //!   the events its hold needs listened to;
 //! - a wait: the caller blocked at the tail of the lock's queue (a
@@ -18,7 +19,7 @@
 
 use redis_module::{Context, RedisString, RedisValue};
 
-use crate::keepalive::{self, Taken};
+use crate::keepalive;
 use crate::store::{self, LockKey};
 use crate::waiters::{with_queue, Registry, Waiter};
 use crate::{blocking, events, handoff, lease};
@@ -26,7 +27,7 @@ use lock_rules::args::Wait;
 use lock_rules::error::LockError;
 use lock_rules::lock_id::LockId;
 use lock_rules::multilock::{take_all, AllOrNone};
-use lock_rules::request::Request;
+use lock_rules::request::{KeepAlive, Request};
 use lock_rules::transition::{Acquisition, Transition};
 
 /// LOCK.ACQUIRE, RACQUIRE or WACQUIRE on `lock`, opened as `key` with its
@@ -41,7 +42,7 @@ pub fn acquire(
     wait: Option<Wait>,
 ) -> Result<RedisValue, LockError> {
     let held = tx.state().held_by(&request.owner);
-    if held && !request.keepalive {
+    if held && request.keepalive.is_none() {
         keepalive::may_set_lease(lock, &request.owner, request.lease_ms)?;
     }
     let acquired = with_queue(lock, |queue| tx.acquire(queue, request, wait.is_some()))?;
@@ -98,7 +99,7 @@ pub fn acquire_all(
             }
         }
         let holds = tx.state().held_by(&request.owner);
-        if holds && !request.keepalive {
+        if holds && request.keepalive.is_none() {
             if let Err(e) = keepalive::may_set_lease(lock, &request.owner, request.lease_ms) {
                 refused.get_or_insert(e);
             }
@@ -144,15 +145,20 @@ pub fn acquire_all(
 }
 
 /// LOCK.RENEW renewed `owner`'s holds of `lock` with `lease_ms`: with
-/// KEEPALIVE this connection keeps them alive from now on (a re-attach);
-/// without, a binding they have is renewed with this lease from now on.
-pub fn renewed(ctx: &Context, lock: &LockId<'_>, owner: &[u8], lease_ms: i64, keep_alive: bool) {
-    let how = if keep_alive {
+/// KEEPALIVE this connection (with SESSION the session's) keeps them alive
+/// from now on (a re-attach); without, a binding they have is renewed with
+/// this lease from now on.
+pub fn renewed(
+    ctx: &Context,
+    lock: &LockId<'_>,
+    owner: &[u8],
+    lease_ms: i64,
+    keep_alive: Option<&KeepAlive>,
+) {
+    if keep_alive.is_some() {
         events::watch_clients(ctx);
-        Taken::KeepAlive
-    } else {
-        Taken::Reentry
-    };
+    }
+    let how = keepalive::how_taken(ctx, keep_alive, true);
     keepalive::taken(ctx, lock, owner, how, lease_ms);
 }
 
@@ -161,14 +167,10 @@ pub fn renewed(ctx: &Context, lock: &LockId<'_>, owner: &[u8], lease_ms: i64, ke
 fn granted(ctx: &Context, lock: &LockId<'_>, request: &Request, held: bool) {
     // The hold's time ends with its key.
     events::watch_expiry(ctx);
-    let how = if request.keepalive {
+    if request.keepalive.is_some() {
         events::watch_clients(ctx);
-        Taken::KeepAlive
-    } else if held {
-        Taken::Reentry
-    } else {
-        Taken::Fresh
-    };
+    }
+    let how = keepalive::how_taken(ctx, request.keepalive.as_ref(), held);
     keepalive::taken(ctx, lock, &request.owner, how, request.lease_ms);
 }
 

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use redis_module::Context;
 
 use crate::ffi::{self, BlockHandler, TimerHandler};
-use crate::keepalive::{self, Taken};
+use crate::keepalive;
 use crate::stats::{Stats, STATS};
 use crate::waiters::{registry, BlockedReply, Grant, Handle, Registry, WaitTimer, Waiter};
 use crate::{deferred, sync};
@@ -127,17 +127,12 @@ fn remember_answered(ctx: &Context, grants: &[Grant]) {
 }
 
 /// Settles the bindings of a waiter's grants, now that it is answered: with
-/// KEEPALIVE bound to its connection; a hold its owner already had keeps
-/// its binding (renewed with the new lease); a fresh one is not kept alive.
+/// KEEPALIVE bound to its connection, with SESSION to the connection naming
+/// the token now; a hold its owner already had keeps its binding (renewed
+/// with the new lease); a fresh one is not kept alive.
 fn keep_alive(ctx: &Context, grants: &[Grant]) {
     for grant in grants {
-        let how = if grant.keepalive {
-            Taken::KeepAlive
-        } else if grant.reentry {
-            Taken::Reentry
-        } else {
-            Taken::Fresh
-        };
+        let how = keepalive::how_taken(ctx, grant.keepalive.as_ref(), grant.reentry);
         keepalive::taken(ctx, &grant.lock, &grant.owner, how, grant.lease_ms);
     }
 }

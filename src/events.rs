@@ -27,7 +27,7 @@ use crate::handoff::{self, Origin};
 use crate::stats::{Stats, STATS};
 use crate::store::{self, Placement};
 use crate::waiters::{registry, Grant};
-use crate::{blocking, holds, keepalive};
+use crate::{blocking, holds, keepalive, sessions};
 use crate::{replication, server_settings};
 use lock_rules::error::LockError;
 use lock_rules::lock_id::LockId;
@@ -207,7 +207,9 @@ impl ServerEventHandler for ServerEvents {
         for lock in &locks {
             handoff::reject_all(ctx, lock, &LockError::demoted());
         }
-        // A replica renews nothing; holders re-attach on the new master.
+        // A replica renews nothing; holders re-attach on the new master, and
+        // sessions hear so now.
+        sessions::demoted(ctx);
         keepalive::clear();
         holds::clear();
     }
@@ -230,6 +232,7 @@ impl ServerEventHandler for ServerEvents {
     fn client_gone(ctx: &Context, client_id: u64) {
         blocking::client_gone(ctx, client_id);
         keepalive::client_gone(client_id);
+        sessions::client_gone(client_id);
     }
 
     fn after_sleep(_ctx: &Context) {

@@ -238,7 +238,7 @@ fn grant_of(lock: &LockId<'_>, request: &Request, reentry: bool) -> Grant {
         side: request.kind.side(),
         owner: request.owner.clone(),
         lease_ms: request.lease_ms,
-        keepalive: request.keepalive,
+        keepalive: request.keepalive.clone(),
         reentry,
     }
 }

@@ -1,6 +1,9 @@
 //! KEEPALIVE: the server renews a hold's lease for as long as the
 //! connection that took it lives (or that was handed it after waiting, or
-//! that re-attached it with `LOCK.RENEW ... KEEPALIVE`). No client timer.
+//! that re-attached it with `LOCK.RENEW ... KEEPALIVE`), or the session
+//! connection its `SESSION token` named. No client timer. A hold bound to a
+//! session that ends or is no longer renewed without its owner releasing it
+//! is reported on the session's channel (`sessions::lost`).
 //!
 //! One timer, armed at the earliest renewal due, renews every hold due by
 //! then in one step, so their new deadlines reach replicas and the AOF as
@@ -17,9 +20,9 @@
 //! Bindings live in this server's memory only: a replica never renews, and
 //! after a failover or a restart a holder re-attaches on the new master.
 //!
-//! Offers: [`min_lease_ms`], [`may_bind`], [`may_set_lease`], [`taken`],
-//! [`released`], [`unbind_lock`], [`client_gone`], [`clear`], [`held`],
-//! [`client_of`].
+//! Offers: [`min_lease_ms`], [`may_keep_alive`], [`tune_connection`],
+//! [`may_set_lease`], [`how_taken`], [`taken`], [`released`],
+//! [`unbind_lock`], [`client_gone`], [`clear`], [`held`], [`client_of`].
 
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
@@ -30,12 +33,14 @@ use crate::handoff::{self, Origin};
 use crate::stats::{Stats, STATS};
 use crate::store::Placement;
 use crate::writable::{writable, Writable};
-use crate::{config, server_settings, sync};
+use crate::{config, server_settings, sessions, sync};
 use lock_rules::error::LockError;
 use lock_rules::ids::IdMap;
 use lock_rules::keepalive::{check_lease, ClientId, Hold, Keepalive};
 use lock_rules::lock_id::LockId;
+use lock_rules::request::KeepAlive;
 use lock_rules::server_text::client_fd;
+use lock_rules::session::LossReason;
 use lock_rules::state::LockState;
 
 /// Renewals due within this long of the earliest one are made with it: a
@@ -73,14 +78,24 @@ pub fn min_lease_ms() -> i64 {
     lock_rules::keepalive::min_lease_ms(server_settings::hz())
 }
 
-/// Whether the context's client may have holds with `lease_ms` kept alive:
-/// the lease is long enough for the server to renew in time, and the client
-/// has a connection of its own to keep holds alive for (not a script's, a
-/// function's or an RM_Call's client, which never disconnects). A client
-/// seen for the first time has its socket set to be closed by the kernel
-/// when its peer stops answering (a CLIENT LIST once per connection).
-pub fn may_bind(ctx: &Context, lease_ms: i64) -> Result<(), LockError> {
+/// Whether a hold with `lease_ms` may be kept alive as `how` asks: the
+/// lease is long enough for the server to renew in time, and the connection
+/// to bind exists: the caller's own (not a script's, a function's or an
+/// RM_Call's client, which never disconnects; see [`tune_connection`]), or
+/// the connection naming the session token, of the caller's user.
+pub fn may_keep_alive(ctx: &Context, how: &KeepAlive, lease_ms: i64) -> Result<(), LockError> {
     check_lease(lease_ms, server_settings::hz())?;
+    match how {
+        KeepAlive::Caller => tune_connection(ctx),
+        KeepAlive::Session(token) => sessions::resolve(ctx, token).map(|_| ()),
+    }
+}
+
+/// Fails unless the context's client is a connection of its own; a
+/// connection seen for the first time has its socket set to be closed by
+/// the kernel when its peer stops answering (a CLIENT LIST once per
+/// connection).
+pub fn tune_connection(ctx: &Context) -> Result<(), LockError> {
     let client = ffi::client_id(ctx);
     if state().tuned.contains_key(&client) {
         return Ok(());
@@ -107,17 +122,34 @@ pub fn may_set_lease(lock: &LockId<'_>, owner: &[u8], lease_ms: i64) -> Result<(
 
 /// How a hold was just granted, as far as its binding goes.
 pub enum Taken {
-    /// With KEEPALIVE: bound to the caller's connection.
-    KeepAlive,
+    /// With KEEPALIVE or SESSION: bound to this connection.
+    KeepAlive(ClientId),
     /// A re-entry (or the other side of a read-write lock) without it.
     Reentry,
     /// A fresh hold without it.
     Fresh,
 }
 
+/// How a grant to the context's client is bound: with KEEPALIVE to the
+/// client, with SESSION to the connection naming the token now (none: the
+/// session is gone, and the grant keeps its lease only, like a hold whose
+/// connection ended); `reentry` if the owner held the lock before.
+pub fn how_taken(ctx: &Context, keepalive: Option<&KeepAlive>, reentry: bool) -> Taken {
+    let client = match keepalive {
+        Some(KeepAlive::Caller) => Some(ffi::client_id(ctx)),
+        Some(KeepAlive::Session(token)) => sessions::lookup(token),
+        None => None,
+    };
+    match client {
+        Some(client) => Taken::KeepAlive(client),
+        None if reentry => Taken::Reentry,
+        None => Taken::Fresh,
+    }
+}
+
 /// Settles `owner`'s binding of `lock` after a grant with a `lease_ms`
-/// lease. KEEPALIVE binds the holds to the context's client (checked with
-/// [`may_bind`] when the command was called), renewed with that lease while
+/// lease. KEEPALIVE binds the holds to a client (checked with
+/// [`may_keep_alive`] when the command was called), renewed with that lease while
 /// the connection lives. A re-entry without it keeps a binding, renewed
 /// with the new lease from now on: a lease shorter than the time to the
 /// next renewal would otherwise run out while the connection lives. A fresh
@@ -128,8 +160,7 @@ pub fn taken(ctx: &Context, lock: &LockId<'_>, owner: &[u8], how: Taken, lease_m
     let rearm = {
         let mut s = state();
         match how {
-            Taken::KeepAlive => {
-                let client = ffi::client_id(ctx);
+            Taken::KeepAlive(client) => {
                 s.holds.bind(lock, owner, client, lease_ms, ffi::now_ms());
                 true
             }
@@ -163,12 +194,26 @@ fn unbind(lock: &LockId<'_>, owner: &[u8]) {
     }
 }
 
-/// Nobody holds `lock` any more (forced release): `owners` held it.
-pub fn unbind_lock<'o>(lock: &LockId<'_>, owners: impl IntoIterator<Item = &'o [u8]>) {
-    let n = state().holds.unbind_lock(lock, owners);
+/// Nobody holds `lock` any more (forced release): `owners` held it, and
+/// their sessions hear so.
+pub fn unbind_lock<'o>(
+    ctx: &Context,
+    lock: &LockId<'_>,
+    owners: impl IntoIterator<Item = &'o [u8]>,
+) {
+    let ended: Vec<(&[u8], ClientId)> = {
+        let mut s = state();
+        owners
+            .into_iter()
+            .filter_map(|owner| s.holds.unbind(lock, owner).map(|b| (owner, b.client)))
+            .collect()
+    };
     STATS
         .keepalive_ended
-        .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+        .fetch_add(ended.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    for (owner, client) in ended {
+        sessions::lost(ctx, client, LossReason::Forced, owner, &lock.key);
+    }
 }
 
 /// A connection ended: its holds are no longer renewed.
@@ -251,32 +296,51 @@ fn renew_due(ctx: &Context) {
     for due in due {
         let binding = due.binding;
         let over = max_hold > 0 && now.saturating_sub(binding.since_ms) >= max_hold;
-        let renewed = !over && renew(ctx, &placement, &due.hold, binding.lease_ms);
-        let mut s = state();
-        if renewed {
-            s.holds.renewed(&due, now);
-            Stats::bump(&STATS.keepalive_renewals);
-        } else if s.holds.unbind_due(&due) {
+        let renewed = if over {
+            Err(LossReason::MaxHold)
+        } else {
+            renew(ctx, &placement, &due.hold, binding.lease_ms)
+        };
+        let ended = {
+            let mut s = state();
+            match renewed {
+                Ok(()) => {
+                    s.holds.renewed(&due, now);
+                    Stats::bump(&STATS.keepalive_renewals);
+                    None
+                }
+                Err(reason) => s.holds.unbind_due(&due).then_some(reason),
+            }
+        };
+        if let Some(reason) = ended {
             Stats::bump(&STATS.keepalive_ended);
+            let hold = &due.hold;
+            sessions::lost(ctx, binding.client, reason, hold.owner(), hold.key());
         }
     }
 }
 
-/// One renewal: LOCK.RENEW's transition for the hold's owner. False when
-/// the owner no longer holds the lock (released, forced, its lease ran out)
-/// or the key is no longer this node's.
-fn renew(ctx: &Context, placement: &Placement, hold: &Hold, lease_ms: i64) -> bool {
+/// One renewal: LOCK.RENEW's transition for the hold's owner. Fails when
+/// the key is no longer this node's, or the owner no longer holds the lock
+/// (deleted, forced, its lease ran out): a release by the owner unbinds the
+/// hold before any renewal is due.
+fn renew(
+    ctx: &Context,
+    placement: &Placement,
+    hold: &Hold,
+    lease_ms: i64,
+) -> Result<(), LossReason> {
     if !ffi::select_db(ctx, hold.db) || !placement.serves(hold.key()) {
-        return false;
+        return Err(LossReason::Moved);
     }
     let name = ffi::string(ctx, hold.key());
     let owner = ffi::string(ctx, hold.owner());
     let lock = hold.lock();
     let Ok((key, mut tx)) = handoff::begin(ctx, &name, &lock, Origin::Renewal { owner: &owner })
     else {
-        return false;
+        return Err(LossReason::Gone);
     };
-    let renewed = tx.renew(hold.owner(), lease_ms).is_ok();
+    let renewed = tx.renew(hold.owner(), lease_ms);
     handoff::commit(ctx, &lock, &key, tx);
-    renewed
+    renewed.map(|_| ()).map_err(|_| LossReason::Gone)
 }

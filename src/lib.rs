@@ -49,6 +49,7 @@ mod keepalive;
 mod lease;
 mod replication;
 mod server_settings;
+mod sessions;
 mod stats;
 mod store;
 mod sync;

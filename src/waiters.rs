@@ -17,7 +17,7 @@ use crate::sync;
 use lock_rules::error::LockError;
 use lock_rules::queue::Fifo;
 use lock_rules::registry;
-use lock_rules::request::{FieldName, Side};
+use lock_rules::request::{FieldName, KeepAlive, Side};
 
 use lock_rules::lock_id::LockId;
 pub use lock_rules::registry::{GroupId, LeaseTimer, Released, WaitTimer};
@@ -36,9 +36,10 @@ pub struct Grant {
     pub side: Option<Side>,
     /// The lease the grant set.
     pub lease_ms: i64,
-    /// KEEPALIVE: the server renews the hold while the waiter's connection
-    /// lives, once it hears of the grant.
-    pub keepalive: bool,
+    /// KEEPALIVE (the waiter's connection) or SESSION (the session's): the
+    /// server renews the hold while that connection lives, once the waiter
+    /// hears of the grant.
+    pub keepalive: Option<KeepAlive>,
     /// The owner held the lock already (a multi-lock caller's key it held,
     /// the other side of a read-write lock): a binding it has stays.
     pub reentry: bool,

@@ -205,6 +205,7 @@ impl AclCase {
             Cmd::Info => (HELD, &["LOCK.INFO", "app:x"], Read, true),
             Cmd::Waiters => (HELD, &["LOCK.WAITERS", "app:x"], Read, true),
             Cmd::Queues => (&[], &["LOCK.QUEUES"], Keyless, true),
+            Cmd::Session => (&[], &["LOCK.SESSION", "s1"], Keyless, false),
         };
         AclCase {
             setup,
@@ -262,11 +263,17 @@ fn lock_key_access_each_command_needs() {
             KeyAccess::Read => (true, false),
             KeyAccess::Keyless => (true, true),
         };
-        for (con, allowed) in [(&mut r, reads), (&mut w, writes)] {
+        for (con, allowed, user) in [(&mut r, reads, "r"), (&mut w, writes, "w")] {
             case.prepare(&mut admin);
+            // A session token belongs to one user: each names its own.
+            let token = format!("session-of-{user}");
+            let call: Vec<&str> = match cmd {
+                Cmd::Session => vec!["LOCK.SESSION", &token],
+                _ => case.call.to_vec(),
+            };
             if allowed {
-                if let Err(e) = raw(con, case.call) {
-                    panic!("{:?}: {}", case.call, error_line(&e));
+                if let Err(e) = raw(con, &call) {
+                    panic!("{call:?}: {}", error_line(&e));
                 }
             } else {
                 let before = snapshot(&mut admin);

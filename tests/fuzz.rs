@@ -51,11 +51,12 @@ use common::commands::{self, Cmd};
 use lock_rules::args::{
     parse_acquire_options, parse_i64, parse_renew_options, parse_view_options, MAX_DURATION_MS,
 };
-use lock_rules::error::printable;
+use lock_rules::error::{printable, LockError};
 use lock_rules::keepalive::check_lease;
 use lock_rules::keys::{read_lease_key_in_slot, token_key_in_slot};
 use lock_rules::multilock::{check_distinct, parse_numkeys};
 use lock_rules::read_write::check_owner;
+use lock_rules::request::KeepAlive;
 
 /// `lock.default-lease-ms` of the fuzzed server: no lease runs out in a run.
 const DEFAULT_LEASE_MS: i64 = 1_000_000_000_000;
@@ -775,7 +776,7 @@ impl Cmd {
             Cmd::MAcquire => 3,
             Cmd::RAcquire | Cmd::WAcquire | Cmd::MRelease => 2,
             Cmd::Release | Cmd::Renew | Cmd::Info => 2,
-            Cmd::ForceRelease | Cmd::Waiters | Cmd::Queues => 1,
+            Cmd::ForceRelease | Cmd::Waiters | Cmd::Queues | Cmd::Session => 1,
         }
     }
 
@@ -787,7 +788,8 @@ impl Cmd {
             Cmd::MAcquire | Cmd::MRelease => n >= 3,
             // LOCK.RELEASE key owner [READ | WRITE]
             Cmd::Release => n == 2 || n == 3,
-            Cmd::ForceRelease | Cmd::Info => n == 1,
+            // LOCK.SESSION token
+            Cmd::ForceRelease | Cmd::Info | Cmd::Session => n == 1,
             // LOCK.WAITERS key [COUNT n]; LOCK.QUEUES [COUNT n]
             Cmd::Waiters => n >= 1,
             Cmd::Queues => true,
@@ -799,6 +801,7 @@ impl Cmd {
             Cmd::Acquire | Cmd::RAcquire | Cmd::WAcquire | Cmd::MAcquire => true,
             Cmd::MRelease | Cmd::Release | Cmd::Renew => true,
             Cmd::ForceRelease | Cmd::Info | Cmd::Waiters | Cmd::Queues => false,
+            Cmd::Session => false,
         }
     }
 
@@ -814,7 +817,7 @@ impl Cmd {
             Cmd::Acquire | Cmd::RAcquire | Cmd::WAcquire | Cmd::MAcquire => Some(OPTIONS),
             Cmd::Renew => Some(&["PX", "EX", "KEEPALIVE"]),
             Cmd::MRelease | Cmd::Release | Cmd::ForceRelease => None,
-            Cmd::Info | Cmd::Waiters | Cmd::Queues => None,
+            Cmd::Info | Cmd::Waiters | Cmd::Queues | Cmd::Session => None,
         }
     }
 
@@ -947,6 +950,14 @@ fn expect(args: &[Vec<u8>], in_script: bool) -> Expect {
             return Expect::Error(e.to_string());
         }
     }
+    // LOCK.SESSION's token (where the others have a key): any but empty,
+    // from a connection of its own.
+    if cmd == Cmd::Session && rest[0].is_empty() {
+        return Expect::Error(LockError::empty_session().to_string());
+    }
+    if cmd == Cmd::Session && in_script {
+        return Expect::Error(LockError::session_without_connection().to_string());
+    }
     let options = &rest[rest.len().min(owner_at + 1)..];
     let (fence, lease, blocks, keepalive) = match cmd {
         Cmd::MRelease if !options.is_empty() => return arity(),
@@ -965,7 +976,7 @@ fn expect(args: &[Vec<u8>], in_script: bool) -> Expect {
             if let Err(e) = parse_view_options(&rest[skip..]) {
                 return Expect::Error(e.to_string());
             }
-            (false, None, false, false)
+            (false, None, false, None)
         }
         Cmd::Release => match options {
             [kind]
@@ -976,18 +987,22 @@ fn expect(args: &[Vec<u8>], in_script: bool) -> Expect {
                     printable(kind)
                 ))
             }
-            _ => (false, None, false, false),
+            _ => (false, None, false, None),
         },
-        Cmd::MRelease | Cmd::ForceRelease | Cmd::Info => (false, None, false, false),
+        Cmd::MRelease | Cmd::ForceRelease | Cmd::Info | Cmd::Session => (false, None, false, None),
     };
     // KEEPALIVE's lease is checked first (the fuzzed server runs at the
-    // default hz 10), then its connection.
-    if keepalive {
+    // default hz 10), then its connection, or the session (the fuzzer's
+    // grammar has no SESSION option; a stray one names no session).
+    if keepalive.is_some() {
         if let Err(e) = check_lease(lease.unwrap_or(DEFAULT_LEASE_MS), 10) {
             return Expect::Error(e.to_string());
         }
     }
-    if keepalive && in_script {
+    if let Some(KeepAlive::Session(token)) = &keepalive {
+        return Expect::Error(LockError::no_session(token).to_string());
+    }
+    if keepalive.is_some() && in_script {
         return Expect::Error(
             "ERR KEEPALIVE needs the caller's own connection: not from a script, a function or a module's call"
                 .into(),
@@ -1071,7 +1086,7 @@ fn data_error_allowed(cmd: Cmd, line: &str) -> bool {
             }
             Cmd::MRelease => starts(&owner_errors) || line.starts_with(read_write_lock),
             Cmd::Renew => starts(&owner_errors),
-            Cmd::ForceRelease | Cmd::Info | Cmd::Waiters | Cmd::Queues => false,
+            Cmd::ForceRelease | Cmd::Info | Cmd::Waiters | Cmd::Queues | Cmd::Session => false,
         }
 }
 
@@ -1343,6 +1358,7 @@ impl Run {
             (Cmd::Info, reply) => (valid_info(reply, from_lua), true),
             // Only this connection sends commands: nobody is left waiting.
             (Cmd::Waiters | Cmd::Queues, Reply::Array(entries)) => (entries.is_empty(), true),
+            (Cmd::Session, Reply::Status(s)) => (s == b"OK", true),
             _ => (false, false),
         };
         if !valid {

@@ -19,7 +19,7 @@ fn req(owner: &str) -> Request {
         lease_ms: 30_000,
         fence: false,
         kind: LockKind::Exclusive,
-        keepalive: false,
+        keepalive: None,
     }
 }
 

@@ -5,6 +5,7 @@
 use std::ops::Deref;
 
 use super::error::LockError;
+use super::request::KeepAlive;
 
 /// Upper bound for every duration argument (PX, EX in ms, BLOCK) and for the
 /// default-lease config: about 31,700 years. Keeping all durations below it
@@ -28,15 +29,17 @@ pub struct AcquireOptions {
     /// `None` means answer at once when the lock is busy.
     pub wait: Option<Wait>,
     pub fence: bool,
-    /// `KEEPALIVE`: the server renews the lease while the connection lives.
-    pub keepalive: bool,
+    /// `KEEPALIVE` (the caller's connection) or `SESSION token` (the
+    /// session's): the server renews the lease while that connection lives.
+    pub keepalive: Option<KeepAlive>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RenewOptions {
     pub lease_ms: Option<i64>,
-    /// `KEEPALIVE`: bind the holds to this connection from now on.
-    pub keepalive: bool,
+    /// `KEEPALIVE` or `SESSION token`: bind the holds to this connection, or
+    /// to the session's, from now on.
+    pub keepalive: Option<KeepAlive>,
 }
 
 /// Parses the options after `key owner` of LOCK.ACQUIRE.
@@ -50,8 +53,8 @@ pub fn parse_acquire_options<A: Deref<Target = [u8]>>(
     while let Some(name) = parser.next_name()? {
         if name == "FENCE" {
             out.fence = true;
-        } else if name == "KEEPALIVE" {
-            out.keepalive = true;
+        } else if name == "KEEPALIVE" || name == "SESSION" {
+            keep_alive(&mut parser, name, &mut out.keepalive)?;
         } else if name == "BLOCK" {
             out.wait = Some(match parser.duration(name, 0)? {
                 0 => Wait::Forever,
@@ -66,16 +69,43 @@ pub fn parse_acquire_options<A: Deref<Target = [u8]>>(
 
 /// Parses the options after `key owner` of LOCK.RENEW.
 pub fn parse_renew_options<A: Deref<Target = [u8]>>(args: &[A]) -> Result<RenewOptions, LockError> {
-    let mut parser = Options::new(args).only(&["PX", "EX", "KEEPALIVE"]);
+    let mut parser = Options::new(args).only(&["PX", "EX", "KEEPALIVE", "SESSION"]);
     let mut out = RenewOptions::default();
     while let Some(name) = parser.next_name()? {
-        if name == "KEEPALIVE" {
-            out.keepalive = true;
+        if name == "KEEPALIVE" || name == "SESSION" {
+            keep_alive(&mut parser, name, &mut out.keepalive)?;
         } else {
             out.lease_ms = Some(parser.lease(name)?);
         }
     }
     Ok(out)
+}
+
+/// `KEEPALIVE`, or `SESSION token`, which is KEEPALIVE bound to the
+/// session's connection and wins over a plain `KEEPALIVE` beside it.
+fn keep_alive<A: Deref<Target = [u8]>>(
+    parser: &mut Options<'_, A>,
+    name: &str,
+    out: &mut Option<KeepAlive>,
+) -> Result<(), LockError> {
+    if name == "KEEPALIVE" {
+        out.get_or_insert(KeepAlive::Caller);
+        return Ok(());
+    }
+    let token = parser.value(name)?;
+    if token.is_empty() {
+        return Err(LockError::empty_session());
+    }
+    *out = Some(KeepAlive::Session(token.into()));
+    Ok(())
+}
+
+/// Parses `LOCK.SESSION token`'s token.
+pub fn parse_session_token(raw: &[u8]) -> Result<&[u8], LockError> {
+    if raw.is_empty() {
+        return Err(LockError::empty_session());
+    }
+    Ok(raw)
 }
 
 /// How many entries LOCK.WAITERS and LOCK.QUEUES show: `COUNT n` (at
@@ -128,7 +158,7 @@ pub fn parse_owner(raw: &[u8]) -> Result<&[u8], LockError> {
     Ok(raw)
 }
 
-const ACQUIRE_OPTIONS: &[&str] = &["PX", "EX", "BLOCK", "FENCE", "KEEPALIVE"];
+const ACQUIRE_OPTIONS: &[&str] = &["PX", "EX", "BLOCK", "FENCE", "KEEPALIVE", "SESSION"];
 
 struct Options<'a, A> {
     args: &'a [A],
@@ -146,6 +176,7 @@ fn bit(name: &str) -> u32 {
         "BLOCK" => 4,
         "FENCE" => 8,
         "COUNT" => 32,
+        "SESSION" => 64,
         _ => 16,
     }
 }
@@ -282,7 +313,7 @@ mod tests {
                 lease_ms: Some(1500),
                 wait: Some(Wait::Forever),
                 fence: true,
-                keepalive: false,
+                keepalive: None,
             })
         );
         assert_eq!(
@@ -291,9 +322,21 @@ mod tests {
                 lease_ms: Some(3000),
                 wait: Some(Wait::Millis(250)),
                 fence: false,
-                keepalive: true,
+                keepalive: Some(KeepAlive::Caller),
             })
         );
+        // SESSION is KEEPALIVE bound to the session, before or after it.
+        for args in [
+            &["session", "s 1"][..],
+            &["KEEPALIVE", "SESSION", "s 1"],
+            &["SESSION", "s 1", "KEEPALIVE"],
+        ] {
+            assert_eq!(
+                acquire(args).map(|o| o.keepalive),
+                Ok(Some(KeepAlive::Session(b"s 1"[..].into()))),
+                "{args:?}"
+            );
+        }
     }
 
     #[test]
@@ -301,6 +344,12 @@ mod tests {
         let cases: &[(&[&str], &str)] = &[
             (&["PX"], "ERR syntax error: PX needs a value"),
             (&["BLOCK"], "ERR syntax error: BLOCK needs a value"),
+            (&["SESSION"], "ERR syntax error: SESSION needs a value"),
+            (&["SESSION", ""], "ERR the session token must not be empty"),
+            (
+                &["SESSION", "a", "session", "b"],
+                "ERR syntax error: SESSION given more than once",
+            ),
             (&["NX"], "ERR syntax error: unknown option 'NX'"),
             (
                 &["PX", "1", "PX", "2"],
@@ -366,14 +415,21 @@ mod tests {
             renew(&["ex", "2"]),
             Ok(RenewOptions {
                 lease_ms: Some(2000),
-                keepalive: false,
+                keepalive: None,
             })
         );
         assert_eq!(
             renew(&["KEEPALIVE", "px", "7"]),
             Ok(RenewOptions {
                 lease_ms: Some(7),
-                keepalive: true,
+                keepalive: Some(KeepAlive::Caller),
+            })
+        );
+        assert_eq!(
+            renew(&["SESSION", "t", "px", "7"]),
+            Ok(RenewOptions {
+                lease_ms: Some(7),
+                keepalive: Some(KeepAlive::Session(b"t"[..].into())),
             })
         );
         assert_eq!(

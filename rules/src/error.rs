@@ -258,6 +258,41 @@ impl LockError {
         )
     }
 
+    /// `SESSION` or `LOCK.SESSION` with an empty token.
+    pub fn empty_session() -> Self {
+        Self::new("ERR", "the session token must not be empty")
+    }
+
+    /// `SESSION token` naming a token no live connection of this server
+    /// named with `LOCK.SESSION` (a failover, a restart, another cluster
+    /// node): the caller opens its session here and calls again.
+    pub fn no_session(token: &[u8]) -> Self {
+        Self::new(
+            "NOSESSION",
+            format!("no session '{}' on this server", printable(token)),
+        )
+    }
+
+    /// `SESSION token` or `LOCK.SESSION token` when the token is named by a
+    /// connection of another ACL user.
+    pub fn session_of_another_user(token: &[u8]) -> Self {
+        Self::new(
+            "NOPERM",
+            format!(
+                "session '{}' belongs to a connection of another user",
+                printable(token)
+            ),
+        )
+    }
+
+    /// LOCK.SESSION from a script, a function or a module's call.
+    pub fn session_without_connection() -> Self {
+        Self::new(
+            "ERR",
+            "LOCK.SESSION needs the caller's own connection: not from a script, a function or a module's call",
+        )
+    }
+
     /// KEEPALIVE (or a new lease for a hold kept alive) with a lease the
     /// server cannot renew in time.
     pub fn keepalive_lease_too_short(min_ms: i64, lease_ms: i64, late_ms: i64, hz: i64) -> Self {
@@ -347,6 +382,10 @@ mod tests {
             LockError::replica(),
             LockError::busy(),
             LockError::keepalive_lease_too_short(704, 5, 352, 10),
+            LockError::empty_session(),
+            LockError::no_session(b"s 1"),
+            LockError::session_of_another_user(b"s"),
+            LockError::session_without_connection(),
         ];
         for e in all {
             let text = e.to_string();

@@ -8,8 +8,9 @@
 //! a caller asks for), `read_write` (the read-write lock's holders and who
 //! may take which side), `state` (what a lock key holds), `holds` (since when
 //! each holder holds its lock), `queue` (a wait queue), `transition` (the
-//! rules proper), `multilock`, `registry` (who waits for which lock) and
-//! `keepalive` (which holds the server renews).
+//! rules proper), `multilock`, `registry` (who waits for which lock),
+//! `keepalive` (which holds the server renews) and `session` (which
+//! connection names which session token, and the loss messages).
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
@@ -27,5 +28,6 @@ pub mod read_write;
 pub mod registry;
 pub mod request;
 pub mod server_text;
+pub mod session;
 pub mod state;
 pub mod transition;

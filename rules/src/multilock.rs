@@ -198,7 +198,7 @@ mod tests {
             lease_ms: 100,
             fence: false,
             kind: LockKind::Exclusive,
-            keepalive: false,
+            keepalive: None,
         }
     }
 

@@ -607,7 +607,7 @@ mod tests {
                 lease_ms: 10,
                 fence,
                 kind: crate::request::LockKind::Exclusive,
-                keepalive: false,
+                keepalive: None,
             },
             bc: bc(n),
             deadline: None,
@@ -777,7 +777,7 @@ mod tests {
         let read = Waiter {
             request: Request {
                 kind: LockKind::Read,
-                keepalive: true,
+                keepalive: Some(crate::request::KeepAlive::Caller),
                 ..waiter(1, false).request
             },
             deadline: Some(at(500)),
@@ -816,7 +816,7 @@ mod tests {
                 (b"o4", "write", None, at(3)),
             ]
         );
-        assert!(all[0].request.keepalive && all[1].request.fence);
+        assert!(all[0].request.keepalive.is_some() && all[1].request.fence);
         let now = at(101);
         assert_eq!(
             all.iter().map(|w| w.waited_ms(now)).collect::<Vec<_>>(),

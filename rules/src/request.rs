@@ -46,6 +46,16 @@ impl LockKind {
     }
 }
 
+/// Whose connection keeps a KEEPALIVE hold renewed: the connection that
+/// sent the command (`KEEPALIVE`; for a caller that waits, its own blocked
+/// connection), or whichever connection names the session token when the
+/// hold is granted (`SESSION token`, see `LOCK.SESSION`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeepAlive {
+    Caller,
+    Session(FieldName),
+}
+
 /// What one caller asks for, whether it is served at once or queued.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
@@ -53,10 +63,11 @@ pub struct Request {
     pub lease_ms: i64,
     pub fence: bool,
     pub kind: LockKind,
-    /// KEEPALIVE: once granted, the hold is bound to the caller's connection
-    /// and renewed by the server while it lives (the rules do not look at
-    /// this; the server layer binds the hold when it answers the caller).
-    pub keepalive: bool,
+    /// KEEPALIVE or SESSION: once granted, the hold is bound to a
+    /// connection and renewed by the server while it lives (the rules do not
+    /// look at this; the server layer binds the hold when it answers the
+    /// caller).
+    pub keepalive: Option<KeepAlive>,
 }
 
 /// Queue entries carry their request; the Redis layer adds its handles.

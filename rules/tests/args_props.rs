@@ -4,8 +4,14 @@
 //! agree with a reference parser written from the README's grammar:
 //!
 //! ```text
-//! LOCK.ACQUIRE key owner [PX milliseconds | EX seconds] [BLOCK milliseconds] [FENCE] [KEEPALIVE]
-//! LOCK.RENEW   key owner [PX milliseconds | EX seconds] [KEEPALIVE]
+//! LOCK.ACQUIRE key owner [PX milliseconds | EX seconds] [BLOCK milliseconds] [FENCE] [KEEPALIVE] [SESSION token]
+//! LOCK.RENEW   key owner [PX milliseconds | EX seconds] [KEEPALIVE] [SESSION token]
+//! ```
+//!
+//! (`SESSION token`, a non-empty token, is KEEPALIVE bound to the session
+//! and wins over a `KEEPALIVE` beside it.)
+//!
+//! ```text
 //! ```
 //!
 //! Options are case-insensitive, in any order, each at most once; durations
@@ -19,6 +25,7 @@ use lock_rules::args::{
     parse_acquire_options, parse_i64, parse_owner, parse_renew_options, AcquireOptions,
     RenewOptions, Wait, MAX_DURATION_MS,
 };
+use lock_rules::request::KeepAlive;
 use proptest::prelude::*;
 
 // ------------------------------------------------------------ reference
@@ -77,13 +84,20 @@ fn reference(args: &[Vec<u8>], allowed: &[&'static str]) -> Result<AcquireOption
             continue;
         }
         if name == "KEEPALIVE" {
-            out.keepalive = true;
+            out.keepalive.get_or_insert(KeepAlive::Caller);
             continue;
         }
         let Some(value) = args.get(i) else {
             return Err(format!("ERR syntax error: {name} needs a value"));
         };
         i += 1;
+        if name == "SESSION" {
+            if value.is_empty() {
+                return Err("ERR the session token must not be empty".into());
+            }
+            out.keepalive = Some(KeepAlive::Session(value.as_slice().into()));
+            continue;
+        }
         let invalid = |why: &str| format!("ERR invalid {name} '{}': {why}", quoted(value));
         let Some(n) = reference_i64(value) else {
             return Err(invalid("not an integer or out of range"));
@@ -165,6 +179,7 @@ fn option_name() -> impl Strategy<Value = Vec<u8>> {
         any_case("BLOCK"),
         any_case("FENCE"),
         any_case("KEEPALIVE"),
+        any_case("SESSION"),
     ]
 }
 
@@ -300,7 +315,7 @@ fn expected(
             }
         }),
         fence,
-        keepalive,
+        keepalive: keepalive.then_some(KeepAlive::Caller),
     }
 }
 
@@ -337,7 +352,7 @@ proptest! {
         if let Err(e) = &got {
             assert_well_formed(e);
         }
-        prop_assert_eq!(got, reference(&args, &["PX", "EX", "BLOCK", "FENCE", "KEEPALIVE"]));
+        prop_assert_eq!(got, reference(&args, &["PX", "EX", "BLOCK", "FENCE", "KEEPALIVE", "SESSION"]));
     }
 
     #[test]
@@ -346,7 +361,7 @@ proptest! {
         if let Err(e) = &got {
             assert_well_formed(e);
         }
-        let want = reference(&args, &["PX", "EX", "KEEPALIVE"])
+        let want = reference(&args, &["PX", "EX", "KEEPALIVE", "SESSION"])
             .map(|o| RenewOptions { lease_ms: o.lease_ms, keepalive: o.keepalive });
         prop_assert_eq!(got, want);
     }
@@ -421,7 +436,7 @@ proptest! {
                 renew(&args),
                 Ok(RenewOptions {
                     lease_ms: expected(&lease, None, (false, false)).lease_ms,
-                    keepalive,
+                    keepalive: keepalive.then_some(KeepAlive::Caller),
                 })
             );
         }
@@ -474,7 +489,7 @@ proptest! {
     #[test]
     fn an_unknown_option_is_refused_and_quoted(
         word in junk().prop_filter("a known option", |w| {
-            !["PX", "EX", "BLOCK", "FENCE", "KEEPALIVE"]
+            !["PX", "EX", "BLOCK", "FENCE", "KEEPALIVE", "SESSION"]
                 .iter()
                 .any(|o| o.as_bytes().eq_ignore_ascii_case(w))
         }),

@@ -6,7 +6,7 @@ use redis_module::{Context, RedisResult, RedisString};
 
 use super::{
     acquire_request, command, lock_id, owner_call, run, Command, OwnerCall, BLOCK, FENCE,
-    KEEPALIVE, KEY, LEASE, OWNER,
+    KEEPALIVE, KEY, LEASE, OWNER, SESSION_TOKEN,
 };
 use crate::acquisition;
 use crate::ffi::{ArgDoc, CommandSpec, KeyArgs, KEY_RW_UPDATE};
@@ -14,9 +14,9 @@ use crate::handoff::{begin, Origin};
 use lock_rules::args::parse_acquire_options;
 use lock_rules::request::LockKind;
 
-const ACQUIRE_ARGS: &[ArgDoc] = &[KEY, OWNER, LEASE, BLOCK, FENCE, KEEPALIVE];
+const ACQUIRE_ARGS: &[ArgDoc] = &[KEY, OWNER, LEASE, BLOCK, FENCE, KEEPALIVE, SESSION_TOKEN];
 
-/// `LOCK.ACQUIRE key owner [PX ms | EX s] [BLOCK ms] [FENCE] [KEEPALIVE]`
+/// `LOCK.ACQUIRE key owner [PX ms | EX s] [BLOCK ms] [FENCE] [KEEPALIVE] [SESSION token]`
 pub const ACQUIRE: Command = command!(
     CommandSpec {
         name: c"lock.acquire",
@@ -33,7 +33,7 @@ pub const ACQUIRE: Command = command!(
     acquire
 );
 
-/// `LOCK.RACQUIRE key owner [PX ms | EX s] [BLOCK ms] [FENCE] [KEEPALIVE]`
+/// `LOCK.RACQUIRE key owner [PX ms | EX s] [BLOCK ms] [FENCE] [KEEPALIVE] [SESSION token]`
 pub const RACQUIRE: Command = command!(
     CommandSpec {
         name: c"lock.racquire",
@@ -51,7 +51,7 @@ pub const RACQUIRE: Command = command!(
     read_acquire
 );
 
-/// `LOCK.WACQUIRE key owner [PX ms | EX s] [BLOCK ms] [FENCE] [KEEPALIVE]`
+/// `LOCK.WACQUIRE key owner [PX ms | EX s] [BLOCK ms] [FENCE] [KEEPALIVE] [SESSION token]`
 pub const WACQUIRE: Command = command!(
     CommandSpec {
         name: c"lock.wacquire",
@@ -82,7 +82,7 @@ fn write_acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
 }
 
 /// The acquire of every kind of lock:
-/// `COMMAND key owner [PX ms | EX s] [BLOCK ms] [FENCE] [KEEPALIVE]`.
+/// `COMMAND key owner [PX ms | EX s] [BLOCK ms] [FENCE] [KEEPALIVE] [SESSION token]`.
 fn acquire_as(
     ctx: &Context,
     args: &[RedisString],

@@ -167,7 +167,7 @@ fn waiters(ctx: &Context, args: &[RedisString]) -> RedisResult {
                     kind: w.kind(),
                     waited: w.waited_ms(now),
                     lease: w.request.lease_ms,
-                    keepalive: w.request.keepalive,
+                    keepalive: w.request.keepalive.is_some(),
                     fence: w.request.fence,
                     timeout: w.timeout_ms(now),
                 })

@@ -12,6 +12,7 @@ mod acquire;
 mod inspect;
 mod multilock;
 mod release;
+mod session;
 
 use std::borrow::Cow;
 use std::ffi::CStr;
@@ -64,6 +65,7 @@ pub const ALL: &[&Command] = &[
     &release::RELEASE,
     &release::RENEW,
     &release::FORCERELEASE,
+    &session::SESSION,
     &inspect::INFO,
     &inspect::WAITERS,
     &inspect::QUEUES,
@@ -145,6 +147,7 @@ const LEASE: ArgDoc = ArgDoc {
 const BLOCK: ArgDoc = option(c"timeout", ArgKind::Integer, c"BLOCK");
 const FENCE: ArgDoc = option(c"fence", ArgKind::Flag, c"FENCE");
 const KEEPALIVE: ArgDoc = option(c"keepalive", ArgKind::Flag, c"KEEPALIVE");
+const SESSION_TOKEN: ArgDoc = option(c"token", ArgKind::String, c"SESSION");
 
 // ---------------------------------------------------------------------------
 // What the handlers of several commands share
@@ -202,8 +205,8 @@ fn acquire_request(
     kind: LockKind,
 ) -> Result<(Request, Option<Wait>), LockError> {
     let lease_ms = options.lease_ms.unwrap_or_else(config::default_lease_ms);
-    if options.keepalive {
-        keepalive::may_bind(ctx, lease_ms)?;
+    if let Some(how) = &options.keepalive {
+        keepalive::may_keep_alive(ctx, how, lease_ms)?;
     }
     for name in locks {
         if options.fence {
@@ -220,7 +223,7 @@ fn acquire_request(
         lease_ms,
         fence: options.fence,
         kind,
-        keepalive: options.keepalive,
+        keepalive: options.keepalive.clone(),
     };
     let wait = options
         .wait

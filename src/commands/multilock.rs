@@ -9,6 +9,7 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::{
     acquire_request, arg, command, lock_id, run, Command, BLOCK, FENCE, KEEPALIVE, LEASE, OWNER,
+    SESSION_TOKEN,
 };
 use crate::ffi::{self, ArgDoc, ArgKind, CommandSpec, KeyArgs, KEY_RW_DELETE, KEY_RW_UPDATE};
 use crate::handoff::{self, begin, Origin};
@@ -40,7 +41,7 @@ pub const MACQUIRE: Command = command!(
         arity: -4,
         key_flags: KEY_RW_UPDATE,
         keys: KeyArgs::NumKeys,
-        args: &[NUMKEYS, KEYS, OWNER, LEASE, BLOCK, FENCE, KEEPALIVE],
+        args: &[NUMKEYS, KEYS, OWNER, LEASE, BLOCK, FENCE, KEEPALIVE, SESSION_TOKEN],
     },
     acquire
 );

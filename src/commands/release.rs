@@ -62,7 +62,7 @@ pub const RENEW: Command = command!(
         arity: -3,
         key_flags: KEY_RW_UPDATE,
         keys: KeyArgs::One,
-        args: &[KEY, OWNER, LEASE, super::KEEPALIVE],
+        args: &[KEY, OWNER, LEASE, super::KEEPALIVE, super::SESSION_TOKEN],
     },
     renew
 );
@@ -127,8 +127,8 @@ fn renew(ctx: &Context, args: &[RedisString]) -> RedisResult {
         let options = parse_renew_options(options)?;
         let lease = options.lease_ms.unwrap_or_else(config::default_lease_ms);
         let lock = lock_id(ctx, name);
-        if options.keepalive {
-            keepalive::may_bind(ctx, lease)?;
+        if let Some(how) = &options.keepalive {
+            keepalive::may_keep_alive(ctx, how, lease)?;
         } else {
             keepalive::may_set_lease(&lock, owner.as_slice(), lease)?;
         }
@@ -136,7 +136,13 @@ fn renew(ctx: &Context, args: &[RedisString]) -> RedisResult {
         let renewed = tx.renew(owner.as_slice(), lease);
         handoff::commit(ctx, &lock, &key, tx);
         let renewed = renewed?;
-        acquisition::renewed(ctx, &lock, owner.as_slice(), lease, options.keepalive);
+        acquisition::renewed(
+            ctx,
+            &lock,
+            owner.as_slice(),
+            lease,
+            options.keepalive.as_ref(),
+        );
         Ok(RedisValue::Integer(renewed))
     })
 }
@@ -164,7 +170,7 @@ fn force_release(ctx: &Context, args: &[RedisString]) -> RedisResult {
             .collect();
         let removed = with_queue(&lock, |queue| tx.force_release(queue))?;
         if removed == 1 {
-            keepalive::unbind_lock(&lock, owners.iter().map(Vec::as_slice));
+            keepalive::unbind_lock(ctx, &lock, owners.iter().map(Vec::as_slice));
         }
         handoff::commit(ctx, &lock, &key, tx);
         Ok(RedisValue::Integer(removed))

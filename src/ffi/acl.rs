@@ -6,7 +6,7 @@ use std::ffi::c_int;
 use std::ptr::{self, NonNull};
 
 use super::server::client_id;
-use super::string::string;
+use super::string::{string, with_string_bytes};
 use super::OK;
 use redis_module::{raw, Context};
 
@@ -111,6 +111,30 @@ fn caller(ctx: &Context) -> Caller<'_> {
         Some(false) => Caller::Unrestricted,
         None => Caller::Unknown,
     }
+}
+
+/// Whether the connection `client` is logged in as the ACL user running the
+/// current command: a session token binds holds to another connection only
+/// for its own user. True when the command runs unrestricted; false when
+/// either user cannot be told, or `client` is not a connection.
+pub fn same_user(ctx: &Context, client: u64) -> bool {
+    let name = match caller(ctx) {
+        Caller::User(name) => name,
+        Caller::Unrestricted => return true,
+        Caller::Unknown => return false,
+    };
+    let Some(by_id) = api!(RedisModule_GetClientUserNameById) else {
+        return false;
+    };
+    // SAFETY: ctx is live; Redis returns NULL for no such connection or one
+    // without a user, else a new string freed on drop below.
+    let Some(other) = NonNull::new(unsafe { by_id(ctx.ctx, client) }) else {
+        return false;
+    };
+    let other = OwnedString { ptr: other, ctx };
+    with_string_bytes(name.ptr.as_ptr(), |a| {
+        with_string_bytes(other.ptr.as_ptr(), |b| a == b)
+    })
 }
 
 /// Whether the ACL user running the current command may read and write

@@ -46,7 +46,7 @@ mod socket;
 mod string;
 mod timer;
 
-pub use acl::{may_read_key, may_read_keys, may_update_key};
+pub use acl::{may_read_key, may_read_keys, may_update_key, same_user};
 pub use blocked::{block_client, unblock, BlockHandler, BlockedClient};
 pub use command::{
     add_acl_category, is_keys_position_request, key_at_pos, register_command, ArgDoc, ArgKind,
@@ -58,7 +58,7 @@ pub use events::{
     subscribe_keyspace_events, KeyspaceHandler, ServerEventHandler,
 };
 pub use key::{notify, signal_modified, Key, KeyKind, NOTIFY_GENERIC, NOTIFY_HASH, NOTIFY_STRING};
-pub use publish::{publish_unlock, replicate_publish};
+pub use publish::{publish, publish_unlock, replicate_publish};
 pub use replicate::{count_unpropagated_change, replicate, Native};
 pub use reply::{
     reply_error, reply_integer, reply_integers, reply_map, reply_maps, reply_null, Field,

@@ -1,4 +1,5 @@
-//! Publishing Redisson's unlock messages, and sending a PUBLISH to replicas.
+//! Publishing Redisson's unlock messages and the module's own messages, and
+//! sending a PUBLISH to replicas.
 
 use std::ptr::{self};
 use std::sync::atomic::AtomicPtr;
@@ -28,6 +29,17 @@ pub fn publish_unlock(ctx: &Context, channel: &[u8], message: &[u8], sharded: bo
         // SAFETY: ctx and both strings are live for the call.
         unsafe { f(ctx.ctx, channel.inner, message) };
     }
+}
+
+/// Publishes `message` on `channel` to this server's subscribers.
+pub fn publish(ctx: &Context, channel: &[u8], message: &[u8]) {
+    let Some(f) = api!(RedisModule_PublishMessage) else {
+        return;
+    };
+    let channel = string(ctx, channel);
+    let message = string(ctx, message);
+    // SAFETY: ctx and both strings are live for the call; Redis copies them.
+    unsafe { f(ctx.ctx, channel.inner, message.inner) };
 }
 
 /// Sends `PUBLISH channel message` to replicas only (not the AOF), as Redis

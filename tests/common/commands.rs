@@ -23,10 +23,11 @@ pub enum Cmd {
     Info,
     Waiters,
     Queues,
+    Session,
 }
 
 impl Cmd {
-    pub const ALL: [Cmd; 11] = [
+    pub const ALL: [Cmd; 12] = [
         Cmd::Acquire,
         Cmd::RAcquire,
         Cmd::WAcquire,
@@ -38,6 +39,7 @@ impl Cmd {
         Cmd::Info,
         Cmd::Waiters,
         Cmd::Queues,
+        Cmd::Session,
     ];
 
     /// The name as the server registers it (and words its arity error).
@@ -54,6 +56,7 @@ impl Cmd {
             Cmd::Info => "lock.info",
             Cmd::Waiters => "lock.waiters",
             Cmd::Queues => "lock.queues",
+            Cmd::Session => "lock.session",
         }
     }
 

@@ -182,7 +182,7 @@ mod tests {
             lease_ms,
             fence: false,
             kind: LockKind::Exclusive,
-            keepalive: false,
+            keepalive: None,
         }
     }
 

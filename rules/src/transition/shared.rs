@@ -283,7 +283,7 @@ mod tests {
             lease_ms,
             fence: false,
             kind,
-            keepalive: false,
+            keepalive: None,
         }
     }
 

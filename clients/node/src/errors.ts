@@ -1,0 +1,114 @@
+/** Base of every error this library throws. `code` is the server's leading code word when the error is a reply. */
+export class LockError extends Error {
+  readonly code?: string;
+  constructor(message: string, options?: { cause?: unknown; code?: string }) {
+    super(message, options?.cause !== undefined ? { cause: options.cause } : undefined);
+    this.name = new.target.name;
+    if (options?.code !== undefined) this.code = options.code;
+  }
+}
+
+/** The lock is held by another owner: a try without waiting, or the wait timed out. */
+export class BusyError extends LockError {
+  readonly key: string;
+  constructor(key: string, message?: string) {
+    super(message ?? `lock '${key}' is held by another owner`);
+    this.key = key;
+  }
+}
+
+/** The server says this owner holds no hold on the lock (`NOTOWNER`): released already, or its lease ended. */
+export class NotOwnerError extends LockError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, { ...options, code: "NOTOWNER" });
+  }
+}
+
+/** The module answered `DEADLOCK` (a reader asking for the write hold beside other readers). */
+export class DeadlockError extends LockError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, { ...options, code: "DEADLOCK" });
+  }
+}
+
+/** Why a hold was lost. */
+export type LostReason =
+  | "forced" // LOCK.FORCERELEASE
+  | "gone" // the key was deleted, flushed, overwritten, or its lease ran out
+  | "maxhold" // lock.keepalive-max-hold-ms passed
+  | "moved" // the slot moved to another cluster node
+  | "notowner" // a re-attach or an extend was answered NOTOWNER
+  | "down"; // the session connection was down longer than the lease
+
+/** A hold ended without its owner releasing it. It is the reason of `hold.signal`. */
+export class LostError extends LockError {
+  readonly key: string;
+  readonly owner: string;
+  readonly reason: LostReason;
+  constructor(key: string, owner: string, reason: LostReason) {
+    super(`lock '${key}' held by '${owner}' was lost (${reason})`);
+    this.key = key;
+    this.owner = owner;
+    this.reason = reason;
+  }
+}
+
+/** The server cannot be reached, or the connection broke while a command was in flight. */
+export class UnavailableError extends LockError {}
+
+/** The server does not know the lock module's commands. */
+export class ModuleNotLoadedError extends LockError {
+  constructor(message?: string) {
+    super(
+      message ??
+        "the lock module is not loaded on this server: start it with `redis-server --loadmodule /path/to/liblock.so`",
+    );
+  }
+}
+
+const REPLY_ERROR_NAMES = new Set(["ReplyError", "ErrorReply", "SimpleError", "BlobError", "MultiErrorReply"]);
+
+/** True when `e` is an error reply from the server (ioredis or node-redis), not a connection failure. */
+export function isReplyError(e: unknown): e is Error {
+  if (!(e instanceof Error)) return false;
+  if (REPLY_ERROR_NAMES.has(e.name)) return true;
+  let proto: unknown = Object.getPrototypeOf(e);
+  while (proto && proto !== Error.prototype) {
+    const ctor = (proto as { constructor?: { name?: string } }).constructor;
+    if (ctor?.name && REPLY_ERROR_NAMES.has(ctor.name)) return true;
+    proto = Object.getPrototypeOf(proto);
+  }
+  return false;
+}
+
+/** The leading code word of an error reply (`NOTOWNER`, `ERR`, `MOVED`...), or undefined for other errors. */
+export function replyCode(e: unknown): string | undefined {
+  if (!isReplyError(e)) return undefined;
+  const m = /^([A-Z][A-Z_-]*)\b/.exec(e.message);
+  return m ? m[1] : undefined;
+}
+
+/** Turns an error from a client into this library's typed error. */
+export function toLockError(e: unknown): Error {
+  if (e instanceof LockError) return e;
+  const code = replyCode(e);
+  const msg = e instanceof Error ? e.message : String(e);
+  if (code === undefined) {
+    if (e instanceof Error && e.name === "AbortError") return e;
+    return new UnavailableError(`server unavailable: ${msg}`, { cause: e });
+  }
+  switch (code) {
+    case "NOTOWNER":
+      return new NotOwnerError(msg, { cause: e });
+    case "DEADLOCK":
+      return new DeadlockError(msg, { cause: e });
+    case "LOADING":
+    case "MASTERDOWN":
+    case "CLUSTERDOWN":
+    case "TRYAGAIN":
+    case "READONLY":
+      return new UnavailableError(msg, { cause: e, code });
+    default:
+      return new LockError(msg, { cause: e, code });
+  }
+}

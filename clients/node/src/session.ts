@@ -1,0 +1,1023 @@
+import { randomBytes } from "node:crypto";
+import { EventEmitter } from "node:events";
+
+import { Adapter, Connection, RedisClientLike, adapterFor } from "./adapter";
+import {
+  BusyError,
+  LockError,
+  LostError,
+  LostReason,
+  ModuleNotLoadedError,
+  NotOwnerError,
+  UnavailableError,
+  replyCode,
+  toLockError,
+} from "./errors";
+import { keySlot } from "./slot";
+
+export interface SessionOptions {
+  /** Lease of every hold unless an acquire names its own, in ms. The server renews it while the session lives. Default 30000. */
+  leaseMs?: number;
+  /** How often the session connection is PINGed, in ms. Default 1000. */
+  pingIntervalMs?: number;
+  /** A PING unanswered this long closes the session connection (and re-attaches), in ms. Default 3000. */
+  pingTimeoutMs?: number;
+}
+
+export interface AcquireOptions {
+  /** How long to wait for the lock, in ms: 0 tries once; undefined waits as long as it takes. */
+  timeoutMs?: number;
+  /** Cancels the wait; the acquire rejects with `signal.reason` and leaves no waiter and no hold. */
+  signal?: AbortSignal;
+  /** This hold's lease in ms (default: the session's). */
+  leaseMs?: number;
+}
+
+type Kind = "exclusive" | "read" | "write" | "multi";
+
+const ACQUIRE_CMD: Record<Kind, string> = {
+  exclusive: "LOCK.ACQUIRE",
+  read: "LOCK.RACQUIRE",
+  write: "LOCK.WACQUIRE",
+  multi: "LOCK.MACQUIRE",
+};
+
+const STANDALONE = "";
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms).unref?.());
+}
+
+function parseMoved(e: unknown): string | undefined {
+  const code = replyCode(e);
+  if (code !== "MOVED" && code !== "ASK") return undefined;
+  const parts = (e as Error).message.split(" ");
+  return parts[2];
+}
+
+function toBigInt(v: unknown): bigint {
+  if (typeof v === "bigint") return v;
+  if (typeof v === "number") return BigInt(v);
+  if (typeof v === "string") return BigInt(v);
+  if (Buffer.isBuffer(v)) return BigInt(v.toString());
+  throw new LockError(`unexpected reply ${String(v)}`);
+}
+
+/** One owner's holds on one key, as the server sees them: what re-attach renews and a loss message names. */
+interface Binding {
+  key: string;
+  owner: string;
+  node: string;
+  leaseMs: number;
+  holds: Set<Hold>;
+}
+
+function bindingId(key: string, owner: string): string {
+  return `${key}\u0000${owner}`;
+}
+
+/** The session connection to one server (one per cluster node that owns a held key). */
+class NodeSession {
+  conn?: Connection;
+  up = false;
+  closed = false;
+  /** Incremented every time the token is (re)registered on a new connection. */
+  epoch = 0;
+  downSince = 0;
+  private pingTimer?: NodeJS.Timeout;
+  private downTimer?: NodeJS.Timeout;
+  private reconnecting?: Promise<void>;
+  private opening?: Promise<void>;
+
+  constructor(
+    private readonly s: Session,
+    readonly node: string,
+  ) {}
+
+  /** Connects, registers the token, subscribes to the loss channel. */
+  open(): Promise<void> {
+    if (!this.opening) {
+      this.opening = this.connectOnce().finally(() => {
+        this.opening = undefined;
+      });
+    }
+    return this.opening;
+  }
+
+  private async connectOnce(): Promise<void> {
+    const conn = await this.s.adapter.connect(this.node || undefined);
+    try {
+      try {
+        await conn.call(["LOCK.SESSION", this.s.token]);
+      } catch (e) {
+        if (replyCode(e) === "ERR") {
+          const known = await conn.call(["COMMAND", "INFO", "LOCK.ACQUIRE"]).catch(() => undefined);
+          const missing = Array.isArray(known) && known.length > 0 && known[0] == null;
+          if (missing) throw new ModuleNotLoadedError();
+          const hasSession = await conn.call(["COMMAND", "INFO", "LOCK.SESSION"]).catch(() => undefined);
+          if (Array.isArray(hasSession) && hasSession.length > 0 && hasSession[0] == null)
+            throw new ModuleNotLoadedError(
+              "the lock module on this server is too old: it has no LOCK.SESSION (load a build with the session protocol)",
+            );
+        }
+        throw toLockError(e);
+      }
+      await conn.subscribe(`__lock__:session:${this.s.token}`, (m) => this.s.onLossMessage(this.node, m));
+    } catch (e) {
+      conn.destroy();
+      throw e instanceof LockError ? e : toLockError(e);
+    }
+    if (this.closed) {
+      conn.destroy();
+      throw new LockError("session closed");
+    }
+    this.conn = conn;
+    this.up = true;
+    this.epoch++;
+    this.clearDown();
+    conn.onEnd(() => this.dropped(conn));
+    this.schedulePing(conn);
+  }
+
+  private schedulePing(conn: Connection): void {
+    this.pingTimer = setTimeout(async () => {
+      if (conn !== this.conn || conn.ended) return;
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise<"timeout">((r) => {
+        timer = setTimeout(() => r("timeout"), this.s.pingTimeoutMs);
+      });
+      const res = await Promise.race([conn.ping().then(() => "ok" as const, () => "error" as const), timeout]);
+      clearTimeout(timer);
+      if (conn !== this.conn) return;
+      if (res !== "ok") {
+        conn.destroy(); // dropped() follows
+        return;
+      }
+      this.schedulePing(conn);
+    }, this.s.pingIntervalMs);
+    this.pingTimer.unref?.();
+  }
+
+  private dropped(conn: Connection): void {
+    if (conn !== this.conn) return;
+    this.up = false;
+    this.conn = undefined;
+    clearTimeout(this.pingTimer);
+    if (this.closed) return;
+    this.downSince = Date.now();
+    this.s.emit("disconnected", this.node);
+    this.watchDown();
+    void this.reconnect();
+  }
+
+  /** While down: a binding whose lease has passed since the drop is lost. */
+  private watchDown(): void {
+    clearInterval(this.downTimer);
+    this.downTimer = setInterval(() => {
+      if (this.up || this.closed) return this.clearDown();
+      const downFor = Date.now() - this.downSince;
+      for (const b of this.s.bindingsOn(this.node)) {
+        if (downFor > b.leaseMs) this.s.lose(b, "down");
+      }
+    }, 50);
+    this.downTimer.unref?.();
+  }
+
+  private clearDown(): void {
+    clearInterval(this.downTimer);
+    this.downTimer = undefined;
+  }
+
+  /** Reconnects until it works or the session closes, then re-attaches every binding. */
+  reconnect(): Promise<void> {
+    if (!this.reconnecting) {
+      this.reconnecting = (async () => {
+        let delay = 50;
+        while (!this.closed && !this.up) {
+          try {
+            await this.open();
+          } catch (e) {
+            if (e instanceof ModuleNotLoadedError) this.s.emit("error", e);
+            await sleep(delay);
+            delay = Math.min(delay * 2, 500);
+            continue;
+          }
+        }
+        if (this.up) {
+          this.s.emit("reconnected", this.node);
+          await this.s.reattachAll(this.node);
+        }
+      })().finally(() => {
+        this.reconnecting = undefined;
+      });
+    }
+    return this.reconnecting;
+  }
+
+  /** Forces a new connection (after a `demoted` message or NOSESSION on a live one). */
+  recycle(): void {
+    if (this.conn) this.conn.destroy();
+    else void this.reconnect();
+  }
+
+  close(): void {
+    this.closed = true;
+    this.up = false;
+    clearTimeout(this.pingTimer);
+    this.clearDown();
+    this.conn?.destroy();
+    this.conn = undefined;
+  }
+}
+
+/** Dedicated connections for waiting: one per concurrent wait, reused after. */
+class WaitPool {
+  private idle = new Map<string, Connection[]>();
+  private busy = new Set<Connection>();
+  constructor(private readonly adapter: Adapter) {}
+
+  take(node: string): Connection | Promise<Connection> {
+    const list = this.idle.get(node);
+    while (list && list.length > 0) {
+      const c = list.pop()!;
+      if (!c.ended) {
+        this.busy.add(c);
+        return c;
+      }
+    }
+    return this.open(node);
+  }
+
+  private async open(node: string): Promise<Connection> {
+    const c = await this.adapter.connect(node || undefined);
+    this.busy.add(c);
+    return c;
+  }
+
+  give(node: string, c: Connection): void {
+    this.busy.delete(c);
+    if (c.ended) return;
+    let list = this.idle.get(node);
+    if (!list) this.idle.set(node, (list = []));
+    list.push(c);
+  }
+
+  discard(c: Connection): void {
+    this.busy.delete(c);
+    c.destroy();
+  }
+
+  get size(): number {
+    let n = this.busy.size;
+    for (const l of this.idle.values()) n += l.length;
+    return n;
+  }
+
+  close(): void {
+    for (const c of this.busy) c.destroy();
+    for (const l of this.idle.values()) for (const c of l) c.destroy();
+    this.busy.clear();
+    this.idle.clear();
+  }
+}
+
+interface RunSpec {
+  kind: Kind;
+  keys: string[];
+  owner: string;
+  leaseMs: number;
+  timeoutMs?: number;
+  signal?: AbortSignal;
+  /** Bind to the session (SESSION token); false for plain leases (the redlock-shaped `acquire`). */
+  bind: boolean;
+}
+
+/**
+ * A session: one dedicated connection per server that every hold is bound to. The server
+ * keeps the holds alive while it lives; holds live out their lease once it is gone.
+ */
+export class Session extends EventEmitter {
+  readonly token: string;
+  readonly leaseMs: number;
+  /** @internal */ readonly adapter: Adapter;
+  /** @internal */ readonly pingIntervalMs: number;
+  /** @internal */ readonly pingTimeoutMs: number;
+  private readonly nodes = new Map<string, NodeSession>();
+  private readonly bindings = new Map<string, Binding>();
+  private readonly pool: WaitPool;
+  private slots?: string[];
+  private slotsLoading?: Promise<void>;
+  private counter = 0;
+  private closing = false;
+
+  private constructor(client: RedisClientLike, opts: SessionOptions) {
+    super();
+    this.adapter = adapterFor(client);
+    this.token = randomBytes(16).toString("hex");
+    this.leaseMs = opts.leaseMs ?? 30000;
+    this.pingIntervalMs = opts.pingIntervalMs ?? 1000;
+    this.pingTimeoutMs = opts.pingTimeoutMs ?? 3000;
+    this.pool = new WaitPool(this.adapter);
+    // An 'error' event without a listener would throw: errors are reported through promises.
+    this.on("error", () => {});
+  }
+
+  /**
+   * Opens a session over `client` (an ioredis `Redis`/`Cluster` or a node-redis client/cluster):
+   * a dedicated session connection (`client.duplicate()`), `LOCK.SESSION <token>`, subscribed to
+   * its loss channel. Rejects with `ModuleNotLoadedError` or `UnavailableError`.
+   */
+  static async open(client: RedisClientLike, opts: SessionOptions = {}): Promise<Session> {
+    const s = new Session(client, opts);
+    if (!s.adapter.cluster) await s.nodeSession(STANDALONE);
+    else await s.loadSlots();
+    return s;
+  }
+
+  /** An exclusive, reentrant lock named `key`. */
+  lock(key: string): Lock {
+    return new Lock(this, "exclusive", [key], new OwnerSlot(this));
+  }
+
+  /** A read-write lock named `key`: `.read` and `.write` share one owner (downgrade, upgrade). */
+  rwlock(key: string): RWLock {
+    return new RWLock(this, key);
+  }
+
+  /** All of `keys` at once, or none (in a cluster they must share a `{hash tag}`). */
+  multiLock(keys: string[]): MultiLock {
+    return new MultiLock(this, keys);
+  }
+
+  /**
+   * Runs `fn` holding `key` (or every key of an array), then releases it. `signal` aborts with a
+   * `LostError` if the hold is lost; `using` then rejects with that error even if `fn` resolved.
+   */
+  using<T>(key: string | string[], fn: (signal: AbortSignal, hold: Hold) => Promise<T>): Promise<T>;
+  using<T>(key: string | string[], opts: AcquireOptions, fn: (signal: AbortSignal, hold: Hold) => Promise<T>): Promise<T>;
+  using<T>(
+    key: string | string[],
+    a: AcquireOptions | ((signal: AbortSignal, hold: Hold) => Promise<T>),
+    b?: (signal: AbortSignal, hold: Hold) => Promise<T>,
+  ): Promise<T> {
+    const opts = typeof a === "function" ? {} : a;
+    const fn = typeof a === "function" ? a : b!;
+    const lock = Array.isArray(key) ? this.multiLock(key) : this.lock(key);
+    return lock.using(opts, fn);
+  }
+
+  /** Releases every hold and closes the session's connections (not the client it was opened with). */
+  async close(): Promise<void> {
+    if (this.closing) return;
+    this.closing = true;
+    const releases: Promise<unknown>[] = [];
+    for (const b of [...this.bindings.values()]) {
+      for (const h of [...b.holds]) releases.push(h.releaseAll().catch(() => {}));
+    }
+    await Promise.all(releases);
+    this.pool.close();
+    for (const n of this.nodes.values()) n.close();
+    this.nodes.clear();
+  }
+
+  get closed(): boolean {
+    return this.closing;
+  }
+
+  /** Connections this session opened for waiting (idle and busy). */
+  get waitConnections(): number {
+    return this.pool.size;
+  }
+
+  // ------------------------------------------------------------ internals
+
+  /** @internal */
+  newOwner(): string {
+    return `${this.token}:${++this.counter}`;
+  }
+
+  /** @internal */
+  nodeSession(node: string): NodeSession | Promise<NodeSession> {
+    const ns = this.nodes.get(node);
+    if (ns && ns.up) return ns;
+    return this.nodeSessionSlow(node);
+  }
+
+  private async nodeSessionSlow(node: string): Promise<NodeSession> {
+    let ns = this.nodes.get(node);
+    if (!ns) {
+      ns = new NodeSession(this, node);
+      this.nodes.set(node, ns);
+      try {
+        await ns.open();
+      } catch (e) {
+        this.nodes.delete(node);
+        throw e;
+      }
+      return ns;
+    }
+    if (!ns.up) {
+      // One attempt (shared with the reconnect loop): a caller is told the server is unavailable.
+      try {
+        await ns.open();
+      } catch (e) {
+        throw e instanceof LockError ? e : toLockError(e);
+      }
+    }
+    return ns;
+  }
+
+  private async loadSlots(): Promise<void> {
+    if (!this.slotsLoading) {
+      this.slotsLoading = (async () => {
+        let reply: unknown;
+        try {
+          reply = await this.adapter.call(undefined, ["CLUSTER", "SLOTS"]);
+        } catch (e) {
+          throw toLockError(e);
+        }
+        const slots: string[] = new Array(16384).fill("");
+        for (const range of reply as unknown[][]) {
+          const [start, end, master] = range as [number, number, unknown[]];
+          const host = String(master[0]) || "127.0.0.1";
+          const node = `${host}:${Number(master[1])}`;
+          for (let i = Number(start); i <= Number(end); i++) slots[i] = node;
+        }
+        this.slots = slots;
+      })().finally(() => {
+        this.slotsLoading = undefined;
+      });
+    }
+    return this.slotsLoading;
+  }
+
+  /** @internal The node serving `key` ("" on a single server). */
+  nodeFor(key: string): string | Promise<string> {
+    if (!this.adapter.cluster) return STANDALONE;
+    return this.nodeForCluster(key);
+  }
+
+  private async nodeForCluster(key: string): Promise<string> {
+    if (!this.slots) await this.loadSlots();
+    const n = this.slots![keySlot(key)];
+    if (!n) throw new UnavailableError(`no cluster node serves the slot of '${key}'`);
+    return n;
+  }
+
+  /** @internal A command through the user's client, errors typed. */
+  async call(key: string | undefined, args: string[]): Promise<unknown> {
+    try {
+      return await this.adapter.call(key, args);
+    } catch (e) {
+      throw toLockError(e);
+    }
+  }
+
+  private checkKeys(keys: string[]): void {
+    if (keys.length === 0) throw new LockError("no keys to lock");
+    if (this.adapter.cluster && keys.length > 1) {
+      const slot = keySlot(keys[0]);
+      if (keys.some((k) => keySlot(k) !== slot))
+        throw new LockError(
+          `a multi-lock's keys must hash to one cluster slot: give them one {hash tag}, e.g. '{order:7}:a', '{order:7}:b' (got ${keys.join(", ")})`,
+        );
+    }
+  }
+
+  /** @internal Sends an acquire: waits on a pooled connection, cancels per the contract, retries NOSESSION once. */
+  async acquireRaw(spec: RunSpec): Promise<unknown> {
+    if (this.closing) throw new LockError("session closed");
+    this.checkKeys(spec.keys);
+    spec.signal?.throwIfAborted();
+    let nosessionRetried = false;
+    for (let attempt = 0; ; attempt++) {
+      const node = await this.nodeFor(spec.keys[0]);
+      let ns: NodeSession | undefined;
+      if (spec.bind) ns = await this.nodeSession(node);
+      const epoch = ns?.epoch ?? 0;
+      const args = this.acquireArgs(spec);
+      try {
+        const reply = await this.sendAcquire(node, spec, args);
+        if (reply != null && ns && (ns.epoch !== epoch || !ns.up)) {
+          // Served while the session connection was being replaced: the grant may carry its lease only.
+          await this.reattach(spec.keys, spec.owner, spec.leaseMs).catch(() => {});
+        }
+        return reply;
+      } catch (e) {
+        if (spec.signal?.aborted && e === spec.signal.reason) throw e;
+        const code = replyCode(e);
+        if (code === "NOSESSION" && spec.bind && !nosessionRetried) {
+          nosessionRetried = true;
+          if (this.adapter.cluster) await this.loadSlots();
+          const n2 = await this.nodeFor(spec.keys[0]);
+          const ns2 = this.nodes.get(n2);
+          if (ns2 && ns2.up) {
+            ns2.recycle();
+            await sleep(10);
+          }
+          continue;
+        }
+        if ((code === "MOVED" || code === "ASK" || code === "TRYAGAIN") && attempt < 5) {
+          await this.loadSlots();
+          if (code === "TRYAGAIN") await sleep(50);
+          continue;
+        }
+        throw toLockError(e);
+      }
+    }
+  }
+
+  private acquireArgs(spec: RunSpec): string[] {
+    const cmd = ACQUIRE_CMD[spec.kind];
+    const args =
+      spec.kind === "multi"
+        ? [cmd, String(spec.keys.length), ...spec.keys, spec.owner]
+        : [cmd, spec.keys[0], spec.owner];
+    args.push("PX", String(spec.leaseMs));
+    if (spec.timeoutMs === undefined) args.push("BLOCK", "0");
+    else if (spec.timeoutMs > 0) args.push("BLOCK", String(Math.ceil(spec.timeoutMs)));
+    args.push("FENCE");
+    if (spec.bind) args.push("SESSION", this.token);
+    return args;
+  }
+
+  /** Cleans a grant that may have raced a cancel: `LOCK.RELEASE key owner` (MRELEASE for a multi-lock). */
+  private async cleanup(spec: RunSpec): Promise<void> {
+    const args =
+      spec.kind === "multi"
+        ? ["LOCK.MRELEASE", String(spec.keys.length), ...spec.keys, spec.owner]
+        : ["LOCK.RELEASE", spec.keys[0], spec.owner];
+    if (spec.kind === "read") args.push("READ");
+    if (spec.kind === "write") args.push("WRITE");
+    for (let i = 0; i < 3; i++) {
+      try {
+        await this.adapter.call(spec.keys[0], args);
+        return;
+      } catch (e) {
+        const code = replyCode(e);
+        if (code !== undefined) return; // NOTOWNER: it was never granted
+        await sleep(50);
+      }
+    }
+  }
+
+  /** The cleanup, waited for at most 2 s (a client queueing offline goes on in the background). */
+  private boundedCleanup(spec: RunSpec): Promise<void> {
+    return Promise.race([this.cleanup(spec), sleep(2000)]);
+  }
+
+  private async sendAcquire(node: string, spec: RunSpec, args: string[]): Promise<unknown> {
+    const waits = spec.timeoutMs === undefined || spec.timeoutMs > 0;
+    if (!waits) {
+      // A try: through the user's client, which follows MOVED.
+      return this.adapter.call(spec.keys[0], args);
+    }
+    let conn: Connection;
+    try {
+      conn = await this.pool.take(node);
+    } catch (e) {
+      throw toLockError(e);
+    }
+    return new Promise<unknown>((resolve, reject) => {
+      let settled = false;
+      let guard: NodeJS.Timeout | undefined;
+      const onAbort = () => cancel(spec.signal!.reason ?? new DOMException("aborted", "AbortError"));
+      const finish = () => {
+        settled = true;
+        clearTimeout(guard);
+        spec.signal?.removeEventListener("abort", onAbort);
+      };
+      const cancel = (reason: unknown) => {
+        if (settled) return;
+        finish();
+        // Closing the connection drops the waiter at once; a grant whose answer was in flight is
+        // released by the module; the RELEASE covers one that arrived as the connection closed.
+        this.pool.discard(conn);
+        this.boundedCleanup(spec).finally(() => reject(reason));
+      };
+      spec.signal?.addEventListener("abort", onAbort, { once: true });
+      if (spec.timeoutMs !== undefined) {
+        // The server ends the wait at BLOCK time; this guard only covers a server that stopped answering.
+        guard = setTimeout(
+          () => cancel(new UnavailableError(`no answer from the server ${spec.timeoutMs! + 5000} ms into a wait`)),
+          spec.timeoutMs + 5000,
+        );
+      }
+      conn.call(args).then(
+        (reply) => {
+          if (settled) return;
+          finish();
+          this.pool.give(node, conn);
+          resolve(reply);
+        },
+        (e) => {
+          if (settled) return;
+          finish();
+          if (replyCode(e) !== undefined) {
+            this.pool.give(node, conn);
+            reject(e);
+          } else {
+            // The connection broke mid-wait: a grant may have happened.
+            this.pool.discard(conn);
+            this.boundedCleanup(spec).finally(() => reject(e));
+          }
+        },
+      );
+    });
+  }
+
+  /** @internal */
+  register(hold: Hold, node: string): void {
+    for (const key of hold.keys) {
+      const id = bindingId(key, hold.owner);
+      let b = this.bindings.get(id);
+      if (!b) this.bindings.set(id, (b = { key, owner: hold.owner, node, leaseMs: hold.leaseMs, holds: new Set() }));
+      b.leaseMs = Math.max(b.leaseMs, hold.leaseMs);
+      b.holds.add(hold);
+    }
+  }
+
+  /** @internal */
+  unregister(hold: Hold): void {
+    for (const key of hold.keys) {
+      const id = bindingId(key, hold.owner);
+      const b = this.bindings.get(id);
+      if (!b) continue;
+      b.holds.delete(hold);
+      if (b.holds.size === 0) this.bindings.delete(id);
+    }
+  }
+
+  /** @internal */
+  bindingsOn(node: string): Binding[] {
+    return [...this.bindings.values()].filter((b) => b.node === node);
+  }
+
+  /** @internal Marks every hold of a binding lost. */
+  lose(b: Binding, reason: LostReason): void {
+    if (this.bindings.get(bindingId(b.key, b.owner)) !== b) return;
+    this.bindings.delete(bindingId(b.key, b.owner));
+    const err = new LostError(b.key, b.owner, reason);
+    for (const h of b.holds) h.markLost(err);
+    // Whatever is left of it on the server (a hold no longer renewed) goes now rather than at its lease's end.
+    if (reason === "down" || reason === "maxhold") {
+      void this.adapter.call(b.key, ["LOCK.RELEASE", b.key, b.owner]).catch(() => {});
+    }
+    this.emit("lost", err);
+  }
+
+  /** @internal `<reason> <owner-length> <owner> <key>` or `demoted`. */
+  onLossMessage(node: string, msg: Buffer): void {
+    const text = msg.toString("latin1");
+    if (text === "demoted") {
+      this.nodes.get(node)?.recycle();
+      return;
+    }
+    const sp1 = msg.indexOf(0x20);
+    const sp2 = msg.indexOf(0x20, sp1 + 1);
+    if (sp1 < 0 || sp2 < 0) return;
+    const reason = msg.subarray(0, sp1).toString();
+    const len = Number(msg.subarray(sp1 + 1, sp2).toString());
+    const owner = msg.subarray(sp2 + 1, sp2 + 1 + len).toString();
+    const key = msg.subarray(sp2 + 2 + len).toString();
+    const b = this.bindings.get(bindingId(key, owner));
+    if (!b) return;
+    const known: LostReason[] = ["forced", "gone", "maxhold", "moved"];
+    this.lose(b, (known.includes(reason as LostReason) ? reason : "gone") as LostReason);
+  }
+
+  /** @internal `LOCK.RENEW key owner PX lease SESSION token` for each key; NOTOWNER -> lost. */
+  async reattach(keys: string[], owner: string, leaseMs: number): Promise<void> {
+    for (const key of keys) {
+      const b = this.bindings.get(bindingId(key, owner));
+      await this.renewBinding(key, owner, b?.leaseMs ?? leaseMs);
+    }
+  }
+
+  private async renewBinding(key: string, owner: string, leaseMs: number): Promise<void> {
+    for (;;) {
+      const b = this.bindings.get(bindingId(key, owner));
+      try {
+        await this.adapter.call(key, ["LOCK.RENEW", key, owner, "PX", String(leaseMs), "SESSION", this.token]);
+        return;
+      } catch (e) {
+        const code = replyCode(e);
+        if (code === "NOTOWNER") {
+          if (b) this.lose(b, "notowner");
+          return;
+        }
+        // NOSESSION, READONLY, a connection not back yet (a failover): try again while the binding lives.
+        if (!b || this.bindings.get(bindingId(key, owner)) !== b || this.closing) return;
+        if (code === "NOSESSION") {
+          if (this.adapter.cluster) await this.loadSlots().catch(() => {});
+          const node = await Promise.resolve(this.nodeFor(key)).catch(() => b.node);
+          if (node !== b.node) b.node = node;
+          await Promise.resolve().then(() => this.nodeSession(node)).catch(() => {});
+        }
+        await sleep(100);
+      }
+    }
+  }
+
+  /** @internal Re-attaches every binding of a node after its session connection came back. */
+  async reattachAll(node: string): Promise<void> {
+    await Promise.all(this.bindingsOn(node).map((b) => this.renewBinding(b.key, b.owner, b.leaseMs)));
+  }
+}
+
+/** The owner id a Lock (or both sides of an RWLock) uses while it holds: fresh per first acquisition. */
+class OwnerSlot {
+  owner?: string;
+  holds = 0;
+  constructor(private readonly s: Session) {}
+  take(): string {
+    if (!this.owner || this.holds === 0) this.owner = this.s.newOwner();
+    return this.owner;
+  }
+}
+
+/**
+ * A hold on a lock. `signal` aborts with a `LostError` when the hold is lost. A hold acquired
+ * again through the same Lock object (re-entry) is the same Hold with `count` one more;
+ * `release()` drops one.
+ */
+export class Hold extends EventEmitter {
+  readonly keys: string[];
+  readonly owner: string;
+  /** Fencing token of the latest acquisition (of the first key, for a multi-lock). Below 2^53 today, exact as a bigint. */
+  token: bigint;
+  /** Fencing token per key (a multi-lock). */
+  tokens: bigint[];
+  /** Holds this object stands for (re-entries). 0 once released. */
+  count = 1;
+  leaseMs: number;
+  readonly kind: Kind;
+  private controller?: AbortController;
+  private lostError?: LostError;
+
+  /** @internal */
+  constructor(
+    private readonly s: Session,
+    kind: Kind,
+    keys: string[],
+    owner: string,
+    tokens: bigint[],
+    leaseMs: number,
+    private readonly onEnd: () => void,
+    readonly bound: boolean,
+  ) {
+    super();
+    this.kind = kind;
+    this.keys = keys;
+    this.owner = owner;
+    this.tokens = tokens;
+    this.token = tokens[0];
+    this.leaseMs = leaseMs;
+  }
+
+  get key(): string {
+    return this.keys[0];
+  }
+
+  /** Aborted (with a `LostError` reason) when the hold is lost. */
+  get signal(): AbortSignal {
+    // Made on first use: most holds never look at it.
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.lostError) this.controller.abort(this.lostError);
+    }
+    return this.controller.signal;
+  }
+
+  get lost(): boolean {
+    return this.lostError !== undefined;
+  }
+
+  get released(): boolean {
+    return this.count === 0;
+  }
+
+  /** Calls `cb` once if the hold is lost. */
+  onLost(cb: (err: LostError) => void): this {
+    return this.once("lost", cb);
+  }
+
+  /** @internal */
+  markLost(err: LostError): void {
+    if (this.lostError || this.count === 0) return;
+    this.lostError = err;
+    this.count = 0;
+    this.onEnd();
+    this.controller?.abort(err);
+    this.emit("lost", err);
+  }
+
+  private releaseArgs(): string[] {
+    if (this.kind === "multi") return ["LOCK.MRELEASE", String(this.keys.length), ...this.keys, this.owner];
+    const args = ["LOCK.RELEASE", this.key, this.owner];
+    if (this.kind === "read") args.push("READ");
+    if (this.kind === "write") args.push("WRITE");
+    return args;
+  }
+
+  /** Drops one hold (the last one releases the lock). A lost hold rejects with its LostError; NOTOWNER marks it lost. */
+  async release(): Promise<void> {
+    if (this.lostError) throw this.lostError;
+    if (this.count === 0) return;
+    try {
+      await this.s.call(this.key, this.releaseArgs());
+    } catch (e) {
+      if (e instanceof NotOwnerError) {
+        const err = new LostError(this.key, this.owner, "notowner");
+        this.markLost(err);
+        throw err;
+      }
+      throw e;
+    }
+    this.count--;
+    if (this.count === 0) {
+      this.onEnd();
+      this.emit("released");
+    }
+  }
+
+  /** @internal Every hold this object stands for (session close). */
+  async releaseAll(): Promise<void> {
+    while (this.count > 0 && !this.lostError) await this.release();
+  }
+
+  /** Sets a new lease from now (default: the current one). NOTOWNER -> the hold is lost, LostError. */
+  async extend(leaseMs?: number): Promise<void> {
+    if (this.lostError) throw this.lostError;
+    if (this.count === 0) throw new NotOwnerError("the hold was released");
+    const lease = leaseMs ?? this.leaseMs;
+    for (const key of this.keys) {
+      const args = ["LOCK.RENEW", key, this.owner, "PX", String(lease)];
+      if (this.bound) args.push("SESSION", this.s.token);
+      try {
+        await this.s.call(key, args);
+      } catch (e) {
+        if (e instanceof NotOwnerError) {
+          const err = new LostError(key, this.owner, "notowner");
+          this.markLost(err);
+          throw err;
+        }
+        throw e;
+      }
+    }
+    this.leaseMs = lease;
+  }
+}
+
+/** An exclusive lock (or one side of a read-write lock, or a multi-lock). Reentrant through this object. */
+export class Lock {
+  private current?: Hold;
+  private queue: Promise<unknown> = Promise.resolve();
+  private inFlight = 0;
+
+  /** @internal */
+  constructor(
+    protected readonly s: Session,
+    readonly kind: Kind,
+    readonly keys: string[],
+    private readonly slot: OwnerSlot,
+  ) {}
+
+  get key(): string {
+    return this.keys[0];
+  }
+
+  /** The hold this object has now, if any. */
+  get hold(): Hold | undefined {
+    return this.current && this.current.count > 0 ? this.current : undefined;
+  }
+
+  /**
+   * Takes the lock, waiting up to `timeoutMs` (BusyError after), cancelled by `signal`. Called
+   * again on this object while it holds, it re-enters: the same Hold, `count` one more.
+   */
+  acquire(opts: AcquireOptions = {}): Promise<Hold> {
+    // Calls on one object run one after another, so a second call sees the first one's hold.
+    const run =
+      this.inFlight === 0
+        ? this.acquireNow(opts, true)
+        : this.queue.then(
+            () => this.acquireNow(opts, true),
+            () => this.acquireNow(opts, true),
+          );
+    this.inFlight++;
+    const settled = run.then(
+      () => void this.inFlight--,
+      () => void this.inFlight--,
+    );
+    this.queue = settled;
+    return run;
+  }
+
+  /** Takes the lock if it is free now: the Hold, or undefined when another owner has it. */
+  async tryAcquire(opts: Omit<AcquireOptions, "timeoutMs"> = {}): Promise<Hold | undefined> {
+    try {
+      return await this.acquire({ ...opts, timeoutMs: 0 });
+    } catch (e) {
+      if (e instanceof BusyError) return undefined;
+      throw e;
+    }
+  }
+
+  /** @internal */
+  async acquireNow(opts: AcquireOptions, bind: boolean): Promise<Hold> {
+    const leaseMs = opts.leaseMs ?? this.s.leaseMs;
+    const held = this.hold;
+    const owner = held ? held.owner : this.slot.take();
+    const reply = await this.s.acquireRaw({
+      kind: this.kind,
+      keys: this.keys,
+      owner,
+      leaseMs,
+      timeoutMs: held ? 0 : opts.timeoutMs,
+      signal: opts.signal,
+      bind,
+    });
+    if (reply == null) {
+      if (held) throw new BusyError(this.key, `re-entry of '${this.key}' refused`);
+      throw new BusyError(
+        this.key,
+        opts.timeoutMs ? `lock '${this.keys.join("', '")}' still held after ${opts.timeoutMs} ms` : undefined,
+      );
+    }
+    const tokens = Array.isArray(reply) ? reply.map(toBigInt) : [toBigInt(reply)];
+    if (held) {
+      held.count++;
+      held.tokens = tokens;
+      held.token = tokens[0];
+      held.leaseMs = leaseMs;
+      return held;
+    }
+    this.slot.holds++;
+    const node = await this.s.nodeFor(this.key);
+    const hold = new Hold(
+      this.s,
+      this.kind,
+      this.keys,
+      owner,
+      tokens,
+      leaseMs,
+      () => {
+        this.slot.holds--;
+        if (bind) this.s.unregister(hold);
+      },
+      bind,
+    );
+    if (bind) this.s.register(hold, node);
+    this.current = hold;
+    return hold;
+  }
+
+  /**
+   * Runs `fn` holding the lock and releases it after. `signal` aborts if the hold is lost; then
+   * `using` rejects with the LostError even if `fn` resolved.
+   */
+  using<T>(fn: (signal: AbortSignal, hold: Hold) => Promise<T>): Promise<T>;
+  using<T>(opts: AcquireOptions, fn: (signal: AbortSignal, hold: Hold) => Promise<T>): Promise<T>;
+  async using<T>(
+    a: AcquireOptions | ((signal: AbortSignal, hold: Hold) => Promise<T>),
+    b?: (signal: AbortSignal, hold: Hold) => Promise<T>,
+  ): Promise<T> {
+    const opts = typeof a === "function" ? {} : a;
+    const fn = typeof a === "function" ? a : b!;
+    const hold = await this.acquire(opts);
+    let result: T;
+    try {
+      result = await fn(hold.signal, hold);
+    } catch (e) {
+      if (!hold.lost) await hold.release().catch(() => {});
+      throw e;
+    }
+    if (hold.lost) throw hold.signal.reason;
+    await hold.release().catch((e) => {
+      if (!(e instanceof LostError)) throw e;
+    });
+    if (hold.lost) throw hold.signal.reason;
+    return result;
+  }
+}
+
+/** A read-write lock: `read` and `write` are Locks of one owner, so a writer may downgrade and a sole reader upgrade. */
+export class RWLock {
+  readonly read: Lock;
+  readonly write: Lock;
+  /** @internal */
+  constructor(s: Session, readonly key: string) {
+    const slot = new OwnerSlot(s);
+    this.read = new Lock(s, "read", [key], slot);
+    this.write = new Lock(s, "write", [key], slot);
+  }
+}
+
+/** Every key at once or none (`LOCK.MACQUIRE`): waits as one unit, never deadlocks on key order. */
+export class MultiLock extends Lock {
+  /** @internal */
+  constructor(s: Session, keys: string[]) {
+    super(s, "multi", keys, new OwnerSlot(s));
+  }
+}

@@ -1,0 +1,221 @@
+// Real servers for the tests: the server binary from REDIS_SERVER (default redis-server) with
+// the module from LOCK_MODULE (default <repo>/target/release/liblock.so), on free loopback
+// ports, each killed by its own PID when the test ends.
+
+import { ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+
+import IORedis, { Cluster } from "ioredis";
+import { createClient, createCluster } from "redis";
+
+export const SERVER = process.env.REDIS_SERVER || "redis-server";
+export const MODULE = process.env.LOCK_MODULE || resolve(__dirname, "../../../../target/release/liblock.so");
+
+export async function freePort(): Promise<number> {
+  return new Promise((res, rej) => {
+    const s = createServer();
+    s.unref();
+    s.on("error", rej);
+    s.listen(0, "127.0.0.1", () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => res(port));
+    });
+  });
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+/** Polls `cond` until it is true or `ms` passes (then throws with `what`). */
+export async function waitFor(what: string, cond: () => Promise<boolean> | boolean, ms = 10000): Promise<void> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    if (await cond()) return;
+    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for: ${what}`);
+    await sleep(10);
+  }
+}
+
+export class Server {
+  proc?: ChildProcess;
+  readonly dir: string;
+  constructor(
+    readonly port: number,
+    private readonly args: string[],
+  ) {
+    this.dir = mkdtempSync(join(tmpdir(), "lockjs-"));
+  }
+
+  static async start(opts: { module?: boolean; extra?: string[]; conf?: string } = {}): Promise<Server> {
+    for (let i = 0; ; i++) {
+      const port = await freePort();
+      const args = [
+        "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+        ...(opts.module === false ? [] : ["--loadmodule", MODULE]),
+        ...(opts.extra ?? []),
+      ];
+      const s = new Server(port, args);
+      try {
+        await s.spawn(opts.conf);
+        return s;
+      } catch (e) {
+        s.kill();
+        if (i >= 2) throw e;
+      }
+    }
+  }
+
+  private async spawn(conf?: string): Promise<void> {
+    let args = this.args;
+    if (conf !== undefined) {
+      const path = join(this.dir, "redis.conf");
+      writeFileSync(path, conf);
+      args = [path, ...args];
+    }
+    args = [...args, "--dir", this.dir, "--logfile", join(this.dir, "log")];
+    const proc = spawn(SERVER, args, { stdio: "ignore" });
+    this.proc = proc;
+    let exited = false;
+    proc.on("exit", () => (exited = true));
+    const c = new IORedis({ port: this.port, host: "127.0.0.1", lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
+    c.on("error", () => {});
+    try {
+      await waitFor(`${SERVER} on port ${this.port}`, async () => {
+        if (exited) throw new Error(`${SERVER} exited at start (port ${this.port})`);
+        try {
+          if (c.status !== "ready") {
+            c.disconnect();
+            await c.connect();
+          }
+          return (await c.ping()) === "PONG";
+        } catch {
+          return false;
+        }
+      }, 10000);
+    } finally {
+      c.disconnect();
+    }
+  }
+
+  /** A plain ioredis connection for checks (caller quits it). */
+  admin(): IORedis {
+    const c = new IORedis({ port: this.port, host: "127.0.0.1", maxRetriesPerRequest: 1 });
+    c.on("error", () => {});
+    return c;
+  }
+
+  kill(signal: NodeJS.Signals = "SIGKILL"): void {
+    if (this.proc && this.proc.exitCode === null && this.proc.signalCode === null) this.proc.kill(signal);
+  }
+
+  async stop(): Promise<void> {
+    const p = this.proc;
+    if (p && p.exitCode === null && p.signalCode === null) {
+      const exited = new Promise((r) => p.once("exit", r));
+      p.kill("SIGKILL");
+      await exited;
+    }
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+export type ClientKind = "ioredis" | "node-redis";
+export const CLIENT_KINDS: ClientKind[] = ["ioredis", "node-redis"];
+
+export interface Client {
+  client: object;
+  close(): Promise<void>;
+}
+
+export async function connectClient(kind: ClientKind, port: number): Promise<Client> {
+  if (kind === "ioredis") {
+    const c = new IORedis({ port, host: "127.0.0.1" });
+    c.on("error", () => {});
+    return { client: c, close: async () => void c.disconnect() };
+  }
+  const c = createClient({ socket: { port, host: "127.0.0.1" } });
+  c.on("error", () => {});
+  await c.connect();
+  return {
+    client: c,
+    close: async () => {
+      if (c.isReady) await c.close();
+      else c.destroy();
+    },
+  };
+}
+
+/** LOCK.WAITERS key COUNT 0 -> the owners queued, in order. */
+export async function waiters(admin: IORedis, key: string): Promise<string[]> {
+  const reply = (await admin.call("LOCK.WAITERS", key, "COUNT", "0")) as unknown[][];
+  return reply.map((w) => {
+    const i = w.indexOf("owner");
+    return String(w[i + 1]);
+  });
+}
+
+/** LOCK.INFO as an object (flat RESP2 pairs), or null. */
+export async function info(admin: IORedis, key: string): Promise<Record<string, unknown> | null> {
+  const reply = (await admin.call("LOCK.INFO", key)) as unknown[] | null;
+  if (reply == null) return null;
+  const o: Record<string, unknown> = {};
+  for (let i = 0; i < reply.length; i += 2) o[String(reply[i])] = reply[i + 1];
+  return o;
+}
+
+/** Three masters, slots split by CLUSTER ADDSLOTSRANGE, met by CLUSTER MEET, waited until ok. */
+export class LocalCluster {
+  constructor(readonly servers: Server[]) {}
+
+  static async start(): Promise<LocalCluster> {
+    const servers: Server[] = [];
+    try {
+      for (let i = 0; i < 3; i++) {
+        servers.push(await Server.start({ extra: ["--cluster-enabled", "yes", "--cluster-node-timeout", "5000"] }));
+      }
+      const per = Math.floor(16384 / 3);
+      for (let i = 0; i < 3; i++) {
+        const a = servers[i].admin();
+        const from = i * per;
+        const to = i === 2 ? 16383 : (i + 1) * per - 1;
+        await a.call("CLUSTER", "ADDSLOTSRANGE", String(from), String(to));
+        if (i > 0) await a.call("CLUSTER", "MEET", "127.0.0.1", String(servers[0].port));
+        a.disconnect();
+      }
+      for (const s of servers) {
+        const a = s.admin();
+        await waitFor("cluster state ok", async () => {
+          const text = String(await a.call("CLUSTER", "INFO"));
+          const slots = (await a.call("CLUSTER", "SLOTS")) as unknown[];
+          return text.includes("cluster_state:ok") && slots.length === 3;
+        }, 20000);
+        a.disconnect();
+      }
+      return new LocalCluster(servers);
+    } catch (e) {
+      await Promise.all(servers.map((s) => s.stop()));
+      throw e;
+    }
+  }
+
+  ioredis(): Cluster {
+    const c = new Cluster(this.servers.map((s) => ({ host: "127.0.0.1", port: s.port })));
+    c.on("error", () => {});
+    return c;
+  }
+
+  async nodeRedis() {
+    const c = createCluster({ rootNodes: this.servers.map((s) => ({ socket: { host: "127.0.0.1", port: s.port } })) });
+    c.on("error", () => {});
+    await c.connect();
+    return c;
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(this.servers.map((s) => s.stop()));
+  }
+}
