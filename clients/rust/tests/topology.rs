@@ -72,10 +72,11 @@ async fn a_sentinel_failover_reattaches_holds_on_the_new_master() {
     })
     .await;
     assert_eq!(owner_of(&mut con, "job").as_deref(), Some(hold.owner()));
-    // Renewed there by the server: its lease is set again from now.
-    let ttl = |con: &mut redis::Connection| common::pttl(con, "job");
-    let first = ttl(&mut con);
-    eventually("a renewal on the new master", || ttl(&mut con) > first).await;
+    // Renewed there by the server: its deadline moves on (half a lease after the re-attach).
+    let deadline = |con: &mut redis::Connection| common::pexpiretime(con, "job");
+    let first = deadline(&mut con);
+    eventually("a renewal on the new master", || deadline(&mut con) > first).await;
+    assert_eq!(owner_of(&mut con, "job").as_deref(), Some(hold.owner()));
     assert!(!hold.is_lost());
     // New acquires and the release go to the new master.
     let other = session
