@@ -917,7 +917,11 @@ async fn run(
             _ = shutdown.changed() => return End::Shutdown,
             msg = rx.recv() => match msg {
                 None => return End::Dropped,
-                Some(p) if p.kind == PushKind::Disconnection => return End::Dropped,
+                // Seen at once: the connection lived until now.
+                Some(p) if p.kind == PushKind::Disconnection => {
+                    *last_ok = Instant::now();
+                    return End::Dropped;
+                }
                 Some(p) if p.kind == PushKind::Message => {
                     let payload = match p.data.get(1) {
                         Some(Value::BulkString(b)) => b.clone(),

@@ -521,3 +521,29 @@ async fn a_server_down_is_unavailable() {
     assert!(matches!(r, Err(Error::Unavailable(_))), "{:?}", r.err());
     assert!(matches!(hold.release().await, Err(Error::Unavailable(_))));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_down_longer_than_the_lease_loses_its_holds() {
+    let mut server = Server::start();
+    let lease = Duration::from_millis(1000);
+    let session = Session::open_with(&client(&server), Options::default().lease(lease))
+        .await
+        .unwrap();
+    let hold = session.lock("down").acquire(Wait::No).await.unwrap();
+    let mut lost = hold.lost();
+    let t0 = Instant::now();
+    server.kill();
+    let got = tokio::time::timeout(common::PATIENCE, lost.wait_for(Option::is_some))
+        .await
+        .expect("lost in time")
+        .unwrap()
+        .clone()
+        .unwrap();
+    assert_eq!(got.reason, Reason::SessionDown);
+    assert!(
+        t0.elapsed() >= lease,
+        "not before the lease: {:?}",
+        t0.elapsed()
+    );
+    assert_eq!(session.holds(), 0);
+}
