@@ -2,40 +2,11 @@
 
 use std::time::Duration;
 
-use crate::duration::millis;
+use redis_lock_client::proto::{self, Binding};
 
-/// Which lock a run takes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    /// `LOCK.ACQUIRE` (one name) or `LOCK.MACQUIRE` (several).
-    Exclusive,
-    /// `LOCK.RACQUIRE`: a read hold of a read-write lock.
-    Read,
-    /// `LOCK.WACQUIRE`: the write hold of a read-write lock.
-    Write,
-}
-
-/// How long an acquire waits in the server's queue.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Wait {
-    /// No `BLOCK`: busy means not acquired.
-    No,
-    /// `BLOCK 0`.
-    Forever,
-    /// `BLOCK ms`.
-    For(Duration),
-}
-
-impl Wait {
-    /// `--wait 0` does not wait at all (`BLOCK 0` would wait forever).
-    pub fn from_duration(d: Duration) -> Wait {
-        if d.is_zero() {
-            Wait::No
-        } else {
-            Wait::For(d)
-        }
-    }
-}
+// The kinds of lock and of waiting are the client library's; `Wait::from_duration` maps
+// `--wait 0` to no wait (`BLOCK 0` would wait forever).
+pub use redis_lock_client::proto::{Kind, Wait};
 
 /// One acquisition: the names, the owner and the options.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,61 +26,30 @@ impl Acquire {
     }
 
     /// `LOCK.ACQUIRE name owner PX lease [BLOCK ms] [FENCE] [KEEPALIVE]`, or
-    /// RACQUIRE / WACQUIRE, or `LOCK.MACQUIRE n k1 .. kn owner ...`.
+    /// RACQUIRE / WACQUIRE, or `LOCK.MACQUIRE n k1 .. kn owner ...`: the client library's
+    /// command, bound with `KEEPALIVE` to the connection that sends it (redis-lock's holder
+    /// connection, which the command inherits) rather than to a library session.
     pub fn command(&self) -> Vec<String> {
-        let mut args: Vec<String> = Vec::with_capacity(self.names.len() + 10);
-        if self.is_multi() {
-            args.push("LOCK.MACQUIRE".into());
-            args.push(self.names.len().to_string());
-        } else {
-            args.push(
-                match self.kind {
-                    Kind::Exclusive => "LOCK.ACQUIRE",
-                    Kind::Read => "LOCK.RACQUIRE",
-                    Kind::Write => "LOCK.WACQUIRE",
-                }
-                .into(),
-            );
+        proto::Acquire {
+            keys: &self.names,
+            owner: &self.owner,
+            kind: self.kind,
+            lease: self.lease,
+            wait: self.wait,
+            fence: self.fence,
+            binding: if self.keepalive {
+                Binding::Keepalive
+            } else {
+                Binding::None
+            },
         }
-        args.extend(self.names.iter().cloned());
-        args.push(self.owner.clone());
-        args.push("PX".into());
-        args.push(millis(self.lease).to_string());
-        match self.wait {
-            Wait::No => {}
-            Wait::Forever => {
-                args.push("BLOCK".into());
-                args.push("0".into());
-            }
-            Wait::For(d) => {
-                args.push("BLOCK".into());
-                args.push(millis(d).to_string());
-            }
-        }
-        if self.fence {
-            args.push("FENCE".into());
-        }
-        if self.keepalive {
-            args.push("KEEPALIVE".into());
-        }
-        args
+        .args()
     }
 
     /// What drops the hold this acquisition took: `LOCK.RELEASE name owner
     /// [READ|WRITE]` or `LOCK.MRELEASE n k1 .. kn owner`.
     pub fn release(&self) -> Vec<String> {
-        if self.is_multi() {
-            let mut args = vec!["LOCK.MRELEASE".to_string(), self.names.len().to_string()];
-            args.extend(self.names.iter().cloned());
-            args.push(self.owner.clone());
-            args
-        } else {
-            release_one(
-                self.names.first().map_or("", String::as_str),
-                &self.owner,
-                self.kind,
-            )
-        }
+        proto::release(&self.names, &self.owner, self.kind)
     }
 
     /// `LOCK.RENEW name owner PX lease KEEPALIVE` for every name: re-attaches
@@ -117,29 +57,14 @@ impl Acquire {
     pub fn reattach(&self) -> Vec<Vec<String>> {
         self.names
             .iter()
-            .map(|name| {
-                vec![
-                    "LOCK.RENEW".into(),
-                    name.clone(),
-                    self.owner.clone(),
-                    "PX".into(),
-                    millis(self.lease).to_string(),
-                    "KEEPALIVE".into(),
-                ]
-            })
+            .map(|name| proto::renew(name, &self.owner, self.lease, Binding::Keepalive))
             .collect()
     }
 }
 
 /// `LOCK.RELEASE name owner`, with `READ` / `WRITE` for a read-write lock.
 pub fn release_one(name: &str, owner: &str, kind: Kind) -> Vec<String> {
-    let mut args = vec!["LOCK.RELEASE".to_string(), name.into(), owner.into()];
-    match kind {
-        Kind::Exclusive => {}
-        Kind::Read => args.push("READ".into()),
-        Kind::Write => args.push("WRITE".into()),
-    }
-    args
+    proto::release(&[name.to_string()], owner, kind)
 }
 
 pub fn force_release(name: &str) -> Vec<String> {

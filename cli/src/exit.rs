@@ -80,22 +80,10 @@ impl fmt::Display for Failure {
     }
 }
 
-/// Whether a redis error means the connection is gone or the server did not
-/// answer in time (as opposed to an answer, or a peer that is not Redis).
-pub fn is_connection_error(e: &redis::RedisError) -> bool {
-    e.is_io_error()
-        || e.is_connection_dropped()
-        || e.is_connection_refusal()
-        || e.is_timeout()
-        || e.kind() == redis::ErrorKind::Io
-}
-
-/// Whether a connection that gave this error cannot be used any more: it
-/// is gone, or what came on it could not be read as Redis replies (the
-/// stream is out of step).
-pub fn is_unusable(e: &redis::RedisError) -> bool {
-    is_connection_error(e) || e.kind() == redis::ErrorKind::Parse
-}
+// Whether a redis error means the connection is gone or the server did not answer in time
+// (`is_connection_error`), or that the connection cannot be used any more (`is_unusable`:
+// gone, or out of step): the client library's classification.
+pub use redis_lock_client::{is_connection_error, is_unusable};
 
 /// The exit status a shell would give for a child that exited with `code`
 /// or was killed by `signal`: the code, or 128 + the signal number.

@@ -115,16 +115,7 @@ pub fn to_json(v: &Value, maps: bool) -> serde_json::Value {
 /// An acquire's reply: `None` when not acquired (nil), else the hold count or
 /// token per name (one for a single name, an array for `LOCK.MACQUIRE`).
 pub fn acquired(v: &Value) -> Result<Option<Vec<i64>>, String> {
-    match v {
-        Value::Nil => Ok(None),
-        Value::Int(i) => Ok(Some(vec![*i])),
-        Value::Array(items) => items
-            .iter()
-            .map(|i| int(i).ok_or_else(|| format!("unexpected element {i:?}")))
-            .collect::<Result<Vec<_>, _>>()
-            .map(Some),
-        other => Err(format!("unexpected reply {other:?}")),
-    }
+    redis_lock_client::proto::acquired(v).map_err(|_| format!("unexpected reply {v:?}"))
 }
 
 #[cfg(test)]

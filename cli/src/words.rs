@@ -235,14 +235,9 @@ fn at_least(text: &str) -> Option<u64> {
 
 /// Whether an `ERR` reply says that the command does not exist: `unknown
 /// command 'LOCK.ACQUIRE', with args beginning with: ...` (Redis 7,
-/// Valkey), `` unknown command `LOCK.ACQUIRE` `` (Redis 6 and before).
-pub fn is_unknown_command(code: &str, detail: &str) -> bool {
-    code == "ERR"
-        && detail
-            .trim_start()
-            .to_ascii_lowercase()
-            .starts_with("unknown command")
-}
+/// Valkey), `` unknown command `LOCK.ACQUIRE` `` (Redis 6 and before); the
+/// client library's rule.
+pub use redis_lock_client::proto::is_unknown_command;
 
 /// Whether `cmd` came with the module's version 1.1.0 (an older module
 /// does not know it).

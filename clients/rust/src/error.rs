@@ -1,0 +1,143 @@
+//! Typed errors, classified from the server's reply by its leading code word.
+
+use std::fmt;
+
+use crate::proto::Lost;
+
+/// What went wrong with a lock operation.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// Held by another owner: not acquired at once (`Wait::No`) or within the wait.
+    Busy,
+    /// The owner holds no hold on this lock (`NOTOWNER`): released already, or its lease ran out.
+    NotOwner,
+    /// `DEADLOCK`: a reader asked for the write lock while other readers hold it.
+    Deadlock(String),
+    /// The hold was lost (see [`Lost`]) before the operation.
+    Lost(Lost),
+    /// The server could not be reached, the connection broke or timed out, or the server
+    /// is not serving (loading, failing over, a replica, cluster down). The operation may
+    /// be tried again.
+    Unavailable(redis::RedisError),
+    /// The server does not know the `LOCK.*` commands: load the module with
+    /// `--loadmodule /path/to/liblock.so` (or `loadmodule` in redis.conf).
+    ModuleNotLoaded(String),
+    /// The session was closed.
+    Closed,
+    /// Any other error (`WRONGTYPE`, `NOPERM`, a syntax error, ...).
+    Other(redis::RedisError),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Busy => f.write_str("the lock is busy: held by another owner"),
+            Error::NotOwner => {
+                f.write_str("not the owner: the hold was released or its lease ran out")
+            }
+            Error::Deadlock(m) => write!(f, "deadlock: {m}"),
+            Error::Lost(l) => write!(f, "the lock was lost: {l}"),
+            Error::Unavailable(e) => write!(f, "the server is unavailable: {e}"),
+            Error::ModuleNotLoaded(m) => write!(
+                f,
+                "the lock module is not loaded on the server ({m}): start the server with \
+                 --loadmodule /path/to/liblock.so"
+            ),
+            Error::Closed => f.write_str("the session is closed"),
+            Error::Other(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Unavailable(e) | Error::Other(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// Whether a redis error means the connection is gone, was refused or did not answer in
+/// time (as opposed to an answer from the server).
+pub fn is_connection_error(e: &redis::RedisError) -> bool {
+    e.is_io_error()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_timeout()
+        || e.kind() == redis::ErrorKind::Io
+}
+
+/// Whether a connection that gave this error cannot be used any more: it is gone, or what
+/// came on it could not be read as Redis replies.
+pub fn is_unusable(e: &redis::RedisError) -> bool {
+    is_connection_error(e) || e.kind() == redis::ErrorKind::Parse
+}
+
+/// Whether an error reply says the command is unknown (`ERR unknown command 'LOCK.ACQUIRE'`):
+/// the module is not loaded. The code word is `ERR`, so the detail is read too.
+pub fn is_unknown_command(e: &redis::RedisError) -> bool {
+    crate::proto::is_unknown_command(e.code().unwrap_or_default(), e.detail().unwrap_or_default())
+}
+
+/// Error codes of a server that is not serving now, but may again (or another will).
+const UNAVAILABLE_CODES: &[&str] = &[
+    "LOADING",
+    "CLUSTERDOWN",
+    "MASTERDOWN",
+    "READONLY",
+    "UNBLOCKED",
+    "TRYAGAIN",
+    "BUSY",
+];
+
+impl From<redis::RedisError> for Error {
+    fn from(e: redis::RedisError) -> Error {
+        if is_unusable(&e) {
+            return Error::Unavailable(e);
+        }
+        match e.code() {
+            Some("NOTOWNER") => Error::NotOwner,
+            Some("DEADLOCK") => Error::Deadlock(e.detail().unwrap_or_default().to_string()),
+            Some(code) if UNAVAILABLE_CODES.contains(&code) => Error::Unavailable(e),
+            _ if is_unknown_command(&e) => {
+                Error::ModuleNotLoaded(e.detail().unwrap_or_default().to_string())
+            }
+            _ => Error::Other(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reply(code: &str, detail: &str) -> redis::RedisError {
+        redis::make_extension_error(code.into(), Some(detail.into()))
+    }
+
+    #[test]
+    fn by_code_word() {
+        assert!(matches!(
+            Error::from(reply("NOTOWNER", "the owner holds no hold on this lock")),
+            Error::NotOwner
+        ));
+        assert!(matches!(
+            Error::from(reply("DEADLOCK", "x")),
+            Error::Deadlock(_)
+        ));
+        assert!(matches!(
+            Error::from(reply("LOADING", "x")),
+            Error::Unavailable(_)
+        ));
+        assert!(matches!(
+            Error::from(reply("WRONGTYPE", "x")),
+            Error::Other(_)
+        ));
+        let io = redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+        assert!(matches!(Error::from(io), Error::Unavailable(_)));
+    }
+}

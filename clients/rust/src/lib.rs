@@ -1,0 +1,65 @@
+//! Client library of the `lock` Redis module (`LOCK.*` commands): distributed locks whose
+//! holds live exactly as long as the client's **session**, with waiting done by the server
+//! (`BLOCK`, first come first served), fencing tokens, and a signal when a hold is lost.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use redis_lock_client::{Session, Wait};
+//! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = redis::Client::open("redis://127.0.0.1/")?;
+//! let session = Session::open(&client).await?;
+//! let hold = session.lock("invoice:7").acquire(Wait::For(Duration::from_secs(5))).await?;
+//! println!("token {}", hold.token()); // hold.lost(): a watch::Receiver<Option<Lost>>
+//! hold.release().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! # The session
+//!
+//! A [`Session`] owns one dedicated connection per server (the *session connection*): it
+//! sends `LOCK.SESSION <token>` (a random 128-bit token), subscribes to
+//! `__lock__:session:<token>` and then only pings (every second). Every acquire carries
+//! `SESSION <token>` and `FENCE`: the server renews the hold's lease for as long as the
+//! session connection lives, whichever connection took it. When the session connection
+//! drops, the session reconnects, names itself again and re-attaches every hold
+//! (`LOCK.RENEW key owner PX lease SESSION token`). A hold is **lost** when the server says
+//! so on the channel (force-released, gone, moved, past `lock.keepalive-max-hold-ms`), when
+//! a re-attach is answered `NOTOWNER`, or when the session connection stayed down longer
+//! than the lease: [`Hold::lost`] (and [`Session::lost`] for any hold) then holds
+//! `Some(Lost)`. Closing or dropping the session releases every hold; if the process dies,
+//! its holds end a lease later.
+//!
+//! # Waiting
+//!
+//! An acquire that waits ([`Wait::For`], [`Wait::Forever`]) sends `BLOCK` on a dedicated
+//! waiting connection (pooled, never shared while it waits), so the server queues it and
+//! hands it the lock in turn: no polling, no pub/sub. Dropping the acquire future
+//! (`tokio::time::timeout`, `select!`) closes that connection (the server drops the waiter)
+//! and, once the server has seen it closed, sends `LOCK.RELEASE key owner` for a grant that
+//! raced the cancel: no waiter and no hold is left behind.
+//!
+//! # Owners and re-entry
+//!
+//! Each [`Lock::acquire`] is a new owner `<token>:<n>`: two tasks acquiring the same key
+//! exclude each other even in one session. Re-entry is explicit: [`Hold::reenter`] takes
+//! another hold for the same owner at once; each hold is released on its own.
+//!
+//! # Faces
+//!
+//! This module is the tokio face; [`blocking`] has the same types for threads.
+
+#[cfg(feature = "session")]
+pub mod blocking;
+mod error;
+#[cfg(feature = "session")]
+mod lock;
+pub mod proto;
+#[cfg(feature = "session")]
+mod session;
+
+pub use error::{is_connection_error, is_unknown_command, is_unusable, Error, Result};
+#[cfg(feature = "session")]
+pub use lock::{Hold, Lock, MultiLock, RwLock};
+pub use proto::{Kind, Lost, Reason, Wait};
+#[cfg(feature = "session")]
+pub use session::{Options, Session, Target};

@@ -1,0 +1,356 @@
+//! Locks and holds.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::RedisError;
+use tokio::sync::watch;
+
+use crate::error::{Error, Result};
+use crate::proto::Lost;
+use crate::proto::{self, Acquire, Binding, Kind, Wait};
+use crate::session::{CallError, Entry, Inner};
+
+/// A lock of the session: exclusive on one key, one side of a read-write lock, or exclusive
+/// on several keys at once (a multi-lock). Cheap to clone; each [`Lock::acquire`] is a new
+/// owner (`<session-token>:<n>`), so two acquires of the same `Lock` exclude each other.
+/// Re-entry is explicit: [`Hold::reenter`].
+#[derive(Clone)]
+pub struct Lock {
+    inner: Arc<Inner>,
+    keys: Vec<String>,
+    kind: Kind,
+    lease: Option<Duration>,
+}
+
+/// An exclusive lock on several keys (`LOCK.MACQUIRE`); see [`crate::Session::multi_lock`].
+pub type MultiLock = Lock;
+
+impl Lock {
+    pub(crate) fn new(inner: Arc<Inner>, keys: Vec<String>, kind: Kind) -> Lock {
+        Lock {
+            inner,
+            keys,
+            kind,
+            lease: None,
+        }
+    }
+
+    /// This lock with another lease than the session's (at least the module's
+    /// `lock_keepalive_min_lease_ms`, 704 ms at `hz 10`).
+    pub fn lease(mut self, lease: Duration) -> Lock {
+        self.lease = Some(lease);
+        self
+    }
+
+    pub fn keys(&self) -> &[String] {
+        &self.keys
+    }
+
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// Acquires the lock, waiting in the server's queue as `wait` says: [`Error::Busy`] if
+    /// not acquired. Dropping the future while it waits (a `tokio::time::timeout`, a
+    /// `select!`) closes its waiting connection and releases a grant that raced the cancel,
+    /// on the runtime.
+    pub async fn acquire(&self, wait: Wait) -> Result<Hold> {
+        let lease = self.lease.unwrap_or(self.inner.opts.lease);
+        acquire(&self.inner, self.keys.clone(), self.kind, lease, wait, None).await
+    }
+}
+
+/// A read-write lock: any number of readers, or one writer, first come first served.
+#[derive(Clone)]
+pub struct RwLock {
+    inner: Arc<Inner>,
+    key: String,
+}
+
+impl RwLock {
+    pub(crate) fn new(inner: Arc<Inner>, key: String) -> RwLock {
+        RwLock { inner, key }
+    }
+
+    /// The read side (`LOCK.RACQUIRE`).
+    pub fn read(&self) -> Lock {
+        Lock::new(self.inner.clone(), vec![self.key.clone()], Kind::Read)
+    }
+
+    /// The write side (`LOCK.WACQUIRE`).
+    pub fn write(&self) -> Lock {
+        Lock::new(self.inner.clone(), vec![self.key.clone()], Kind::Write)
+    }
+}
+
+fn unexpected(v: &redis::Value) -> Error {
+    Error::Other(RedisError::from((
+        redis::ErrorKind::Parse,
+        "unexpected reply to an acquire",
+        format!("{v:?}"),
+    )))
+}
+
+pub(crate) async fn acquire(
+    inner: &Arc<Inner>,
+    keys: Vec<String>,
+    kind: Kind,
+    lease: Duration,
+    wait: Wait,
+    owner: Option<String>,
+) -> Result<Hold> {
+    inner.check_open()?;
+    let first = keys.first().cloned().ok_or_else(|| {
+        Error::Other(RedisError::from((
+            redis::ErrorKind::InvalidClientConfig,
+            "no key",
+        )))
+    })?;
+    let owner = owner.unwrap_or_else(|| inner.new_owner());
+    let mut node = inner.node_of(&first);
+    inner.ensure_session(&node).await?;
+    let mut retried = false;
+    let mut redirects = 0;
+    loop {
+        let sent_at = inner.generation();
+        let args = Acquire {
+            keys: &keys,
+            owner: &owner,
+            kind,
+            lease,
+            wait,
+            fence: true,
+            binding: Binding::Session(&inner.token),
+        }
+        .args();
+        let reply = if wait.block_ms().is_none() {
+            inner
+                .command(&args, Some(&first))
+                .await
+                .map_err(CallError::Redis)
+        } else {
+            inner
+                .wait_call(&node, &args, wait, &keys, &owner, kind)
+                .await
+        };
+        let e = match reply {
+            Ok(v) => {
+                return match proto::acquired(&v) {
+                    Ok(None) => Err(Error::Busy),
+                    Ok(Some(tokens)) => {
+                        let (tx, rx) = watch::channel(None);
+                        let entry = Entry {
+                            keys: keys.clone(),
+                            owner: owner.clone(),
+                            kind,
+                            lease,
+                            node: node.clone(),
+                            tx,
+                        };
+                        let id = inner.register(entry);
+                        let hold = Hold {
+                            inner: inner.clone(),
+                            id,
+                            keys,
+                            owner,
+                            kind,
+                            lease,
+                            tokens,
+                            lost: rx,
+                            done: false,
+                        };
+                        // Dropped here, the hold is released by its Drop.
+                        inner.reattach_if_reconnected(id, sent_at).await;
+                        Ok(hold)
+                    }
+                    Err(proto::Unexpected) => {
+                        let _ = inner
+                            .command(&proto::release(&keys, &owner, kind), Some(&first))
+                            .await;
+                        Err(unexpected(&v))
+                    }
+                };
+            }
+            Err(CallError::Moved(addr)) if redirects < 5 => {
+                redirects += 1;
+                inner.moved(&first, &addr);
+                node = addr;
+                inner.ensure_session(&node).await?;
+                continue;
+            }
+            Err(CallError::Moved(addr)) => {
+                return Err(Error::Unavailable(RedisError::from((
+                    redis::ErrorKind::Io,
+                    "too many redirections",
+                    addr,
+                ))))
+            }
+            Err(CallError::Redis(e)) => e,
+        };
+        if e.code() == Some("NOSESSION") && !retried {
+            retried = true;
+            node = inner.node_of(&first);
+            inner.resume_session(&node, sent_at).await?;
+            node = inner.node_of(&first);
+            continue;
+        }
+        return Err(e.into());
+    }
+}
+
+/// A granted hold. The server keeps it alive while the session lives; [`Hold::lost`] says
+/// when it ends otherwise. Release it with [`Hold::release`]; a hold dropped unreleased is
+/// released in the background (spawned on the session's runtime, best effort: an error is
+/// not reported, and the server ends the hold a lease after the session if it never
+/// arrives).
+pub struct Hold {
+    inner: Arc<Inner>,
+    id: u64,
+    keys: Vec<String>,
+    owner: String,
+    kind: Kind,
+    lease: Duration,
+    tokens: Vec<i64>,
+    lost: watch::Receiver<Option<Lost>>,
+    done: bool,
+}
+
+impl std::fmt::Debug for Hold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hold")
+            .field("keys", &self.keys)
+            .field("owner", &self.owner)
+            .field("kind", &self.kind)
+            .field("tokens", &self.tokens)
+            .finish()
+    }
+}
+
+impl Hold {
+    /// The fencing token (of the first key): greater than every token handed out before for
+    /// that key. Send it with every write the lock protects and have the storage refuse
+    /// lower ones.
+    pub fn token(&self) -> i64 {
+        self.tokens.first().copied().unwrap_or_default()
+    }
+
+    /// The fencing token of each key, in the order given.
+    pub fn tokens(&self) -> &[i64] {
+        &self.tokens
+    }
+
+    pub fn keys(&self) -> &[String] {
+        &self.keys
+    }
+
+    /// The owner this hold was granted to (`<session-token>:<n>`).
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// `Some(Lost)` once the hold is lost: force-released, gone, moved, past
+    /// `lock.keepalive-max-hold-ms`, not held at a re-attach, or the session connection down
+    /// longer than the lease. Await `changed()` on it, or `wait_for(Option::is_some)`.
+    pub fn lost(&self) -> watch::Receiver<Option<Lost>> {
+        self.lost.clone()
+    }
+
+    pub fn is_lost(&self) -> bool {
+        self.lost.borrow().is_some()
+    }
+
+    fn lost_error(&self) -> Option<Error> {
+        self.lost.borrow().clone().map(Error::Lost)
+    }
+
+    /// Releases the hold (`LOCK.RELEASE`, `LOCK.MRELEASE`). [`Error::Lost`] or
+    /// [`Error::NotOwner`] if it was no longer held.
+    pub async fn release(mut self) -> Result<()> {
+        self.done = true;
+        let known = self.inner.forget(self.id).is_some();
+        if !known && self.inner.is_closed() && self.lost_error().is_none() {
+            return Ok(()); // released when the session closed
+        }
+        let args = proto::release(&self.keys, &self.owner, self.kind);
+        match self.inner.command(&args, Some(&self.keys[0])).await {
+            Ok(_) => Ok(()),
+            Err(e) => match Error::from(e) {
+                Error::NotOwner => Err(self.lost_error().unwrap_or(Error::NotOwner)),
+                other => {
+                    if known && matches!(other, Error::Unavailable(_)) {
+                        // Not known to be released: try again in the background.
+                        let inner = self.inner.clone();
+                        let key = self.keys[0].clone();
+                        self.inner.handle.spawn(async move {
+                            tokio::time::sleep(Duration::from_millis(200)).await;
+                            let _ = inner.command(&args, Some(&key)).await;
+                        });
+                    }
+                    Err(other)
+                }
+            },
+        }
+    }
+
+    /// Sets a new lease from now (`LOCK.RENEW ... SESSION token`), kept from then on (and on
+    /// re-attach). Not needed to keep the hold: the server renews it while the session lives.
+    pub async fn extend(&mut self, lease: Duration) -> Result<()> {
+        if let Some(e) = self.lost_error() {
+            return Err(e);
+        }
+        for key in &self.keys {
+            let args = proto::renew(key, &self.owner, lease, Binding::Session(&self.inner.token));
+            if let Err(e) = self.inner.command(&args, Some(key)).await {
+                return Err(match Error::from(e) {
+                    Error::NotOwner => self.lost_error().unwrap_or(Error::NotOwner),
+                    other => other,
+                });
+            }
+        }
+        self.lease = lease;
+        self.inner.set_lease(self.id, lease);
+        Ok(())
+    }
+
+    /// Takes the lock again for the same owner (a re-entry: the module counts holds), at
+    /// once. The new hold is released on its own; the lock is free when every hold is.
+    pub async fn reenter(&self) -> Result<Hold> {
+        if let Some(e) = self.lost_error() {
+            return Err(e);
+        }
+        if !self.inner.holds_entry(self.id) {
+            return Err(Error::NotOwner);
+        }
+        acquire(
+            &self.inner,
+            self.keys.clone(),
+            self.kind,
+            self.lease,
+            Wait::No,
+            Some(self.owner.clone()),
+        )
+        .await
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        if self.inner.forget(self.id).is_none() {
+            return; // lost, or released with the session
+        }
+        let inner = self.inner.clone();
+        let args = proto::release(&self.keys, &self.owner, self.kind);
+        let key = self.keys[0].clone();
+        self.inner.handle.spawn(async move {
+            let _ = inner.command(&args, Some(&key)).await;
+        });
+    }
+}

@@ -1,0 +1,1062 @@
+//! The session: its dedicated session connection per server (node), kept by a task that
+//! pings, reconnects, re-attaches every hold and turns loss messages into [`Lost`]
+//! signals; the connections commands and waits go on.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use redis::aio::MultiplexedConnection;
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::{
+    AsyncConnectionConfig, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, ProtocolVersion,
+    PushInfo, PushKind, RedisError, RedisResult, Value,
+};
+use tokio::runtime::Handle;
+use tokio::sync::{mpsc, watch};
+
+use crate::error::{is_unusable, Error, Result};
+use crate::lock::{Lock, RwLock};
+use crate::proto::{self, Binding, Kind, Lost, Message, Reason};
+
+/// Where the session connects: one server, a Sentinel-monitored master, or a cluster.
+pub struct Target(pub(crate) Backend);
+
+pub(crate) enum Backend {
+    Single(redis::Client),
+    Sentinel {
+        sentinel: tokio::sync::Mutex<redis::sentinel::SentinelClient>,
+        master: Mutex<Option<redis::Client>>,
+    },
+    Cluster {
+        client: redis::cluster::ClusterClient,
+        template: ConnectionInfo,
+    },
+}
+
+impl Target {
+    /// A cluster, from the addresses of some of its nodes (the first one's user, password
+    /// and TLS settings are used for the direct connections to every node).
+    pub fn cluster<T: IntoConnectionInfo>(nodes: Vec<T>) -> RedisResult<Target> {
+        let infos: Vec<ConnectionInfo> = nodes
+            .into_iter()
+            .map(IntoConnectionInfo::into_connection_info)
+            .collect::<RedisResult<_>>()?;
+        let template = infos.first().cloned().ok_or_else(|| {
+            RedisError::from((
+                redis::ErrorKind::InvalidClientConfig,
+                "no cluster node given",
+            ))
+        })?;
+        let client = redis::cluster::ClusterClient::builder(infos)
+            .connection_timeout(Duration::from_secs(5))
+            .response_timeout(Duration::from_secs(10))
+            .build()?;
+        Ok(Target(Backend::Cluster { client, template }))
+    }
+
+    /// The master that Sentinels at `sentinels` monitor as `master_name`. The session asks
+    /// them for the master at every (re)connection, so after a failover it re-attaches its
+    /// holds on the new master.
+    pub fn sentinel<T: IntoConnectionInfo>(
+        sentinels: Vec<T>,
+        master_name: &str,
+    ) -> RedisResult<Target> {
+        let sentinel = redis::sentinel::SentinelClient::build(
+            sentinels,
+            master_name,
+            None,
+            redis::sentinel::SentinelServerType::Master,
+        )?;
+        Ok(Target(Backend::Sentinel {
+            sentinel: tokio::sync::Mutex::new(sentinel),
+            master: Mutex::new(None),
+        }))
+    }
+}
+
+impl From<redis::Client> for Target {
+    fn from(c: redis::Client) -> Target {
+        Target(Backend::Single(c))
+    }
+}
+
+impl From<&redis::Client> for Target {
+    fn from(c: &redis::Client) -> Target {
+        Target(Backend::Single(c.clone()))
+    }
+}
+
+/// Session settings.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The lease of every hold (default 30 s): how long a hold outlives its session once the
+    /// session connection is gone. At least the module's `lock_keepalive_min_lease_ms` (704
+    /// ms at `hz 10`).
+    pub lease: Duration,
+    /// How often the session connection is pinged (default 1 s).
+    pub ping_interval: Duration,
+    /// How long connecting may take (default 5 s).
+    pub connect_timeout: Duration,
+    /// How long a command that does not wait may take (default 5 s).
+    pub response_timeout: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            lease: Duration::from_secs(30),
+            ping_interval: Duration::from_secs(1),
+            connect_timeout: Duration::from_secs(5),
+            response_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+impl Options {
+    pub fn lease(mut self, lease: Duration) -> Options {
+        self.lease = lease;
+        self
+    }
+
+    pub fn ping_interval(mut self, every: Duration) -> Options {
+        self.ping_interval = every;
+        self
+    }
+}
+
+/// A hold the session keeps: re-attached after a reconnect, signalled when lost.
+pub(crate) struct Entry {
+    pub keys: Vec<String>,
+    pub owner: String,
+    pub kind: Kind,
+    pub lease: Duration,
+    pub node: String,
+    pub tx: watch::Sender<Option<Lost>>,
+}
+
+/// A dedicated connection for one wait (`BLOCK`), with its `CLIENT ID`.
+pub(crate) struct WaitConn {
+    pub con: MultiplexedConnection,
+    pub id: Option<i64>,
+}
+
+/// What a command answered, or a redirection to follow (a cluster's `MOVED` on a direct
+/// connection).
+pub(crate) enum CallError {
+    Redis(RedisError),
+    Moved(String),
+}
+
+impl From<RedisError> for CallError {
+    fn from(e: RedisError) -> CallError {
+        CallError::Redis(e)
+    }
+}
+
+struct NodeState {
+    up: watch::Receiver<bool>,
+}
+
+/// Idle waiting connections kept per node.
+const POOL_MAX: usize = 64;
+/// Extra time, past a `BLOCK` time, that the reply to a waiting acquire may take.
+pub(crate) const WAIT_MARGIN: Duration = Duration::from_secs(5);
+
+pub(crate) struct Inner {
+    pub token: String,
+    pub opts: Options,
+    pub handle: Handle,
+    backend: Backend,
+    cmd: Mutex<Option<MultiplexedConnection>>,
+    connecting: tokio::sync::Mutex<()>,
+    cluster: Option<ClusterConnection>,
+    slots: Mutex<Vec<(u16, u16, String)>>,
+    pool: Mutex<HashMap<String, Vec<WaitConn>>>,
+    pub holds: Mutex<HashMap<u64, Entry>>,
+    nodes: Mutex<HashMap<String, NodeState>>,
+    session_open: tokio::sync::Mutex<()>,
+    counter: AtomicU64,
+    generation: AtomicU64,
+    closed: AtomicBool,
+    shutdown: watch::Sender<bool>,
+    lost: watch::Sender<Option<Lost>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A random 128-bit id, hex: the standard library's per-process random hash keys mixed
+/// with the time, the process id and a counter.
+fn random_token() -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let mut words = [0u64; 2];
+    for (i, w) in words.iter_mut().enumerate() {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(nanos);
+        h.write_u32(std::process::id());
+        h.write_u64(N.fetch_add(1, Ordering::Relaxed));
+        h.write_usize(i);
+        *w = h.finish();
+    }
+    format!("{:016x}{:016x}", words[0], words[1])
+}
+
+fn protocol_error(what: &str) -> RedisError {
+    RedisError::from((
+        redis::ErrorKind::Parse,
+        "unexpected reply",
+        what.to_string(),
+    ))
+}
+
+impl Inner {
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    pub fn check_open(&self) -> Result<()> {
+        if self.is_closed() {
+            Err(Error::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    pub fn new_owner(&self) -> String {
+        format!(
+            "{}:{}",
+            self.token,
+            self.counter.fetch_add(1, Ordering::Relaxed) + 1
+        )
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
+    }
+
+    fn is_cluster(&self) -> bool {
+        matches!(self.backend, Backend::Cluster { .. })
+    }
+
+    /// The node serving `key`: "" outside a cluster, else `host:port` (from the slot map).
+    pub fn node_of(&self, key: &str) -> String {
+        if !self.is_cluster() {
+            return String::new();
+        }
+        let slot = proto::key_slot(key.as_bytes());
+        lock(&self.slots)
+            .iter()
+            .find(|(a, b, _)| *a <= slot && slot <= *b)
+            .map(|(_, _, n)| n.clone())
+            .unwrap_or_default()
+    }
+
+    /// Connection settings for a node: the single server, the master Sentinel names now,
+    /// or a cluster node.
+    async fn node_info(&self, node: &str) -> RedisResult<ConnectionInfo> {
+        match &self.backend {
+            Backend::Single(c) => Ok(c.get_connection_info().clone()),
+            Backend::Sentinel { sentinel, master } => {
+                if let Some(c) = lock(master).clone() {
+                    return Ok(c.get_connection_info().clone());
+                }
+                let c = sentinel.lock().await.async_get_client().await?;
+                *lock(master) = Some(c.clone());
+                Ok(c.get_connection_info().clone())
+            }
+            Backend::Cluster { template, .. } => {
+                let (host, port) = node
+                    .rsplit_once(':')
+                    .and_then(|(h, p)| Some((h.to_string(), p.parse::<u16>().ok()?)))
+                    .ok_or_else(|| protocol_error(&format!("cluster node '{node}'")))?;
+                let addr = match template.addr() {
+                    ConnectionAddr::TcpTls {
+                        insecure,
+                        tls_params,
+                        ..
+                    } => ConnectionAddr::TcpTls {
+                        host,
+                        port,
+                        insecure: *insecure,
+                        tls_params: tls_params.clone(),
+                    },
+                    _ => ConnectionAddr::Tcp(host, port),
+                };
+                Ok(template.clone().set_addr(addr))
+            }
+        }
+    }
+
+    async fn connect(
+        &self,
+        node: &str,
+        config: AsyncConnectionConfig,
+        resp3: bool,
+    ) -> RedisResult<MultiplexedConnection> {
+        let mut info = self.node_info(node).await?;
+        if resp3 {
+            let settings = info
+                .redis_settings()
+                .clone()
+                .set_protocol(ProtocolVersion::RESP3);
+            info = info.set_redis_settings(settings);
+        }
+        let client = redis::Client::open(info)?;
+        client
+            .get_multiplexed_async_connection_with_config(
+                &config.set_connection_timeout(Some(self.opts.connect_timeout)),
+            )
+            .await
+    }
+
+    /// Forgets connections to `node` after it failed or stopped being the master: the next
+    /// use connects again (asking Sentinel anew).
+    pub fn invalidate(&self, node: &str) {
+        if let Backend::Sentinel { master, .. } = &self.backend {
+            *lock(master) = None;
+        }
+        lock(&self.pool).remove(node);
+        if !self.is_cluster() {
+            *lock(&self.cmd) = None;
+        }
+    }
+
+    async fn command_conn(&self) -> RedisResult<MultiplexedConnection> {
+        if let Some(c) = lock(&self.cmd).clone() {
+            return Ok(c);
+        }
+        let _one = self.connecting.lock().await;
+        if let Some(c) = lock(&self.cmd).clone() {
+            return Ok(c);
+        }
+        let c = self
+            .connect(
+                "",
+                AsyncConnectionConfig::new().set_response_timeout(Some(self.opts.response_timeout)),
+                false,
+            )
+            .await?;
+        *lock(&self.cmd) = Some(c.clone());
+        Ok(c)
+    }
+
+    /// Sends a command that answers at once on the shared command connection (a cluster:
+    /// routed to the master of `key`'s slot, following `MOVED`).
+    pub async fn command(&self, args: &[String], key: Option<&str>) -> RedisResult<Value> {
+        let cmd = proto::cmd(args);
+        if let Some(cluster) = &self.cluster {
+            let mut c = cluster.clone();
+            let routing = match key {
+                Some(k) => RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(
+                    Route::new(proto::key_slot(k.as_bytes()), SlotAddr::Master),
+                )),
+                None => RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
+            };
+            return c
+                .route_command(cmd, routing)
+                .await
+                .and_then(Value::extract_error);
+        }
+        let mut c = self.command_conn().await?;
+        let r = c
+            .send_packed_command(&cmd)
+            .await
+            .and_then(Value::extract_error);
+        if let Err(e) = &r {
+            if is_unusable(e) || e.code() == Some("READONLY") {
+                self.invalidate("");
+            }
+        }
+        r
+    }
+
+    /// A dedicated connection to `node` for one wait: from the pool, or a new one.
+    pub async fn checkout(&self, node: &str) -> RedisResult<WaitConn> {
+        if let Some(c) = lock(&self.pool).get_mut(node).and_then(Vec::pop) {
+            return Ok(c);
+        }
+        let mut con = self
+            .connect(
+                node,
+                AsyncConnectionConfig::new().set_response_timeout(None),
+                false,
+            )
+            .await?;
+        let id = match redis::cmd("CLIENT")
+            .arg("ID")
+            .query_async::<i64>(&mut con)
+            .await
+        {
+            Ok(id) => Some(id),
+            Err(e) if is_unusable(&e) => return Err(e),
+            Err(_) => None,
+        };
+        Ok(WaitConn { con, id })
+    }
+
+    pub fn checkin(&self, node: &str, c: WaitConn) {
+        if self.is_closed() {
+            return;
+        }
+        let mut pool = lock(&self.pool);
+        let idle = pool.entry(node.to_string()).or_default();
+        if idle.len() < POOL_MAX {
+            idle.push(c);
+        }
+    }
+
+    /// Sends `args` on a pooled connection of `node` (a command that must reach that very
+    /// server, `CLIENT LIST ID`).
+    async fn on_node(&self, node: &str, args: &[String]) -> RedisResult<Value> {
+        let mut c = self.checkout(node).await?;
+        let r = c
+            .con
+            .send_packed_command(&proto::cmd(args))
+            .await
+            .and_then(Value::extract_error);
+        if r.as_ref().map_or_else(|e| !is_unusable(e), |_| true) {
+            self.checkin(node, c);
+        }
+        r
+    }
+
+    /// After a cancelled wait: once the server has closed the waiting connection `id`
+    /// (it then dropped the waiter, or released a grant it could not deliver), releases a
+    /// grant that was delivered as the connection closed.
+    pub async fn clean_cancelled(
+        &self,
+        node: &str,
+        id: Option<i64>,
+        keys: &[String],
+        owner: &str,
+        kind: Kind,
+    ) {
+        if let Some(id) = id {
+            let ask = vec!["CLIENT".into(), "LIST".into(), "ID".into(), id.to_string()];
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while Instant::now() < deadline {
+                match self.on_node(node, &ask).await {
+                    Ok(Value::BulkString(b)) if b.iter().all(u8::is_ascii_whitespace) => break,
+                    Ok(Value::VerbatimString { text, .. }) if text.trim().is_empty() => break,
+                    Ok(_) => tokio::time::sleep(Duration::from_millis(2)).await,
+                    Err(_) => {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        break;
+                    }
+                }
+            }
+        } else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let _ = self
+            .command(
+                &proto::release(keys, owner, kind),
+                keys.first().map(String::as_str),
+            )
+            .await;
+    }
+
+    /// Sends a waiting acquire on a dedicated connection of `node`. Cancelled (the future
+    /// dropped, the client-side bound passed, the connection broken): the connection is
+    /// closed and the owner's possible grant released, on the runtime.
+    pub async fn wait_call(
+        self: &Arc<Self>,
+        node: &str,
+        args: &[String],
+        wait: proto::Wait,
+        keys: &[String],
+        owner: &str,
+        kind: Kind,
+    ) -> std::result::Result<Value, CallError> {
+        let wc = self.checkout(node).await?;
+        let con = wc.con.clone();
+        let mut guard = CancelGuard {
+            inner: self.clone(),
+            node: node.to_string(),
+            wc: Some(wc),
+            keys: keys.to_vec(),
+            owner: owner.to_string(),
+            kind,
+            armed: true,
+        };
+        let cmd = proto::cmd(args);
+        let send = async move {
+            let mut con = con;
+            con.send_packed_command(&cmd)
+                .await
+                .and_then(Value::extract_error)
+        };
+        let reply = match wait {
+            proto::Wait::For(d) => match tokio::time::timeout(d + WAIT_MARGIN, send).await {
+                Ok(r) => r,
+                Err(_) => Err(RedisError::from((
+                    redis::ErrorKind::Io,
+                    "no reply to a waiting acquire in time",
+                ))),
+            },
+            _ => send.await,
+        };
+        match reply {
+            Ok(v) => {
+                guard.done(true);
+                Ok(v)
+            }
+            // The guard cleans up: the grant may have been sent as the connection broke.
+            Err(e) if is_unusable(&e) => Err(e.into()),
+            Err(e) => {
+                guard.done(true);
+                match e.redirect_node() {
+                    Some((addr, _)) if e.code() == Some("MOVED") => {
+                        Err(CallError::Moved(addr.to_string()))
+                    }
+                    _ => Err(e.into()),
+                }
+            }
+        }
+    }
+
+    /// Registers a granted hold.
+    pub fn register(&self, entry: Entry) -> u64 {
+        let id = self.counter.fetch_add(1, Ordering::Relaxed) + 1;
+        lock(&self.holds).insert(id, entry);
+        id
+    }
+
+    /// Re-attaches hold `id` if the session reconnected since `sent_at` (when its acquire
+    /// was sent): the re-attach of the reconnect may have missed it.
+    pub async fn reattach_if_reconnected(&self, id: u64, sent_at: u64) {
+        if self.generation() == sent_at {
+            return;
+        }
+        let hold = lock(&self.holds)
+            .get(&id)
+            .map(|e| (e.keys.clone(), e.owner.clone(), e.lease));
+        if let Some((keys, owner, lease)) = hold {
+            for key in &keys {
+                self.reattach_one(id, key, &owner, lease).await;
+            }
+        }
+    }
+
+    async fn reattach_one(&self, id: u64, key: &str, owner: &str, lease: Duration) {
+        let args = proto::renew(key, owner, lease, Binding::Session(&self.token));
+        // A command connection to a server gone or demoted is replaced after its error: once
+        // more on the new one.
+        for _ in 0..2 {
+            let sent = self.command(&args, Some(key));
+            match tokio::time::timeout(self.opts.response_timeout, sent).await {
+                Ok(Ok(_)) => return,
+                Ok(Err(e)) if e.code() == Some("NOTOWNER") => {
+                    self.lose_id(id, key, Reason::NotOwner);
+                    return;
+                }
+                Ok(Err(e)) if is_unusable(&e) || e.code() == Some("READONLY") => continue,
+                // No answer in time: the connection is replaced.
+                Err(_) => self.invalidate(""),
+                Ok(Err(_)) => return,
+            }
+        }
+    }
+
+    /// Re-attaches every hold on `node` to the session connection named just now.
+    async fn reattach(&self, node: &str) {
+        let holds: Vec<(u64, Vec<String>, String, Duration)> = lock(&self.holds)
+            .iter()
+            .filter(|(_, e)| e.node == node)
+            .map(|(id, e)| (*id, e.keys.clone(), e.owner.clone(), e.lease))
+            .collect();
+        for (id, keys, owner, lease) in holds {
+            for key in &keys {
+                self.reattach_one(id, key, &owner, lease).await;
+            }
+        }
+    }
+
+    fn signal(&self, entry: Entry, key: &str, reason: Reason) {
+        let lost = Lost {
+            key: key.to_string(),
+            owner: entry.owner.clone(),
+            reason,
+        };
+        entry.tx.send_replace(Some(lost.clone()));
+        self.lost.send_replace(Some(lost));
+    }
+
+    fn lose_id(&self, id: u64, key: &str, reason: Reason) {
+        let entry = lock(&self.holds).remove(&id);
+        if let Some(e) = entry {
+            self.signal(e, key, reason);
+        }
+    }
+
+    /// A loss message: every hold of `owner` on `key`.
+    fn lose(&self, owner: &str, key: &str, reason: Reason) {
+        let gone: Vec<Entry> = {
+            let mut holds = lock(&self.holds);
+            let ids: Vec<u64> = holds
+                .iter()
+                .filter(|(_, e)| e.owner == owner && e.keys.iter().any(|k| k == key))
+                .map(|(id, _)| *id)
+                .collect();
+            ids.iter().filter_map(|id| holds.remove(id)).collect()
+        };
+        for e in gone {
+            self.signal(e, key, reason.clone());
+        }
+    }
+
+    fn lose_node(&self, node: &str, reason: Reason) {
+        let gone: Vec<Entry> = {
+            let mut holds = lock(&self.holds);
+            let ids: Vec<u64> = holds
+                .iter()
+                .filter(|(_, e)| e.node == node)
+                .map(|(id, _)| *id)
+                .collect();
+            ids.iter().filter_map(|id| holds.remove(id)).collect()
+        };
+        for e in gone {
+            let key = e.keys.first().cloned().unwrap_or_default();
+            self.signal(e, &key, reason.clone());
+        }
+    }
+
+    pub fn forget(&self, id: u64) -> Option<Entry> {
+        lock(&self.holds).remove(&id)
+    }
+
+    pub fn holds_entry(&self, id: u64) -> bool {
+        lock(&self.holds).contains_key(&id)
+    }
+
+    pub fn set_lease(&self, id: u64, lease: Duration) {
+        if let Some(e) = lock(&self.holds).get_mut(&id) {
+            e.lease = lease;
+        }
+    }
+
+    /// Opens the session connection: `CLIENT SETNAME`, `LOCK.SESSION token`, `SUBSCRIBE`.
+    async fn connect_session(&self, node: &str) -> Result<SessionConn> {
+        let (tx, rx) = mpsc::unbounded_channel::<PushInfo>();
+        let timeout = self.opts.ping_interval.max(Duration::from_secs(1));
+        let mut con = self
+            .connect(
+                node,
+                AsyncConnectionConfig::new()
+                    .set_response_timeout(Some(timeout))
+                    .set_push_sender(tx),
+                true,
+            )
+            .await?;
+        let _ = redis::cmd("CLIENT")
+            .arg("SETNAME")
+            .arg(format!("lock-session:{}", self.token))
+            .exec_async(&mut con)
+            .await;
+        // `ERR unknown command`: Error::ModuleNotLoaded.
+        con.send_packed_command(&proto::cmd(&proto::session(&self.token)))
+            .await
+            .and_then(Value::extract_error)?;
+        if matches!(self.backend, Backend::Sentinel { .. }) {
+            // Sentinel may still name the old master for a moment after a failover.
+            let role: Value = redis::cmd("ROLE").query_async(&mut con).await?;
+            let is_master = matches!(&role, Value::Array(v) if matches!(v.first(),
+                Some(Value::BulkString(b)) if b == b"master"));
+            if !is_master {
+                return Err(Error::Unavailable(RedisError::from((
+                    redis::ErrorKind::Io,
+                    "Sentinel named a server that is not a master (yet)",
+                ))));
+            }
+        }
+        con.subscribe(proto::channel(&self.token)).await?;
+        Ok(SessionConn { con, rx })
+    }
+
+    /// Makes sure a session connection is open on `node` (a cluster opens one per node on
+    /// the first hold there).
+    pub async fn ensure_session(self: &Arc<Self>, node: &str) -> Result<()> {
+        if lock(&self.nodes).contains_key(node) {
+            return Ok(());
+        }
+        let _one = self.session_open.lock().await;
+        if lock(&self.nodes).contains_key(node) {
+            return Ok(());
+        }
+        let first = self.connect_session(node).await?;
+        let (up_tx, up_rx) = watch::channel(true);
+        lock(&self.nodes).insert(node.to_string(), NodeState { up: up_rx });
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        self.handle
+            .spawn(keep(self.clone(), node.to_string(), first, up_tx));
+        Ok(())
+    }
+
+    /// After `NOSESSION` from `node`: the session there is down or unknown to that server
+    /// (a restart, a failover, a new cluster node). Waits until the session connection has
+    /// been named again since `sent_at` (bounded by the lease), opening it if it is new.
+    pub async fn resume_session(self: &Arc<Self>, node: &str, sent_at: u64) -> Result<()> {
+        if self.is_cluster() {
+            self.refresh_slots().await;
+        }
+        let up = lock(&self.nodes).get(node).map(|n| n.up.clone());
+        let Some(mut up) = up else {
+            return self.ensure_session(node).await;
+        };
+        let deadline = tokio::time::Instant::now() + self.opts.lease.min(Duration::from_secs(10));
+        loop {
+            if *up.borrow_and_update() && self.generation() != sent_at {
+                return Ok(());
+            }
+            match tokio::time::timeout_at(deadline, up.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return Err(Error::Closed),
+                Err(_) => {
+                    if *up.borrow() && self.generation() == sent_at {
+                        // Up all along by its pings, yet unknown to the server: reconnect it.
+                        return Ok(());
+                    }
+                    return Err(Error::Unavailable(RedisError::from((
+                        redis::ErrorKind::Io,
+                        "the session connection could not be opened again",
+                    ))));
+                }
+            }
+        }
+    }
+
+    /// Reads the cluster's slot map (`CLUSTER SLOTS`).
+    pub async fn refresh_slots(&self) {
+        let Some(cluster) = &self.cluster else { return };
+        let mut c = cluster.clone();
+        let Ok(Value::Array(ranges)) = c
+            .route_command(
+                redis::cmd("CLUSTER").arg("SLOTS").clone(),
+                RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
+            )
+            .await
+        else {
+            return;
+        };
+        let default_host = match &self.backend {
+            Backend::Cluster { template, .. } => match template.addr() {
+                ConnectionAddr::Tcp(h, _) | ConnectionAddr::TcpTls { host: h, .. } => h.clone(),
+                _ => "127.0.0.1".into(),
+            },
+            _ => return,
+        };
+        let mut map = Vec::new();
+        for r in ranges {
+            let Value::Array(parts) = r else { continue };
+            let (Some(Value::Int(a)), Some(Value::Int(b)), Some(Value::Array(master))) =
+                (parts.first(), parts.get(1), parts.get(2))
+            else {
+                continue;
+            };
+            let host = match master.first() {
+                Some(Value::BulkString(h)) if !h.is_empty() && h != b"?" => {
+                    String::from_utf8_lossy(h).into_owned()
+                }
+                _ => default_host.clone(),
+            };
+            let Some(Value::Int(port)) = master.get(1) else {
+                continue;
+            };
+            map.push((*a as u16, *b as u16, format!("{host}:{port}")));
+        }
+        if !map.is_empty() {
+            *lock(&self.slots) = map;
+        }
+    }
+
+    /// Learns that `key`'s slot is served by `node` (a `MOVED`).
+    pub fn moved(&self, key: &str, node: &str) {
+        let slot = proto::key_slot(key.as_bytes());
+        let mut slots = lock(&self.slots);
+        slots.retain(|(a, b, _)| !(*a <= slot && slot <= *b && a == b));
+        slots.insert(0, (slot, slot, node.to_string()));
+    }
+
+    /// Releases every hold, stops the session connections.
+    pub async fn close(&self) {
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let holds: Vec<Entry> = lock(&self.holds).drain().map(|(_, e)| e).collect();
+        for e in &holds {
+            let _ = self
+                .command(
+                    &proto::release(&e.keys, &e.owner, e.kind),
+                    e.keys.first().map(String::as_str),
+                )
+                .await;
+        }
+        self.shutdown.send_replace(true);
+        lock(&self.pool).clear();
+        *lock(&self.cmd) = None;
+    }
+}
+
+/// Cleans a cancelled wait when dropped armed.
+struct CancelGuard {
+    inner: Arc<Inner>,
+    node: String,
+    wc: Option<WaitConn>,
+    keys: Vec<String>,
+    owner: String,
+    kind: Kind,
+    armed: bool,
+}
+
+impl CancelGuard {
+    fn done(&mut self, reuse: bool) {
+        self.armed = false;
+        if let Some(wc) = self.wc.take() {
+            if reuse {
+                self.inner.checkin(&self.node, wc);
+            }
+        }
+    }
+}
+
+impl Drop for CancelGuard {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        // Closes the waiting connection: the last handle of it, whose task ends with it.
+        let id = self.wc.take().and_then(|wc| wc.id);
+        let inner = self.inner.clone();
+        let (node, keys, owner, kind) = (
+            std::mem::take(&mut self.node),
+            std::mem::take(&mut self.keys),
+            std::mem::take(&mut self.owner),
+            self.kind,
+        );
+        self.inner.handle.spawn(async move {
+            inner.clean_cancelled(&node, id, &keys, &owner, kind).await;
+        });
+    }
+}
+
+pub(crate) struct SessionConn {
+    con: MultiplexedConnection,
+    rx: mpsc::UnboundedReceiver<PushInfo>,
+}
+
+enum End {
+    Shutdown,
+    Dropped,
+    Demoted,
+}
+
+/// Keeps the session connection of `node`: pings it, reconnects and re-attaches every hold
+/// when it drops, and signals losses.
+async fn keep(inner: Arc<Inner>, node: String, first: SessionConn, up: watch::Sender<bool>) {
+    let mut shutdown = inner.shutdown.subscribe();
+    let mut conn = Some(first);
+    let mut last_ok = Instant::now();
+    let mut backoff = Duration::from_millis(20);
+    let mut reattach = false;
+    loop {
+        if let Some(c) = conn.take() {
+            if reattach {
+                inner.generation.fetch_add(1, Ordering::SeqCst);
+                inner.reattach(&node).await;
+            }
+            reattach = true;
+            up.send_replace(true);
+            last_ok = Instant::now();
+            backoff = Duration::from_millis(20);
+            let end = run(&inner, c, &mut last_ok, &mut shutdown).await;
+            up.send_replace(false);
+            match end {
+                End::Shutdown => return,
+                End::Demoted => inner.invalidate(&node),
+                End::Dropped => {}
+            }
+        }
+        if *shutdown.borrow() {
+            return;
+        }
+        if last_ok.elapsed() > inner.opts.lease {
+            inner.lose_node(&node, Reason::SessionDown);
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(backoff) => {}
+            _ = shutdown.changed() => return,
+        }
+        backoff = (backoff * 2).min(Duration::from_millis(500));
+        match inner.connect_session(&node).await {
+            Ok(c) => conn = Some(c),
+            Err(_) => inner.invalidate(&node),
+        }
+    }
+}
+
+async fn run(
+    inner: &Inner,
+    c: SessionConn,
+    last_ok: &mut Instant,
+    shutdown: &mut watch::Receiver<bool>,
+) -> End {
+    let SessionConn { mut con, mut rx } = c;
+    let mut tick = tokio::time::interval(inner.opts.ping_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.changed() => return End::Shutdown,
+            msg = rx.recv() => match msg {
+                None => return End::Dropped,
+                // Seen at once: the connection lived until now.
+                Some(p) if p.kind == PushKind::Disconnection => {
+                    *last_ok = Instant::now();
+                    return End::Dropped;
+                }
+                Some(p) if p.kind == PushKind::Message => {
+                    let payload = match p.data.get(1) {
+                        Some(Value::BulkString(b)) => b.clone(),
+                        Some(Value::SimpleString(s)) => s.clone().into_bytes(),
+                        _ => continue,
+                    };
+                    match proto::message(&payload) {
+                        Some(Message::Demoted) => return End::Demoted,
+                        Some(Message::Lost { reason, owner, key }) => inner.lose(&owner, &key, reason),
+                        None => {}
+                    }
+                }
+                Some(_) => {}
+            },
+            _ = tick.tick() => {
+                match redis::cmd("PING").query_async::<Value>(&mut con).await {
+                    Ok(_) => *last_ok = Instant::now(),
+                    Err(_) => return End::Dropped,
+                }
+            }
+        }
+    }
+}
+
+/// A session: one dedicated session connection per server holding its locks, every hold
+/// bound to it (`SESSION token`). See the crate documentation.
+pub struct Session {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl Session {
+    /// Opens a session with default [`Options`] (30 s lease) on `target`: a
+    /// `&redis::Client`, or a [`Target`] (cluster, Sentinel).
+    pub async fn open(target: impl Into<Target>) -> Result<Session> {
+        Session::open_with(target, Options::default()).await
+    }
+
+    /// Opens a session with `opts`.
+    pub async fn open_with(target: impl Into<Target>, opts: Options) -> Result<Session> {
+        let Target(backend) = target.into();
+        let cluster = match &backend {
+            Backend::Cluster { client, .. } => Some(client.get_async_connection().await?),
+            _ => None,
+        };
+        let (shutdown, _) = watch::channel(false);
+        let (lost, _) = watch::channel(None);
+        let inner = Arc::new(Inner {
+            token: random_token(),
+            opts,
+            handle: Handle::current(),
+            backend,
+            cmd: Mutex::new(None),
+            connecting: tokio::sync::Mutex::new(()),
+            cluster,
+            slots: Mutex::new(Vec::new()),
+            pool: Mutex::new(HashMap::new()),
+            holds: Mutex::new(HashMap::new()),
+            nodes: Mutex::new(HashMap::new()),
+            session_open: tokio::sync::Mutex::new(()),
+            counter: AtomicU64::new(0),
+            generation: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
+            shutdown,
+            lost,
+        });
+        if inner.is_cluster() {
+            inner.refresh_slots().await;
+            if lock(&inner.slots).is_empty() {
+                return Err(Error::Unavailable(protocol_error(
+                    "no slot map from CLUSTER SLOTS",
+                )));
+            }
+        } else {
+            inner.ensure_session("").await?;
+        }
+        Ok(Session { inner })
+    }
+
+    /// An exclusive lock on `key`.
+    pub fn lock(&self, key: impl Into<String>) -> Lock {
+        Lock::new(self.inner.clone(), vec![key.into()], Kind::Exclusive)
+    }
+
+    /// A read-write lock on `key`: [`RwLock::read`], [`RwLock::write`].
+    pub fn rwlock(&self, key: impl Into<String>) -> RwLock {
+        RwLock::new(self.inner.clone(), key.into())
+    }
+
+    /// An exclusive lock on every key at once (`LOCK.MACQUIRE`): all or none, waiting as
+    /// one unit. In a cluster the keys must share a hash tag (`{order:7}:a`, `{order:7}:b`).
+    pub fn multi_lock<I, S>(&self, keys: I) -> Lock
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Lock::new(
+            self.inner.clone(),
+            keys.into_iter().map(Into::into).collect(),
+            Kind::Exclusive,
+        )
+    }
+
+    /// The session's token (`LOCK.SESSION`); owners are `<token>:<n>`.
+    pub fn token(&self) -> &str {
+        &self.inner.token
+    }
+
+    /// The lease of every hold.
+    pub fn lease(&self) -> Duration {
+        self.inner.opts.lease
+    }
+
+    /// The latest hold this session lost (any hold), as a watch channel.
+    pub fn lost(&self) -> watch::Receiver<Option<Lost>> {
+        self.inner.lost.subscribe()
+    }
+
+    /// How many holds the session keeps now.
+    pub fn holds(&self) -> usize {
+        lock(&self.inner.holds).len()
+    }
+
+    /// Releases every hold and closes the session connections.
+    pub async fn close(self) {
+        self.inner.close().await;
+    }
+}
+
+impl Drop for Session {
+    /// Releases every hold (on the runtime, best effort) and closes the session connections.
+    fn drop(&mut self) {
+        if self.inner.is_closed() {
+            return;
+        }
+        let inner = self.inner.clone();
+        self.inner.handle.spawn(async move { inner.close().await });
+    }
+}
