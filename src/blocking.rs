@@ -21,6 +21,7 @@ use crate::{deferred, sync};
 use lock_rules::args::{Wait, MAX_DURATION_MS};
 use lock_rules::error::LockError;
 use lock_rules::ids::IdMap;
+use lock_rules::lock_id::LockId;
 use lock_rules::request::Request;
 use lock_rules::server_text::has_unsent_output;
 
@@ -135,6 +136,29 @@ fn keep_alive(ctx: &Context, grants: &[Grant]) {
         let how = keepalive::how_taken(ctx, grant.keepalive.as_ref(), grant.reentry);
         keepalive::taken(ctx, &grant.lock, &grant.owner, how, grant.lease_ms);
     }
+}
+
+/// LOCK.CANCEL: takes every wait of `owner` on `lock` out of its queue (a
+/// multi-lock caller out of all its keys' queues) and answers each nil, as
+/// its BLOCK time running out would. Returns how many were taken out. Once
+/// this returns, no grant can reach those waits: a client that gave up on
+/// one (its timeout, a Ctrl-C) can then release whatever the owner was
+/// handed before, knowing nothing more comes.
+pub fn cancel(ctx: &Context, lock: &LockId<'_>, owner: &[u8]) -> usize {
+    let removed: Vec<_> = match registry() {
+        Ok(mut reg) => {
+            let ids = reg.waiters_of(lock, owner);
+            ids.into_iter().filter_map(|id| reg.remove(id)).collect()
+        }
+        Err(_) => return 0,
+    };
+    let n = removed.len();
+    for (waiter, released) in removed {
+        deferred::after_queue_change(ctx, released);
+        Stats::bump(&STATS.wait_cancels);
+        ffi::unblock(waiter.bc, Some(BlockedReply::TimedOut));
+    }
+    n
 }
 
 fn leave_queue(ctx: &Context, bc: Handle) -> bool {

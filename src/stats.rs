@@ -21,6 +21,7 @@ pub struct Stats {
     pub force_released: AtomicU64,
     pub expired_with_waiters: AtomicU64,
     pub wait_timeouts: AtomicU64,
+    pub wait_cancels: AtomicU64,
     pub waiters_disconnected: AtomicU64,
     pub lost_grants_released: AtomicU64,
     pub keepalive_renewals: AtomicU64,
@@ -37,6 +38,7 @@ pub static STATS: Stats = Stats {
     force_released: AtomicU64::new(0),
     expired_with_waiters: AtomicU64::new(0),
     wait_timeouts: AtomicU64::new(0),
+    wait_cancels: AtomicU64::new(0),
     waiters_disconnected: AtomicU64::new(0),
     lost_grants_released: AtomicU64::new(0),
     keepalive_renewals: AtomicU64::new(0),
@@ -63,7 +65,7 @@ impl Stats {
     }
 
     /// Name and value of every counter, in INFO order.
-    pub fn fields(&self) -> [(&'static str, u64); 11] {
+    pub fn fields(&self) -> [(&'static str, u64); 12] {
         [
             ("acquired", self.acquired.load(Relaxed)),
             ("reentered", self.reentered.load(Relaxed)),
@@ -75,6 +77,7 @@ impl Stats {
                 self.expired_with_waiters.load(Relaxed),
             ),
             ("wait_timeouts", self.wait_timeouts.load(Relaxed)),
+            ("wait_cancels", self.wait_cancels.load(Relaxed)),
             (
                 "waiters_disconnected",
                 self.waiters_disconnected.load(Relaxed),

@@ -206,6 +206,7 @@ impl AclCase {
             Cmd::Waiters => (HELD, &["LOCK.WAITERS", "app:x"], Read, true),
             Cmd::Queues => (&[], &["LOCK.QUEUES"], Keyless, true),
             Cmd::Session => (&[], &["LOCK.SESSION", "s1"], Keyless, false),
+            Cmd::Cancel => (&[], &["LOCK.CANCEL", "app:x", "o"], ReadWrite, false),
         };
         AclCase {
             setup,

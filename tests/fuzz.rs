@@ -776,7 +776,7 @@ impl Cmd {
             Cmd::MAcquire => 3,
             Cmd::RAcquire | Cmd::WAcquire | Cmd::MRelease => 2,
             Cmd::Release | Cmd::Renew | Cmd::Info => 2,
-            Cmd::ForceRelease | Cmd::Waiters | Cmd::Queues | Cmd::Session => 1,
+            Cmd::ForceRelease | Cmd::Waiters | Cmd::Queues | Cmd::Session | Cmd::Cancel => 1,
         }
     }
 
@@ -790,6 +790,8 @@ impl Cmd {
             Cmd::Release => n == 2 || n == 3,
             // LOCK.SESSION token
             Cmd::ForceRelease | Cmd::Info | Cmd::Session => n == 1,
+            // LOCK.CANCEL key owner
+            Cmd::Cancel => n == 2,
             // LOCK.WAITERS key [COUNT n]; LOCK.QUEUES [COUNT n]
             Cmd::Waiters => n >= 1,
             Cmd::Queues => true,
@@ -802,6 +804,7 @@ impl Cmd {
             Cmd::MRelease | Cmd::Release | Cmd::Renew => true,
             Cmd::ForceRelease | Cmd::Info | Cmd::Waiters | Cmd::Queues => false,
             Cmd::Session => false,
+            Cmd::Cancel => true,
         }
     }
 
@@ -817,7 +820,7 @@ impl Cmd {
             Cmd::Acquire | Cmd::RAcquire | Cmd::WAcquire | Cmd::MAcquire => Some(OPTIONS),
             Cmd::Renew => Some(&["PX", "EX", "KEEPALIVE"]),
             Cmd::MRelease | Cmd::Release | Cmd::ForceRelease => None,
-            Cmd::Info | Cmd::Waiters | Cmd::Queues | Cmd::Session => None,
+            Cmd::Info | Cmd::Waiters | Cmd::Queues | Cmd::Session | Cmd::Cancel => None,
         }
     }
 
@@ -989,7 +992,9 @@ fn expect(args: &[Vec<u8>], in_script: bool) -> Expect {
             }
             _ => (false, None, false, None),
         },
-        Cmd::MRelease | Cmd::ForceRelease | Cmd::Info | Cmd::Session => (false, None, false, None),
+        Cmd::MRelease | Cmd::ForceRelease | Cmd::Info | Cmd::Session | Cmd::Cancel => {
+            (false, None, false, None)
+        }
     };
     // KEEPALIVE's lease is checked first (the fuzzed server runs at the
     // default hz 10), then its connection, or the session (the fuzzer's
@@ -1087,6 +1092,7 @@ fn data_error_allowed(cmd: Cmd, line: &str) -> bool {
             Cmd::MRelease => starts(&owner_errors) || line.starts_with(read_write_lock),
             Cmd::Renew => starts(&owner_errors),
             Cmd::ForceRelease | Cmd::Info | Cmd::Waiters | Cmd::Queues | Cmd::Session => false,
+            Cmd::Cancel => false,
         }
 }
 
@@ -1359,6 +1365,8 @@ impl Run {
             // Only this connection sends commands: nobody is left waiting.
             (Cmd::Waiters | Cmd::Queues, Reply::Array(entries)) => (entries.is_empty(), true),
             (Cmd::Session, Reply::Status(s)) => (s == b"OK", true),
+            // Only this connection sends commands: nobody waits to cancel.
+            (Cmd::Cancel, Reply::Int(n)) => (*n == 0, true),
             _ => (false, false),
         };
         if !valid {

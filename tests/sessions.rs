@@ -2,7 +2,8 @@
 //! connection are kept alive by the session connection, for as long as it
 //! lives and no longer; a waiter is bound to whichever connection names its
 //! token when it is served; the session hears of every hold it loses
-//! without its owner releasing it, on `__lock__:session:<token>`.
+//! without its owner releasing it, on `__lock__:session:<token>`; and
+//! LOCK.CANCEL, with which a library ends a wait it gave up on.
 
 mod common;
 use common::*;
@@ -265,4 +266,68 @@ fn a_session_hears_of_each_hold_it_loses_and_why() {
     );
     assert_eq!(session.next_message(), "demoted");
     assert_eq!(server.stat("keepalive_holds"), 0);
+}
+
+/// LOCK.CANCEL ends an owner's waits at once, each answered nil: the next
+/// caller in line is served in its turn, a multi-lock caller leaves every
+/// key's queue, and once it has answered, no grant reaches the owner.
+#[test]
+fn cancel_ends_an_owners_waits_and_nothing_reaches_it_after() {
+    let server = Server::start();
+    let mut con = server.client();
+    acquire(&mut con, "k", "holder", &["PX", "60000"]);
+    let mut first = queue_waiter::<Connection>(
+        &server,
+        &mut con,
+        "k",
+        "a",
+        &["PX", "60000", "BLOCK", "0"],
+        1,
+    );
+    let mut second = queue_waiter::<Connection>(
+        &server,
+        &mut con,
+        "k",
+        "b",
+        &["PX", "60000", "BLOCK", "0"],
+        2,
+    );
+    assert_eq!(q::<i64>(&mut con, &["LOCK.CANCEL", "k", "a"]), 1);
+    assert_eq!(recv(&mut first).expect("answered"), Value::Nil);
+    assert_eq!(waiters(&mut con, "k"), 1);
+    assert_eq!(q::<i64>(&mut con, &["LOCK.CANCEL", "k", "a"]), 0);
+    assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "k", "holder"]), 0);
+    assert_eq!(recv(&mut second).expect("granted"), Value::Int(1));
+    assert_eq!(lock_field(&mut con, "k", "owner").as_deref(), Some("b"));
+    // The cancelled connection is usable again, and was granted nothing.
+    assert_eq!(q::<String>(&mut first, &["PING"]), "PONG");
+    assert!(err(&mut con, &["LOCK.RELEASE", "k", "a"]).starts_with("NOTOWNER"));
+
+    // A multi-lock caller, cancelled through either key, leaves both.
+    acquire(&mut con, "m1", "holder", &["PX", "60000"]);
+    let mut group = server.client();
+    send(
+        &mut group,
+        &[
+            "LOCK.MACQUIRE",
+            "2",
+            "m1",
+            "m2",
+            "g",
+            "PX",
+            "60000",
+            "BLOCK",
+            "0",
+        ],
+    );
+    wait_for_waiters(&mut con, "m1", 1);
+    assert_eq!(q::<i64>(&mut con, &["LOCK.CANCEL", "m2", "g"]), 1);
+    assert_eq!(recv(&mut group).expect("answered"), Value::Nil);
+    assert_eq!(waiters(&mut con, "m1"), 0);
+    assert_eq!(waiters(&mut con, "m2"), 0);
+    assert_eq!(server.stat("wait_cancels"), 2);
+    assert!(err(&mut con, &["LOCK.CANCEL", "k"]).starts_with("ERR wrong number of arguments"));
+    assert!(
+        err(&mut con, &["LOCK.CANCEL", "k", "a", "b"]).starts_with("ERR wrong number of arguments")
+    );
 }

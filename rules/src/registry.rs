@@ -328,6 +328,20 @@ impl<H: Copy + Eq + Hash> Registry<H> {
         );
     }
 
+    /// The queue entries of `owner` waiting for `lock` (LOCK.CANCEL), first
+    /// in line first. A scan of the lock's queue: a cancel is rare, and an
+    /// index by owner would cost every wait.
+    pub fn waiters_of(&self, lock: &LockId<'_>, owner: &[u8]) -> Vec<WaiterId> {
+        self.queue(lock).map_or_else(Vec::new, |queue| {
+            queue
+                .fifo
+                .iter()
+                .filter(|(_, w)| &w.request.owner[..] == owner)
+                .map(|(id, _)| id)
+                .collect()
+        })
+    }
+
     /// The callers queued for `lock`, first in line first, at most `limit`.
     pub fn waiters(&self, lock: &LockId<'_>, limit: Limit) -> Vec<WaiterView<'_>> {
         let Some(queue) = self.queue(lock) else {
@@ -658,6 +672,24 @@ mod tests {
         assert_eq!(r.waiting(), 0);
         assert!(r.take_lease_job(5).is_none());
         assert!(r.remove(2).is_none());
+    }
+
+    #[test]
+    fn an_owners_waiters_are_found_by_owner_on_their_lock_only() {
+        let mut r = Registry::<usize>::default();
+        r.enqueue(&lock("k"), 1, waiter(1, false));
+        r.enqueue(&lock("k"), 2, waiter(2, false));
+        r.enqueue(&lock("k"), 3, waiter(1, false));
+        r.enqueue(&lock("j"), 4, waiter(1, false));
+        r.enqueue_group(&[lock("a"), lock("b")], &[5, 6], waiter(7, false));
+        assert_eq!(r.waiters_of(&lock("k"), b"o1"), vec![1, 3]);
+        assert_eq!(r.waiters_of(&lock("k"), b"o2"), vec![2]);
+        assert_eq!(r.waiters_of(&lock("k"), b"o9"), Vec::<WaiterId>::new());
+        assert_eq!(r.waiters_of(&lock("x"), b"o1"), Vec::<WaiterId>::new());
+        // A multi-lock caller is found on any of its keys, and leaves all.
+        assert_eq!(r.waiters_of(&lock("b"), b"o7"), vec![6]);
+        r.remove(6).unwrap();
+        assert!(!r.has_waiters(0, b"a") && !r.has_waiters(0, b"b"));
     }
 
     #[test]

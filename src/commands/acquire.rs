@@ -1,17 +1,19 @@
 //! LOCK.ACQUIRE (the exclusive lock), LOCK.RACQUIRE and LOCK.WACQUIRE (a
 //! read-write lock's read and write holds): one acquire, taken at once or
-//! waited for in the lock's queue.
+//! waited for in the lock's queue; and LOCK.CANCEL, which ends an owner's
+//! waits.
 
-use redis_module::{Context, RedisResult, RedisString};
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::{
     acquire_request, command, lock_id, owner_call, run, Command, OwnerCall, BLOCK, FENCE,
     KEEPALIVE, KEY, LEASE, OWNER, SESSION_TOKEN,
 };
-use crate::acquisition;
 use crate::ffi::{ArgDoc, CommandSpec, KeyArgs, KEY_RW_UPDATE};
 use crate::handoff::{begin, Origin};
+use crate::{acquisition, blocking};
 use lock_rules::args::parse_acquire_options;
+use lock_rules::error::LockError;
 use lock_rules::request::LockKind;
 
 const ACQUIRE_ARGS: &[ArgDoc] = &[KEY, OWNER, LEASE, BLOCK, FENCE, KEEPALIVE, SESSION_TOKEN];
@@ -101,5 +103,34 @@ fn acquire_as(
         let lock = lock_id(ctx, name);
         let (key, tx) = begin(ctx, name, &lock, Origin::caller(owner, request.fence))?;
         acquisition::acquire(ctx, &lock, key, tx, &request, wait)
+    })
+}
+
+/// `LOCK.CANCEL key owner`
+pub const CANCEL: Command = command!(
+    CommandSpec {
+        name: c"lock.cancel",
+        flags: c"write fast",
+        acl_categories: "write hash fast",
+        summary: c"Ends the owner's waits for a lock: each is answered nil, as at its BLOCK time.",
+        complexity: c"O(N), N the callers waiting for the lock",
+        since: c"1.2.0",
+        arity: 3,
+        key_flags: KEY_RW_UPDATE,
+        keys: KeyArgs::One,
+        args: &[KEY, OWNER],
+    },
+    cancel
+);
+
+fn cancel(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    run(ctx, || {
+        let OwnerCall { name, owner, .. } = owner_call(&CANCEL.spec, args)?;
+        if args.len() != 3 {
+            return Err(LockError::arity(CANCEL.spec.name()));
+        }
+        let lock = lock_id(ctx, name);
+        let cancelled = blocking::cancel(ctx, &lock, owner.as_slice());
+        Ok(RedisValue::Integer(cancelled as i64))
     })
 }

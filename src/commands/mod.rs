@@ -60,6 +60,7 @@ pub const ALL: &[&Command] = &[
     &acquire::ACQUIRE,
     &acquire::RACQUIRE,
     &acquire::WACQUIRE,
+    &acquire::CANCEL,
     &multilock::MACQUIRE,
     &multilock::MRELEASE,
     &release::RELEASE,

@@ -24,10 +24,11 @@ pub enum Cmd {
     Waiters,
     Queues,
     Session,
+    Cancel,
 }
 
 impl Cmd {
-    pub const ALL: [Cmd; 12] = [
+    pub const ALL: [Cmd; 13] = [
         Cmd::Acquire,
         Cmd::RAcquire,
         Cmd::WAcquire,
@@ -40,6 +41,7 @@ impl Cmd {
         Cmd::Waiters,
         Cmd::Queues,
         Cmd::Session,
+        Cmd::Cancel,
     ];
 
     /// The name as the server registers it (and words its arity error).
@@ -57,6 +59,7 @@ impl Cmd {
             Cmd::Waiters => "lock.waiters",
             Cmd::Queues => "lock.queues",
             Cmd::Session => "lock.session",
+            Cmd::Cancel => "lock.cancel",
         }
     }
 
