@@ -688,7 +688,7 @@ mod tests {
         assert_eq!(r.waiters_of(&lock("x"), b"o1"), Vec::<WaiterId>::new());
         // A multi-lock caller is found on any of its keys, and leaves all.
         assert_eq!(r.waiters_of(&lock("b"), b"o7"), vec![6]);
-        r.remove(6).unwrap();
+        let _ = r.remove(6).unwrap();
         assert!(!r.has_waiters(0, b"a") && !r.has_waiters(0, b"b"));
     }
 
