@@ -53,8 +53,8 @@ impl Lock {
 
     /// Acquires the lock, waiting in the server's queue as `wait` says: [`Error::Busy`] if
     /// not acquired. Dropping the future while it waits (a `tokio::time::timeout`, a
-    /// `select!`) closes its waiting connection and releases a grant that raced the cancel,
-    /// on the runtime.
+    /// `select!`) closes its waiting connection, ends the wait in the server (`LOCK.CANCEL`)
+    /// and releases a grant that crossed the cancel, on the runtime.
     pub async fn acquire(&self, wait: Wait) -> Result<Hold> {
         let lease = self.lease.unwrap_or(self.inner.opts.lease);
         acquire(&self.inner, self.keys.clone(), self.kind, lease, wait, None).await

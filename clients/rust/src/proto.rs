@@ -129,6 +129,17 @@ impl Acquire<'_> {
     }
 }
 
+/// What ends the owner's waits, after a cancelled one: `LOCK.CANCEL key owner` (a multi-lock
+/// waiter leaves every key's queue through its first key). Once it has answered, no grant can
+/// reach the owner any more.
+pub fn cancel(keys: &[String], owner: &str) -> Vec<String> {
+    vec![
+        "LOCK.CANCEL".to_string(),
+        keys.first().cloned().unwrap_or_default(),
+        owner.into(),
+    ]
+}
+
 /// What drops one hold: `LOCK.RELEASE key owner [READ|WRITE]`, or `LOCK.MRELEASE n k1 .. kn
 /// owner` for several keys.
 pub fn release(keys: &[String], owner: &str, kind: Kind) -> Vec<String> {

@@ -138,10 +138,9 @@ pub(crate) struct Entry {
     pub tx: watch::Sender<Option<Lost>>,
 }
 
-/// A dedicated connection for one wait (`BLOCK`), with its `CLIENT ID`.
+/// A dedicated connection for one wait (`BLOCK`).
 pub(crate) struct WaitConn {
     pub con: MultiplexedConnection,
-    pub id: Option<i64>,
 }
 
 /// What a command answered, or a redirection to follow (a cluster's `MOVED` on a direct
@@ -384,23 +383,14 @@ impl Inner {
         if let Some(c) = lock(&self.pool).get_mut(node).and_then(Vec::pop) {
             return Ok(c);
         }
-        let mut con = self
+        let con = self
             .connect(
                 node,
                 AsyncConnectionConfig::new().set_response_timeout(None),
                 false,
             )
             .await?;
-        let id = match redis::cmd("CLIENT")
-            .arg("ID")
-            .query_async::<i64>(&mut con)
-            .await
-        {
-            Ok(id) => Some(id),
-            Err(e) if is_unusable(&e) => return Err(e),
-            Err(_) => None,
-        };
-        Ok(WaitConn { con, id })
+        Ok(WaitConn { con })
     }
 
     pub fn checkin(&self, node: &str, c: WaitConn) {
@@ -414,55 +404,23 @@ impl Inner {
         }
     }
 
-    /// Sends `args` on a pooled connection of `node` (a command that must reach that very
-    /// server, `CLIENT LIST ID`).
-    async fn on_node(&self, node: &str, args: &[String]) -> RedisResult<Value> {
-        let mut c = self.checkout(node).await?;
-        let r = c
-            .con
-            .send_packed_command(&proto::cmd(args))
-            .await
-            .and_then(Value::extract_error);
-        if r.as_ref().map_or_else(|e| !is_unusable(e), |_| true) {
-            self.checkin(node, c);
-        }
-        r
-    }
-
-    /// After a cancelled wait: once the server has closed the waiting connection `id`
-    /// (it then dropped the waiter, or released a grant it could not deliver), releases a
-    /// grant that was delivered as the connection closed.
-    pub async fn clean_cancelled(
-        &self,
-        node: &str,
-        id: Option<i64>,
-        keys: &[String],
-        owner: &str,
-        kind: Kind,
-    ) {
-        if let Some(id) = id {
-            let ask = vec!["CLIENT".into(), "LIST".into(), "ID".into(), id.to_string()];
-            let deadline = Instant::now() + Duration::from_secs(2);
-            while Instant::now() < deadline {
-                match self.on_node(node, &ask).await {
-                    Ok(Value::BulkString(b)) if b.iter().all(u8::is_ascii_whitespace) => break,
-                    Ok(Value::VerbatimString { text, .. }) if text.trim().is_empty() => break,
-                    Ok(_) => tokio::time::sleep(Duration::from_millis(2)).await,
-                    Err(_) => {
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        break;
-                    }
+    /// After a cancelled wait: ends the owner's waits in the server (`LOCK.CANCEL`), after
+    /// which no grant can reach it, then releases a grant that crossed the cancel. Closing
+    /// the waiting connection alone is not enough: a grant written into a socket the client
+    /// just closed looks delivered to the server.
+    pub async fn clean_cancelled(&self, keys: &[String], owner: &str, kind: Kind) {
+        let key = keys.first().map(String::as_str);
+        for attempt in 0..3 {
+            match self.command(&proto::cancel(keys, owner), key).await {
+                Ok(_) => break,
+                Err(e) if attempt < 2 && is_unusable(&e) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
                 }
+                // The server is gone (the waiter with it) or refuses: release anyway.
+                Err(_) => break,
             }
-        } else {
-            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        let _ = self
-            .command(
-                &proto::release(keys, owner, kind),
-                keys.first().map(String::as_str),
-            )
-            .await;
+        let _ = self.command(&proto::release(keys, owner, kind), key).await;
     }
 
     /// Sends a waiting acquire on a dedicated connection of `node`. Cancelled (the future
@@ -834,16 +792,15 @@ impl Drop for CancelGuard {
             return;
         }
         // Closes the waiting connection: the last handle of it, whose task ends with it.
-        let id = self.wc.take().and_then(|wc| wc.id);
+        drop(self.wc.take());
         let inner = self.inner.clone();
-        let (node, keys, owner, kind) = (
-            std::mem::take(&mut self.node),
+        let (keys, owner, kind) = (
             std::mem::take(&mut self.keys),
             std::mem::take(&mut self.owner),
             self.kind,
         );
         self.inner.handle.spawn(async move {
-            inner.clean_cancelled(&node, id, &keys, &owner, kind).await;
+            inner.clean_cancelled(&keys, &owner, kind).await;
         });
     }
 }
