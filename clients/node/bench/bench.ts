@@ -3,10 +3,11 @@
 // "Clients" are concurrent async loops in this process. Prints a markdown table and writes it to
 // --out FILE / $BENCH_OUT.
 //
-// (a) and (b) are measured in pairs: REPS repetitions, each one run of the library and one of the
-// bare commands (order alternating), RUN_SECONDS each after WARM_SECONDS of warm-up, so that the
-// machine's slow spells fall on both alike. Reported: the median rate of each, and the median of
-// the per-repetition ratios library/bare with its min-max range.
+// (a), (b) and (b') (the same through using(), ioredis only) are measured in pairs: REPS
+// repetitions, each one run of the library and one of the bare commands (order alternating),
+// RUN_SECONDS each after WARM_SECONDS of warm-up, so that the machine's slow spells fall on both
+// alike. Reported: the median rate of each, and the median of the per-repetition ratios
+// library/bare with its min-max range.
 //
 // "Bare" is what the library sends, sent through the same client with nothing around it:
 // `LOCK.ACQUIRE k <owner> PX 30000 BLOCK 0 FENCE SESSION <token>` on a dedicated connection
@@ -154,9 +155,9 @@ async function ioredisBare(port: number): Promise<Bare> {
     async dedicated() {
       const r = client.duplicate(IOREDIS_DEDICATED);
       await r.connect();
-      return { send: (a) => r.call(a[0], ...a.slice(1)), close: () => r.disconnect(false) };
+      return { send: (a) => r.call(...(a as [string, ...string[]])), close: () => r.disconnect(false) };
     },
-    send: (a) => client.call(a[0], ...a.slice(1)),
+    send: (a) => client.call(...(a as [string, ...string[]])),
     close: async () => void client.disconnect(),
   };
 }
@@ -215,19 +216,33 @@ async function pairsFor(bare: Bare): Promise<Pair[]> {
     );
     // (b) one hot lock, 16 clients, each: acquire with BLOCK, release, repeat
     const b = await paired(
-      `(b) ${bare.name}: using(k, fn), hot lock, 16 clients`,
+      `(b) ${bare.name}: lock(k).acquire() + release(), hot lock, 16 clients`,
       16,
       async () => {
         const t = performance.now();
-        let w = 0;
-        await session.using("b", async () => {
-          w = performance.now() - t;
-        });
+        const h = await session.lock("b").acquire();
+        const w = performance.now() - t;
+        await h.release();
         return w;
       },
       bareCycle("b"),
     );
-    return [a, b];
+    if (bare.name !== "ioredis") return [a, b];
+    // (b') the same through using(), which also gives the callback the hold's AbortSignal
+    const bu = await paired(
+      `(b') ${bare.name}: using(k, fn), hot lock, 16 clients`,
+      16,
+      async () => {
+        const t = performance.now();
+        let w = 0;
+        await session.using("bu", async () => {
+          w = performance.now() - t;
+        });
+        return w;
+      },
+      bareCycle("bu"),
+    );
+    return [a, b, bu];
   } finally {
     for (const c of conns) c.close();
     await session.close();
@@ -336,7 +351,7 @@ async function main(): Promise<void> {
     "",
     `(a), (b): ${REPS} repetitions of one library run and one bare run (order alternating), ${RUN_SECONDS} s each after ${WARM_SECONDS} s warm-up; rates are medians of the runs, ratios the median of the per-repetition ratios library/bare (min-max); waits pooled over the runs. (c): one run of ${C_SECONDS} s per row.`,
     "",
-    "## (a) uncontended acquire + release, 1 client, and (b) one hot lock, 16 clients",
+    "## (a) uncontended acquire + release, 1 client; (b) one hot lock, 16 clients; (b') the same through using()",
     "",
     "| scenario | client | acquisitions/s | p50 wait ms | p99 wait ms |",
     "|---|---|---:|---:|---:|",

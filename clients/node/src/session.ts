@@ -863,14 +863,15 @@ export class Hold extends EventEmitter {
     if (this.lostError) throw this.lostError;
     if (this.count === 0) return;
     try {
-      await this.s.call(this.key, this.releaseArgs());
+      await this.s.adapter.call(this.key, this.releaseArgs());
     } catch (e) {
-      if (e instanceof NotOwnerError) {
+      const le = toLockError(e);
+      if (le instanceof NotOwnerError) {
         const err = new LostError(this.key, this.owner, "notowner");
         this.markLost(err);
         throw err;
       }
-      throw e;
+      throw le;
     }
     this.count--;
     if (this.count === 0) {
@@ -938,17 +939,13 @@ export class Lock {
     // Calls on one object run one after another, so a second call sees the first one's hold.
     const run =
       this.inFlight === 0
-        ? this.acquireNow(opts, true)
+        ? this.acquireNow(opts, true, true)
         : this.queue!.then(
-            () => this.acquireNow(opts, true),
-            () => this.acquireNow(opts, true),
+            () => this.acquireNow(opts, true, true),
+            () => this.acquireNow(opts, true, true),
           );
     this.inFlight++;
-    const settled = run.then(
-      () => void this.inFlight--,
-      () => void this.inFlight--,
-    );
-    this.queue = settled;
+    this.queue = run; // (its rejection is the caller's; a later call chains on both outcomes)
     return run;
   }
 
@@ -963,53 +960,58 @@ export class Lock {
   }
 
   /** @internal */
-  async acquireNow(opts: AcquireOptions, bind: boolean): Promise<Hold> {
-    const leaseMs = opts.leaseMs ?? this.s.leaseMs;
-    const held = this.hold;
-    const owner = held ? held.owner : this.slot.take();
-    const reply = await this.s.acquireRaw({
-      kind: this.kind,
-      keys: this.keys,
-      owner,
-      leaseMs,
-      timeoutMs: held ? 0 : opts.timeoutMs,
-      signal: opts.signal,
-      bind,
-    });
-    if (reply == null) {
-      if (held) throw new BusyError(this.key, `re-entry of '${this.key}' refused`);
-      throw new BusyError(
-        this.key,
-        opts.timeoutMs ? `lock '${this.keys.join("', '")}' still held after ${opts.timeoutMs} ms` : undefined,
+  async acquireNow(opts: AcquireOptions, bind: boolean, counted = false): Promise<Hold> {
+    try {
+      const leaseMs = opts.leaseMs ?? this.s.leaseMs;
+      const held = this.hold;
+      const owner = held ? held.owner : this.slot.take();
+      const reply = await this.s.acquireRaw({
+        kind: this.kind,
+        keys: this.keys,
+        owner,
+        leaseMs,
+        timeoutMs: held ? 0 : opts.timeoutMs,
+        signal: opts.signal,
+        bind,
+      });
+      if (reply == null) {
+        if (held) throw new BusyError(this.key, `re-entry of '${this.key}' refused`);
+        throw new BusyError(
+          this.key,
+          opts.timeoutMs ? `lock '${this.keys.join("', '")}' still held after ${opts.timeoutMs} ms` : undefined,
+        );
+      }
+      const tokens = Array.isArray(reply) ? reply.map(toBigInt) : [toBigInt(reply)];
+      if (held) {
+        held.count++;
+        held.tokens = tokens;
+        held.token = tokens[0];
+        held.leaseMs = leaseMs;
+        return held;
+      }
+      this.slot.holds++;
+      const n = this.s.nodeFor(this.key);
+      const node = typeof n === "string" ? n : await n;
+      const hold = new Hold(
+        this.s,
+        this.kind,
+        this.keys,
+        owner,
+        tokens,
+        leaseMs,
+        () => {
+          this.slot.holds--;
+          if (bind) this.s.unregister(hold);
+        },
+        bind,
       );
+      if (bind) this.s.register(hold, node);
+      this.current = hold;
+      return hold;
+  
+    } finally {
+      if (counted) this.inFlight--; // (a call of acquire(): see there)
     }
-    const tokens = Array.isArray(reply) ? reply.map(toBigInt) : [toBigInt(reply)];
-    if (held) {
-      held.count++;
-      held.tokens = tokens;
-      held.token = tokens[0];
-      held.leaseMs = leaseMs;
-      return held;
-    }
-    this.slot.holds++;
-    const n = this.s.nodeFor(this.key);
-    const node = typeof n === "string" ? n : await n;
-    const hold = new Hold(
-      this.s,
-      this.kind,
-      this.keys,
-      owner,
-      tokens,
-      leaseMs,
-      () => {
-        this.slot.holds--;
-        if (bind) this.s.unregister(hold);
-      },
-      bind,
-    );
-    if (bind) this.s.register(hold, node);
-    this.current = hold;
-    return hold;
   }
 
   /**
