@@ -54,7 +54,10 @@ async def blocking_call(client, cluster, args, block, cleanup_args, on_cleanup_f
     if cluster:
         node = client.get_node_from_key(key)
         conn = node.acquire_connection()
-        release = lambda: node.release(conn)  # noqa: E731
+        if hasattr(node, "release"):
+            release = lambda: node.release(conn)  # noqa: E731
+        else:  # redis-py 5.0: the node's queue of free connections
+            release = lambda: node._free.append(conn)  # noqa: E731
     else:
         pool = client.connection_pool
         try:
