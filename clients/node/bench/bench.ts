@@ -349,7 +349,7 @@ async function main(): Promise<void> {
   const text = [
     `# redis-lock-client benchmark (${version ? version[1] + " " + version[2] : "server"}, node ${process.version}, ioredis ${ioredisVersion}, node-redis ${nodeRedisVersion})`,
     "",
-    `(a), (b): ${REPS} repetitions of one library run and one bare run (order alternating), ${RUN_SECONDS} s each after ${WARM_SECONDS} s warm-up; rates are medians of the runs, ratios the median of the per-repetition ratios library/bare (min-max); waits pooled over the runs. (c): one run of ${C_SECONDS} s per row.`,
+    `(a), (b), (b'): ${REPS} repetitions of one library run and one bare run (order alternating), ${RUN_SECONDS} s each after ${WARM_SECONDS} s warm-up; rates are medians of the runs, ratios the median of the per-repetition ratios library/bare (min-max); waits pooled over the runs. (c): one run of ${C_SECONDS} s per row.`,
     "",
     "## (a) uncontended acquire + release, 1 client; (b) one hot lock, 16 clients; (b') the same through using()",
     "",
