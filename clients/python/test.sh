@@ -2,7 +2,8 @@
 # Runs the Python client's tests against real servers:
 #   REDIS_SERVER (default redis-server) with LOCK_MODULE (default
 #   <repo>/target/release/liblock.so, built with cargo if missing).
-# Installs its own dependencies in clients/python/.venv. Extra arguments go to pytest.
+# Installs its own dependencies in clients/python/.venv (REDIS_PY='redis==5.0.*': that redis-py,
+# in clients/python/.venv-compat). Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")"
 repo=$(cd ../.. && pwd)
@@ -13,6 +14,10 @@ if [ -z "${LOCK_MODULE:-}" ]; then
         (cd "$repo" && cargo build --release)
     fi
 fi
-[ -x .venv/bin/python ] || python3 -m venv .venv
-.venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
-exec .venv/bin/python -m pytest -q "$@"
+# Another redis-py, e.g. REDIS_PY='redis==5.0.*' (the oldest the package claims): its own venv.
+venv=.venv
+[ -z "${REDIS_PY:-}" ] || venv=.venv-compat
+[ -x $venv/bin/python ] || python3 -m venv $venv
+$venv/bin/pip install -q --disable-pip-version-check -e '.[test]' ${REDIS_PY:+"$REDIS_PY"}
+$venv/bin/python -c 'import redis; print("redis-py", redis.__version__)'
+exec $venv/bin/python -m pytest -q "$@"

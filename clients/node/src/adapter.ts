@@ -74,7 +74,7 @@ class IoRedisConnection implements Connection {
     r.on("end", end);
   }
   call(args: string[]): Promise<unknown> {
-    return this.r.call(args[0], ...args.slice(1));
+    return this.r.call(...args);
   }
   async subscribe(channel: string, onMessage: (message: Buffer) => void): Promise<void> {
     this.r.on("messageBuffer", (ch: Buffer, msg: Buffer) => {
@@ -112,7 +112,7 @@ class IoRedisAdapter implements Adapter {
     this.cluster = c.isCluster === true;
   }
   call(_key: string | undefined, args: string[]): Promise<unknown> {
-    return this.c.call(args[0], ...args.slice(1));
+    return this.c.call(...args);
   }
   async connect(node?: string): Promise<Connection> {
     let r: Loose;

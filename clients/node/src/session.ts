@@ -65,11 +65,14 @@ function toBigInt(v: unknown): bigint {
 
 /** One owner's holds on one key, as the server sees them: what re-attach renews and a loss message names. */
 interface Binding {
+  /** bindingId(key, owner), made once: the map's key. */
+  id: string;
   key: string;
   owner: string;
   node: string;
   leaseMs: number;
-  holds: Set<Hold>;
+  /** Usually one (an RWLock's two sides share an owner). */
+  holds: Hold[];
 }
 
 function bindingId(key: string, owner: string): string {
@@ -233,50 +236,48 @@ class NodeSession {
 /** Dedicated connections for waiting: one per concurrent wait, reused after. */
 class WaitPool {
   private idle = new Map<string, Connection[]>();
-  private busy = new Set<Connection>();
+  /** Every connection opened and not dropped yet, idle or busy (take and give leave it alone). */
+  private all = new Set<Connection>();
   constructor(private readonly adapter: Adapter) {}
 
   take(node: string): Connection | Promise<Connection> {
     const list = this.idle.get(node);
     while (list && list.length > 0) {
       const c = list.pop()!;
-      if (!c.ended) {
-        this.busy.add(c);
-        return c;
-      }
+      if (!c.ended) return c;
+      this.all.delete(c);
     }
     return this.open(node);
   }
 
   private async open(node: string): Promise<Connection> {
     const c = await this.adapter.connect(node || undefined);
-    this.busy.add(c);
+    this.all.add(c);
     return c;
   }
 
   give(node: string, c: Connection): void {
-    this.busy.delete(c);
-    if (c.ended) return;
+    if (c.ended) {
+      this.all.delete(c);
+      return;
+    }
     let list = this.idle.get(node);
     if (!list) this.idle.set(node, (list = []));
     list.push(c);
   }
 
   discard(c: Connection): void {
-    this.busy.delete(c);
+    this.all.delete(c);
     c.destroy();
   }
 
   get size(): number {
-    let n = this.busy.size;
-    for (const l of this.idle.values()) n += l.length;
-    return n;
+    return this.all.size;
   }
 
   close(): void {
-    for (const c of this.busy) c.destroy();
-    for (const l of this.idle.values()) for (const c of l) c.destroy();
-    this.busy.clear();
+    for (const c of this.all) c.destroy();
+    this.all.clear();
     this.idle.clear();
   }
 }
@@ -454,7 +455,8 @@ export class Session extends EventEmitter {
   /** @internal The node serving `key` ("" on a single server). */
   nodeFor(key: string): string | Promise<string> {
     if (!this.adapter.cluster) return STANDALONE;
-    return this.nodeForCluster(key);
+    const n = this.slots?.[keySlot(key)];
+    return n ? n : this.nodeForCluster(key);
   }
 
   private async nodeForCluster(key: string): Promise<string> {
@@ -491,9 +493,14 @@ export class Session extends EventEmitter {
     spec.signal?.throwIfAborted();
     let nosessionRetried = false;
     for (let attempt = 0; ; attempt++) {
-      const node = await this.nodeFor(spec.keys[0]);
+      // (nodeFor and nodeSession answer at once when they can: no await then.)
+      const n = this.nodeFor(spec.keys[0]);
+      const node = typeof n === "string" ? n : await n;
       let ns: NodeSession | undefined;
-      if (spec.bind) ns = await this.nodeSession(node);
+      if (spec.bind) {
+        const x = this.nodeSession(node);
+        ns = x instanceof NodeSession ? x : await x;
+      }
       const epoch = ns?.epoch ?? 0;
       const args = this.acquireArgs(spec);
       try {
@@ -566,17 +573,35 @@ export class Session extends EventEmitter {
     return Promise.race([this.cleanup(spec), sleep(2000)]);
   }
 
-  private async sendAcquire(node: string, spec: RunSpec, args: string[]): Promise<unknown> {
+  private sendAcquire(node: string, spec: RunSpec, args: string[]): Promise<unknown> {
     const waits = spec.timeoutMs === undefined || spec.timeoutMs > 0;
     if (!waits) {
       // A try: through the user's client, which follows MOVED.
       return this.adapter.call(spec.keys[0], args);
     }
-    let conn: Connection;
-    try {
-      conn = await this.pool.take(node);
-    } catch (e) {
-      throw toLockError(e);
+    const taken = this.pool.take(node);
+    if (taken instanceof Promise) {
+      return taken.then(
+        (conn) => this.waitOn(node, spec, args, conn),
+        (e) => {
+          throw toLockError(e);
+        },
+      );
+    }
+    return this.waitOn(node, spec, args, taken);
+  }
+
+  /** The wait on a pooled connection: its answer, or the cancel of the contract (close the connection, release the owner). */
+  private waitOn(node: string, spec: RunSpec, args: string[], conn: Connection): Promise<unknown> {
+    if (!spec.signal && spec.timeoutMs === undefined) {
+      // Nothing can cancel this wait but a broken connection: no guard, no listener.
+      return conn.call(args).then(
+        (reply) => {
+          this.pool.give(node, conn);
+          return reply;
+        },
+        (e) => this.waitFailed(node, spec, conn, e),
+      );
     }
     return new Promise<unknown>((resolve, reject) => {
       let settled = false;
@@ -613,38 +638,49 @@ export class Session extends EventEmitter {
         (e) => {
           if (settled) return;
           finish();
-          if (replyCode(e) !== undefined) {
-            this.pool.give(node, conn);
-            reject(e);
-          } else {
-            // The connection broke mid-wait: a grant may have happened.
-            this.pool.discard(conn);
-            this.boundedCleanup(spec).finally(() => reject(e));
-          }
+          this.waitFailed(node, spec, conn, e).catch(reject);
         },
       );
     });
   }
 
+  /** A wait answered with an error (the connection goes back) or broken (it is closed, the owner released): rejects with `e`. */
+  private waitFailed(node: string, spec: RunSpec, conn: Connection, e: unknown): Promise<never> {
+    if (replyCode(e) !== undefined) {
+      this.pool.give(node, conn);
+      return Promise.reject(e);
+    }
+    // The connection broke mid-wait: a grant may have happened.
+    this.pool.discard(conn);
+    const fail = () => Promise.reject(e);
+    return this.boundedCleanup(spec).then(fail, fail);
+  }
+
   /** @internal */
   register(hold: Hold, node: string): void {
+    const bs: Binding[] = [];
     for (const key of hold.keys) {
       const id = bindingId(key, hold.owner);
       let b = this.bindings.get(id);
-      if (!b) this.bindings.set(id, (b = { key, owner: hold.owner, node, leaseMs: hold.leaseMs, holds: new Set() }));
+      if (!b) this.bindings.set(id, (b = { id, key, owner: hold.owner, node, leaseMs: hold.leaseMs, holds: [] }));
       b.leaseMs = Math.max(b.leaseMs, hold.leaseMs);
-      b.holds.add(hold);
+      if (!b.holds.includes(hold)) b.holds.push(hold);
+      bs.push(b);
     }
+    hold.bindings = bs;
   }
 
   /** @internal */
   unregister(hold: Hold): void {
-    for (const key of hold.keys) {
-      const id = bindingId(key, hold.owner);
-      const b = this.bindings.get(id);
-      if (!b) continue;
-      b.holds.delete(hold);
-      if (b.holds.size === 0) this.bindings.delete(id);
+    const bs = hold.bindings;
+    if (!bs) return;
+    hold.bindings = undefined;
+    // The binding objects the hold was registered in (their ids made once: no new key string to hash).
+    for (const b of bs) {
+      if (this.bindings.get(b.id) !== b) continue; // lost: already removed
+      const i = b.holds.indexOf(hold);
+      if (i >= 0) b.holds.splice(i, 1);
+      if (b.holds.length === 0) this.bindings.delete(b.id);
     }
   }
 
@@ -655,8 +691,8 @@ export class Session extends EventEmitter {
 
   /** @internal Marks every hold of a binding lost. */
   lose(b: Binding, reason: LostReason): void {
-    if (this.bindings.get(bindingId(b.key, b.owner)) !== b) return;
-    this.bindings.delete(bindingId(b.key, b.owner));
+    if (this.bindings.get(b.id) !== b) return;
+    this.bindings.delete(b.id);
     const err = new LostError(b.key, b.owner, reason);
     for (const h of b.holds) h.markLost(err);
     // Whatever is left of it on the server (a hold no longer renewed) goes now rather than at its lease's end.
@@ -754,6 +790,8 @@ export class Hold extends EventEmitter {
   readonly kind: Kind;
   private controller?: AbortController;
   private lostError?: LostError;
+  /** @internal The session's bindings this hold is in (while bound and not ended). */
+  bindings?: Binding[];
 
   /** @internal */
   constructor(
@@ -825,14 +863,15 @@ export class Hold extends EventEmitter {
     if (this.lostError) throw this.lostError;
     if (this.count === 0) return;
     try {
-      await this.s.call(this.key, this.releaseArgs());
+      await this.s.adapter.call(this.key, this.releaseArgs());
     } catch (e) {
-      if (e instanceof NotOwnerError) {
+      const le = toLockError(e);
+      if (le instanceof NotOwnerError) {
         const err = new LostError(this.key, this.owner, "notowner");
         this.markLost(err);
         throw err;
       }
-      throw e;
+      throw le;
     }
     this.count--;
     if (this.count === 0) {
@@ -872,7 +911,7 @@ export class Hold extends EventEmitter {
 /** An exclusive lock (or one side of a read-write lock, or a multi-lock). Reentrant through this object. */
 export class Lock {
   private current?: Hold;
-  private queue: Promise<unknown> = Promise.resolve();
+  private queue?: Promise<unknown>;
   private inFlight = 0;
 
   /** @internal */
@@ -900,17 +939,13 @@ export class Lock {
     // Calls on one object run one after another, so a second call sees the first one's hold.
     const run =
       this.inFlight === 0
-        ? this.acquireNow(opts, true)
-        : this.queue.then(
-            () => this.acquireNow(opts, true),
-            () => this.acquireNow(opts, true),
+        ? this.acquireNow(opts, true, true)
+        : this.queue!.then(
+            () => this.acquireNow(opts, true, true),
+            () => this.acquireNow(opts, true, true),
           );
     this.inFlight++;
-    const settled = run.then(
-      () => void this.inFlight--,
-      () => void this.inFlight--,
-    );
-    this.queue = settled;
+    this.queue = run; // (its rejection is the caller's; a later call chains on both outcomes)
     return run;
   }
 
@@ -925,52 +960,58 @@ export class Lock {
   }
 
   /** @internal */
-  async acquireNow(opts: AcquireOptions, bind: boolean): Promise<Hold> {
-    const leaseMs = opts.leaseMs ?? this.s.leaseMs;
-    const held = this.hold;
-    const owner = held ? held.owner : this.slot.take();
-    const reply = await this.s.acquireRaw({
-      kind: this.kind,
-      keys: this.keys,
-      owner,
-      leaseMs,
-      timeoutMs: held ? 0 : opts.timeoutMs,
-      signal: opts.signal,
-      bind,
-    });
-    if (reply == null) {
-      if (held) throw new BusyError(this.key, `re-entry of '${this.key}' refused`);
-      throw new BusyError(
-        this.key,
-        opts.timeoutMs ? `lock '${this.keys.join("', '")}' still held after ${opts.timeoutMs} ms` : undefined,
+  async acquireNow(opts: AcquireOptions, bind: boolean, counted = false): Promise<Hold> {
+    try {
+      const leaseMs = opts.leaseMs ?? this.s.leaseMs;
+      const held = this.hold;
+      const owner = held ? held.owner : this.slot.take();
+      const reply = await this.s.acquireRaw({
+        kind: this.kind,
+        keys: this.keys,
+        owner,
+        leaseMs,
+        timeoutMs: held ? 0 : opts.timeoutMs,
+        signal: opts.signal,
+        bind,
+      });
+      if (reply == null) {
+        if (held) throw new BusyError(this.key, `re-entry of '${this.key}' refused`);
+        throw new BusyError(
+          this.key,
+          opts.timeoutMs ? `lock '${this.keys.join("', '")}' still held after ${opts.timeoutMs} ms` : undefined,
+        );
+      }
+      const tokens = Array.isArray(reply) ? reply.map(toBigInt) : [toBigInt(reply)];
+      if (held) {
+        held.count++;
+        held.tokens = tokens;
+        held.token = tokens[0];
+        held.leaseMs = leaseMs;
+        return held;
+      }
+      this.slot.holds++;
+      const n = this.s.nodeFor(this.key);
+      const node = typeof n === "string" ? n : await n;
+      const hold = new Hold(
+        this.s,
+        this.kind,
+        this.keys,
+        owner,
+        tokens,
+        leaseMs,
+        () => {
+          this.slot.holds--;
+          if (bind) this.s.unregister(hold);
+        },
+        bind,
       );
+      if (bind) this.s.register(hold, node);
+      this.current = hold;
+      return hold;
+  
+    } finally {
+      if (counted) this.inFlight--; // (a call of acquire(): see there)
     }
-    const tokens = Array.isArray(reply) ? reply.map(toBigInt) : [toBigInt(reply)];
-    if (held) {
-      held.count++;
-      held.tokens = tokens;
-      held.token = tokens[0];
-      held.leaseMs = leaseMs;
-      return held;
-    }
-    this.slot.holds++;
-    const node = await this.s.nodeFor(this.key);
-    const hold = new Hold(
-      this.s,
-      this.kind,
-      this.keys,
-      owner,
-      tokens,
-      leaseMs,
-      () => {
-        this.slot.holds--;
-        if (bind) this.s.unregister(hold);
-      },
-      bind,
-    );
-    if (bind) this.s.register(hold, node);
-    this.current = hold;
-    return hold;
   }
 
   /**
@@ -994,9 +1035,11 @@ export class Lock {
       throw e;
     }
     if (hold.lost) throw hold.signal.reason;
-    await hold.release().catch((e) => {
+    try {
+      await hold.release();
+    } catch (e) {
       if (!(e instanceof LostError)) throw e;
-    });
+    }
     if (hold.lost) throw hold.signal.reason;
     return result;
   }

@@ -1,4 +1,4 @@
-// A real 3-master cluster, through ioredis Cluster and node-redis createCluster.
+// A real 3-master cluster, through ioredis Cluster and node-redis createCluster (v5 and v4).
 
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
@@ -45,9 +45,10 @@ describe("cluster of 3 masters", () => {
     return [...byNode.values()];
   }
 
-  for (const kind of ["ioredis", "node-redis"] as const) {
+  for (const kind of ["ioredis", "node-redis", "node-redis4"] as const) {
     it(`locks on every node, one session connection per node, multi-locks need a hash tag (${kind})`, async () => {
-      const client = kind === "ioredis" ? cluster.ioredis() : await cluster.nodeRedis();
+      const client =
+        kind === "ioredis" ? cluster.ioredis() : kind === "node-redis" ? await cluster.nodeRedis() : await cluster.nodeRedis4();
       const session = await Session.open(client, { leaseMs: 2000 });
       try {
         const keys = await keysOnEveryNode(`c:${kind}`);
@@ -93,7 +94,8 @@ describe("cluster of 3 masters", () => {
       } finally {
         await session.close();
         if (kind === "ioredis") (client as { disconnect(): void }).disconnect();
-        else await (client as { close(): Promise<void> }).close();
+        else if (kind === "node-redis") await (client as { close(): Promise<void> }).close();
+        else await (client as { quit(): Promise<unknown> }).quit();
       }
     });
   }

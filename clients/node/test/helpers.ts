@@ -10,6 +10,9 @@ import { join, resolve } from "node:path";
 
 import IORedis, { Cluster } from "ioredis";
 import { createClient, createCluster } from "redis";
+// node-redis 4, installed under an npm alias (package.json: "redis4": "npm:redis@^4"): the
+// package claims both majors, so every node-redis case runs on both.
+import { createClient as createClient4, createCluster as createCluster4 } from "redis4";
 
 export const SERVER = process.env.REDIS_SERVER || "redis-server";
 export const MODULE = process.env.LOCK_MODULE || resolve(__dirname, "../../../../target/release/liblock.so");
@@ -123,8 +126,8 @@ export class Server {
   }
 }
 
-export type ClientKind = "ioredis" | "node-redis";
-export const CLIENT_KINDS: ClientKind[] = ["ioredis", "node-redis"];
+export type ClientKind = "ioredis" | "node-redis" | "node-redis4";
+export const CLIENT_KINDS: ClientKind[] = ["ioredis", "node-redis", "node-redis4"];
 
 export interface Client {
   client: object;
@@ -136,6 +139,18 @@ export async function connectClient(kind: ClientKind, port: number): Promise<Cli
     const c = new IORedis({ port, host: "127.0.0.1" });
     c.on("error", () => {});
     return { client: c, close: async () => void c.disconnect() };
+  }
+  if (kind === "node-redis4") {
+    const c = createClient4({ socket: { port, host: "127.0.0.1" } });
+    c.on("error", () => {});
+    await c.connect();
+    return {
+      client: c,
+      close: async () => {
+        if (c.isReady) await c.quit();
+        else if (c.isOpen) await c.disconnect();
+      },
+    };
   }
   const c = createClient({ socket: { port, host: "127.0.0.1" } });
   c.on("error", () => {});
@@ -210,6 +225,14 @@ export class LocalCluster {
 
   async nodeRedis() {
     const c = createCluster({ rootNodes: this.servers.map((s) => ({ socket: { host: "127.0.0.1", port: s.port } })) });
+    c.on("error", () => {});
+    await c.connect();
+    return c;
+  }
+
+  /** node-redis 4's createCluster. */
+  async nodeRedis4() {
+    const c = createCluster4({ rootNodes: this.servers.map((s) => ({ socket: { host: "127.0.0.1", port: s.port } })) });
     c.on("error", () => {});
     await c.connect();
     return c;

@@ -1,5 +1,5 @@
 // A holder process for the kill -9 test: opens a session, takes a lock, says "held", waits.
-// argv: <ioredis|node-redis> <port> <key> <leaseMs>
+// argv: <ioredis|node-redis|node-redis4> <port> <key> <leaseMs>
 import { Session } from "../src";
 import { connectClient, ClientKind } from "./helpers";
 

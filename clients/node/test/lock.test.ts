@@ -1,4 +1,4 @@
-// The library on one server, through ioredis and through node-redis.
+// The library on one server, through ioredis and through node-redis (v5 and v4).
 
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
@@ -331,5 +331,8 @@ describe("failures", () => {
     const { createClient } = await import("redis");
     const nr = createClient({ socket: { port, host: "127.0.0.1" } });
     await assert.rejects(Session.open(nr), UnavailableError);
+    const { createClient: createClient4 } = await import("redis4");
+    const nr4 = createClient4({ socket: { port, host: "127.0.0.1" } });
+    await assert.rejects(Session.open(nr4), UnavailableError);
   });
 });

@@ -54,7 +54,10 @@ async def blocking_call(client, cluster, args, block, cleanup_args, on_cleanup_f
     if cluster:
         node = client.get_node_from_key(key)
         conn = node.acquire_connection()
-        release = lambda: node.release(conn)  # noqa: E731
+        if hasattr(node, "release"):
+            release = lambda: node.release(conn)  # noqa: E731
+        else:  # redis-py 5.0: the node's queue of free connections
+            release = lambda: node._free.append(conn)  # noqa: E731
     else:
         pool = client.connection_pool
         try:
@@ -69,7 +72,9 @@ async def blocking_call(client, cluster, args, block, cleanup_args, on_cleanup_f
             await conn.connect()
         await conn.send_command(*args)
         sent = True
-        if block is None:
+        if block is None or (block == 0 and getattr(conn, "socket_timeout", False) is None):
+            # a try, or a wait with no limit on a connection with none: a plain read (no
+            # timer set and cancelled per acquisition)
             reply = await conn.read_response()
         else:
             limit = _FOREVER if block == 0 else block / 1000 + c.BLOCK_SLACK
@@ -78,11 +83,11 @@ async def blocking_call(client, cluster, args, block, cleanup_args, on_cleanup_f
             if reply is None and time.monotonic() - t0 >= limit - 0.01:
                 raise rex.TimeoutError("no answer within the BLOCK time")
     except rex.ResponseError as e:
-        await _maybe_await(release())
+        await _release_conn(release)
         raise c.map_error(e, args[0]) from e
     except BaseException as e:
         await conn.disconnect(nowait=True)
-        await _maybe_await(release())
+        await _release_conn(release)
         if sent:
             try:
                 await client.execute_command(*cleanup_args)
@@ -94,13 +99,16 @@ async def blocking_call(client, cluster, args, block, cleanup_args, on_cleanup_f
         if err is e:
             raise
         raise err from e
-    await _maybe_await(release())
+    r = release()
+    if r is not None and inspect.isawaitable(r):  # a coroutine in recent redis-py
+        await r
     return reply
 
 
-async def _maybe_await(x):
-    if inspect.isawaitable(x):
-        await x
+async def _release_conn(release):
+    r = release()
+    if r is not None and inspect.isawaitable(r):
+        await r
 
 
 class Hold:
@@ -114,16 +122,25 @@ class Hold:
         self.tokens = tokens
         self.node = node
         self.count = 1
-        self.lost = asyncio.Event()
+        self._lost = None  # the Event, made when first asked for (most holds never are)
         self.lost_reason = None
         self._reg = None
         self._task = None
+
+    @property
+    def lost(self):
+        """An :class:`asyncio.Event`, set when the hold is lost."""
+        if self._lost is None:
+            self._lost = asyncio.Event()
+            if self.lost_reason is not None:
+                self._lost.set()
+        return self._lost
 
     key = property(lambda self: self.keys[0])
     token = property(lambda self: self.tokens[0] if len(self.tokens) == 1 else self.tokens)
 
     def check(self):
-        if self.lost.is_set():
+        if self.lost_reason is not None:
             raise LostError(f"lock {self.key!r} was lost: {self.lost_reason}")
 
     async def release(self):
@@ -367,7 +384,7 @@ class Session:
         task = asyncio.current_task()
         reg = (kind, keys, id(task))
         h = self._mine.get(reg)
-        if h is not None and h._task is task and h.count > 0 and not h.lost.is_set():
+        if h is not None and h._task is task and h.count > 0 and h.lost_reason is None:
             h.count += 1
             return h
         owner = None
@@ -448,7 +465,7 @@ class Session:
         try:
             await self.client.execute_command(*args)
         except rex.ResponseError as e:
-            if h.lost.is_set():
+            if h.lost_reason is not None:
                 return
             err = c.map_error(e, "release")
             if isinstance(err, NotOwnerError):
@@ -456,7 +473,7 @@ class Session:
             raise err from e
         except Exception as e:
             self._pending.append(args)
-            if h.lost.is_set():
+            if h.lost_reason is not None:
                 return
             raise UnavailableError(f"release of {h.key!r}: {e} (retried in the background)") from e
 
@@ -480,10 +497,11 @@ class Session:
             return await self._execute(*args)
 
     def _mark_lost(self, h, reason):
-        if h.lost.is_set():
+        if h.lost_reason is not None:
             return
         h.lost_reason = reason
-        h.lost.set()
+        if h._lost is not None:
+            h._lost.set()  # (made already set if asked for later)
         hs = self._by_owner.get(h.owner)
         if hs and h in hs:
             hs.remove(h)
