@@ -138,3 +138,14 @@ def resp2(kwargs):
     kwargs["protocol"] = 2  # redis-py 8 speaks RESP3 unless told
     for k in ("maint_notifications_pool_handler", "maint_notifications_config"):
         kwargs.pop(k, None)
+
+
+def cancel_args(acquire_args):
+    """``LOCK.CANCEL key owner`` for an acquire's arguments: it ends the
+    owner's wait in the server, after which no grant can reach it (a
+    multi-lock waiter leaves every key's queue through its first key)."""
+    if acquire_args[0] == "LOCK.MACQUIRE":
+        n = int(acquire_args[1])
+        return ["LOCK.CANCEL", acquire_args[2], acquire_args[2 + n]]
+    return ["LOCK.CANCEL", acquire_args[1], acquire_args[2]]
+

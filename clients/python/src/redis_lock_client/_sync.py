@@ -59,9 +59,10 @@ def blocking_call(client, cluster, args, block, cleanup_args, on_cleanup_failed,
     """Send one acquire on a pooled connection and read its answer, waiting
     as long as the server's BLOCK (the socket's timeout is lifted for that
     read).  Cancelled (KeyboardInterrupt, any exception) or broken: the
-    connection is closed (the server drops the waiter, and releases a grant
-    it could not deliver), then ``cleanup_args`` (a LOCK.RELEASE of the
-    owner) is sent on a healthy connection for a grant that raced the close.
+    connection is closed, ``LOCK.CANCEL key owner`` ends the wait in the
+    server (closing alone leaves a window: a grant written into the closed
+    socket looks delivered), then ``cleanup_args`` (a LOCK.RELEASE of the
+    owner) releases a grant that crossed the cancel.
     """
     key = args[2] if args[0] == "LOCK.MACQUIRE" else args[1]
     pool = _pool_of(client, cluster, key)
@@ -94,6 +95,12 @@ def blocking_call(client, cluster, args, block, cleanup_args, on_cleanup_failed,
         conn.disconnect()
         pool.release(conn)
         if sent:
+            try:
+                client.execute_command(*c.cancel_args(args))
+            except rex.ResponseError:
+                pass
+            except BaseException:
+                pass  # unreachable: the release below says so
             try:
                 client.execute_command(*cleanup_args)
             except rex.ResponseError:

@@ -90,6 +90,12 @@ async def blocking_call(client, cluster, args, block, cleanup_args, on_cleanup_f
         await _release_conn(release)
         if sent:
             try:
+                await client.execute_command(*c.cancel_args(args))
+            except rex.ResponseError:
+                pass
+            except BaseException:
+                pass  # unreachable: the release below says so
+            try:
                 await client.execute_command(*cleanup_args)
             except rex.ResponseError:
                 pass
