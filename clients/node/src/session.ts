@@ -548,8 +548,21 @@ export class Session extends EventEmitter {
     return args;
   }
 
-  /** Cleans a grant that may have raced a cancel: `LOCK.RELEASE key owner` (MRELEASE for a multi-lock). */
+  /** After a cancelled wait: `LOCK.CANCEL key owner`, then `LOCK.RELEASE key owner` (MRELEASE for a multi-lock) for a grant that crossed it. */
   private async cleanup(spec: RunSpec): Promise<void> {
+    // First end the wait in the server: once LOCK.CANCEL has answered no grant can reach the
+    // owner, so the release below drops exactly what crossed the cancel. (Closing the waiting
+    // connection alone leaves a window: a grant written into a socket just closed looks
+    // delivered to the server.) A multi-lock waiter leaves every key's queue through one key.
+    for (let i = 0; i < 3; i++) {
+      try {
+        await this.adapter.call(spec.keys[0], ["LOCK.CANCEL", spec.keys[0], spec.owner]);
+        break;
+      } catch (e) {
+        if (replyCode(e) !== undefined) break;
+        await sleep(50);
+      }
+    }
     const args =
       spec.kind === "multi"
         ? ["LOCK.MRELEASE", String(spec.keys.length), ...spec.keys, spec.owner]
