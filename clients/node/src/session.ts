@@ -844,6 +844,13 @@ export class Hold extends EventEmitter {
     return this.lostError !== undefined;
   }
 
+  /** @internal A fresh controller made ahead for `signal` (kept only if the hold has none yet). */
+  adoptController(c: AbortController): void {
+    if (this.controller) return;
+    this.controller = c;
+    if (this.lostError) c.abort(this.lostError);
+  }
+
   get released(): boolean {
     return this.count === 0;
   }
@@ -1039,7 +1046,13 @@ export class Lock {
   ): Promise<T> {
     const opts = typeof a === "function" ? {} : a;
     const fn = typeof a === "function" ? a : b!;
-    const hold = await this.acquire(opts);
+    const acquiring = this.acquire(opts);
+    // The callback's AbortSignal (Node takes microseconds to make one) is made while the acquire
+    // is on its way, not between the grant and the callback.
+    const controller = new AbortController();
+    void controller.signal;
+    const hold = await acquiring;
+    hold.adoptController(controller);
     let result: T;
     try {
       result = await fn(hold.signal, hold);

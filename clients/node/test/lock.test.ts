@@ -176,6 +176,24 @@ for (const kind of CLIENT_KINDS) {
       await assert.rejects(hold.release(), LostError);
     });
 
+    it("using: the callback's signal is the hold's, aborted on loss; using rejects with the LostError", { timeout: 10000 }, async () => {
+      const key = fresh();
+      let seen: AbortSignal | undefined;
+      const run = session.using(key, async (signal, hold) => {
+        seen = signal;
+        assert.equal(signal, hold.signal);
+        assert.equal(signal.aborted, false);
+        const aborted = new Promise<void>((r) => signal.addEventListener("abort", () => r()));
+        assert.equal(await admin.call("LOCK.FORCERELEASE", key), 1);
+        await aborted;
+        return "done";
+      });
+      await assert.rejects(run, (e: unknown) => e instanceof LostError && e.reason === "forced");
+      assert.ok(seen?.reason instanceof LostError);
+      // a later using() of the key gets a fresh, unaborted signal
+      assert.equal(await session.using(key, async (signal) => signal.aborted), false);
+    });
+
     it("a plain lease ends by itself (hold not bound to the session)", async () => {
       const key = fresh();
       const lock = session.lock(key);
