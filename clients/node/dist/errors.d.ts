@@ -1,0 +1,47 @@
+/** Base of every error this library throws. `code` is the server's leading code word when the error is a reply. */
+export declare class LockError extends Error {
+    readonly code?: string;
+    constructor(message: string, options?: {
+        cause?: unknown;
+        code?: string;
+    });
+}
+/** The lock is held by another owner: a try without waiting, or the wait timed out. */
+export declare class BusyError extends LockError {
+    readonly key: string;
+    constructor(key: string, message?: string);
+}
+/** The server says this owner holds no hold on the lock (`NOTOWNER`): released already, or its lease ended. */
+export declare class NotOwnerError extends LockError {
+    constructor(message: string, options?: {
+        cause?: unknown;
+    });
+}
+/** The module answered `DEADLOCK` (a reader asking for the write hold beside other readers). */
+export declare class DeadlockError extends LockError {
+    constructor(message: string, options?: {
+        cause?: unknown;
+    });
+}
+/** Why a hold was lost. */
+export type LostReason = "forced" | "gone" | "maxhold" | "moved" | "notowner" | "down";
+/** A hold ended without its owner releasing it. It is the reason of `hold.signal`. */
+export declare class LostError extends LockError {
+    readonly key: string;
+    readonly owner: string;
+    readonly reason: LostReason;
+    constructor(key: string, owner: string, reason: LostReason);
+}
+/** The server cannot be reached, or the connection broke while a command was in flight. */
+export declare class UnavailableError extends LockError {
+}
+/** The server does not know the lock module's commands. */
+export declare class ModuleNotLoadedError extends LockError {
+    constructor(message?: string);
+}
+/** True when `e` is an error reply from the server (ioredis or node-redis), not a connection failure. */
+export declare function isReplyError(e: unknown): e is Error;
+/** The leading code word of an error reply (`NOTOWNER`, `ERR`, `MOVED`...), or undefined for other errors. */
+export declare function replyCode(e: unknown): string | undefined;
+/** Turns an error from a client into this library's typed error. */
+export declare function toLockError(e: unknown): Error;

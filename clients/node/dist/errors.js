@@ -1,0 +1,115 @@
+"use strict";
+Object.defineProperty(exports, "__esModule", { value: true });
+exports.ModuleNotLoadedError = exports.UnavailableError = exports.LostError = exports.DeadlockError = exports.NotOwnerError = exports.BusyError = exports.LockError = void 0;
+exports.isReplyError = isReplyError;
+exports.replyCode = replyCode;
+exports.toLockError = toLockError;
+/** Base of every error this library throws. `code` is the server's leading code word when the error is a reply. */
+class LockError extends Error {
+    code;
+    constructor(message, options) {
+        super(message, options?.cause !== undefined ? { cause: options.cause } : undefined);
+        this.name = new.target.name;
+        if (options?.code !== undefined)
+            this.code = options.code;
+    }
+}
+exports.LockError = LockError;
+/** The lock is held by another owner: a try without waiting, or the wait timed out. */
+class BusyError extends LockError {
+    key;
+    constructor(key, message) {
+        super(message ?? `lock '${key}' is held by another owner`);
+        this.key = key;
+    }
+}
+exports.BusyError = BusyError;
+/** The server says this owner holds no hold on the lock (`NOTOWNER`): released already, or its lease ended. */
+class NotOwnerError extends LockError {
+    constructor(message, options) {
+        super(message, { ...options, code: "NOTOWNER" });
+    }
+}
+exports.NotOwnerError = NotOwnerError;
+/** The module answered `DEADLOCK` (a reader asking for the write hold beside other readers). */
+class DeadlockError extends LockError {
+    constructor(message, options) {
+        super(message, { ...options, code: "DEADLOCK" });
+    }
+}
+exports.DeadlockError = DeadlockError;
+/** A hold ended without its owner releasing it. It is the reason of `hold.signal`. */
+class LostError extends LockError {
+    key;
+    owner;
+    reason;
+    constructor(key, owner, reason) {
+        super(`lock '${key}' held by '${owner}' was lost (${reason})`);
+        this.key = key;
+        this.owner = owner;
+        this.reason = reason;
+    }
+}
+exports.LostError = LostError;
+/** The server cannot be reached, or the connection broke while a command was in flight. */
+class UnavailableError extends LockError {
+}
+exports.UnavailableError = UnavailableError;
+/** The server does not know the lock module's commands. */
+class ModuleNotLoadedError extends LockError {
+    constructor(message) {
+        super(message ??
+            "the lock module is not loaded on this server: start it with `redis-server --loadmodule /path/to/liblock.so`");
+    }
+}
+exports.ModuleNotLoadedError = ModuleNotLoadedError;
+const REPLY_ERROR_NAMES = new Set(["ReplyError", "ErrorReply", "SimpleError", "BlobError", "MultiErrorReply"]);
+/** True when `e` is an error reply from the server (ioredis or node-redis), not a connection failure. */
+function isReplyError(e) {
+    if (!(e instanceof Error))
+        return false;
+    if (REPLY_ERROR_NAMES.has(e.name))
+        return true;
+    let proto = Object.getPrototypeOf(e);
+    while (proto && proto !== Error.prototype) {
+        const ctor = proto.constructor;
+        if (ctor?.name && REPLY_ERROR_NAMES.has(ctor.name))
+            return true;
+        proto = Object.getPrototypeOf(proto);
+    }
+    return false;
+}
+/** The leading code word of an error reply (`NOTOWNER`, `ERR`, `MOVED`...), or undefined for other errors. */
+function replyCode(e) {
+    if (!isReplyError(e))
+        return undefined;
+    const m = /^([A-Z][A-Z_-]*)\b/.exec(e.message);
+    return m ? m[1] : undefined;
+}
+/** Turns an error from a client into this library's typed error. */
+function toLockError(e) {
+    if (e instanceof LockError)
+        return e;
+    const code = replyCode(e);
+    const msg = e instanceof Error ? e.message : String(e);
+    if (code === undefined) {
+        if (e instanceof Error && e.name === "AbortError")
+            return e;
+        return new UnavailableError(`server unavailable: ${msg}`, { cause: e });
+    }
+    switch (code) {
+        case "NOTOWNER":
+            return new NotOwnerError(msg, { cause: e });
+        case "DEADLOCK":
+            return new DeadlockError(msg, { cause: e });
+        case "LOADING":
+        case "MASTERDOWN":
+        case "CLUSTERDOWN":
+        case "TRYAGAIN":
+        case "READONLY":
+            return new UnavailableError(msg, { cause: e, code });
+        default:
+            return new LockError(msg, { cause: e, code });
+    }
+}
+//# sourceMappingURL=errors.js.map

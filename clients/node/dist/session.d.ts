@@ -1,0 +1,247 @@
+import { EventEmitter } from "node:events";
+import { Adapter, Connection, RedisClientLike } from "./adapter";
+import { LostError, LostReason } from "./errors";
+export interface SessionOptions {
+    /** Lease of every hold unless an acquire names its own, in ms. The server renews it while the session lives. Default 30000. */
+    leaseMs?: number;
+    /** How often the session connection is PINGed, in ms. Default 1000. */
+    pingIntervalMs?: number;
+    /** A PING unanswered this long closes the session connection (and re-attaches), in ms. Default 3000. */
+    pingTimeoutMs?: number;
+}
+export interface AcquireOptions {
+    /** How long to wait for the lock, in ms: 0 tries once; undefined waits as long as it takes. */
+    timeoutMs?: number;
+    /** Cancels the wait; the acquire rejects with `signal.reason` and leaves no waiter and no hold. */
+    signal?: AbortSignal;
+    /** This hold's lease in ms (default: the session's). */
+    leaseMs?: number;
+}
+type Kind = "exclusive" | "read" | "write" | "multi";
+/** One owner's holds on one key, as the server sees them: what re-attach renews and a loss message names. */
+interface Binding {
+    /** bindingId(key, owner), made once: the map's key. */
+    id: string;
+    key: string;
+    owner: string;
+    node: string;
+    leaseMs: number;
+    /** Usually one (an RWLock's two sides share an owner). */
+    holds: Hold[];
+}
+/** The session connection to one server (one per cluster node that owns a held key). */
+declare class NodeSession {
+    private readonly s;
+    readonly node: string;
+    conn?: Connection;
+    up: boolean;
+    closed: boolean;
+    /** Incremented every time the token is (re)registered on a new connection. */
+    epoch: number;
+    downSince: number;
+    private pingTimer?;
+    private downTimer?;
+    private reconnecting?;
+    private opening?;
+    constructor(s: Session, node: string);
+    /** Connects, registers the token, subscribes to the loss channel. */
+    open(): Promise<void>;
+    private connectOnce;
+    private schedulePing;
+    private dropped;
+    /** While down: a binding whose lease has passed since the drop is lost. */
+    private watchDown;
+    private clearDown;
+    /** Reconnects until it works or the session closes, then re-attaches every binding. */
+    reconnect(): Promise<void>;
+    /** Forces a new connection (after a `demoted` message or NOSESSION on a live one). */
+    recycle(): void;
+    close(): void;
+}
+interface RunSpec {
+    kind: Kind;
+    keys: string[];
+    owner: string;
+    leaseMs: number;
+    timeoutMs?: number;
+    signal?: AbortSignal;
+    /** Bind to the session (SESSION token); false for plain leases (the redlock-shaped `acquire`). */
+    bind: boolean;
+}
+/**
+ * A session: one dedicated connection per server that every hold is bound to. The server
+ * keeps the holds alive while it lives; holds live out their lease once it is gone.
+ */
+export declare class Session extends EventEmitter {
+    readonly token: string;
+    readonly leaseMs: number;
+    /** @internal */ readonly adapter: Adapter;
+    /** @internal */ readonly pingIntervalMs: number;
+    /** @internal */ readonly pingTimeoutMs: number;
+    private readonly nodes;
+    private readonly bindings;
+    private readonly pool;
+    private slots?;
+    private slotsLoading?;
+    private counter;
+    private closing;
+    private constructor();
+    /**
+     * Opens a session over `client` (an ioredis `Redis`/`Cluster` or a node-redis client/cluster):
+     * a dedicated session connection (`client.duplicate()`), `LOCK.SESSION <token>`, subscribed to
+     * its loss channel. Rejects with `ModuleNotLoadedError` or `UnavailableError`.
+     */
+    static open(client: RedisClientLike, opts?: SessionOptions): Promise<Session>;
+    /** An exclusive, reentrant lock named `key`. */
+    lock(key: string): Lock;
+    /** A read-write lock named `key`: `.read` and `.write` share one owner (downgrade, upgrade). */
+    rwlock(key: string): RWLock;
+    /** All of `keys` at once, or none (in a cluster they must share a `{hash tag}`). */
+    multiLock(keys: string[]): MultiLock;
+    /**
+     * Runs `fn` holding `key` (or every key of an array), then releases it. `signal` aborts with a
+     * `LostError` if the hold is lost; `using` then rejects with that error even if `fn` resolved.
+     */
+    using<T>(key: string | string[], fn: (signal: AbortSignal, hold: Hold) => Promise<T>): Promise<T>;
+    using<T>(key: string | string[], opts: AcquireOptions, fn: (signal: AbortSignal, hold: Hold) => Promise<T>): Promise<T>;
+    /** Releases every hold and closes the session's connections (not the client it was opened with). */
+    close(): Promise<void>;
+    get closed(): boolean;
+    /** Connections this session opened for waiting (idle and busy). */
+    get waitConnections(): number;
+    /** @internal */
+    newOwner(): string;
+    /** @internal */
+    nodeSession(node: string): NodeSession | Promise<NodeSession>;
+    private nodeSessionSlow;
+    private loadSlots;
+    /** @internal The node serving `key` ("" on a single server). */
+    nodeFor(key: string): string | Promise<string>;
+    private nodeForCluster;
+    /** @internal A command through the user's client, errors typed. */
+    call(key: string | undefined, args: string[]): Promise<unknown>;
+    private checkKeys;
+    /** @internal Sends an acquire: waits on a pooled connection, cancels per the contract, retries NOSESSION once. */
+    acquireRaw(spec: RunSpec): Promise<unknown>;
+    private acquireArgs;
+    /** After a cancelled wait: `LOCK.CANCEL key owner`, then `LOCK.RELEASE key owner` (MRELEASE for a multi-lock) for a grant that crossed it. */
+    private cleanup;
+    /** The cleanup, waited for at most 2 s (a client queueing offline goes on in the background). */
+    private boundedCleanup;
+    private sendAcquire;
+    /** The wait on a pooled connection: its answer, or the cancel of the contract (close the connection, release the owner). */
+    private waitOn;
+    /** A wait answered with an error (the connection goes back) or broken (it is closed, the owner released): rejects with `e`. */
+    private waitFailed;
+    /** @internal */
+    register(hold: Hold, node: string): void;
+    /** @internal */
+    unregister(hold: Hold): void;
+    /** @internal */
+    bindingsOn(node: string): Binding[];
+    /** @internal Marks every hold of a binding lost. */
+    lose(b: Binding, reason: LostReason): void;
+    /** @internal `<reason> <owner-length> <owner> <key>` or `demoted`. */
+    onLossMessage(node: string, msg: Buffer): void;
+    /** @internal `LOCK.RENEW key owner PX lease SESSION token` for each key; NOTOWNER -> lost. */
+    reattach(keys: string[], owner: string, leaseMs: number): Promise<void>;
+    private renewBinding;
+    /** @internal Re-attaches every binding of a node after its session connection came back. */
+    reattachAll(node: string): Promise<void>;
+}
+/** The owner id a Lock (or both sides of an RWLock) uses while it holds: fresh per first acquisition. */
+declare class OwnerSlot {
+    private readonly s;
+    owner?: string;
+    holds: number;
+    constructor(s: Session);
+    take(): string;
+}
+/**
+ * A hold on a lock. `signal` aborts with a `LostError` when the hold is lost. A hold acquired
+ * again through the same Lock object (re-entry) is the same Hold with `count` one more;
+ * `release()` drops one.
+ */
+export declare class Hold extends EventEmitter {
+    private readonly s;
+    private readonly onEnd;
+    readonly bound: boolean;
+    readonly keys: string[];
+    readonly owner: string;
+    /** Fencing token of the latest acquisition (of the first key, for a multi-lock). Below 2^53 today, exact as a bigint. */
+    token: bigint;
+    /** Fencing token per key (a multi-lock). */
+    tokens: bigint[];
+    /** Holds this object stands for (re-entries). 0 once released. */
+    count: number;
+    leaseMs: number;
+    readonly kind: Kind;
+    private controller?;
+    private lostError?;
+    /** @internal The session's bindings this hold is in (while bound and not ended). */
+    bindings?: Binding[];
+    /** @internal */
+    constructor(s: Session, kind: Kind, keys: string[], owner: string, tokens: bigint[], leaseMs: number, onEnd: () => void, bound: boolean);
+    get key(): string;
+    /** Aborted (with a `LostError` reason) when the hold is lost. */
+    get signal(): AbortSignal;
+    get lost(): boolean;
+    /** @internal A fresh controller made ahead for `signal` (kept only if the hold has none yet). */
+    adoptController(c: AbortController): void;
+    get released(): boolean;
+    /** Calls `cb` once if the hold is lost. */
+    onLost(cb: (err: LostError) => void): this;
+    /** @internal */
+    markLost(err: LostError): void;
+    private releaseArgs;
+    /** Drops one hold (the last one releases the lock). A lost hold rejects with its LostError; NOTOWNER marks it lost. */
+    release(): Promise<void>;
+    /** @internal Every hold this object stands for (session close). */
+    releaseAll(): Promise<void>;
+    /** Sets a new lease from now (default: the current one). NOTOWNER -> the hold is lost, LostError. */
+    extend(leaseMs?: number): Promise<void>;
+}
+/** An exclusive lock (or one side of a read-write lock, or a multi-lock). Reentrant through this object. */
+export declare class Lock {
+    protected readonly s: Session;
+    readonly kind: Kind;
+    readonly keys: string[];
+    private readonly slot;
+    private current?;
+    private queue?;
+    private inFlight;
+    /** @internal */
+    constructor(s: Session, kind: Kind, keys: string[], slot: OwnerSlot);
+    get key(): string;
+    /** The hold this object has now, if any. */
+    get hold(): Hold | undefined;
+    /**
+     * Takes the lock, waiting up to `timeoutMs` (BusyError after), cancelled by `signal`. Called
+     * again on this object while it holds, it re-enters: the same Hold, `count` one more.
+     */
+    acquire(opts?: AcquireOptions): Promise<Hold>;
+    /** Takes the lock if it is free now: the Hold, or undefined when another owner has it. */
+    tryAcquire(opts?: Omit<AcquireOptions, "timeoutMs">): Promise<Hold | undefined>;
+    /** @internal */
+    acquireNow(opts: AcquireOptions, bind: boolean, counted?: boolean): Promise<Hold>;
+    /**
+     * Runs `fn` holding the lock and releases it after. `signal` aborts if the hold is lost; then
+     * `using` rejects with the LostError even if `fn` resolved.
+     */
+    using<T>(fn: (signal: AbortSignal, hold: Hold) => Promise<T>): Promise<T>;
+    using<T>(opts: AcquireOptions, fn: (signal: AbortSignal, hold: Hold) => Promise<T>): Promise<T>;
+}
+/** A read-write lock: `read` and `write` are Locks of one owner, so a writer may downgrade and a sole reader upgrade. */
+export declare class RWLock {
+    readonly key: string;
+    readonly read: Lock;
+    readonly write: Lock;
+    /** @internal */
+    constructor(s: Session, key: string);
+}
+/** Every key at once or none (`LOCK.MACQUIRE`): waits as one unit, never deadlocks on key order. */
+export declare class MultiLock extends Lock {
+    /** @internal */
+    constructor(s: Session, keys: string[]);
+}
+export {};
