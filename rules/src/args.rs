@@ -92,10 +92,7 @@ fn keep_alive<A: Deref<Target = [u8]>>(
         out.get_or_insert(KeepAlive::Caller);
         return Ok(());
     }
-    let token = parser.value(name)?;
-    if token.is_empty() {
-        return Err(LockError::empty_session());
-    }
+    let token = parse_session_token(parser.value(name)?)?;
     *out = Some(KeepAlive::Session(token.into()));
     Ok(())
 }
