@@ -167,7 +167,8 @@ enum KeyAccess {
 
 /// How the ACL tests call a command: on a fresh data set, `setup` (run by
 /// an admin) then `call` succeeds for a user allowed the command and the
-/// keys `app:*` and `{app:*` (read holds' lease keys); `key` is the first
+/// keys `app:*` and `{app:*` (read holds' lease keys, semaphores' permit
+/// sets `{app:s}:timeout`); `key` is the first
 /// lock key it names, and `category_read` whether it is in `@read` (else
 /// `@write`) where module commands have categories.
 struct AclCase {
@@ -181,6 +182,9 @@ impl AclCase {
     fn of(cmd: Cmd) -> AclCase {
         use KeyAccess::*;
         const HELD: &[&[&str]] = &[&["LOCK.ACQUIRE", "app:x", "o"]];
+        const SEM: &[&[&str]] = &[&["SEM.INIT", "app:s", "3"]];
+        const SEM_HELD: &[&[&str]] = &[&["SEM.INIT", "app:s", "3"], &["SEM.ACQUIRE", "app:s", "o"]];
+        const LATCH: &[&[&str]] = &[&["LATCH.INIT", "app:l", "2"]];
         type Calls = &'static [&'static [&'static str]];
         let (setup, call, access, category_read): (Calls, &'static [&'static str], _, _) = match cmd
         {
@@ -207,6 +211,18 @@ impl AclCase {
             Cmd::Queues => (&[], &["LOCK.QUEUES"], Keyless, true),
             Cmd::Session => (&[], &["LOCK.SESSION", "s1"], Keyless, false),
             Cmd::Cancel => (&[], &["LOCK.CANCEL", "app:x", "o"], ReadWrite, false),
+            Cmd::SemInit => (&[], &["SEM.INIT", "app:s", "3"], ReadWrite, false),
+            Cmd::SemAcquire => (SEM, &["SEM.ACQUIRE", "app:s", "o"], ReadWrite, false),
+            Cmd::SemRelease => (SEM_HELD, &["SEM.RELEASE", "app:s", "o"], ReadWrite, false),
+            Cmd::SemRenew => (SEM_HELD, &["SEM.RENEW", "app:s", "o"], ReadWrite, false),
+            Cmd::SemAdd => (&[], &["SEM.ADD", "app:s", "2"], ReadWrite, false),
+            Cmd::SemTake => (SEM, &["SEM.TAKE", "app:s"], ReadWrite, false),
+            Cmd::SemGive => (&[], &["SEM.GIVE", "app:s"], ReadWrite, false),
+            Cmd::SemInfo => (SEM_HELD, &["SEM.INFO", "app:s"], Read, true),
+            Cmd::LatchInit => (&[], &["LATCH.INIT", "app:l", "2"], ReadWrite, false),
+            Cmd::LatchCountDown => (LATCH, &["LATCH.COUNTDOWN", "app:l"], ReadWrite, false),
+            Cmd::LatchAwait => (LATCH, &["LATCH.AWAIT", "app:l"], Read, true),
+            Cmd::LatchInfo => (LATCH, &["LATCH.INFO", "app:l"], Read, true),
         };
         AclCase {
             setup,
@@ -452,6 +468,50 @@ fn fence_needs_read_and_write_access_to_the_token_key() {
         err(&mut app, &["LOCK.ACQUIRE", "app:w", "w1", "FENCE"]),
         token_noperm("redisson_lock_token:{app:w}")
     );
+}
+
+/// A semaphore's permit set `{key}:timeout` is not among the keys a SEM.*
+/// command declares: the module checks that the caller may write it, and
+/// refuses every SEM.* write (a caller that would wait too) before anything
+/// is written or queued.
+#[test]
+fn semaphores_need_write_access_to_the_permit_key() {
+    let server = Server::start();
+    let mut admin = server.client();
+    acl_setuser(&mut admin, "app", &["on", ">pw", "~app:*", "+@all"]);
+    let mut app = user_client(&server, "app");
+    let _: i64 = q(&mut admin, &["SEM.INIT", "app:s", "1"]);
+    let _: i64 = q(&mut admin, &["SEM.ACQUIRE", "app:s", "o"]);
+    let before = snapshot(&mut admin);
+    let refused =
+        "NOPERM this user has no permissions to access the semaphore permit key '{app:s}:timeout'";
+    for args in [
+        &["SEM.ACQUIRE", "app:s", "w"][..],
+        &["SEM.ACQUIRE", "app:s", "w", "BLOCK", "0"],
+        &["SEM.TAKE", "app:s", "BLOCK", "0"],
+        &["SEM.RELEASE", "app:s", "o"],
+        &["SEM.RENEW", "app:s", "o"],
+        &["SEM.GIVE", "app:s"],
+        &["SEM.ADD", "app:s", "1"],
+        &["SEM.INIT", "app:s", "5"],
+    ] {
+        assert_eq!(err(&mut app, args), refused, "{args:?}");
+        let entry = newest_acl_log(&mut admin);
+        assert_eq!(field(&entry, "context").as_deref(), Some("module"));
+        assert_eq!(
+            field(&entry, "object").as_deref(),
+            Some("{app:s}:timeout"),
+            "{args:?}"
+        );
+    }
+    assert_eq!(snapshot(&mut admin), before);
+    assert_eq!(waiters(&mut admin, "app:s"), 0);
+    assert_eq!(server.stat("waiters"), 0);
+
+    // Allowed the permit set, the same user gives the permit back.
+    acl_setuser(&mut admin, "app", &["~{app:*"]);
+    assert_eq!(q::<i64>(&mut app, &["SEM.RELEASE", "app:s", "o"]), 0);
+    assert_eq!(q::<i64>(&mut app, &["SEM.ACQUIRE", "app:s", "w"]), 1);
 }
 
 #[test]

@@ -90,6 +90,13 @@ fn assert_none(problems: Vec<String>) {
     assert!(problems.is_empty(), "\n{}", problems.join("\n"));
 }
 
+/// A name of the module's command families, as the docs write them.
+fn is_command_name(word: &str) -> bool {
+    ["LOCK.", "SEM.", "LATCH."]
+        .iter()
+        .any(|family| word.starts_with(family))
+}
+
 /// Whichever test starts a server: Debian's redis-server by default,
 /// `REDIS_SERVER` for another.
 fn server() -> (Server, Connection) {
@@ -132,8 +139,8 @@ fn a_command_missing_from_the_table_is_named() {
 }
 
 /// docs/commands.md heads each command (or a family of them) with
-/// `## LOCK.X` or `## LOCK.X, LOCK.Y`, and gives each one's syntax in a
-/// code block under it: `LOCK.X key owner [...]`.
+/// `## LOCK.X` or `## LOCK.X, LOCK.Y` (`SEM.X`, `LATCH.X` alike), and gives
+/// each one's syntax in a code block under it: `LOCK.X key owner [...]`.
 #[test]
 fn every_command_has_a_heading_and_a_syntax_line_in_the_command_reference() {
     let (_server, mut con) = server();
@@ -143,7 +150,7 @@ fn every_command_has_a_heading_and_a_syntax_line_in_the_command_reference() {
     let mut problems = Vec::new();
     for heading in reference.lines().filter_map(|l| l.strip_prefix("## ")) {
         let names: Vec<&str> = heading.split(", ").map(str::trim).collect();
-        if !names.iter().any(|n| n.starts_with("LOCK.")) {
+        if !names.iter().any(|n| is_command_name(n)) {
             continue;
         }
         let body = section(&reference, heading);
@@ -244,7 +251,7 @@ fn every_command_has_a_row_in_the_readme() {
     let listed: BTreeSet<String> = first_cells(&section(&readme, "Commands"))
         .into_iter()
         .filter_map(|cell| cell.trim_matches('`').split(' ').next())
-        .filter(|name| name.starts_with("LOCK."))
+        .filter(|name| is_command_name(name))
         .map(String::from)
         .collect();
     assert_none(compare(

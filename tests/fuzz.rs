@@ -2,7 +2,9 @@
 //! for every command the module registers (`COMMAND LIST FILTERBY MODULE
 //! lock`, matched by name to [`Cmd`]: the test fails naming a registered
 //! command it has no grammar for), today LOCK.ACQUIRE, RACQUIRE, WACQUIRE,
-//! MACQUIRE, MRELEASE, RELEASE, RENEW, FORCERELEASE, INFO, WAITERS and QUEUES
+//! MACQUIRE, MRELEASE, RELEASE, RENEW, FORCERELEASE, INFO, WAITERS, QUEUES,
+//! SESSION and CANCEL, SEM.INIT, ACQUIRE, RELEASE, RENEW, ADD, TAKE, GIVE and
+//! INFO, LATCH.INIT, COUNTDOWN, AWAIT and INFO
 //! (0 to 10 arguments of random bytes, NUL, CR/LF,
 //! non-UTF-8, boundary and huge numbers, option words in any case, unknown
 //! options, keys of every other type, 1 MB owners), sent as raw RESP over a
@@ -13,10 +15,11 @@
 //! LOCK.INFO, a FORCERELEASE that removed nothing) must change nothing:
 //! `DEBUG DIGEST` and the key's `PEXPIRETIME` are compared before and after.
 //! Where the pure rules (`lock_rules::args`, `multilock`, `keys`) predict an
-//! error (arity, numkeys, a key named twice, empty owner, options, a FENCE
-//! name whose token key or a read hold's lease key is in another slot) the
-//! reply must be exactly that error, and an owner a read-write lock reserves
-//! never gets an answer. The server must answer PING at the end and its log must hold
+//! error (arity, numkeys, a key named twice, empty owner, options, permit
+//! counts and amounts, a FENCE name whose token key, a read hold's lease key
+//! or a semaphore's permit set is in another slot) the reply must be exactly
+//! that error, and an owner a read-write lock reserves never gets an answer;
+//! an error that depends on the data must be one the command may give. The server must answer PING at the end and its log must hold
 //! no crash report or caught panic. One vector in 16 is sent inside
 //! MULTI/EXEC (where `BLOCK` must answer at once), and each epoch speaks
 //! RESP2 or RESP3 (LOCK.INFO as an array or a map).
@@ -34,6 +37,9 @@
 //! - A valid `BLOCK` value is sent as 1 to 5 ms (`BLOCK 0` would wait
 //!   forever on a held lock); invalid ones (negative, huge, not numbers) are
 //!   sent as generated and must fail at once.
+//! - A valid `PERMITS` value over 100 is sent as 1 to 100 (each permit an
+//!   owner holds is a member of the semaphore's sorted set, which `DEBUG
+//!   DIGEST` reads after every vector); invalid ones are sent as generated.
 //! - The data set is reset (FLUSHALL, then the fixtures) every
 //!   `EPOCH` vectors and after each vector with a 1 MB argument, so
 //!   `DEBUG DIGEST` stays cheap.
@@ -49,14 +55,18 @@ use std::time::Instant;
 
 use common::commands::{self, Cmd};
 use lock_rules::args::{
-    parse_acquire_options, parse_i64, parse_renew_options, parse_view_options, MAX_DURATION_MS,
+    parse_acquire_options, parse_amount, parse_block_option, parse_i64, parse_lease_option,
+    parse_permits_option, parse_renew_options, parse_semaphore_acquire_options, parse_take_options,
+    parse_view_options, MAX_DURATION_MS, MAX_PERMITS_PER_CALL,
 };
 use lock_rules::error::{printable, LockError};
 use lock_rules::keepalive::check_lease;
-use lock_rules::keys::{read_lease_key_in_slot, token_key_in_slot};
+use lock_rules::keys::{permits_key_in_slot, read_lease_key_in_slot, token_key_in_slot};
+use lock_rules::latch::MAX_COUNT;
 use lock_rules::multilock::{check_distinct, parse_numkeys};
 use lock_rules::read_write::check_owner;
 use lock_rules::request::KeepAlive;
+use lock_rules::semaphore::MAX_PERMITS;
 
 /// `lock.default-lease-ms` of the fuzzed server: no lease runs out in a run.
 const DEFAULT_LEASE_MS: i64 = 1_000_000_000_000;
@@ -286,6 +296,58 @@ fn load_fixtures(con: &mut Conn) {
         &[b"LOCK.WACQUIRE", b"rwwrite", HOLDER, b"PX", b"3600000000"],
         &[b"LOCK.RACQUIRE", b"rwwrite", HOLDER, b"PX", b"3600000000"],
         &[b"HSET", b"rwbad", b"mode", b"read"],
+        // Semaphores: 1 of 3 permits left (the holder has 2); none left;
+        // a counter at 0 and no permit set; 1 below zero (SEM.ADD took away
+        // a permit the holder has); a Redisson permit (its random id, no
+        // lease); a permit set of the wrong type; the most permits there
+        // may be.
+        &[b"SEM.INIT", b"sem", b"3"],
+        &[
+            b"SEM.ACQUIRE",
+            b"sem",
+            HOLDER,
+            b"PERMITS",
+            b"2",
+            b"PX",
+            b"3600000000",
+        ],
+        &[b"SEM.INIT", b"semfull", b"1"],
+        &[
+            b"SEM.ACQUIRE",
+            b"semfull",
+            HOLDER,
+            b"PX",
+            b"3600000000",
+            b"FENCE",
+        ],
+        &[b"SET", b"semzero", b"0"],
+        &[b"SEM.INIT", b"semneg", b"2"],
+        &[
+            b"SEM.ACQUIRE",
+            b"semneg",
+            HOLDER,
+            b"PERMITS",
+            b"2",
+            b"PX",
+            b"3600000000",
+        ],
+        &[b"SEM.ADD", b"semneg", b"-1"],
+        &[b"SET", b"semredisson", b"1"],
+        &[
+            b"ZADD",
+            b"{semredisson}:timeout",
+            b"922337203685477",
+            b"\x8f\x01\xaa\x00redisson:id",
+        ],
+        &[b"SET", b"semzbad", b"2"],
+        &[b"RPUSH", b"{semzbad}:timeout", b"x"],
+        &[b"SET", b"semmax", b"2147483647"],
+        // Latches: a count of 3; one with an expiry; an open one (0) and
+        // one Redisson's count-down of a missing latch left at -1.
+        &[b"LATCH.INIT", b"latch", b"3"],
+        &[b"LATCH.INIT", b"latchpx", b"5", b"PX", b"3600000000"],
+        &[b"SET", b"latchzero", b"0"],
+        &[b"SET", b"latchneg", b"-1"],
     ];
     // In one write: a reset costs one round trip.
     let mut buf = Vec::new();
@@ -346,6 +408,21 @@ const KEYS: &[&[u8]] = &[
     b"redisson_lock_token:{tokmax}",
 ];
 
+/// The semaphores and latches of the fixtures (any command may be sent
+/// one), a semaphore's permit set and a free name.
+const SEM_KEYS: &[&[u8]] = &[
+    b"sem",
+    b"semfull",
+    b"semzero",
+    b"semneg",
+    b"semredisson",
+    b"semzbad",
+    b"semmax",
+    b"{sem}:timeout",
+    b"free",
+];
+const LATCH_KEYS: &[&[u8]] = &[b"latch", b"latchpx", b"latchzero", b"latchneg", b"free"];
+
 const OWNERS: &[&[u8]] = &[
     HOLDER,
     b"HOLDER",
@@ -388,6 +465,10 @@ const UNKNOWN_OPTIONS: &[&[u8]] = &[
     b"\xef\xbc\xb0\xef\xbc\xb8", // fullwidth "PX"
     b"LEASE",
     b"TIMEOUT",
+    // SEM.*'s, unknown to the others.
+    b"PERMITS",
+    b"permit",
+    b"SESSIONS",
 ];
 
 const NUMBERS: &[&[u8]] = &[
@@ -542,6 +623,8 @@ fn key(rng: &mut Rng) -> Vec<u8> {
     match rng.below(20) {
         0 | 1 => random_bytes(rng),
         2 => any_arg(rng),
+        3 => rng.pick(SEM_KEYS).to_vec(),
+        4 => rng.pick(LATCH_KEYS).to_vec(),
         _ => rng.pick(KEYS).to_vec(),
     }
 }
@@ -589,14 +672,20 @@ fn lease_word(rng: &mut Rng) -> &'static [u8] {
 /// An option as the grammar has it (a name and, but for FENCE, a value),
 /// often with a value the parser accepts.
 fn option_group(rng: &mut Rng, cmd: Cmd, out: &mut Vec<Vec<u8>>) {
+    let own = cmd.options().unwrap_or_default();
     let word = if cmd == Cmd::Renew && rng.one_in(2) {
         let word = lease_word(rng);
+        any_case(rng, word)
+    } else if (cmd.is_semaphore() || cmd.is_latch()) && !rng.one_in(4) {
+        // The SEM.* and LATCH.* commands get their own options, mostly.
+        let word = rng.pick(own).as_bytes();
         any_case(rng, word)
     } else {
         option_word(rng)
     };
     let value = match word.to_ascii_uppercase().as_slice() {
         b"FENCE" | b"KEEPALIVE" => return out.push(word),
+        b"PERMITS" if !rng.one_in(3) => rng.range(1, 4).to_string().into_bytes(),
         b"PX" if rng.one_in(2) => rng.range(1, 100_000).to_string().into_bytes(),
         b"EX" if rng.one_in(2) => rng.range(1, 1_000).to_string().into_bytes(),
         b"BLOCK" if rng.one_in(2) => rng.range(0, 10).to_string().into_bytes(),
@@ -622,6 +711,35 @@ fn count_group(rng: &mut Rng, out: &mut Vec<Vec<u8>>) {
 const HELD: &[&[u8]] = &[
     b"held", b"fenced", b"maxheld", b"nottl", b"rwread", b"rwwrite",
 ];
+
+/// Semaphores the fixtures give `HOLDER` permits of.
+const SEM_HELD: &[&[u8]] = &[b"sem", b"semfull", b"semneg"];
+
+/// A key for `cmd`: a semaphore or a latch for their commands half the
+/// time, else any.
+fn key_for(rng: &mut Rng, cmd: Cmd) -> Vec<u8> {
+    if cmd.is_semaphore() && rng.one_in(2) {
+        return rng.pick(SEM_KEYS).to_vec();
+    }
+    if cmd.is_latch() && rng.one_in(2) {
+        return rng.pick(LATCH_KEYS).to_vec();
+    }
+    key(rng)
+}
+
+/// The integer after the key (see [`Cmd::amount`]): mostly a small valid
+/// one.
+fn amount(rng: &mut Rng, cmd: Cmd) -> Vec<u8> {
+    if rng.one_in(4) {
+        return number(rng);
+    }
+    let n = match cmd {
+        Cmd::SemInit => rng.range(0, 5) as i64,
+        Cmd::SemAdd => rng.range(0, 8) as i64 - 3,
+        _ => rng.range(1, 3) as i64,
+    };
+    n.to_string().into_bytes()
+}
 
 /// `numkeys key [key ...] owner` (LOCK.MACQUIRE, LOCK.MRELEASE): mostly the
 /// count of the keys that follow, now and then a key named twice or keys
@@ -678,7 +796,10 @@ fn vector(rng: &mut Rng, cmds: &[Cmd]) -> Vec<Vec<u8>> {
             if cmd.takes_owner() {
                 args.push(owner);
             }
-            if cmd.takes_options() && rng.one_in(2) {
+            if cmd.amount().is_some() {
+                args.push(b"1".to_vec());
+            }
+            if cmd.options().is_some_and(|o| o.contains(&"PX")) && rng.one_in(2) {
                 args.extend([b"PX".to_vec(), b"100000".to_vec()]);
             }
         }
@@ -686,8 +807,8 @@ fn vector(rng: &mut Rng, cmds: &[Cmd]) -> Vec<Vec<u8>> {
             if cmd.is_multi() {
                 multi_keys(rng, &mut args);
             } else {
-                let key = key(rng);
-                let held = HELD.contains(&&key[..]);
+                let key = key_for(rng, cmd);
+                let held = HELD.contains(&&key[..]) || SEM_HELD.contains(&&key[..]);
                 if cmd != Cmd::Queues {
                     args.push(key);
                 }
@@ -700,6 +821,9 @@ fn vector(rng: &mut Rng, cmds: &[Cmd]) -> Vec<Vec<u8>> {
                         owner(rng)
                     };
                     args.push(owner);
+                }
+                if cmd.amount().is_some() && (cmd != Cmd::LatchCountDown || !rng.one_in(3)) {
+                    args.push(amount(rng, cmd));
                 }
             }
             if cmd.takes_options() {
@@ -772,11 +896,16 @@ impl Cmd {
     /// How often it is sent, relative to the others.
     fn weight(self) -> u64 {
         match self {
-            Cmd::Acquire => 4,
-            Cmd::MAcquire => 3,
-            Cmd::RAcquire | Cmd::WAcquire | Cmd::MRelease => 2,
-            Cmd::Release | Cmd::Renew | Cmd::Info => 2,
-            Cmd::ForceRelease | Cmd::Waiters | Cmd::Queues | Cmd::Session | Cmd::Cancel => 1,
+            Cmd::Acquire => 8,
+            Cmd::MAcquire => 6,
+            Cmd::RAcquire | Cmd::WAcquire | Cmd::MRelease => 4,
+            Cmd::Release | Cmd::Renew | Cmd::Info => 4,
+            Cmd::ForceRelease | Cmd::Waiters | Cmd::Queues | Cmd::Session | Cmd::Cancel => 2,
+            Cmd::SemAcquire => 3,
+            Cmd::SemRelease => 2,
+            Cmd::SemInit | Cmd::SemRenew | Cmd::SemAdd | Cmd::SemTake | Cmd::SemGive => 1,
+            Cmd::SemInfo => 1,
+            Cmd::LatchInit | Cmd::LatchCountDown | Cmd::LatchAwait | Cmd::LatchInfo => 1,
         }
     }
 
@@ -795,6 +924,19 @@ impl Cmd {
             // LOCK.WAITERS key [COUNT n]; LOCK.QUEUES [COUNT n]
             Cmd::Waiters => n >= 1,
             Cmd::Queues => true,
+            // SEM.INIT key permits; SEM.ADD key delta
+            Cmd::SemInit | Cmd::SemAdd => n == 2,
+            Cmd::SemAcquire | Cmd::SemRelease | Cmd::SemRenew => n >= 2,
+            // SEM.TAKE key [PERMITS n] [BLOCK ms]; SEM.GIVE key [PERMITS n]
+            Cmd::SemTake | Cmd::SemGive => n >= 1,
+            Cmd::SemInfo | Cmd::LatchInfo => n == 1,
+            // LATCH.INIT key count [PX ms | EX s]
+            Cmd::LatchInit => n >= 2,
+            // LATCH.COUNTDOWN key [n]: registered with arity -2, the module
+            // refuses more itself (in the same words).
+            Cmd::LatchCountDown => n == 1 || n == 2,
+            // LATCH.AWAIT key [BLOCK ms]
+            Cmd::LatchAwait => n >= 1,
         }
     }
 
@@ -805,6 +947,44 @@ impl Cmd {
             Cmd::ForceRelease | Cmd::Info | Cmd::Waiters | Cmd::Queues => false,
             Cmd::Session => false,
             Cmd::Cancel => true,
+            Cmd::SemAcquire | Cmd::SemRelease | Cmd::SemRenew => true,
+            Cmd::SemInit | Cmd::SemAdd | Cmd::SemTake | Cmd::SemGive | Cmd::SemInfo => false,
+            Cmd::LatchInit | Cmd::LatchCountDown | Cmd::LatchAwait | Cmd::LatchInfo => false,
+        }
+    }
+
+    /// A semaphore's command: its permit set must be in its slot.
+    fn is_semaphore(self) -> bool {
+        matches!(
+            self,
+            Cmd::SemInit
+                | Cmd::SemAcquire
+                | Cmd::SemRelease
+                | Cmd::SemRenew
+                | Cmd::SemAdd
+                | Cmd::SemTake
+                | Cmd::SemGive
+                | Cmd::SemInfo
+        )
+    }
+
+    fn is_latch(self) -> bool {
+        matches!(
+            self,
+            Cmd::LatchInit | Cmd::LatchCountDown | Cmd::LatchAwait | Cmd::LatchInfo
+        )
+    }
+
+    /// The integer argument after the key (SEM.INIT's permits, SEM.ADD's
+    /// delta, LATCH.INIT's count, LATCH.COUNTDOWN's optional n): its name
+    /// in errors and its range.
+    fn amount(self) -> Option<(&'static str, i64, i64)> {
+        match self {
+            Cmd::SemInit => Some(("permits", 0, MAX_PERMITS)),
+            Cmd::SemAdd => Some(("delta", -MAX_PERMITS, MAX_PERMITS)),
+            Cmd::LatchInit => Some(("count", 1, MAX_COUNT)),
+            Cmd::LatchCountDown => Some(("n", 1, MAX_COUNT)),
+            _ => None,
         }
     }
 
@@ -818,9 +998,16 @@ impl Cmd {
     fn options(self) -> Option<&'static [&'static str]> {
         match self {
             Cmd::Acquire | Cmd::RAcquire | Cmd::WAcquire | Cmd::MAcquire => Some(OPTIONS),
-            Cmd::Renew => Some(&["PX", "EX", "KEEPALIVE"]),
+            Cmd::Renew | Cmd::SemRenew => Some(&["PX", "EX", "KEEPALIVE"]),
             Cmd::MRelease | Cmd::Release | Cmd::ForceRelease => None,
             Cmd::Info | Cmd::Waiters | Cmd::Queues | Cmd::Session | Cmd::Cancel => None,
+            Cmd::SemAcquire => Some(&["PX", "EX", "BLOCK", "FENCE", "KEEPALIVE", "PERMITS"]),
+            Cmd::SemRelease | Cmd::SemGive => Some(&["PERMITS"]),
+            Cmd::SemTake => Some(&["PERMITS", "BLOCK"]),
+            Cmd::LatchInit => Some(&["PX", "EX"]),
+            Cmd::LatchAwait => Some(&["BLOCK"]),
+            Cmd::SemInit | Cmd::SemAdd | Cmd::SemInfo => None,
+            Cmd::LatchCountDown | Cmd::LatchInfo => None,
         }
     }
 
@@ -829,12 +1016,14 @@ impl Cmd {
     }
 }
 
-/// Where the options of an acquire or a renewal start in `args` (the name
-/// first): after `key owner`, or after `numkeys key [key ...] owner`;
-/// `None` when numkeys is not a count of the keys that follow.
+/// Where the options of a command start in `args` (the name first): after
+/// `key owner`, `key count` (LATCH.INIT), `key` (SEM.TAKE, SEM.GIVE,
+/// LATCH.AWAIT) or `numkeys key [key ...] owner`; `None` when numkeys is
+/// not a count of the keys that follow.
 fn options_start(cmd: Cmd, args: &[Vec<u8>]) -> Option<usize> {
     if !cmd.is_multi() {
-        return Some(3);
+        let positional = usize::from(cmd.takes_owner()) + usize::from(cmd == Cmd::LatchInit);
+        return Some(2 + positional);
     }
     let raw: Vec<&[u8]> = args.get(1..)?.iter().map(Vec::as_slice).collect();
     parse_numkeys(&raw).ok().map(|n| 3 + n)
@@ -887,6 +1076,9 @@ fn sanitize(rng: &mut Rng, args: &mut [Vec<u8>]) {
                 "EX" if (1..3_600).contains(&n) => {
                     *value = (n + 3_600).to_string().into_bytes();
                 }
+                "PERMITS" if (101..=MAX_PERMITS_PER_CALL).contains(&n) => {
+                    *value = rng.range(1, 100).to_string().into_bytes();
+                }
                 _ => {}
             }
         }
@@ -910,6 +1102,8 @@ enum Expect {
         blocks: bool,
         /// The keys it names: a multi-lock answer has one entry per key.
         keys: usize,
+        /// The permits a SEM.ACQUIRE or SEM.TAKE asks for.
+        permits: i64,
         /// The error it must get unless the data refuses it first: an
         /// owner a read-write lock reserves.
         refused: Option<String>,
@@ -962,6 +1156,14 @@ fn expect(args: &[Vec<u8>], in_script: bool) -> Expect {
         return Expect::Error(LockError::session_without_connection().to_string());
     }
     let options = &rest[rest.len().min(owner_at + 1)..];
+    // The integer after the key, then the options after it (LATCH.INIT).
+    if let (Some((name, min, max)), Some(raw)) = (cmd.amount(), rest.get(1)) {
+        if let Err(e) = parse_amount(name, raw, min, max) {
+            return Expect::Error(e.to_string());
+        }
+    }
+    let after_key = rest.get(1..).unwrap_or_default();
+    let mut permits = 1;
     let (fence, lease, blocks, keepalive) = match cmd {
         Cmd::MRelease if !options.is_empty() => return arity(),
         Cmd::Acquire | Cmd::RAcquire | Cmd::WAcquire | Cmd::MAcquire => {
@@ -995,6 +1197,46 @@ fn expect(args: &[Vec<u8>], in_script: bool) -> Expect {
         Cmd::MRelease | Cmd::ForceRelease | Cmd::Info | Cmd::Session | Cmd::Cancel => {
             (false, None, false, None)
         }
+        Cmd::SemAcquire => match parse_semaphore_acquire_options(options) {
+            Ok((o, n)) => {
+                permits = i64::from(n);
+                (o.fence, o.lease_ms, o.wait.is_some(), o.keepalive)
+            }
+            Err(e) => return Expect::Error(e.to_string()),
+        },
+        Cmd::SemRenew => match parse_renew_options(options) {
+            Ok(o) => (false, o.lease_ms, false, o.keepalive),
+            Err(e) => return Expect::Error(e.to_string()),
+        },
+        Cmd::SemRelease | Cmd::SemGive => {
+            let options = if cmd == Cmd::SemRelease {
+                options
+            } else {
+                after_key
+            };
+            if let Err(e) = parse_permits_option(options) {
+                return Expect::Error(e.to_string());
+            }
+            (false, None, false, None)
+        }
+        Cmd::SemTake => match parse_take_options(after_key) {
+            Ok((n, wait)) => {
+                permits = i64::from(n);
+                (false, None, wait.is_some(), None)
+            }
+            Err(e) => return Expect::Error(e.to_string()),
+        },
+        Cmd::LatchInit => match parse_lease_option(&after_key[1..]) {
+            Ok(_) => (false, None, false, None),
+            Err(e) => return Expect::Error(e.to_string()),
+        },
+        Cmd::LatchAwait => match parse_block_option(after_key) {
+            Ok(wait) => (false, None, wait.is_some(), None),
+            Err(e) => return Expect::Error(e.to_string()),
+        },
+        Cmd::SemInit | Cmd::SemAdd | Cmd::SemInfo | Cmd::LatchCountDown | Cmd::LatchInfo => {
+            (false, None, false, None)
+        }
     };
     // KEEPALIVE's lease is checked first (the fuzzed server runs at the
     // default hz 10), then its connection, or the session (the fuzzer's
@@ -1024,6 +1266,11 @@ fn expect(args: &[Vec<u8>], in_script: bool) -> Expect {
                 return Expect::Error(e.to_string());
             }
         }
+        if cmd.is_semaphore() {
+            if let Err(e) = permits_key_in_slot(key) {
+                return Expect::Error(e.to_string());
+            }
+        }
     }
     let refused = match cmd {
         Cmd::RAcquire | Cmd::WAcquire => check_owner(&rest[owner_at]).err().map(|e| e.to_string()),
@@ -1035,6 +1282,7 @@ fn expect(args: &[Vec<u8>], in_script: bool) -> Expect {
         lease_ms: lease.unwrap_or(DEFAULT_LEASE_MS),
         blocks,
         keys: keys.len(),
+        permits,
         refused,
     }
 }
@@ -1059,8 +1307,12 @@ fn label(line: &str) -> &str {
 
 /// Error lines a valid vector may get, depending on the data.
 fn data_error_allowed(cmd: Cmd, line: &str) -> bool {
+    let wrong_type = "WRONGTYPE Operation against a key holding the wrong kind of value";
+    if cmd.is_semaphore() || cmd.is_latch() {
+        return line == wrong_type || semaphore_or_latch_error_allowed(cmd, line);
+    }
     let key_errors = [
-        "WRONGTYPE Operation against a key holding the wrong kind of value",
+        wrong_type,
         "WRONGTYPE key holds a hash that is not a lock: ",
     ];
     let owner_errors = ["NOTOWNER the owner holds no hold on this lock"];
@@ -1093,7 +1345,46 @@ fn data_error_allowed(cmd: Cmd, line: &str) -> bool {
             Cmd::Renew => starts(&owner_errors),
             Cmd::ForceRelease | Cmd::Info | Cmd::Waiters | Cmd::Queues | Cmd::Session => false,
             Cmd::Cancel => false,
+            _ => unreachable!("answered above"),
         }
+}
+
+/// [`data_error_allowed`] for the SEM.* and LATCH.* commands, besides a key
+/// of another type. No lease runs out in a run, so no EXPIRED.
+fn semaphore_or_latch_error_allowed(cmd: Cmd, line: &str) -> bool {
+    let not_a_semaphore = "WRONGTYPE key holds a string that is not a semaphore's permit count";
+    let not_a_latch = "WRONGTYPE key holds a string that is not a latch's count";
+    let fewer = |line: &str| {
+        line.strip_prefix("NOTOWNER the owner holds ")
+            .and_then(|rest| rest.split_once(" permits of this semaphore, fewer than "))
+            .is_some_and(|(held, asked)| {
+                matches!((held.parse::<u32>(), asked.parse::<u32>()), (Ok(h), Ok(a)) if h >= 1 && h < a)
+            })
+    };
+    let out_of_range = |command: &str| {
+        line.strip_prefix(&format!("ERR {command} would leave the semaphore "))
+            .and_then(|rest| rest.strip_suffix(" permits: must be 0 to 2147483647"))
+            .and_then(|total| total.parse::<i128>().ok())
+            .is_some_and(|total| !(0..=i128::from(MAX_PERMITS)).contains(&total))
+    };
+    let no_permits = "NOTOWNER the owner holds no permits of this semaphore";
+    let token_errors = [
+        "ERR fencing token key holds a value that is not an integer or out of range",
+        "WRONGTYPE fencing token key holds the wrong kind of value",
+        "ERR fencing token would overflow",
+    ];
+    match cmd {
+        Cmd::SemInit | Cmd::SemTake | Cmd::SemInfo => line == not_a_semaphore,
+        Cmd::SemAcquire => line == not_a_semaphore || token_errors.contains(&line),
+        Cmd::SemRelease => line == not_a_semaphore || line == no_permits || fewer(line),
+        Cmd::SemRenew => line == not_a_semaphore || line == no_permits,
+        Cmd::SemAdd => line == not_a_semaphore || out_of_range("SEM.ADD"),
+        Cmd::SemGive => line == not_a_semaphore || out_of_range("SEM.GIVE"),
+        // Any key that exists answers 0.
+        Cmd::LatchInit => false,
+        Cmd::LatchCountDown | Cmd::LatchAwait | Cmd::LatchInfo => line == not_a_latch,
+        _ => false,
+    }
 }
 
 /// The field names of a map (a flat array in RESP2): every other item.
@@ -1205,6 +1496,85 @@ fn valid_read_write_info(items: &[Reply], names: &[&[u8]]) -> bool {
         && int(b"waiters") == Some(0)
         && (!extra.contains(&&b"token"[..]) || int(b"token").is_some())
         && (!extra.contains(&&b"keepalive_clients"[..]) || pairs(b"keepalive_clients", &|c| c > 0))
+}
+
+/// A SEM.INFO answer: permits, available, holders (each owner, permits,
+/// ttl and maybe keepalive_client, ordered by owner), waiters, in order;
+/// the permits are the available ones and the holders' together.
+fn valid_semaphore_info(reply: &Reply, from_lua: bool) -> bool {
+    let items = match reply {
+        Reply::Nil => return true,
+        Reply::Array(items) | Reply::Map(items) => items,
+        _ => return false,
+    };
+    let int = |r: Option<&Reply>| match r {
+        Some(Reply::Int(n)) => Some(*n),
+        _ => None,
+    };
+    let names = field_names(items);
+    if names != [&b"permits"[..], b"available", b"holders", b"waiters"] || items.len() != 8 {
+        return false;
+    }
+    let (Some(total), Some(available)) = (int(items.get(1)), int(items.get(3))) else {
+        return false;
+    };
+    let Reply::Array(holders) = &items[5] else {
+        return false;
+    };
+    let mut held = 0i64;
+    let mut owners: Vec<&[u8]> = Vec::new();
+    for holder in holders {
+        let fields = match holder {
+            Reply::Array(f) | Reply::Map(f) => f,
+            _ => return false,
+        };
+        let names = field_names(fields);
+        let shape = matches!(
+            names[..],
+            [b"owner", b"permits", b"ttl"] | [b"owner", b"permits", b"ttl", b"keepalive_client"]
+        );
+        let owner = match fields.get(1) {
+            Some(Reply::Bulk(o)) if !o.is_empty() => o,
+            _ => return false,
+        };
+        let valid = shape
+            && fields.len() == names.len() * 2
+            && int(fields.get(5)).is_some_and(|ttl| ttl == -1 || ttl >= 0)
+            && (names.len() == 3 || int(fields.get(7)).is_some_and(|client| client > 0));
+        let Some(permits) = int(fields.get(3)).filter(|&n| valid && n >= 1) else {
+            return false;
+        };
+        held = held.saturating_add(permits);
+        owners.push(owner);
+    }
+    let ordered = owners.windows(2).all(|w| w[0] < w[1]);
+    let big = |n: i64| n.unsigned_abs() >= 1 << 53;
+    let adds_up =
+        total == available.saturating_add(held) || (from_lua && (big(total) || big(available)));
+    ordered
+        && adds_up
+        // Only this connection sends commands: nobody is left waiting.
+        && int(items.get(7)) == Some(0)
+}
+
+/// A LATCH.INFO answer: count (above 0: an open latch is nil), ttl,
+/// waiters, in order.
+fn valid_latch_info(reply: &Reply, from_lua: bool) -> bool {
+    let items = match reply {
+        Reply::Nil => return true,
+        Reply::Array(items) | Reply::Map(items) => items,
+        _ => return false,
+    };
+    let int = |i: usize| match items.get(i) {
+        Some(Reply::Int(n)) => Some(*n),
+        _ => None,
+    };
+    field_names(items) == [&b"count"[..], b"ttl", b"waiters"]
+        && items.len() == 6
+        && int(1).is_some_and(|c| c >= 0 || (from_lua && c.unsigned_abs() >= 1 << 53))
+        && int(3).is_some_and(|t| t == -1 || t >= 0)
+        // Only this connection sends commands: nobody is left waiting.
+        && int(5) == Some(0)
 }
 
 // ------------------------------------------------------------- the check
@@ -1331,6 +1701,7 @@ impl Run {
             lease_ms,
             blocks,
             keys,
+            permits,
             refused,
         } = expected
         else {
@@ -1367,6 +1738,25 @@ impl Run {
             (Cmd::Session, Reply::Status(s)) => (s == b"OK", true),
             // Only this connection sends commands: nobody waits to cancel.
             (Cmd::Cancel, Reply::Int(n)) => (*n == 0, true),
+            // Set (1) or there already (0).
+            (Cmd::SemInit | Cmd::LatchInit, Reply::Int(n)) => (*n == 0 || *n == 1, *n == 0),
+            // The permits the owner holds now, the ones asked for among them.
+            (Cmd::SemAcquire, Reply::Int(n)) => (rounded(*n) || fence || *n >= permits, false),
+            (Cmd::SemTake, Reply::Int(n)) => (*n == permits, false),
+            (Cmd::SemAcquire | Cmd::SemTake, Reply::Nil) => (true, true),
+            (Cmd::SemRelease, Reply::Int(n)) => (*n >= 0, false),
+            (Cmd::SemRenew, Reply::Int(n)) => (*n >= 1, false),
+            // The permits available now.
+            (Cmd::SemAdd | Cmd::SemGive, Reply::Int(n)) => {
+                ((-MAX_PERMITS..=MAX_PERMITS).contains(n), false)
+            }
+            (Cmd::SemInfo, reply) => (valid_semaphore_info(reply, from_lua), true),
+            // The count left (a count past 2^53 only where one was written by
+            // hand, or from a script, rounded).
+            (Cmd::LatchCountDown, Reply::Int(n)) => (*n >= 0 || rounded(*n), false),
+            (Cmd::LatchAwait, Reply::Int(n)) => (*n == 0, true),
+            (Cmd::LatchAwait, Reply::Nil) => (true, true),
+            (Cmd::LatchInfo, reply) => (valid_latch_info(reply, from_lua), true),
             _ => (false, false),
         };
         if !valid {
@@ -1665,6 +2055,32 @@ fn random_argument_vectors_get_an_error_code_or_a_valid_answer_and_errors_change
             "error lock.mrelease: NOTOWNER",
             "error lock.mrelease: ERR wrong number",
             "error lock.release: ERR the owner holds both",
+            "ok sem.init: answer",
+            "ok sem.acquire: answer",
+            "ok sem.acquire: nil",
+            "ok sem.acquire: nil after BLOCK",
+            "ok sem.acquire: answer with FENCE",
+            "error sem.acquire: ERR invalid PERMITS",
+            "error sem.acquire: CROSSSLOT",
+            "error sem.acquire: WRONGTYPE",
+            "ok sem.release: answer",
+            "error sem.release: NOTOWNER",
+            "ok sem.renew: answer",
+            "ok sem.add: answer",
+            "error sem.add: ERR SEM.ADD would leave",
+            "ok sem.take: answer",
+            "ok sem.take: nil after BLOCK",
+            "ok sem.give: answer",
+            "error sem.give: ERR SEM.GIVE would leave",
+            "ok sem.info: answer",
+            "error sem.info: WRONGTYPE",
+            "ok latch.init: answer",
+            "error latch.init: ERR invalid count",
+            "ok latch.countdown: answer",
+            "error latch.countdown: WRONGTYPE",
+            "ok latch.await: answer",
+            "ok latch.await: nil after BLOCK",
+            "ok latch.info: answer",
         ] {
             assert!(
                 tally.seen(kind) > 0,

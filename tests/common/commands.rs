@@ -1,5 +1,5 @@
-//! The module's commands as the tests know them: one [`Cmd`] per `LOCK.*`
-//! command, matched by name against what the server registers
+//! The module's commands as the tests know them: one [`Cmd`] per `LOCK.*`,
+//! `SEM.*` and `LATCH.*` command, matched by name against what the server registers
 //! (`COMMAND LIST FILTERBY MODULE lock`). The fuzzer (tests/fuzz.rs) and the
 //! ACL tests (tests/acl_limits.rs) take their lists from the server through
 //! [`known`], and match on `Cmd` without a catch-all, so a command added to
@@ -9,7 +9,7 @@
 
 use redis::Connection;
 
-/// A `LOCK.*` command.
+/// A command of the module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Cmd {
     Acquire,
@@ -25,10 +25,22 @@ pub enum Cmd {
     Queues,
     Session,
     Cancel,
+    SemInit,
+    SemAcquire,
+    SemRelease,
+    SemRenew,
+    SemAdd,
+    SemTake,
+    SemGive,
+    SemInfo,
+    LatchInit,
+    LatchCountDown,
+    LatchAwait,
+    LatchInfo,
 }
 
 impl Cmd {
-    pub const ALL: [Cmd; 13] = [
+    pub const ALL: [Cmd; 25] = [
         Cmd::Acquire,
         Cmd::RAcquire,
         Cmd::WAcquire,
@@ -42,6 +54,18 @@ impl Cmd {
         Cmd::Queues,
         Cmd::Session,
         Cmd::Cancel,
+        Cmd::SemInit,
+        Cmd::SemAcquire,
+        Cmd::SemRelease,
+        Cmd::SemRenew,
+        Cmd::SemAdd,
+        Cmd::SemTake,
+        Cmd::SemGive,
+        Cmd::SemInfo,
+        Cmd::LatchInit,
+        Cmd::LatchCountDown,
+        Cmd::LatchAwait,
+        Cmd::LatchInfo,
     ];
 
     /// The name as the server registers it (and words its arity error).
@@ -60,6 +84,18 @@ impl Cmd {
             Cmd::Queues => "lock.queues",
             Cmd::Session => "lock.session",
             Cmd::Cancel => "lock.cancel",
+            Cmd::SemInit => "sem.init",
+            Cmd::SemAcquire => "sem.acquire",
+            Cmd::SemRelease => "sem.release",
+            Cmd::SemRenew => "sem.renew",
+            Cmd::SemAdd => "sem.add",
+            Cmd::SemTake => "sem.take",
+            Cmd::SemGive => "sem.give",
+            Cmd::SemInfo => "sem.info",
+            Cmd::LatchInit => "latch.init",
+            Cmd::LatchCountDown => "latch.countdown",
+            Cmd::LatchAwait => "latch.await",
+            Cmd::LatchInfo => "latch.info",
         }
     }
 
