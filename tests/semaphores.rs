@@ -278,7 +278,7 @@ fn a_waiter_that_leaves_lets_the_one_behind_it_in() {
     let mut big = queue_call(
         &server,
         &mut con,
-        &["SEM.ACQUIRE", "s", "big", "PERMITS", "2", "BLOCK", "300"],
+        &["SEM.ACQUIRE", "s", "big", "PERMITS", "2", "BLOCK", "800"],
         1,
     );
     let mut small = queue_call(
@@ -463,8 +463,9 @@ fn a_killed_keepalive_holder_gives_its_permits_back_at_its_lease_end() {
     assert_eq!(keys(&mut con), vec!["pool".to_string()]);
 }
 
-/// A lease that ends while someone waits is taken back by a timer, and the
-/// waiter is answered then; the holder's release after that finds nothing
+/// A lease that ends while someone waits (here shortened by SEM.RENEW
+/// after the waiter queued) is taken back by a timer, and the waiter is
+/// answered then; the holder's release after that finds nothing
 /// (NOTOWNER). Without waiters an ended lease is found by the next command:
 /// the holder's release says EXPIRED and the permit is available again.
 #[test]
@@ -473,18 +474,20 @@ fn an_ended_lease_serves_a_waiter_at_once_and_a_late_release_is_refused() {
     let mut con = server.client();
     assert_eq!(q::<i64>(&mut con, &["SEM.INIT", "s", "1"]), 1);
     assert_eq!(
-        q::<i64>(&mut con, &["SEM.ACQUIRE", "s", "h", "PX", "300"]),
+        q::<i64>(&mut con, &["SEM.ACQUIRE", "s", "h", "PX", "60000"]),
         1
     );
-    let end: i64 = q::<String>(&mut con, &["ZSCORE", "{s}:timeout", "h:1"])
-        .parse()
-        .expect("h's lease end");
     let mut waiter = queue_call(
         &server,
         &mut con,
         &["SEM.ACQUIRE", "s", "w", "PX", "60000", "BLOCK", "0"],
         1,
     );
+    // A shorter lease, while w waits: the lease timer is set again.
+    assert_eq!(q::<i64>(&mut con, &["SEM.RENEW", "s", "h", "PX", "300"]), 1);
+    let end: i64 = q::<String>(&mut con, &["ZSCORE", "{s}:timeout", "h:1"])
+        .parse()
+        .expect("h's lease end");
     // Nothing but the lease timer can serve it: no command touches s.
     assert_eq!(int(recv(&mut waiter).expect("w's grant")), 1);
     let granted = q::<String>(&mut con, &["ZSCORE", "{s}:timeout", "w:1"])
