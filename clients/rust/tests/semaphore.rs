@@ -239,7 +239,7 @@ fn the_blocking_face() {
     use redis_lock_client::blocking::Session;
     let server = Server::start();
     let mut con = server.client();
-    let session = Arc::new(Session::open(&client(&server)).unwrap());
+    let session = Arc::new(Session::open(client(&server)).unwrap());
     let sem = session.semaphore("b");
     assert!(sem.init(1).unwrap());
     let p = sem.acquire(Wait::No).unwrap();
