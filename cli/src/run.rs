@@ -24,6 +24,8 @@ use crate::words;
 
 /// How often the waiting status line is redrawn.
 const STATUS_TICK: Duration = Duration::from_millis(200);
+/// How long each reply to the cancel and release of a wait given up may take.
+const ABANDON_PATIENCE: Duration = Duration::from_secs(2);
 /// Margin on top of `--wait` for the reply to a blocked acquire.
 const WAIT_MARGIN: Duration = Duration::from_secs(10);
 
@@ -136,8 +138,16 @@ fn abandon(target: &ConnectionInfo, acquire: &Acquire) {
     let Ok(mut conn) = Conn::connect(target) else {
         return;
     };
-    let _ = conn.call(&acquire.cancel());
-    let _ = conn.call(&acquire.release());
+    // A server that does not answer must not hold the exit up for long.
+    let patience = Some(ABANDON_PATIENCE);
+    match conn.call_waiting(&acquire.cancel(), patience) {
+        // Silent or gone: the release would be too.
+        Err(e) if exit::is_unusable(&e) => {}
+        // Done, or refused (a module without LOCK.CANCEL): release anyway.
+        _ => {
+            let _ = conn.call_waiting(&acquire.release(), patience);
+        }
+    }
 }
 
 /// Sends the acquire (on a thread, so that signals and the status line are
