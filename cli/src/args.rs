@@ -275,8 +275,7 @@ pub fn parse_semaphore(s: &str) -> Result<(String, u32), String> {
 }
 
 /// How `redis-lock run` is written, for messages.
-pub const RUN_USAGE: &str =
-    "redis-lock run [OPTIONS] NAME... -- COMMAND [ARGS...] (or --semaphore NAME:N instead of NAME...)";
+pub const RUN_USAGE: &str = "redis-lock run [OPTIONS] NAME... -- COMMAND [ARGS...]";
 
 /// A command-line error of clap in one line of our own: what is wrong, and
 /// where the help is. `raw`: the arguments as given (without the program).
