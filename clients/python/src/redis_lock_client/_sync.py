@@ -907,14 +907,15 @@ class Semaphore:
 
     def _ensure_init(self):
         if not self._init_done:
-            self.init(self.initial_permits)
+            self._execute("SEM.INIT", self.name, self.initial_permits)
+            self._init_done = True
 
     def init(self, permits):
         """``SEM.INIT``: set the total to ``permits`` if the semaphore does not
-        exist.  True if set, False if it existed (nothing changed)."""
-        done = bool(self._execute("SEM.INIT", self.name, permits))
-        self._init_done = True
-        return done
+        exist (after this object's own ``permits``, if given).  True if set,
+        False if it existed (nothing changed)."""
+        self._ensure_init()
+        return bool(self._execute("SEM.INIT", self.name, permits))
 
     def acquire(self, permits=1, blocking=True, timeout=None):
         """Take ``permits`` permits -> :class:`Permit`.  ``timeout=None`` waits

@@ -751,13 +751,14 @@ class Semaphore:
 
     async def _ensure_init(self):
         if not self._init_done:
-            await self.init(self.initial_permits)
+            await self._execute("SEM.INIT", self.name, self.initial_permits)
+            self._init_done = True
 
     async def init(self, permits):
-        """``SEM.INIT``: True if set, False if the semaphore existed."""
-        done = bool(await self._execute("SEM.INIT", self.name, permits))
-        self._init_done = True
-        return done
+        """``SEM.INIT`` (after this object's own ``permits``, if given): True
+        if set, False if the semaphore existed."""
+        await self._ensure_init()
+        return bool(await self._execute("SEM.INIT", self.name, permits))
 
     async def acquire(self, permits=1, blocking=True, timeout=None):
         """Take ``permits`` permits -> :class:`Permit` (``timeout`` as the sync
