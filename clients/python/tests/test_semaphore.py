@@ -12,6 +12,7 @@ import redis.asyncio as aredis
 
 from redis_lock_client import BusyError, LatchGone, Latch, LostError, NotOwnerError, Semaphore, Session
 from redis_lock_client import asyncio as alc
+from redis_lock_client import close_default_session, default_session
 from redis_lock_client._common import sem_info
 
 from conftest import wait_for
@@ -206,6 +207,15 @@ def test_partial_release_and_loss(r):
             p.release()
         assert p.lost.is_set() and p.lost_reason == "gone"
     assert_idle(r, "part", 3)
+
+
+def test_semaphore_on_a_client_uses_its_default_session(r):
+    sem = Semaphore(r, "dflt", permits=2)
+    p = sem.acquire(2)
+    assert sinfo(r, "dflt")["holders"][0]["keepalive_client"] == default_session(r).session_client_id()
+    close_default_session(r)  # releases its permits
+    assert p.count == 0
+    assert_idle(r, "dflt", 2)
 
 
 def test_permits_deleted_signal_lost(r):

@@ -873,14 +873,6 @@ class Permit(Hold):
         return f"<Permit {self.key!r} owner={self.owner} permits={self.permits} {state}>"
 
 
-def _session_for(session_or_client):
-    if isinstance(session_or_client, Session):
-        return session_or_client
-    from .dropin import default_session
-
-    return default_session(session_or_client)
-
-
 class Semaphore:
     """A counting semaphore (``SEM.*``), fair (FIFO), with permits bound to
     a session: they are kept alive while the session lives and come back
@@ -895,12 +887,23 @@ class Semaphore:
     """
 
     def __init__(self, session, name, permits=None):
-        self.session = _session_for(session)
+        self._session = session if isinstance(session, Session) else None
+        self._client = None if self._session is not None else session
         self.name = name
         self.initial_permits = permits
         if permits is not None and (isinstance(permits, bool) or not isinstance(permits, int) or permits < 0):
             raise ValueError("permits must be None or an int >= 0")
         self._init_done = permits is None
+
+    @property
+    def session(self):
+        """The session the permits are bound to (a client's default session
+        is made, or made anew after it was closed, when first needed)."""
+        if self._session is None or (self._session._closed and self._client is not None):
+            from .dropin import default_session
+
+            self._session = default_session(self._client)
+        return self._session
 
     def _execute(self, *args):
         return self.session._execute(*args)
