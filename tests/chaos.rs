@@ -2,7 +2,8 @@
 //! against one master (AOF on, one replica) while a fault thread injects
 //! force-releases, FLUSHALL, client kills, DEBUG RELOAD, BGREWRITEAOF,
 //! CLIENT PAUSE WRITE windows, default-lease changes, restarts from the AOF
-//! and promotions of the replica after WAIT, and clients sometimes drop
+//! (after SHUTDOWN or `kill -9`) and promotions of the replica after WAIT,
+//! and clients sometimes drop
 //! their connection mid-wait. Every operation is recorded
 //! with its client-side send and receive times; afterwards the whole
 //! history is checked:
@@ -266,6 +267,9 @@ enum FaultKind {
     /// SHUTDOWN (the AOF is fsynced on every write) and start again on the
     /// same port: every client is disconnected, every lock must survive.
     Restart,
+    /// The same with `kill -9` instead of SHUTDOWN: what was acknowledged
+    /// is in the AOF, which the server loads again.
+    Kill,
     /// A planned failover: writes paused, WAIT until the replica has them,
     /// `REPLICAOF NO ONE` on the replica, clients sent to it, the old
     /// master made its replica. Locks and tokens must carry over.
@@ -1394,11 +1398,12 @@ impl Pair {
 }
 
 /// Injects random faults for `run`; every run promotes the replica (by a
-/// third of the run) and restarts the master (by two thirds) at least once.
+/// third of the run), restarts the master (by two thirds) and kills it
+/// with SIGKILL and starts it again (by five sixths) at least once.
 fn inject_faults(shared: &Shared, servers: &Mutex<Pair>, seed: u64, run: Duration) {
     let mut rng = Rng(seed);
     let mut con = None;
-    let mut done_once = (false, false);
+    let mut done_once = (false, false, false);
     while !shared.stop.load(Ordering::Relaxed) {
         thread::sleep(Duration::from_millis(rng.range(40, 200)));
         let now = shared.now();
@@ -1406,9 +1411,12 @@ fn inject_faults(shared: &Shared, servers: &Mutex<Pair>, seed: u64, run: Duratio
             Some(FaultKind::Promote)
         } else if !done_once.1 && now > run * 2 / 3 {
             Some(FaultKind::Restart)
+        } else if !done_once.2 && now > run * 5 / 6 {
+            Some(FaultKind::Kill)
         } else {
             match rng.below(50) {
-                0 | 1 => Some(FaultKind::Restart),
+                0 => Some(FaultKind::Restart),
+                1 => Some(FaultKind::Kill),
                 2 | 3 => Some(FaultKind::Promote),
                 _ => None,
             }
@@ -1421,6 +1429,11 @@ fn inject_faults(shared: &Shared, servers: &Mutex<Pair>, seed: u64, run: Duratio
                     pair.master.restart();
                     true
                 }
+                FaultKind::Kill => {
+                    pair.master.kill();
+                    pair.master.start_again();
+                    true
+                }
                 _ => pair.promote(shared),
             };
             drop(pair);
@@ -1429,7 +1442,8 @@ fn inject_faults(shared: &Shared, servers: &Mutex<Pair>, seed: u64, run: Duratio
             if done {
                 match kind {
                     FaultKind::Promote => done_once.0 = true,
-                    _ => done_once.1 = true,
+                    FaultKind::Restart => done_once.1 = true,
+                    _ => done_once.2 = true,
                 }
                 if let Ok(mut h) = shared.history.lock() {
                     h.faults.push(Fault {
@@ -1666,7 +1680,7 @@ fn apply_keepalive(holds: &mut [Hold], faults: &[Fault], stalls: &[Duration]) {
             .iter()
             .filter(|f| f.recv >= h.granted.0)
             .filter(|f| match f.kind {
-                FaultKind::Restart | FaultKind::Promote => true,
+                FaultKind::Restart | FaultKind::Kill | FaultKind::Promote => true,
                 FaultKind::ClientKill => f.victim == Some(kept.client),
                 _ => false,
             })
@@ -1854,6 +1868,7 @@ fn check_fifo(waits: &[Wait], requests: &[(Duration, Duration)], faults: &[Fault
                 FaultKind::DebugReload
                     | FaultKind::PauseWrites
                     | FaultKind::Restart
+                    | FaultKind::Kill
                     | FaultKind::Promote
             )
         })
@@ -2140,8 +2155,10 @@ fn history_under_faults_keeps_every_guarantee() {
         "too few kinds of faults: {faults:?}"
     );
     assert!(
-        faults.contains_key("Promote") && faults.contains_key("Restart"),
-        "no promotion or no restart: {faults:?}"
+        ["Promote", "Restart", "Kill"]
+            .iter()
+            .all(|kind| faults.contains_key(*kind)),
+        "no promotion, restart or kill: {faults:?}"
     );
 }
 
@@ -2291,6 +2308,10 @@ fn checker_finds_overlaps_reordered_tokens_and_overtaking() {
         kill(1),
         Fault {
             kind: FaultKind::Restart,
+            ..kill(0)
+        },
+        Fault {
+            kind: FaultKind::Kill,
             ..kill(0)
         },
         Fault {
