@@ -33,9 +33,13 @@ use redis::{Connection, Value};
 const KEY: &str = "pool";
 const PERMITS_KEY: &str = "{pool}:timeout";
 const N: i64 = 3;
-/// Long enough for a failover (the holders re-attach after it), short
-/// enough that a renewal by the new master comes soon after.
-const LEASE_MS: &str = "3000";
+/// The lease of the permits taken on the old master: far longer than a
+/// failover takes (about 1.5 s), so they are still there when their holders
+/// re-attach.
+const LEASE_MS: &str = "6000";
+/// The lease the holders re-attach with: the new master renews it at half
+/// of it, soon after.
+const REATTACH_LEASE_MS: &str = "1000";
 
 fn info(con: &mut Connection) -> SemInfo {
     sem_info(con, KEY)
@@ -172,7 +176,7 @@ fn kept_permits_survive_a_sentinel_failover_and_are_reattached() {
     // The holders re-attach on the new master.
     let mut a2 = new.client();
     let mut b2 = new.client();
-    let renew = ["PX", LEASE_MS, "KEEPALIVE"];
+    let renew = ["PX", REATTACH_LEASE_MS, "KEEPALIVE"];
     let reattach = |con: &mut Connection, owner: &str| -> i64 {
         let mut args = vec!["SEM.RENEW", KEY, owner];
         args.extend(renew);
@@ -185,6 +189,8 @@ fn kept_permits_survive_a_sentinel_failover_and_are_reattached() {
     assert_holds(&kept, &[("a", 2), ("b", 1)], "re-attached");
     let clients: Vec<Option<i64>> = kept.holders.iter().map(|h| h.keepalive_client).collect();
     assert_eq!(clients, [Some(id_a), Some(id_b)], "{kept:?}");
+    // The re-attach's lease replaced the old one.
+    assert!(kept.holders.iter().all(|h| h.ttl <= 1000), "{kept:?}");
     let lease_ends = permit_set(&mut on_new);
 
     // The old master is a replica now: its waiter is told so.
