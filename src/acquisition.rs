@@ -164,7 +164,7 @@ pub fn renewed(
 
 /// A hold of `lock` granted to the caller (`held`: it held the lock
 /// before, a re-entry): its binding settled, and its end listened for.
-fn granted(ctx: &Context, lock: &LockId<'_>, request: &Request, held: bool) {
+pub fn granted(ctx: &Context, lock: &LockId<'_>, request: &Request, held: bool) {
     // The hold's time ends with its key.
     events::watch_expiry(ctx);
     if request.keepalive.is_some() {
@@ -184,7 +184,7 @@ fn lease_end(ctx: &Context, key: LockKey<'_>) -> Option<i64> {
 
 /// Blocks the caller, `place` queueing it on `locks`; each lock then has a
 /// timer at its lease end (`lease_ends`, in the same order).
-fn enqueue(
+pub fn enqueue(
     ctx: &Context,
     locks: &[LockId<'static>],
     request: &Request,

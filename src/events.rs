@@ -27,7 +27,7 @@ use crate::handoff::{self, Origin};
 use crate::stats::{Stats, STATS};
 use crate::store::{self, Placement};
 use crate::waiters::{registry, Grant};
-use crate::{blocking, holds, keepalive, sessions};
+use crate::{blocking, holds, keepalive, latches, semaphore_handoff, sessions};
 use crate::{replication, server_settings};
 use lock_rules::error::LockError;
 use lock_rules::lock_id::LockId;
@@ -53,6 +53,9 @@ fn settle(ctx: &Context, placement: &Placement, lock: &LockId<'_>) {
     if !placement.serves(&lock.key) {
         return handoff::reject_all(ctx, lock, &LockError::slot_not_served());
     }
+    if semaphore_handoff::queue_is_semaphore(lock) {
+        return semaphore_handoff::settle(ctx, lock);
+    }
     let name = ffi::string(ctx, &lock.key);
     let (key, mut tx) = match handoff::begin(ctx, &name, lock, Origin::Event) {
         Ok(started) => started,
@@ -69,6 +72,9 @@ fn settle(ctx: &Context, placement: &Placement, lock: &LockId<'_>) {
 /// Releases the hold of a waiter that never got its answer, handing the
 /// lock on.
 fn release_lost_grant(ctx: &Context, placement: &Placement, grant: &Grant) {
+    if grant.permits.is_some() {
+        return semaphore_handoff::release_lost_grant(ctx, placement, grant);
+    }
     let lock = &grant.lock;
     if !ffi::select_db(ctx, lock.db) || !placement.serves(&lock.key) {
         return;
@@ -98,6 +104,7 @@ impl KeyspaceHandler for KeyspaceEvents {
             return;
         }
         let db = ffi::selected_db(ctx);
+        latches::key_event(ctx, db, event, key);
         // Expiry and eviction end holds through `ExpiryEvents`.
         if event != b"expired" && event != b"evicted" {
             holds::key_event(db, event, key);
@@ -158,6 +165,26 @@ pub fn watch_for_waiters(ctx: &Context) {
     }
 }
 
+static WATCHING_STRINGS: AtomicBool = AtomicBool::new(false);
+
+/// Starts listening to string events (`incrby`, `set`...), at the first
+/// wait on a semaphore or a latch: Redisson's clients give permits back and
+/// count latches down with INCRBY/DECR, and their waiters here must hear it.
+/// Every string command on the server then calls into the module (a
+/// lookup that finds no waiter, for keys nobody waits on).
+pub fn watch_strings(ctx: &Context) {
+    if WATCHING_STRINGS.swap(true, Relaxed) {
+        return;
+    }
+    if !ffi::subscribe_string_events::<KeyspaceEvents>(ctx) {
+        ffi::log_warning(
+            ctx,
+            "lock: could not subscribe to string events; semaphore and latch \
+             waiters do not hear Redisson clients' releases and count-downs",
+        );
+    }
+}
+
 /// Starts listening to expiry and eviction, at the first acquire (or
 /// wait): a hold's time ends with its key.
 pub fn watch_expiry(ctx: &Context) {
@@ -210,6 +237,7 @@ impl ServerEventHandler for ServerEvents {
         // A replica renews nothing; holders re-attach on the new master, and
         // sessions hear so now.
         sessions::demoted(ctx);
+        latches::demoted(ctx);
         keepalive::clear();
         holds::clear();
     }
@@ -221,11 +249,13 @@ impl ServerEventHandler for ServerEvents {
 
     fn flushed(ctx: &Context, db: i32) {
         holds::flushed(db);
+        latches::flushed(ctx, db);
         defer_locks_in(ctx, &[db]);
     }
 
     fn swapped(ctx: &Context, a: i32, b: i32) {
         holds::swapped(a, b);
+        latches::swapped(ctx, a, b);
         defer_locks_in(ctx, &[a, b]);
     }
 

@@ -30,7 +30,7 @@
 //! drain too (`events.rs`).
 //!
 //! Offers: [`Origin`], [`begin`], [`commit`], [`commit_all`],
-//! [`reject_all`].
+//! [`reject_all`], [`deliver`].
 
 use redis_module::{Context, ContextFlags, RedisString};
 
@@ -236,6 +236,7 @@ fn grant_of(lock: &LockId<'_>, request: &Request, reentry: bool) -> Grant {
     Grant {
         lock: lock.to_owned(),
         side: request.kind.side(),
+        permits: request.kind.permits(),
         owner: request.owner.clone(),
         lease_ms: request.lease_ms,
         keepalive: request.keepalive.clone(),
@@ -253,9 +254,9 @@ fn fail_group(ctx: &Context, group: GroupId, error: LockError) {
     ffi::unblock(waiter.bc, Some(BlockedReply::Failed(error.to_string())));
 }
 
-/// Answers the waiters a transition woke, after taking them out of the
-/// registry.
-fn deliver(ctx: &Context, lock: &LockId<'_>, wakes: Vec<Wake<Waiter>>) {
+/// Answers the waiters a transition woke (of a lock or of a semaphore),
+/// after taking them out of the registry.
+pub fn deliver(ctx: &Context, lock: &LockId<'_>, wakes: Vec<Wake<Waiter>>) {
     if wakes.is_empty() {
         return;
     }

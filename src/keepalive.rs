@@ -33,7 +33,7 @@ use crate::handoff::{self, Origin};
 use crate::stats::{Stats, STATS};
 use crate::store::Placement;
 use crate::writable::{writable, Writable};
-use crate::{config, server_settings, sessions, sync};
+use crate::{config, semaphore_handoff, server_settings, sessions, sync};
 use lock_rules::error::LockError;
 use lock_rules::ids::IdMap;
 use lock_rules::keepalive::{check_lease, ClientId, Hold, Keepalive};
@@ -188,6 +188,11 @@ pub fn released(lock: &LockId<'_>, owner: &[u8], after: &LockState) {
 }
 
 /// `owner` no longer holds `lock`: no more renewals.
+/// A release that left `owner` no permit of a semaphore ends its binding.
+pub fn released_all(lock: &LockId<'_>, owner: &[u8]) {
+    unbind(lock, owner);
+}
+
 fn unbind(lock: &LockId<'_>, owner: &[u8]) {
     if state().holds.unbind(lock, owner).is_some() {
         Stats::bump(&STATS.keepalive_ended);
@@ -336,6 +341,10 @@ fn renew(
     let name = ffi::string(ctx, hold.key());
     let owner = ffi::string(ctx, hold.owner());
     let lock = hold.lock();
+    if semaphore_handoff::is_semaphore(ctx, &name) {
+        return semaphore_handoff::renew_kept(ctx, &lock, &name, &owner, lease_ms)
+            .map_err(|_| LossReason::Gone);
+    }
     let Ok((key, mut tx)) = handoff::begin(ctx, &name, &lock, Origin::Renewal { owner: &owner })
     else {
         return Err(LossReason::Gone);

@@ -11,6 +11,7 @@ use hdrhistogram::Histogram;
 use crate::sync;
 
 use lock_rules::percentiles::{self, Distribution};
+use lock_rules::semaphore::SemaphoreTally;
 use lock_rules::transition::Tally;
 
 pub struct Stats {
@@ -28,6 +29,14 @@ pub struct Stats {
     /// KEEPALIVE holds whose renewals stopped: the connection ended, the
     /// maximum hold time passed, or the hold was gone at its renewal.
     pub keepalive_ended: AtomicU64,
+    /// SEM.ACQUIRE and SEM.TAKE callers given permits, at once or queued.
+    pub semaphore_grants: AtomicU64,
+    /// Permits given back by SEM.RELEASE (and lost grants given back).
+    pub semaphore_permits_released: AtomicU64,
+    /// Permits taken back because their lease ended.
+    pub semaphore_permits_expired: AtomicU64,
+    /// Latches counted down to zero by LATCH.COUNTDOWN.
+    pub latches_opened: AtomicU64,
 }
 
 pub static STATS: Stats = Stats {
@@ -43,6 +52,10 @@ pub static STATS: Stats = Stats {
     lost_grants_released: AtomicU64::new(0),
     keepalive_renewals: AtomicU64::new(0),
     keepalive_ended: AtomicU64::new(0),
+    semaphore_grants: AtomicU64::new(0),
+    semaphore_permits_released: AtomicU64::new(0),
+    semaphore_permits_expired: AtomicU64::new(0),
+    latches_opened: AtomicU64::new(0),
 };
 
 impl Stats {
@@ -60,12 +73,24 @@ impl Stats {
         }
     }
 
+    pub fn add_semaphore(&self, t: &SemaphoreTally) {
+        for (counter, n) in [
+            (&self.semaphore_grants, t.acquired),
+            (&self.semaphore_permits_released, t.released),
+            (&self.semaphore_permits_expired, t.expired),
+        ] {
+            if n > 0 {
+                counter.fetch_add(n, Relaxed);
+            }
+        }
+    }
+
     pub fn bump(counter: &AtomicU64) {
         counter.fetch_add(1, Relaxed);
     }
 
     /// Name and value of every counter, in INFO order.
-    pub fn fields(&self) -> [(&'static str, u64); 12] {
+    pub fn fields(&self) -> [(&'static str, u64); 16] {
         [
             ("acquired", self.acquired.load(Relaxed)),
             ("reentered", self.reentered.load(Relaxed)),
@@ -88,6 +113,16 @@ impl Stats {
             ),
             ("keepalive_renewals", self.keepalive_renewals.load(Relaxed)),
             ("keepalive_ended", self.keepalive_ended.load(Relaxed)),
+            ("semaphore_grants", self.semaphore_grants.load(Relaxed)),
+            (
+                "semaphore_permits_released",
+                self.semaphore_permits_released.load(Relaxed),
+            ),
+            (
+                "semaphore_permits_expired",
+                self.semaphore_permits_expired.load(Relaxed),
+            ),
+            ("latches_opened", self.latches_opened.load(Relaxed)),
         ]
     }
 }

@@ -32,7 +32,7 @@ pub fn is_own_notification() -> bool {
 }
 
 /// The keyspace event the native command would fire.
-fn notify_own(ctx: &Context, class: c_int, event: &CStr, name: &RedisString) {
+pub fn notify_own(ctx: &Context, class: c_int, event: &CStr, name: &RedisString) {
     NOTIFYING.store(true, Relaxed);
     ffi::notify(ctx, class, event, name);
     NOTIFYING.store(false, Relaxed);
@@ -40,7 +40,7 @@ fn notify_own(ctx: &Context, class: c_int, event: &CStr, name: &RedisString) {
 
 /// Cluster mode is fixed for the server's life (`cluster-enabled` cannot
 /// be changed at run time), so it is read once.
-fn in_cluster(ctx: &Context) -> bool {
+pub fn in_cluster(ctx: &Context) -> bool {
     static CLUSTER: OnceLock<bool> = OnceLock::new();
     *CLUSTER.get_or_init(|| ctx.get_flags().contains(ContextFlags::CLUSTER))
 }
@@ -349,7 +349,7 @@ fn read_state(ctx: &Context, name: &[u8], key: &Key) -> Result<LockState, LockEr
                 Ok(LockState::Shared(rw))
             }
         },
-        KeyKind::String | KeyKind::Other => Err(LockError::wrong_type()),
+        KeyKind::String | KeyKind::SortedSet | KeyKind::Other => Err(LockError::wrong_type()),
     }
 }
 
@@ -419,7 +419,9 @@ fn read_token(ctx: &Context, lock: &[u8]) -> Result<i64, LockError> {
         Some((KeyKind::String, value)) => {
             parse_i64(&value).ok_or_else(LockError::token_not_integer)
         }
-        Some((KeyKind::Hash | KeyKind::Other, _)) => Err(LockError::token_wrong_type()),
+        Some((KeyKind::Hash | KeyKind::SortedSet | KeyKind::Other, _)) => {
+            Err(LockError::token_wrong_type())
+        }
         Some((KeyKind::Empty, _)) | None if Placement::read(ctx).serves(lock) => Ok(0),
         Some((KeyKind::Empty, _)) | None => Err(LockError::token_unavailable()),
     }
@@ -446,7 +448,7 @@ pub fn existing_token(ctx: &Context, lock: &[u8]) -> Option<i64> {
 /// it already was; once it is gone, the next token starts from the clock
 /// (see `lock_rules::transition::TOKENS_PER_MS`), so idle locks leave nothing
 /// behind.
-fn set_token(ctx: &Context, lock: &[u8], to: i64, fenced_until: i64, native: bool) {
+pub fn set_token(ctx: &Context, lock: &[u8], to: i64, fenced_until: i64, native: bool) {
     let name = ffi::string(ctx, &token_key(lock));
     let Some(key) = Key::open(ctx, &name, true) else {
         return ffi::log_warning(ctx, "lock: cannot open the fencing token key");

@@ -34,6 +34,8 @@ pub struct Grant {
     pub owner: FieldName,
     /// Which side of a read-write lock; `None` for an exclusive lock.
     pub side: Option<Side>,
+    /// The permits a semaphore caller was given; `None` for a lock.
+    pub permits: Option<u32>,
     /// The lease the grant set.
     pub lease_ms: i64,
     /// KEEPALIVE (the waiter's connection) or SESSION (the session's): the

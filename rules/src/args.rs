@@ -56,10 +56,7 @@ pub fn parse_acquire_options<A: Deref<Target = [u8]>>(
         } else if name == "KEEPALIVE" || name == "SESSION" {
             keep_alive(&mut parser, name, &mut out.keepalive)?;
         } else if name == "BLOCK" {
-            out.wait = Some(match parser.duration(name, 0)? {
-                0 => Wait::Forever,
-                ms => Wait::Millis(ms),
-            });
+            out.wait = Some(wait(&mut parser)?);
         } else {
             out.lease_ms = Some(parser.lease(name)?);
         }
@@ -79,6 +76,125 @@ pub fn parse_renew_options<A: Deref<Target = [u8]>>(args: &[A]) -> Result<RenewO
         }
     }
     Ok(out)
+}
+
+/// The most permits one SEM.* call takes or gives back: each permit an
+/// owner holds is one member of the semaphore's sorted set (Redisson's
+/// layout), written and replicated one by one.
+pub const MAX_PERMITS_PER_CALL: i64 = 100_000;
+
+/// `PERMITS n` of the SEM.* commands: 1 to [`MAX_PERMITS_PER_CALL`].
+fn permits<A: Deref<Target = [u8]>>(parser: &mut Options<'_, A>) -> Result<u32, LockError> {
+    let raw = parser.value("PERMITS")?;
+    let n = parse_i64(raw).ok_or_else(|| {
+        LockError::invalid_value("PERMITS", raw, "not an integer or out of range")
+    })?;
+    if n < 1 {
+        return Err(LockError::invalid_value("PERMITS", raw, "must be positive"));
+    }
+    if n > MAX_PERMITS_PER_CALL {
+        return Err(LockError::invalid_value("PERMITS", raw, "too large"));
+    }
+    u32::try_from(n).map_err(|_| LockError::invalid_value("PERMITS", raw, "too large"))
+}
+
+/// SEM.ACQUIRE's options: LOCK.ACQUIRE's and `PERMITS n` (1 without it).
+pub fn parse_semaphore_acquire_options<A: Deref<Target = [u8]>>(
+    args: &[A],
+) -> Result<(AcquireOptions, u32), LockError> {
+    let mut parser = Options::new(args).only(&[
+        "PX",
+        "EX",
+        "BLOCK",
+        "FENCE",
+        "KEEPALIVE",
+        "SESSION",
+        "PERMITS",
+    ]);
+    let mut out = AcquireOptions::default();
+    let mut n = 1;
+    while let Some(name) = parser.next_name()? {
+        match name {
+            "FENCE" => out.fence = true,
+            "KEEPALIVE" | "SESSION" => keep_alive(&mut parser, name, &mut out.keepalive)?,
+            "BLOCK" => out.wait = Some(wait(&mut parser)?),
+            "PERMITS" => n = permits(&mut parser)?,
+            _ => out.lease_ms = Some(parser.lease(name)?),
+        }
+    }
+    Ok((out, n))
+}
+
+/// SEM.TAKE's options: `PERMITS n`, `BLOCK ms`.
+pub fn parse_take_options<A: Deref<Target = [u8]>>(
+    args: &[A],
+) -> Result<(u32, Option<Wait>), LockError> {
+    let mut parser = Options::new(args).only(&["PERMITS", "BLOCK"]);
+    let (mut n, mut until) = (1, None);
+    while let Some(name) = parser.next_name()? {
+        match name {
+            "PERMITS" => n = permits(&mut parser)?,
+            _ => until = Some(wait(&mut parser)?),
+        }
+    }
+    Ok((n, until))
+}
+
+/// `PERMITS n` alone (SEM.RELEASE, SEM.GIVE); `None` without it.
+pub fn parse_permits_option<A: Deref<Target = [u8]>>(args: &[A]) -> Result<Option<u32>, LockError> {
+    let mut parser = Options::new(args).only(&["PERMITS"]);
+    let mut n = None;
+    while parser.next_name()?.is_some() {
+        n = Some(permits(&mut parser)?);
+    }
+    Ok(n)
+}
+
+/// `BLOCK ms` alone (LATCH.AWAIT); `None` without it.
+pub fn parse_block_option<A: Deref<Target = [u8]>>(args: &[A]) -> Result<Option<Wait>, LockError> {
+    let mut parser = Options::new(args).only(&["BLOCK"]);
+    let mut until = None;
+    while parser.next_name()?.is_some() {
+        until = Some(wait(&mut parser)?);
+    }
+    Ok(until)
+}
+
+/// `PX ms` or `EX s` alone (LATCH.INIT); `None` without either.
+pub fn parse_lease_option<A: Deref<Target = [u8]>>(args: &[A]) -> Result<Option<i64>, LockError> {
+    let mut parser = Options::new(args).only(&["PX", "EX"]);
+    let mut lease = None;
+    while let Some(name) = parser.next_name()? {
+        lease = Some(parser.lease(name)?);
+    }
+    Ok(lease)
+}
+
+/// `BLOCK ms`'s value: 0 waits for ever.
+fn wait<A: Deref<Target = [u8]>>(parser: &mut Options<'_, A>) -> Result<Wait, LockError> {
+    Ok(match parser.duration("BLOCK", 0)? {
+        0 => Wait::Forever,
+        ms => Wait::Millis(ms),
+    })
+}
+
+/// An integer argument of a SEM.*/LATCH.* command (`permits`, `delta`,
+/// `count`, `n`) within `min..=max`.
+pub fn parse_amount(name: &str, raw: &[u8], min: i64, max: i64) -> Result<i64, LockError> {
+    let n = parse_i64(raw)
+        .ok_or_else(|| LockError::invalid_value(name, raw, "not an integer or out of range"))?;
+    if n < min {
+        let why = match min {
+            1 => "must be positive",
+            0 => "must not be negative",
+            _ => "too small",
+        };
+        return Err(LockError::invalid_value(name, raw, why));
+    }
+    if n > max {
+        return Err(LockError::invalid_value(name, raw, "too large"));
+    }
+    Ok(n)
 }
 
 /// `KEEPALIVE`, or `SESSION token`, which is KEEPALIVE bound to the
@@ -174,6 +290,7 @@ fn bit(name: &str) -> u32 {
         "FENCE" => 8,
         "COUNT" => 32,
         "SESSION" => 64,
+        "PERMITS" => 128,
         _ => 16,
     }
 }

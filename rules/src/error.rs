@@ -180,6 +180,71 @@ impl LockError {
         Self::new("NOTOWNER", "the owner holds no hold on this lock")
     }
 
+    /// A semaphore's counter that is not an integer.
+    pub fn not_a_semaphore() -> Self {
+        Self::new(
+            "WRONGTYPE",
+            "key holds a string that is not a semaphore's permit count",
+        )
+    }
+
+    /// A latch's count that is not an integer.
+    pub fn not_a_latch() -> Self {
+        Self::new(
+            "WRONGTYPE",
+            "key holds a string that is not a latch's count",
+        )
+    }
+
+    pub fn no_permits() -> Self {
+        Self::new("NOTOWNER", "the owner holds no permits of this semaphore")
+    }
+
+    pub fn fewer_permits(held: usize, asked: u32) -> Self {
+        Self::new(
+            "NOTOWNER",
+            format!("the owner holds {held} permits of this semaphore, fewer than {asked}"),
+        )
+    }
+
+    /// The owner's permits were still recorded, but their lease had ended:
+    /// they went back to the available count.
+    pub fn permits_expired() -> Self {
+        Self::new(
+            "EXPIRED",
+            "the owner's permits' lease ended before this call",
+        )
+    }
+
+    /// SEM.ADD or SEM.GIVE would take the semaphore out of its range.
+    pub fn permits_out_of_range(command: &str, total: i128) -> Self {
+        Self::new(
+            "ERR",
+            format!(
+                "{command} would leave the semaphore {total} permits: must be 0 to {}",
+                i32::MAX
+            ),
+        )
+    }
+
+    /// A semaphore whose `{key}:timeout` set would land in another slot.
+    pub fn permits_key_cross_slot(key: &[u8]) -> Self {
+        Self::new(
+            "CROSSSLOT",
+            format!(
+                "semaphore permit key '{}' hashes to another slot than the semaphore; use a name \
+                 without '{{' or with a non-empty {{hash tag}}",
+                printable(key)
+            ),
+        )
+    }
+
+    /// A latch that ended without reaching zero, answered to its waiters.
+    pub fn latch_gone(expired: bool) -> Self {
+        let how = if expired { "expired" } else { "was deleted" };
+        Self::new("GONE", format!("the latch {how} before reaching zero"))
+    }
+
     pub fn token_not_integer() -> Self {
         Self::new(
             "ERR",
@@ -386,6 +451,15 @@ mod tests {
             LockError::no_session(b"s 1"),
             LockError::session_of_another_user(b"s"),
             LockError::session_without_connection(),
+            LockError::not_a_semaphore(),
+            LockError::not_a_latch(),
+            LockError::no_permits(),
+            LockError::fewer_permits(2, 3),
+            LockError::permits_expired(),
+            LockError::permits_out_of_range("SEM.ADD", -1),
+            LockError::permits_key_cross_slot(b"k"),
+            LockError::latch_gone(true),
+            LockError::latch_gone(false),
         ];
         for e in all {
             let text = e.to_string();

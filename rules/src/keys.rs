@@ -47,6 +47,37 @@ pub fn token_key_in_slot(lock: &[u8]) -> Result<Vec<u8>, LockError> {
     }
 }
 
+/// A semaphore's permits: `{key}:timeout`, the sorted set of
+/// Redisson's `RPermitExpirableSemaphore`.
+pub fn permits_key(semaphore: &[u8]) -> Vec<u8> {
+    suffixed(semaphore, &[b"timeout"])
+}
+
+/// [`permits_key`], refused when it would hash to another slot than the
+/// semaphore (a name with an empty or unmatched `{`).
+pub fn permits_key_in_slot(semaphore: &[u8]) -> Result<Vec<u8>, LockError> {
+    let key = permits_key(semaphore);
+    if key_slot(&key) == key_slot(semaphore) {
+        Ok(key)
+    } else {
+        Err(LockError::permits_key_cross_slot(&key))
+    }
+}
+
+/// Where Redisson's semaphore waiters listen: `redisson_sc:{key}`.
+pub fn semaphore_channel(semaphore: &[u8]) -> Vec<u8> {
+    prefixed(b"redisson_sc", semaphore)
+}
+
+/// Where Redisson's latch waiters listen:
+/// `redisson_countdownlatch__channel__{key}` (braces whatever the name).
+pub fn latch_channel(latch: &[u8]) -> Vec<u8> {
+    let mut out = b"redisson_countdownlatch__channel__{".to_vec();
+    out.extend_from_slice(latch);
+    out.push(b'}');
+    out
+}
+
 /// Redisson's `suffixName`: `{name}:suffix`, or `name:suffix` when the name
 /// already carries a `{`.
 fn suffixed(name: &[u8], suffix: &[&[u8]]) -> Vec<u8> {

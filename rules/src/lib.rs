@@ -10,7 +10,9 @@
 //! each holder holds its lock), `queue` (a wait queue), `transition` (the
 //! rules proper), `multilock`, `registry` (who waits for which lock),
 //! `keepalive` (which holds the server renews) and `session` (which
-//! connection names which session token, and the loss messages).
+//! connection names which session token, and the loss messages); beside the
+//! locks, `semaphore` (permits, in Redisson's layout) and `latch` (count-down
+//! latches).
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
@@ -20,6 +22,7 @@ pub mod holds;
 pub mod ids;
 pub mod keepalive;
 pub mod keys;
+pub mod latch;
 pub mod lock_id;
 pub mod multilock;
 pub mod percentiles;
@@ -27,6 +30,7 @@ pub mod queue;
 pub mod read_write;
 pub mod registry;
 pub mod request;
+pub mod semaphore;
 pub mod server_text;
 pub mod session;
 pub mod state;

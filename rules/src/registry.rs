@@ -72,13 +72,16 @@ pub struct WaiterView<'r> {
 }
 
 impl WaiterView<'_> {
-    /// `exclusive`, `read`, `write`, or `multi` for a LOCK.MACQUIRE caller.
+    /// `exclusive`, `read`, `write`, `multi` for a LOCK.MACQUIRE caller,
+    /// `semaphore` for SEM.ACQUIRE, `take` for SEM.TAKE.
     pub fn kind(&self) -> &'static str {
         match (self.multi, self.request.kind) {
             (true, _) => "multi",
             (false, LockKind::Exclusive) => "exclusive",
             (false, LockKind::Read) => "read",
             (false, LockKind::Write) => "write",
+            (false, LockKind::Permits(_)) if self.request.owner.is_empty() => "take",
+            (false, LockKind::Permits(_)) => "semaphore",
         }
     }
 

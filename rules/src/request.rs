@@ -26,22 +26,32 @@ impl Side {
     }
 }
 
-/// Which lock a caller asks for: LOCK.ACQUIRE's exclusive lock, or a
-/// read-write lock's read or write side.
+/// Which lock a caller asks for: LOCK.ACQUIRE's exclusive lock, a
+/// read-write lock's read or write side, or a semaphore's permits
+/// (SEM.ACQUIRE; SEM.TAKE's owner-less permits have an empty owner).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LockKind {
     Exclusive,
     Read,
     Write,
+    Permits(u32),
 }
 
 impl LockKind {
     /// The side of a read-write lock; `None` for the exclusive lock.
     pub fn side(self) -> Option<Side> {
         match self {
-            Self::Exclusive => None,
+            Self::Exclusive | Self::Permits(_) => None,
             Self::Read => Some(Side::Read),
             Self::Write => Some(Side::Write),
+        }
+    }
+
+    /// The permits a semaphore caller asks for; `None` for a lock.
+    pub fn permits(self) -> Option<u32> {
+        match self {
+            Self::Permits(n) => Some(n),
+            _ => None,
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The read-only views, on a master or a replica (which has no waiters):
 //! LOCK.INFO (who holds a lock, its lease left, its waiters, its last
 //! fencing token, which client keeps a KEEPALIVE hold alive), LOCK.WAITERS
-//! (who waits for a lock, first in line first) and LOCK.QUEUES (which locks
+//! (who waits for a lock or a semaphore, first in line first) and LOCK.QUEUES (which locks
 //! of the selected database have callers waiting, longest wait first).
 
 use std::time::Instant;
@@ -11,7 +11,7 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 use super::{command, lock_id, option, run, Command, KEY};
 use crate::ffi::{self, ArgDoc, ArgKind, CommandSpec, Field, KeyArgs, KEY_RO_ACCESS};
 use crate::waiters::{anyone_waits, registry};
-use crate::{keepalive, store};
+use crate::{keepalive, semaphore_key, store};
 use lock_rules::args::parse_view_options;
 use lock_rules::error::LockError;
 use lock_rules::keepalive::ClientId;
@@ -146,6 +146,8 @@ struct Shown {
     keepalive: bool,
     fence: bool,
     timeout: i64,
+    /// The permits a semaphore caller asked for.
+    permits: Option<u32>,
 }
 
 fn waiters(ctx: &Context, args: &[RedisString]) -> RedisResult {
@@ -154,8 +156,11 @@ fn waiters(ctx: &Context, args: &[RedisString]) -> RedisResult {
             return Err(LockError::arity(WAITERS.spec.name()));
         };
         let limit = parse_view_options(options)?;
-        // As LOCK.INFO: a key that is not a lock is an error.
-        store::read_only(ctx, name)?;
+        // As LOCK.INFO: a key that is neither a lock nor a semaphore is an
+        // error.
+        if let Err(e) = store::read_only(ctx, name) {
+            semaphore_key::read_only(ctx, name).map_err(|_| e)?;
+        }
         let lock = lock_id(ctx, name);
         let shown: Vec<Shown> = if anyone_waits() {
             let now = Instant::now();
@@ -170,6 +175,7 @@ fn waiters(ctx: &Context, args: &[RedisString]) -> RedisResult {
                     keepalive: w.request.keepalive.is_some(),
                     fence: w.request.fence,
                     timeout: w.timeout_ms(now),
+                    permits: w.request.kind.permits(),
                 })
                 .collect()
         } else {
@@ -178,7 +184,7 @@ fn waiters(ctx: &Context, args: &[RedisString]) -> RedisResult {
         let maps: Vec<Vec<(&str, Field)>> = shown
             .iter()
             .map(|w| {
-                vec![
+                let mut fields = vec![
                     ("owner", Field::Bulk(&w.owner)),
                     ("kind", Field::Bulk(w.kind.as_bytes())),
                     ("waited", Field::Int(w.waited)),
@@ -186,7 +192,11 @@ fn waiters(ctx: &Context, args: &[RedisString]) -> RedisResult {
                     ("keepalive", Field::Int(i64::from(w.keepalive))),
                     ("fence", Field::Int(i64::from(w.fence))),
                     ("timeout", Field::Int(w.timeout)),
-                ]
+                ];
+                if let Some(n) = w.permits {
+                    fields.push(("permits", Field::Int(i64::from(n))));
+                }
+                fields
             })
             .collect();
         ffi::reply_maps(ctx, &maps);

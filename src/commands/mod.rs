@@ -10,8 +10,10 @@
 
 mod acquire;
 mod inspect;
+mod latch;
 mod multilock;
 mod release;
+mod semaphore;
 mod session;
 
 use std::borrow::Cow;
@@ -70,6 +72,18 @@ pub const ALL: &[&Command] = &[
     &inspect::INFO,
     &inspect::WAITERS,
     &inspect::QUEUES,
+    &semaphore::INIT,
+    &semaphore::ACQUIRE,
+    &semaphore::RELEASE,
+    &semaphore::RENEW,
+    &semaphore::ADD,
+    &semaphore::TAKE,
+    &semaphore::GIVE,
+    &semaphore::INFO,
+    &latch::INIT,
+    &latch::COUNTDOWN,
+    &latch::AWAIT,
+    &latch::INFO,
 ];
 
 /// Registers every command. Their ACL categories are set where the server

@@ -46,6 +46,18 @@ pub fn subscribe_keyspace_events<H: KeyspaceHandler>(ctx: &Context) -> bool {
         .is_some_and(|f| unsafe { f(ctx.ctx, classes, Some(on_keyspace_event::<H>)) } == OK)
 }
 
+/// String commands' events (`incrby`, `set`...).
+pub fn subscribe_string_events<H: KeyspaceHandler>(ctx: &Context) -> bool {
+    // SAFETY: ctx is live; the callback is monomorphised for H.
+    api!(RedisModule_SubscribeToKeyspaceEvents).is_some_and(|f| unsafe {
+        f(
+            ctx.ctx,
+            raw::REDISMODULE_NOTIFY_STRING,
+            Some(on_keyspace_event::<H>),
+        )
+    } == OK)
+}
+
 /// Only expiry and eviction: no command (this module's own writes
 /// included) fires them, so listening costs the lock commands nothing.
 pub fn subscribe_expiry_events<H: KeyspaceHandler>(ctx: &Context) -> bool {

@@ -16,6 +16,7 @@ pub enum KeyKind {
     Empty,
     Hash,
     String,
+    SortedSet,
     Other,
 }
 
@@ -57,6 +58,7 @@ impl<'c> Key<'c> {
             raw::REDISMODULE_KEYTYPE_EMPTY => KeyKind::Empty,
             raw::REDISMODULE_KEYTYPE_HASH => KeyKind::Hash,
             raw::REDISMODULE_KEYTYPE_STRING => KeyKind::String,
+            raw::REDISMODULE_KEYTYPE_ZSET => KeyKind::SortedSet,
             _ => KeyKind::Other,
         }
     }
@@ -250,6 +252,68 @@ impl<'c> Key<'c> {
     }
 }
 
+impl Key<'_> {
+    /// Every member of a sorted set with its score, lowest score first.
+    pub fn zset_members(&self) -> Vec<(Vec<u8>, f64)> {
+        let mut out = Vec::new();
+        let (Some(first), Some(current), Some(next), Some(end), Some(stop)) = (
+            api!(RedisModule_ZsetFirstInScoreRange),
+            api!(RedisModule_ZsetRangeCurrentElement),
+            api!(RedisModule_ZsetRangeNext),
+            api!(RedisModule_ZsetRangeEndReached),
+            api!(RedisModule_ZsetRangeStop),
+        ) else {
+            return out;
+        };
+        let free = api!(RedisModule_FreeString);
+        // SAFETY: the key handle is open and holds a sorted set (checked by
+        // the caller; the range calls fail harmlessly otherwise); each
+        // element string is copied and freed once (no auto memory: a NULL
+        // context frees it); the range is stopped before returning.
+        unsafe {
+            if first(self.raw(), f64::NEG_INFINITY, f64::INFINITY, 0, 0) != OK {
+                return out;
+            }
+            while end(self.raw()) == 0 {
+                let mut score = 0.0;
+                let member = current(self.raw(), &mut score);
+                if member.is_null() {
+                    break;
+                }
+                out.push((string_bytes(member), score));
+                if let Some(free) = free {
+                    free(ptr::null_mut(), member);
+                }
+                if next(self.raw()) == 0 {
+                    break;
+                }
+            }
+            stop(self.raw());
+        }
+        out
+    }
+
+    /// `ZADD key score member` with the key API (no notification).
+    pub fn zset_add(&self, ctx: &Context, score: f64, member: &[u8]) -> bool {
+        let member = string(ctx, member);
+        let mut flags: c_int = 0;
+        // SAFETY: open writable key; Redis copies the member.
+        api!(RedisModule_ZsetAdd)
+            .is_some_and(|f| unsafe { f(self.raw(), score, member.inner, &mut flags) } == OK)
+    }
+
+    /// `ZREM key member` with the key API (no notification). An emptied
+    /// set is deleted when the key is closed.
+    pub fn zset_remove(&self, ctx: &Context, member: &[u8]) -> bool {
+        let member = string(ctx, member);
+        let mut deleted: c_int = 0;
+        // SAFETY: open writable key; the member string is live for the call.
+        api!(RedisModule_ZsetRem)
+            .is_some_and(|f| unsafe { f(self.raw(), member.inner, &mut deleted) } == OK)
+            && deleted != 0
+    }
+}
+
 impl Drop for Key<'_> {
     fn drop(&mut self) {
         if let Some(f) = api!(RedisModule_CloseKey) {
@@ -278,3 +342,4 @@ pub fn notify(ctx: &Context, class: c_int, event: &CStr, name: &RedisString) {
 pub const NOTIFY_GENERIC: c_int = raw::REDISMODULE_NOTIFY_GENERIC;
 pub const NOTIFY_HASH: c_int = raw::REDISMODULE_NOTIFY_HASH;
 pub const NOTIFY_STRING: c_int = raw::REDISMODULE_NOTIFY_STRING;
+pub const NOTIFY_ZSET: c_int = raw::REDISMODULE_NOTIFY_ZSET;

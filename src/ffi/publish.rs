@@ -31,6 +31,23 @@ pub fn publish_unlock(ctx: &Context, channel: &[u8], message: &[u8], sharded: bo
     }
 }
 
+/// Publishes `message` on `channel`; `sharded` uses SPUBLISH semantics
+/// (cluster).
+pub fn publish_message(ctx: &Context, channel: &[u8], message: &[u8], sharded: bool) {
+    let f = if sharded {
+        api!(RedisModule_PublishMessageShard).or(api!(RedisModule_PublishMessage))
+    } else {
+        api!(RedisModule_PublishMessage)
+    };
+    let Some(f) = f else {
+        return;
+    };
+    let channel = string(ctx, channel);
+    let message = string(ctx, message);
+    // SAFETY: ctx and both strings are live for the call; Redis copies them.
+    unsafe { f(ctx.ctx, channel.inner, message.inner) };
+}
+
 /// Publishes `message` on `channel` to this server's subscribers.
 pub fn publish(ctx: &Context, channel: &[u8], message: &[u8]) {
     let Some(f) = api!(RedisModule_PublishMessage) else {

@@ -21,6 +21,12 @@ pub enum Native<'a> {
     SetPxAt { value: i64, at_ms: i64 },
     /// `DEL key`.
     Del,
+    /// `SET key value`: a semaphore's counter.
+    Set { value: i64 },
+    /// `ZADD key score member`: a semaphore permit and its lease end.
+    ZAdd { score: i64, member: &'a [u8] },
+    /// `ZREM key member`.
+    ZRem { member: &'a [u8] },
 }
 
 /// Replicates `command` on `key` (RM_Replicate: in the current execution
@@ -105,6 +111,45 @@ pub fn replicate(ctx: &Context, key: &RedisString, command: Native) {
         }
         // SAFETY: "s", see above.
         Native::Del => unsafe { f(ctx, c"DEL".as_ptr(), c"s".as_ptr(), key) },
+        Native::Set { value } => {
+            // SAFETY: "sl", see above.
+            unsafe {
+                f(
+                    ctx,
+                    c"SET".as_ptr(),
+                    c"sl".as_ptr(),
+                    key,
+                    value as std::ffi::c_longlong,
+                )
+            }
+        }
+        Native::ZAdd { score, member } => {
+            // SAFETY: "slb", see above.
+            unsafe {
+                f(
+                    ctx,
+                    c"ZADD".as_ptr(),
+                    c"slb".as_ptr(),
+                    key,
+                    score as std::ffi::c_longlong,
+                    member.as_ptr(),
+                    member.len(),
+                )
+            }
+        }
+        Native::ZRem { member } => {
+            // SAFETY: "sb", see above.
+            unsafe {
+                f(
+                    ctx,
+                    c"ZREM".as_ptr(),
+                    c"sb".as_ptr(),
+                    key,
+                    member.as_ptr(),
+                    member.len(),
+                )
+            }
+        }
     };
 }
 

@@ -52,6 +52,8 @@ pub enum Field<'a> {
     Null,
     /// A nested map of names to counts.
     Counts(Vec<(&'a [u8], i64)>),
+    /// A nested array of maps.
+    Maps(Vec<Vec<(&'a str, Field<'a>)>>),
 }
 
 /// A map header (RESP3) or the array header of `len` flat pairs (RESP2).
@@ -82,6 +84,7 @@ pub fn reply_map(ctx: &Context, fields: &[(&str, Field)]) {
             Field::Int(n) => reply_integer(ctx, *n),
             Field::Bulk(b) => reply_bulk(ctx, b),
             Field::Null => reply_null(ctx),
+            Field::Maps(maps) => reply_maps(ctx, maps),
             Field::Counts(counts) => {
                 if reply_map_header(ctx, counts.len()) {
                     for (name, n) in counts {

@@ -184,6 +184,20 @@ impl<T: Queued> Transition<T> {
                 return;
             }
             let req = head.request();
+            if req.kind.permits().is_some() {
+                // A semaphore caller queued while the key was missing, and
+                // the key is a lock now.
+                let Some((id, waiter)) = queue.pop_front() else {
+                    return;
+                };
+                self.wakes.push(Wake {
+                    id,
+                    waiter,
+                    verdict: Verdict::Failed(LockError::wrong_type()),
+                    held: false,
+                });
+                continue;
+            }
             let admission = match (&self.state, req.kind.side()) {
                 (LockState::Free, _) => HoldAdmission::Fresh,
                 (LockState::Held { .. }, _) | (LockState::Shared(_), None) => HoldAdmission::Busy,
@@ -254,12 +268,18 @@ impl<T: Queued> Transition<T> {
     /// The next fencing token: one more than the last, and at least the
     /// clock's [`TOKENS_PER_MS`] floor (see there).
     pub(crate) fn next_token(&self) -> Result<i64, LockError> {
-        let last = match &self.token {
-            None => return Err(LockError::internal("fencing token not loaded")),
-            Some(Err(e)) => return Err(e.clone()),
-            Some(Ok(t)) => *t,
-        };
-        let next = last.checked_add(1).ok_or_else(LockError::token_overflow)?;
-        Ok(next.max(self.now_ms.saturating_mul(TOKENS_PER_MS)))
+        next_token(&self.token, self.now_ms)
     }
+}
+
+/// The fencing token after `last` at `now_ms`: one more than the last, and
+/// at least the clock's [`TOKENS_PER_MS`] floor (see there).
+pub fn next_token(last: &TokenValue, now_ms: i64) -> Result<i64, LockError> {
+    let last = match last {
+        None => return Err(LockError::internal("fencing token not loaded")),
+        Some(Err(e)) => return Err(e.clone()),
+        Some(Ok(t)) => *t,
+    };
+    let next = last.checked_add(1).ok_or_else(LockError::token_overflow)?;
+    Ok(next.max(now_ms.saturating_mul(TOKENS_PER_MS)))
 }

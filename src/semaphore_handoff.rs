@@ -1,0 +1,180 @@
+//! Hand-off of a semaphore's permits, as `handoff.rs` is for a lock: a
+//! transition is begun from what the two keys hold, run through the rules
+//! (`lock_rules::semaphore`) by the caller, then committed: its writes are
+//! applied and replicated (`semaphore_key.rs`), the waiters it served are
+//! answered, and a lease timer is kept at the earliest permit's lease end
+//! while others wait. Also what the rest of the module needs of a semaphore
+//! outside its commands: the drain's settle (a lease ended, a Redisson
+//! client gave permits back, the key changed), the release of a grant whose
+//! waiter never heard, and a KEEPALIVE renewal.
+//!
+//! Offers: [`begin`], [`commit`], [`settle`], [`release_lost_grant`],
+//! [`renew_kept`], [`is_semaphore`].
+
+use redis_module::{Context, ContextFlags, RedisString};
+
+use crate::ffi::{self, Key, KeyKind};
+use crate::handoff::{self, Origin};
+use crate::lease;
+use crate::replication::Replication;
+use crate::semaphore_key::SemaphoreKeys;
+use crate::stats::{Stats, STATS};
+use crate::store::{self, Placement};
+use crate::waiters::{anyone_waits, registry, Grant, Waiter};
+use lock_rules::error::LockError;
+use lock_rules::keys::permits_key;
+use lock_rules::lock_id::LockId;
+use lock_rules::request::{LockKind, Request};
+use lock_rules::semaphore::SemaphoreTransition;
+use lock_rules::transition::TokenValue;
+
+pub type Transition = SemaphoreTransition<Waiter>;
+
+/// Opens the semaphore in the context's db and starts a transition from
+/// what it holds, with the fencing counter loaded if a grant may need it.
+pub fn begin<'c>(
+    ctx: &'c Context,
+    name: &'c RedisString,
+    lock: &LockId<'_>,
+    origin: Origin<'c>,
+) -> Result<(SemaphoreKeys<'c>, Transition), LockError> {
+    let (fences, replication) = match origin {
+        Origin::Command { fences, .. } => {
+            let flags = ctx.get_flags();
+            // As lock writes: a replica's timers never act, and its master
+            // would overwrite what it wrote.
+            if !flags.contains(ContextFlags::MASTER) {
+                return Err(LockError::replica());
+            }
+            (fences, Replication::for_command(ctx, flags))
+        }
+        Origin::Event => (false, Replication::Native),
+        Origin::Renewal { .. } => (false, Replication::for_command(ctx, ctx.get_flags())),
+    };
+    let keys = SemaphoreKeys::open(ctx, name, replication)?;
+    let state = keys.read()?;
+    let token = load_token(ctx, lock, fences);
+    Ok((keys, Transition::new(state, ffi::now_ms(), token)))
+}
+
+fn load_token(ctx: &Context, lock: &LockId<'_>, caller_fences: bool) -> TokenValue {
+    let waiters_fence = anyone_waits() && registry().is_ok_and(|r| r.fenced_waiters(lock) > 0);
+    (caller_fences || waiters_fence).then(|| store::last_token(ctx, &lock.key))
+}
+
+/// Applies `tx`: writes and their replication first, then the answers to the
+/// waiters it served (sent after this execution unit, so what they were
+/// given is already written and replicated), then the lease timer if others
+/// still wait.
+pub fn commit(ctx: &Context, lock: &LockId<'_>, keys: &SemaphoreKeys, tx: Transition) {
+    let writes = tx.finish();
+    if !writes.is_empty() || writes.notify.is_some() {
+        keys.apply(ctx, &writes);
+    }
+    let tally = tx.tally;
+    STATS.add_semaphore(&tally);
+    let next_end = tx.next_end();
+    handoff::deliver(ctx, lock, tx.wakes);
+    lease::ensure_lease_timer(ctx, lock, || next_end);
+}
+
+/// Whether the queue of `lock` is a semaphore's: its first waiter asked for
+/// permits.
+pub fn queue_is_semaphore(lock: &LockId<'_>) -> bool {
+    registry().is_ok_and(|mut r| {
+        r.with_queue(lock, |queue| {
+            queue
+                .front()
+                .is_some_and(|(_, w)| w.request.kind.permits().is_some())
+        })
+    })
+}
+
+/// Re-reads a semaphore that has waiters and serves them from the head
+/// (the drain: a permit's lease ended, someone gave permits back outside
+/// the module, the key changed).
+pub fn settle(ctx: &Context, lock: &LockId<'_>) {
+    let name = ffi::string(ctx, &lock.key);
+    let (keys, mut tx) = match begin(ctx, &name, lock, Origin::Event) {
+        Ok(started) => started,
+        // Another type now: waiting on would never end.
+        Err(e) => return handoff::reject_all(ctx, lock, &e),
+    };
+    match registry() {
+        Ok(mut reg) => reg.with_queue(lock, |queue| tx.settle(queue)),
+        Err(e) => return ffi::log_warning(ctx, &format!("lock: {e}")),
+    }
+    commit(ctx, lock, &keys, tx);
+}
+
+/// Gives back the permits of a waiter that never heard it was given them.
+pub fn release_lost_grant(ctx: &Context, placement: &Placement, grant: &Grant) {
+    let lock = &grant.lock;
+    let Some(n) = grant.permits else {
+        return;
+    };
+    if !ffi::select_db(ctx, lock.db) || !placement.serves(&lock.key) {
+        return;
+    }
+    let name = ffi::string(ctx, &lock.key);
+    let Ok((keys, mut tx)) = begin(ctx, &name, lock, Origin::Event) else {
+        return;
+    };
+    let given = match registry() {
+        Ok(mut reg) => reg.with_queue(lock, |queue| {
+            if grant.owner.is_empty() {
+                tx.give(queue, n).map(|_| ())
+            } else {
+                tx.release(queue, &grant.owner, Some(n)).map(|_| ())
+            }
+        }),
+        Err(_) => return,
+    };
+    // NOTOWNER or EXPIRED: the lease ended, or someone released them.
+    if given.is_ok() {
+        Stats::bump(&STATS.lost_grants_released);
+    }
+    commit(ctx, lock, &keys, tx);
+}
+
+/// A KEEPALIVE renewal of `owner`'s permits: a new lease on all of them, as
+/// SEM.RENEW. Errs when the owner holds none any more.
+pub fn renew_kept(
+    ctx: &Context,
+    lock: &LockId<'_>,
+    name: &RedisString,
+    owner: &RedisString,
+    lease_ms: i64,
+) -> Result<(), LockError> {
+    let (keys, mut tx) = begin(ctx, name, lock, Origin::Renewal { owner })?;
+    let renewed = match registry() {
+        Ok(mut reg) => reg.with_queue(lock, |queue| tx.renew(queue, owner.as_slice(), lease_ms)),
+        Err(e) => Err(e),
+    };
+    commit(ctx, lock, &keys, tx);
+    renewed.map(|_| ())
+}
+
+/// Whether `name` (in the selected db) is a semaphore: its counter is a
+/// string, or only its permit set is left.
+pub fn is_semaphore(ctx: &Context, name: &RedisString) -> bool {
+    match Key::open(ctx, name, false).map(|k| k.kind()) {
+        Some(KeyKind::String) => true,
+        Some(KeyKind::Empty) | None => {
+            let permits = ffi::string(ctx, &permits_key(name.as_slice()));
+            Key::open(ctx, &permits, false).is_some_and(|k| k.kind() == KeyKind::SortedSet)
+        }
+        Some(_) => false,
+    }
+}
+
+/// A SEM.ACQUIRE or SEM.TAKE caller's request.
+pub fn request(owner: &[u8], lease_ms: i64, fence: bool, permits: u32) -> Request {
+    Request {
+        owner: owner.into(),
+        lease_ms,
+        fence,
+        kind: LockKind::Permits(permits),
+        keepalive: None,
+    }
+}
