@@ -63,6 +63,10 @@ struct Round {
     countdown_reply: f64,
     /// Redisson: until the last waiter's message arrived (before its GET).
     all_messages: Option<f64>,
+    /// CPU time of the server's main thread from just before the
+    /// count-down was sent until the last waiter was done, ms
+    /// (`/proc/<pid>/schedstat`, ns resolution).
+    server_cpu: f64,
 }
 
 impl Round {
@@ -71,6 +75,7 @@ impl Round {
         countdown: Instant,
         done: &[Instant],
         messages: Option<&[Instant]>,
+        server_cpu: f64,
     ) -> Round {
         let since = |t: &Instant| t.saturating_duration_since(t0).as_secs_f64() * 1000.0;
         let v: Vec<f64> = done.iter().map(since).collect();
@@ -80,13 +85,14 @@ impl Round {
             first: v.iter().copied().fold(f64::INFINITY, f64::min),
             countdown_reply: since(&countdown),
             all_messages: messages.map(|m| m.iter().map(since).fold(0.0, f64::max)),
+            server_cpu,
         }
     }
 
     fn json(&self) -> Value {
         json!({"all_done_ms": self.all, "median_done_ms": self.median,
                "first_done_ms": self.first, "countdown_reply_ms": self.countdown_reply,
-               "all_messages_ms": self.all_messages})
+               "all_messages_ms": self.all_messages, "server_cpu_ms": finite(self.server_cpu)})
     }
 }
 
@@ -103,6 +109,16 @@ async fn latch_waiters(admin: &mut Conn, key: &[u8]) -> io::Result<i64> {
             .unwrap_or(0)),
         other => Err(io::Error::other(format!("LATCH.INFO answered {other:?}"))),
     }
+}
+
+/// CPU time of `pid`'s main thread so far, ms (`/proc/<pid>/schedstat`:
+/// time on a CPU in ns); NaN when unknown.
+fn on_cpu_ms(pid: Option<u32>) -> f64 {
+    let Some(pid) = pid else { return f64::NAN };
+    std::fs::read_to_string(format!("/proc/{pid}/schedstat"))
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
+        .map_or(f64::NAN, |ns| ns / 1e6)
 }
 
 fn deadline(secs: u64) -> tokio::time::Instant {
@@ -141,7 +157,12 @@ async fn join_all<T>(tasks: Vec<JoinHandle<io::Result<T>>>, what: &str) -> io::R
 /// The module: `LATCH.INIT key 1`, every connection `LATCH.AWAIT key BLOCK
 /// 0` (all seen waiting by `LATCH.INFO`), then `LATCH.COUNTDOWN key`
 /// (must answer 0); every waiter must answer 0.
-async fn module_round(admin: &mut Conn, conns: &mut Vec<Conn>, key: &[u8]) -> io::Result<Round> {
+async fn module_round(
+    admin: &mut Conn,
+    conns: &mut Vec<Conn>,
+    key: &[u8],
+    server_pid: Option<u32>,
+) -> io::Result<Round> {
     let r = admin.cmd(&[b"LATCH.INIT", key, b"1"]).await?;
     if r != Reply::Int(1) {
         return Err(err(format!("LATCH.INIT answered {r:?}")));
@@ -176,6 +197,7 @@ async fn module_round(admin: &mut Conn, conns: &mut Vec<Conn>, key: &[u8]) -> io
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    let cpu0 = on_cpu_ms(server_pid);
     let t0 = Instant::now();
     let r = admin.cmd(&[b"LATCH.COUNTDOWN", key]).await?;
     let countdown = Instant::now();
@@ -183,6 +205,7 @@ async fn module_round(admin: &mut Conn, conns: &mut Vec<Conn>, key: &[u8]) -> io
         return Err(err(format!("LATCH.COUNTDOWN answered {r:?}")));
     }
     let done = join_all(tasks, "LATCH.AWAIT").await?;
+    let cpu = on_cpu_ms(server_pid) - cpu0;
     let times: Vec<Instant> = done.iter().map(|(_, at)| *at).collect();
     conns.extend(done.into_iter().map(|(c, _)| c));
     let exists = admin.cmd(&[b"EXISTS", key]).await?;
@@ -191,7 +214,7 @@ async fn module_round(admin: &mut Conn, conns: &mut Vec<Conn>, key: &[u8]) -> io
             "the latch still exists after counting down to zero: EXISTS answered {exists:?}"
         )));
     }
-    Ok(Round::of(t0, countdown, &times, None))
+    Ok(Round::of(t0, countdown, &times, None, cpu))
 }
 
 /// Reads a pub/sub connection until a reply of `kind` on `channel`.
@@ -219,6 +242,7 @@ async fn redisson_round(
     pairs: &mut Vec<(Conn, Conn)>,
     key: &[u8],
     shas: &(String, String),
+    server_pid: Option<u32>,
 ) -> io::Result<Round> {
     let channel = latch_channel(key);
     let r = admin
@@ -270,9 +294,6 @@ async fn redisson_round(
                     "getCount (GET) after the message answered {r:?}"
                 )));
             }
-            sub.push(&[b"UNSUBSCRIBE", &channel]);
-            sub.flush().await?;
-            pubsub_until(&mut sub, b"unsubscribe", &channel).await?;
             Ok((sub, cmd, message_at, done_at))
         }));
     }
@@ -299,6 +320,7 @@ async fn redisson_round(
             "PUBSUB NUMSUB answered {numsub:?}, {WAITERS} subscribers expected"
         )));
     }
+    let cpu0 = on_cpu_ms(server_pid);
     let t0 = Instant::now();
     let r = admin
         .cmd(&[
@@ -315,11 +337,21 @@ async fn redisson_round(
     if r != Reply::Nil {
         return Err(err(format!("redisson countDown script answered {r:?}")));
     }
-    let done = join_all(tasks, "redisson await").await?;
+    let mut done = join_all(tasks, "redisson await").await?;
+    let cpu = on_cpu_ms(server_pid) - cpu0;
     let messages: Vec<Instant> = done.iter().map(|d| d.2).collect();
     let times: Vec<Instant> = done.iter().map(|d| d.3).collect();
+    // Each waiter unsubscribes once done (Redisson's finally), outside
+    // the timed window.
+    for (sub, _, _, _) in done.iter_mut() {
+        sub.push(&[b"UNSUBSCRIBE", &channel]);
+        sub.flush().await?;
+    }
+    for (sub, _, _, _) in done.iter_mut() {
+        pubsub_until(sub, b"unsubscribe", &channel).await?;
+    }
     pairs.extend(done.into_iter().map(|(s, c, _, _)| (s, c)));
-    Ok(Round::of(t0, countdown, &times, Some(&messages)))
+    Ok(Round::of(t0, countdown, &times, Some(&messages), cpu))
 }
 
 pub async fn s13(ctx: &Ctx) -> io::Result<Section> {
@@ -359,8 +391,13 @@ pub async fn s13(ctx: &Ctx) -> io::Result<Section> {
         for (p, runs) in rounds.iter_mut() {
             let key = format!("s13-{}-{rep}", p.name()).into_bytes();
             let round = match p {
-                Proto::Module => module_round(&mut admin, &mut module_conns, &key).await,
-                _ => redisson_round(&mut admin, &mut redisson_pairs, &key, &shas).await,
+                Proto::Module => {
+                    module_round(&mut admin, &mut module_conns, &key, ctx.server_pid).await
+                }
+                _ => {
+                    let pid = ctx.server_pid;
+                    redisson_round(&mut admin, &mut redisson_pairs, &key, &shas, pid).await
+                }
             };
             let round = match round {
                 Ok(r) => r,
@@ -373,11 +410,12 @@ pub async fn s13(ctx: &Ctx) -> io::Result<Section> {
                 }
             };
             ctx.progress(&format!(
-                "S13 {} {WAITERS} waiters: all done {} ms after the count-down was sent (median {} ms, first {} ms{})",
+                "S13 {} {WAITERS} waiters: all done {} ms after the count-down was sent (median {} ms, first {} ms, server CPU {} ms{})",
                 p.name(),
                 ms(round.all),
                 ms(round.median),
                 ms(round.first),
+                ms(round.server_cpu),
                 round
                     .all_messages
                     .map_or(String::new(), |m| format!(", last message {} ms", ms(m)))
@@ -399,20 +437,24 @@ async fn finish(
     section.line(format!(
         "each figure: median of {reps} rounds, protocols interleaved; times from sending the count-down; the waiters' connections stay open from round to round, a new latch key per round"
     ));
+    section.line(
+        "server CPU = time the server's main thread was on a CPU from just before the count-down was sent until the last waiter was done (/proc/<pid>/schedstat); the generator reads every reply on one core, so the times until done include its own work for 1,000 (redisson: 2,000) replies",
+    );
     section.line(format!(
         "module: LATCH.INIT key 1, {WAITERS} connections send LATCH.AWAIT key BLOCK 0 (all seen queued by LATCH.INFO), then LATCH.COUNTDOWN key (must answer 0); a waiter is done when its reply (0) arrives"
     ));
     section.line(format!(
-        "redisson (reference): trySetCount(1) by Redisson's script; {WAITERS} waiters in await(), each with its own pub/sub connection and command connection: GET (1), SUBSCRIBE redisson_countdownlatch__channel__{{key}} (confirmed; PUBSUB NUMSUB checked), GET (1), then wait for the message 0 published by Redisson's countDown script; a waiter is done when its GET after the message answers nil (getCount() = 0)"
+        "redisson (reference): trySetCount(1) by Redisson's script; {WAITERS} waiters in await(), each with its own pub/sub connection and command connection: GET (1), SUBSCRIBE redisson_countdownlatch__channel__{{key}} (confirmed; PUBSUB NUMSUB checked), GET (1), then wait for the message 0 published by Redisson's countDown script; a waiter is done when its GET after the message answers nil (getCount() = 0); it unsubscribes after the timed window"
     ));
     section.line(format!(
-        "{:<11} {:>7} {:>12} {:>17} {:>10} {:>9} {:>20}",
+        "{:<11} {:>7} {:>12} {:>17} {:>10} {:>9} {:>14} {:>20}",
         "protocol",
         "waiters",
         "all done ms",
         "range (rounds)",
         "median ms",
         "first ms",
+        "server CPU ms",
         "count-down reply ms"
     ));
     let med =
@@ -426,13 +468,14 @@ async fn finish(
             format!("{}..{}", ms(lo), ms(hi))
         });
         section.line(format!(
-            "{:<11} {:>7} {:>12} {:>17} {:>10} {:>9} {:>20}",
+            "{:<11} {:>7} {:>12} {:>17} {:>10} {:>9} {:>14} {:>20}",
             p.name(),
             WAITERS,
             ms(median(&all)),
             spread,
             ms(med(runs, |r| r.median)),
             ms(med(runs, |r| r.first)),
+            ms(med(runs, |r| r.server_cpu)),
             ms(med(runs, |r| r.countdown_reply)),
         ));
         if let Some(m) = runs

@@ -44,7 +44,7 @@ usage: lock-bench [options]
                           S12 semaphore, S13 latch
   --reps N                repetitions of every measurement (default: S1/S5/S1b 7, S2/S3/S4/S7/S8 5,
                           S4 memory 3, S6 9, S9 3 renewal periods, S10 5, S11 1 run of 30 s
-                          (5 s with --quick), S12 3, S13 5 rounds; median reported)
+                          (5 s with --quick), S12 3, S13 7 rounds; median reported)
   --warmup SECS           warm-up before each measured run (default 0.3, 0.2 with --quick)
   --measure SECS          length of each measured run (default 1, 0.5 with --quick; S8's redisson
                           runs 4.5 s longer: its MultiLock tryLock wait)
@@ -114,7 +114,7 @@ pub const REPS_S10: usize = 5;
 pub const REPS_S11: usize = 1;
 pub const REPS_S12: usize = 3;
 /// Rounds of 1,000 waiters released at once, per protocol.
-pub const REPS_S13: usize = 5;
+pub const REPS_S13: usize = 7;
 
 #[derive(Clone, Debug)]
 pub struct Opts {
