@@ -2245,6 +2245,37 @@ mod tests {
         assert!(!all_ints(&Reply::Nil, 3, 1));
     }
 
+    /// The scripts as `scripts/redisson-*.lua` keep them (Redisson's Java
+    /// string literals one per line below the comments; joined without the
+    /// newlines they are the script): the same bytes as these constants.
+    #[test]
+    fn redisson_scripts_match_the_extracted_ones() {
+        fn joined(file: &str) -> String {
+            file.split('\n').filter(|l| !l.starts_with("--")).collect()
+        }
+        let pairs = [
+            (
+                REDISSON_SEM_ACQUIRE,
+                include_str!("../../scripts/redisson-sem-expirable-try-acquire.lua"),
+            ),
+            (
+                REDISSON_SEM_RELEASE,
+                include_str!("../../scripts/redisson-sem-expirable-try-release.lua"),
+            ),
+            (
+                crate::latch::REDISSON_COUNT_DOWN,
+                include_str!("../../scripts/redisson-latch-count-down.lua"),
+            ),
+            (
+                crate::latch::REDISSON_TRY_SET_COUNT,
+                include_str!("../../scripts/redisson-latch-try-set-count.lua"),
+            ),
+        ];
+        for (ours, file) in pairs {
+            assert_eq!(ours, joined(file));
+        }
+    }
+
     #[test]
     fn semaphore_keys_are_redissons() {
         assert_eq!(sem_channel(b"pool"), b"redisson_sc:{pool}");
