@@ -2,7 +2,8 @@
 //! against one master (AOF on, one replica) while a fault thread injects
 //! force-releases, FLUSHALL, client kills, DEBUG RELOAD, BGREWRITEAOF,
 //! CLIENT PAUSE WRITE windows, default-lease changes, restarts from the AOF
-//! and promotions of the replica after WAIT, and clients sometimes drop
+//! (after SHUTDOWN or `kill -9`) and promotions of the replica after WAIT,
+//! and clients sometimes drop
 //! their connection mid-wait. Every operation is recorded
 //! with its client-side send and receive times; afterwards the whole
 //! history is checked:
@@ -36,11 +37,28 @@
 //! upgrades and releases naming READ or WRITE), and pairs of
 //! exclusive locks at once (LOCK.MACQUIRE / MRELEASE, in either order).
 //!
+//! Beside them, semaphore clients loop on semaphores of [`SEM_PERMITS`]
+//! permits: `SEM.ACQUIRE key owner PERMITS 1|2` with the same random
+//! options (PX, KEEPALIVE, BLOCK, FENCE, giving up mid-wait), hold, maybe
+//! `SEM.RENEW`, then `SEM.RELEASE` (sometimes one permit first, then the
+//! rest) or walk away. A hold of `n` permits is placed in time as a lock
+//! hold is (its lease end asked of `SEM.INFO`'s `ttl`), and the checks
+//! are the same but for exclusion: at no moment do the holds of a
+//! semaphore add up to more than its permits. `SEM.INFO`, asked after every
+//! grant, must always show the semaphore whole (`permits` = N); a FLUSHALL
+//! is sent in one MULTI with `SEM.INIT` (so the semaphore is never missing)
+//! and revokes every permit held. At the end, within one lease, every
+//! semaphore shows N available, no holder and no waiter, and N permits can
+//! be taken at once.
+//!
 //! `make test` runs it for a few seconds; `make chaos` for minutes
 //! (`LOCK_CHAOS_SECS`, `LOCK_CHAOS_CLIENTS`, `LOCK_CHAOS_KEYS`,
-//! `LOCK_CHAOS_RW_KEYS`, `LOCK_CHAOS_SEED`) and prints the totals.
+//! `LOCK_CHAOS_RW_KEYS`, `LOCK_CHAOS_SEM_KEYS`, `LOCK_CHAOS_SEM_CLIENTS`,
+//! `LOCK_CHAOS_SEED`) and prints the totals.
 
 mod common;
+#[path = "common/semaphore.rs"]
+mod semaphore;
 use common::dataset::{aof_matches, replica_matches};
 use common::*;
 
@@ -65,6 +83,8 @@ const MAX_LEASE_MS: u64 = 400;
 /// any lease.
 const MIN_KEEPALIVE_LEASE_MS: u64 = 720;
 const MAX_KEEPALIVE_LEASE_MS: u64 = 1000;
+/// The permits of each semaphore; its clients ask for 1 or 2 at a time.
+const SEM_PERMITS: i64 = 3;
 
 /// The longest lease a hold whose leases are at least `min_lease` gets: a
 /// KEEPALIVE hold's range is its own.
@@ -155,6 +175,8 @@ struct Hold {
     read: bool,
     /// A KEEPALIVE hold.
     kept: Option<Kept>,
+    /// The permits of a semaphore hold; 0 for a lock's.
+    permits: i64,
 }
 
 /// A hold the server keeps alive while the connection of the client that
@@ -245,6 +267,9 @@ enum FaultKind {
     /// SHUTDOWN (the AOF is fsynced on every write) and start again on the
     /// same port: every client is disconnected, every lock must survive.
     Restart,
+    /// The same with `kill -9` instead of SHUTDOWN: what was acknowledged
+    /// is in the AOF, which the server loads again.
+    Kill,
     /// A planned failover: writes paused, WAIT until the replica has them,
     /// `REPLICAOF NO ONE` on the replica, clients sent to it, the old
     /// master made its replica. Locks and tokens must carry over.
@@ -294,9 +319,13 @@ struct Shared {
     epoch: Instant,
     stop: AtomicBool,
     history: Mutex<History>,
-    /// Exclusive locks first, then `rw_keys` read-write locks.
+    /// Exclusive locks first, then `rw_keys` read-write locks, then
+    /// `sem_keys` semaphores.
     keys: Vec<String>,
     rw_keys: usize,
+    sem_keys: usize,
+    /// Clients `0..lock_clients` take locks, the others semaphores.
+    lock_clients: usize,
     /// The master's address, which clients (re)connect to.
     master_addr: Mutex<String>,
 }
@@ -313,6 +342,10 @@ fn lock_key(i: usize) -> String {
 
 fn rw_key(i: usize) -> String {
     format!("chaos:rw:{i}")
+}
+
+fn sem_key(i: usize) -> String {
+    format!("chaos:sem:{i}")
 }
 
 fn connect(server_addr: &str) -> Option<Connection> {
@@ -501,9 +534,17 @@ impl Client<'_> {
 
     fn run(mut self) {
         let min_default = *DEFAULT_LEASES.iter().min().unwrap_or(&200);
-        let exclusive = self.shared.keys.len() - self.shared.rw_keys;
+        let locks = self.shared.keys.len() - self.shared.sem_keys;
+        let exclusive = locks - self.shared.rw_keys;
+        if self.id >= self.shared.lock_clients {
+            while !self.shared.stop.load(Ordering::Relaxed) {
+                let key = locks + self.rng.below(self.shared.sem_keys as u64) as usize;
+                self.semaphore_op(key, min_default);
+            }
+            return;
+        }
         while !self.shared.stop.load(Ordering::Relaxed) {
-            let key = self.rng.below(self.shared.keys.len() as u64) as usize;
+            let key = self.rng.below(locks as u64) as usize;
             if key >= exclusive {
                 self.read_write_op(key, min_default);
                 continue;
@@ -570,7 +611,9 @@ impl Client<'_> {
             }
             let kept = hold.kept.is_some();
             self.critical_section(lease_ms, kept);
-            bound = self.maybe_renew(&name, min_lease).apply(bound);
+            bound = self
+                .maybe_renew("LOCK.RENEW", &name, min_lease)
+                .apply(bound);
             hold.end = bound;
             // Sometimes the owner walks away and lets the lease end it.
             let mut until = self.shared.now();
@@ -746,6 +789,7 @@ impl Client<'_> {
                 client: self.id,
                 until: recv,
             }),
+            permits: 0,
         }
     }
 
@@ -826,14 +870,15 @@ impl Client<'_> {
     }
 
     /// Sometimes renews the lease of every hold the owner has on `name`
-    /// with one of at least `min_lease` ms.
-    fn maybe_renew(&mut self, name: &str, min_lease: u64) -> Renewal {
+    /// with one of at least `min_lease` ms (`command`: LOCK.RENEW or
+    /// SEM.RENEW).
+    fn maybe_renew(&mut self, command: &str, name: &str, min_lease: u64) -> Renewal {
         if !self.rng.one_in(5) {
             return Renewal::None;
         }
         let renewal = self.rng.range(min_lease, max_lease(min_lease));
         let args = vec![
-            "LOCK.RENEW".to_string(),
+            command.to_string(),
             name.to_string(),
             self.owner(),
             "PX".into(),
@@ -846,6 +891,10 @@ impl Client<'_> {
             },
             (s, _, Outcome::Unknown) => Renewal::AtMost(s + Duration::from_millis(renewal)),
             (_, _, Outcome::Error(e)) if e.starts_with("NOTOWNER") || refused(&e) => Renewal::None,
+            // The permits' lease had ended: they went back.
+            (_, _, Outcome::Error(e)) if command == "SEM.RENEW" && e.starts_with("EXPIRED") => {
+                Renewal::None
+            }
             (_, _, other) => {
                 self.anomaly(format!("{args:?} answered {other:?}"));
                 Renewal::None
@@ -899,7 +948,7 @@ impl Client<'_> {
             holds.extend(self.other_kind_hold(key, write, min_lease));
         }
         self.critical_section(lease_ms, kept);
-        let renewal = self.maybe_renew(&name, min_lease);
+        let renewal = self.maybe_renew("LOCK.RENEW", &name, min_lease);
         let sole = holds.len() == 1;
         for hold in &mut holds {
             hold.end = if sole {
@@ -1121,6 +1170,198 @@ impl Client<'_> {
     }
 }
 
+/// Semaphore clients.
+impl Client<'_> {
+    /// One round on semaphore `key`: `SEM.ACQUIRE ... PERMITS n` with
+    /// random options, hold, maybe renew, release (sometimes one permit
+    /// first) or walk away.
+    fn semaphore_op(&mut self, key: usize, min_default: u64) {
+        let name = self.shared.keys[key].clone();
+        let n: i64 = if self.rng.one_in(3) { 2 } else { 1 };
+        let AcquireOptions {
+            args: options,
+            lease,
+            block,
+            fence,
+            keepalive,
+            patience,
+        } = self.acquire_options();
+        let mut args = vec![
+            "SEM.ACQUIRE".to_string(),
+            name.clone(),
+            self.owner(),
+            "PERMITS".into(),
+            n.to_string(),
+        ];
+        args.extend(options);
+        self.dropped = None;
+        let (send, recv, got) = self.op_or_give_up(&args, patience);
+        let sent = self.last_sent;
+        let reply = match got {
+            Outcome::Int(r) => r,
+            Outcome::Nil => {
+                if let Some(ms) = block {
+                    let ended = (send + Duration::from_millis(ms), recv);
+                    self.record_wait(key, (send, sent), ended, false);
+                }
+                return;
+            }
+            Outcome::Unknown => return,
+            Outcome::Error(e) if refused(&e) => return,
+            other => return self.anomaly(format!("{args:?} answered {other:?}")),
+        };
+        // A fresh owner (every round has its own) holds what it asked for.
+        if !fence && reply != n {
+            self.anomaly(format!("{args:?} granted with {reply} permits held"));
+        }
+        let lease_ms = lease.unwrap_or(min_default);
+        let owner = self.owner();
+        let granted = self.ask_permits(send, recv, lease, lease_ms, &name, &owner, n, keepalive);
+        if block.is_some() {
+            self.record_wait(key, (send, sent), granted.at, true);
+        }
+        let mut hold = self.hold(
+            key,
+            recv,
+            &granted,
+            fence.then_some(reply),
+            false,
+            keepalive,
+        );
+        hold.permits = n;
+        self.critical_section(lease_ms, keepalive);
+        let min_lease = if keepalive {
+            MIN_KEEPALIVE_LEASE_MS
+        } else {
+            150
+        };
+        hold.end = self
+            .maybe_renew("SEM.RENEW", &name, min_lease)
+            .apply(hold.end);
+        let mut holds = vec![hold];
+        // When each hold was released, if it was.
+        let mut released = vec![None; 2];
+        if self.rng.one_in(10) {
+            self.walk_away(keepalive);
+        } else {
+            // Sometimes one permit of two first: the hold splits in two.
+            if n == 2 && self.rng.one_in(3) {
+                let mut first = holds[0].clone();
+                first.permits = 1;
+                holds[0].permits = 1;
+                holds.insert(0, first);
+            }
+            for (i, hold) in holds.iter_mut().enumerate() {
+                if i > 0 {
+                    thread::sleep(Duration::from_millis(self.rng.below(lease_ms / 3)));
+                }
+                let mut args = vec!["SEM.RELEASE".to_string(), name.clone(), self.owner()];
+                let left = if i == 0 && n == 2 && hold.permits == 1 {
+                    args.extend(["PERMITS".into(), "1".into()]);
+                    1
+                } else {
+                    0
+                };
+                let (s, _, got) = self.op(&args);
+                hold.end = hold.end.min(s);
+                released[i] = Some(s);
+                match got {
+                    Outcome::Int(k) if k == left => continue,
+                    Outcome::Unknown => {}
+                    // The lease ended: the permits went back (EXPIRED
+                    // gives them back now), the rest with them.
+                    Outcome::Error(e) if e.starts_with("NOTOWNER") || e.starts_with("EXPIRED") => {}
+                    Outcome::Error(e) if refused(&e) => self.walk_away(keepalive),
+                    other => self.anomaly(format!("{args:?} answered {other:?}")),
+                }
+                // The rest ends by its lease (or its KEEPALIVE binding).
+                break;
+            }
+        }
+        let now = self.shared.now();
+        for (hold, at) in holds.iter_mut().zip(released) {
+            self.keep_until(hold, at.unwrap_or(now));
+        }
+        if let Ok(mut h) = self.shared.history.lock() {
+            h.holds.extend(holds);
+        }
+    }
+
+    /// [`Self::ask_grant`] for a semaphore: `SEM.INFO` right after the
+    /// reply says whether `owner` holds its `n` permits and their time left
+    /// (`ttl`). Also checks that the semaphore is whole: `permits` is
+    /// always [`SEM_PERMITS`], no permit is lost or made up.
+    #[allow(clippy::too_many_arguments)]
+    fn ask_permits(
+        &mut self,
+        send: Duration,
+        recv: Duration,
+        lease: Option<u64>,
+        lease_floor_ms: u64,
+        name: &str,
+        owner: &str,
+        n: i64,
+        keepalive: bool,
+    ) -> Granted {
+        let ms = Duration::from_millis;
+        let unconfirmed = Granted {
+            at: (send, recv),
+            lease_end: recv,
+            confirmed: None,
+        };
+        let shared = self.shared;
+        let Some(con) = self.con.as_mut() else {
+            return unconfirmed;
+        };
+        let ask = shared.now();
+        let info = match semaphore::sem_info(con, name) {
+            Ok(info) => info,
+            Err(e) => {
+                if !refused(&e) {
+                    self.drop_connection();
+                }
+                return unconfirmed;
+            }
+        };
+        let answered = shared.now();
+        let Some(info) = info else {
+            self.anomaly(format!("SEM.INFO {name}: the semaphore is missing"));
+            return unconfirmed;
+        };
+        if info.permits != SEM_PERMITS || info.available < 0 || info.held() > SEM_PERMITS {
+            self.anomaly(format!(
+                "SEM.INFO {name}: {SEM_PERMITS} permits expected, shows {info:?}"
+            ));
+        }
+        let ttl = match info.holder(owner) {
+            Some(h) if h.permits == n && h.ttl >= 0 => h.ttl as u64,
+            _ => return unconfirmed,
+        };
+        let lease_end = (ask + ms(ttl))
+            .saturating_sub(ms(1))
+            .max(send + ms(lease_floor_ms));
+        // A KEEPALIVE renewal may have come before the question: its time
+        // left says nothing of when the grant was written.
+        let at = match lease.filter(|_| !keepalive) {
+            Some(l) => {
+                let lo = (ask + ms(ttl)).saturating_sub(ms(l + 1)).max(send);
+                let hi = (answered + ms(ttl) + ms(1)).saturating_sub(ms(l)).min(recv);
+                if lo <= hi {
+                    (lo, hi)
+                } else {
+                    (send, recv)
+                }
+            }
+            None => (send, recv),
+        };
+        Granted {
+            at,
+            lease_end,
+            confirmed: Some(ask),
+        }
+    }
+}
+
 /// The master and its replica; a promotion swaps them.
 struct Pair {
     master: Server,
@@ -1157,11 +1398,12 @@ impl Pair {
 }
 
 /// Injects random faults for `run`; every run promotes the replica (by a
-/// third of the run) and restarts the master (by two thirds) at least once.
+/// third of the run), restarts the master (by two thirds) and kills it
+/// with SIGKILL and starts it again (by five sixths) at least once.
 fn inject_faults(shared: &Shared, servers: &Mutex<Pair>, seed: u64, run: Duration) {
     let mut rng = Rng(seed);
     let mut con = None;
-    let mut done_once = (false, false);
+    let mut done_once = (false, false, false);
     while !shared.stop.load(Ordering::Relaxed) {
         thread::sleep(Duration::from_millis(rng.range(40, 200)));
         let now = shared.now();
@@ -1169,9 +1411,12 @@ fn inject_faults(shared: &Shared, servers: &Mutex<Pair>, seed: u64, run: Duratio
             Some(FaultKind::Promote)
         } else if !done_once.1 && now > run * 2 / 3 {
             Some(FaultKind::Restart)
+        } else if !done_once.2 && now > run * 5 / 6 {
+            Some(FaultKind::Kill)
         } else {
             match rng.below(50) {
-                0 | 1 => Some(FaultKind::Restart),
+                0 => Some(FaultKind::Restart),
+                1 => Some(FaultKind::Kill),
                 2 | 3 => Some(FaultKind::Promote),
                 _ => None,
             }
@@ -1184,6 +1429,11 @@ fn inject_faults(shared: &Shared, servers: &Mutex<Pair>, seed: u64, run: Duratio
                     pair.master.restart();
                     true
                 }
+                FaultKind::Kill => {
+                    pair.master.kill();
+                    pair.master.start_again();
+                    true
+                }
                 _ => pair.promote(shared),
             };
             drop(pair);
@@ -1192,7 +1442,8 @@ fn inject_faults(shared: &Shared, servers: &Mutex<Pair>, seed: u64, run: Duratio
             if done {
                 match kind {
                     FaultKind::Promote => done_once.0 = true,
-                    _ => done_once.1 = true,
+                    FaultKind::Restart => done_once.1 = true,
+                    _ => done_once.2 = true,
                 }
                 if let Ok(mut h) = shared.history.lock() {
                     h.faults.push(Fault {
@@ -1218,7 +1469,8 @@ fn inject_faults(shared: &Shared, servers: &Mutex<Pair>, seed: u64, run: Duratio
         let mut victim = None;
         let (kind, args, key): (FaultKind, Vec<String>, Option<usize>) = match pick {
             0..=29 => {
-                let k = rng.below(shared.keys.len() as u64) as usize;
+                // Locks only: a semaphore is not a lock (WRONGTYPE).
+                let k = rng.below((shared.keys.len() - shared.sem_keys) as u64) as usize;
                 let args = vec!["LOCK.FORCERELEASE".into(), shared.keys[k].clone()];
                 (FaultKind::ForceRelease, args, Some(k))
             }
@@ -1274,7 +1526,11 @@ fn inject_faults(shared: &Shared, servers: &Mutex<Pair>, seed: u64, run: Duratio
         for a in &args[1..] {
             cmd.arg(a.as_str());
         }
-        let result: redis::RedisResult<Value> = cmd.query(c);
+        let result: redis::RedisResult<Value> = if kind == FaultKind::FlushAll {
+            flush_all(c, shared)
+        } else {
+            cmd.query(c)
+        };
         let recv = shared.now();
         let removed = matches!(result, Ok(Value::Int(1)));
         if let Err(e) = &result {
@@ -1304,6 +1560,26 @@ fn inject_faults(shared: &Shared, servers: &Mutex<Pair>, seed: u64, run: Duratio
             });
         }
     }
+}
+
+/// FLUSHALL and, in the same MULTI, `SEM.INIT` of every semaphore: the
+/// semaphores lose every permit held but are never missing. Replies
+/// FLUSHALL's reply.
+fn flush_all(con: &mut Connection, shared: &Shared) -> redis::RedisResult<Value> {
+    let mut pipe = redis::pipe();
+    pipe.atomic().cmd("FLUSHALL");
+    for key in &shared.keys[shared.keys.len() - shared.sem_keys..] {
+        pipe.cmd("SEM.INIT").arg(key).arg(SEM_PERMITS);
+    }
+    let replies: Vec<Value> = pipe.query(con)?;
+    if replies[1..].iter().any(|r| *r != Value::Int(1)) {
+        if let Ok(mut h) = shared.history.lock() {
+            h.anomalies.push(format!(
+                "SEM.INIT after FLUSHALL, in its MULTI, answered {replies:?}"
+            ));
+        }
+    }
+    Ok(replies.into_iter().next().unwrap_or(Value::Nil))
 }
 
 /// The connection name of chaos client `i`.
@@ -1344,7 +1620,12 @@ fn stalls(ops: &[Op]) -> Vec<Duration> {
     let mut answered: Vec<Duration> = ops
         .iter()
         .filter(|op| op.outcome != Outcome::Unknown)
-        .filter(|op| op.args[0].starts_with("LOCK.") && op.args[0] != "LOCK.INFO")
+        .filter(|op| {
+            let command = op.args[0].as_str();
+            (command.starts_with("LOCK.") || command.starts_with("SEM."))
+                && command != "LOCK.INFO"
+                && command != "SEM.INFO"
+        })
         .map(|op| op.recv)
         .collect();
     answered.sort();
@@ -1399,7 +1680,7 @@ fn apply_keepalive(holds: &mut [Hold], faults: &[Fault], stalls: &[Duration]) {
             .iter()
             .filter(|f| f.recv >= h.granted.0)
             .filter(|f| match f.kind {
-                FaultKind::Restart | FaultKind::Promote => true,
+                FaultKind::Restart | FaultKind::Kill | FaultKind::Promote => true,
                 FaultKind::ClientKill => f.victim == Some(kept.client),
                 _ => false,
             })
@@ -1461,6 +1742,44 @@ fn check_mutual_exclusion(holds: &[Hold], keys: usize) -> Vec<String> {
                         if g.read { " (read)" } else { "" },
                     ));
                 }
+            }
+        }
+    }
+    violations
+}
+
+/// At no moment do the holds of a semaphore add up to more than its
+/// `permits` (holds of locks, `permits` 0, are left out). A hold that ends
+/// when another starts does not overlap it.
+fn check_permits(holds: &[Hold], keys: usize, permits: i64) -> Vec<String> {
+    let mut violations = Vec::new();
+    for key in 0..keys {
+        let mut on_key: Vec<&Hold> = holds
+            .iter()
+            .filter(|h| h.key == key && h.permits > 0 && h.end > h.start)
+            .collect();
+        on_key.sort_by_key(|h| h.start);
+        // At each start, the holds started before it that have not ended.
+        let mut live: Vec<&Hold> = Vec::new();
+        for h in on_key {
+            live.retain(|g| g.end > h.start);
+            live.push(h);
+            let held: i64 = live.iter().map(|g| g.permits).sum();
+            if held > permits {
+                let who: Vec<String> = live
+                    .iter()
+                    .map(|g| {
+                        format!(
+                            "owner {} {} [{:?}, {:?})",
+                            g.owner, g.permits, g.start, g.end
+                        )
+                    })
+                    .collect();
+                violations.push(format!(
+                    "key {key}: {held} permits of {permits} held at {:?}: {}",
+                    h.start,
+                    who.join(", ")
+                ));
             }
         }
     }
@@ -1549,6 +1868,7 @@ fn check_fifo(waits: &[Wait], requests: &[(Duration, Duration)], faults: &[Fault
                 FaultKind::DebugReload
                     | FaultKind::PauseWrites
                     | FaultKind::Restart
+                    | FaultKind::Kill
                     | FaultKind::Promote
             )
         })
@@ -1582,9 +1902,12 @@ fn history_under_faults_keeps_every_guarantee() {
     let clients = env_or("LOCK_CHAOS_CLIENTS", 12) as usize;
     let keys = env_or("LOCK_CHAOS_KEYS", 3) as usize;
     let rw_keys = env_or("LOCK_CHAOS_RW_KEYS", 2) as usize;
+    let sem_keys = env_or("LOCK_CHAOS_SEM_KEYS", 1).max(1) as usize;
+    let sem_clients = env_or("LOCK_CHAOS_SEM_CLIENTS", (clients as u64 / 3).max(5)) as usize;
     let seed = env_or("LOCK_CHAOS_SEED", 0x5EED_0000 + secs);
     eprintln!(
-        "chaos: {secs} s, {clients} clients, {keys} keys, seed {seed} (LOCK_CHAOS_SEED to replay)"
+        "chaos: {secs} s, {clients} clients, {keys} keys, {sem_clients} clients on {sem_keys} \
+         semaphores, seed {seed} (LOCK_CHAOS_SEED to replay)"
     );
 
     // Either may be promoted, so both are configured alike, and the
@@ -1604,6 +1927,14 @@ fn history_under_faults_keeps_every_guarantee() {
             .as_deref()
             == Some("up")
     });
+    let sem_names: Vec<String> = (0..sem_keys).map(sem_key).collect();
+    for name in &sem_names {
+        let set: i64 = q(
+            &mut master.client(),
+            &["SEM.INIT", name, &SEM_PERMITS.to_string()],
+        );
+        assert_eq!(set, 1, "SEM.INIT {name}");
+    }
     let shared = Arc::new(Shared {
         epoch: Instant::now(),
         stop: AtomicBool::new(false),
@@ -1611,14 +1942,17 @@ fn history_under_faults_keeps_every_guarantee() {
         keys: (0..keys)
             .map(lock_key)
             .chain((0..rw_keys).map(rw_key))
+            .chain(sem_names.iter().cloned())
             .collect(),
         rw_keys,
+        sem_keys,
+        lock_clients: clients,
         master_addr: Mutex::new(master.addr()),
     });
     let servers = Mutex::new(Pair { master, replica });
 
     thread::scope(|s| {
-        for id in 0..clients {
+        for id in 0..clients + sem_clients {
             let shared = &*shared;
             s.spawn(move || {
                 Client {
@@ -1648,19 +1982,56 @@ fn history_under_faults_keeps_every_guarantee() {
 
     // Liveness: no lock outlives its lease, then every lock is free and
     // nobody waits.
-    for key in &shared.keys {
+    let lock_names = &shared.keys[..shared.keys.len() - sem_keys];
+    for key in lock_names {
         let ttl = pttl(&mut con, key);
         assert!(
             ttl <= MAX_KEEPALIVE_LEASE_MS as i64,
             "{key} still held {ttl} ms after every client stopped"
         );
     }
+    // No permit outlives its lease either, and none is lost: within one
+    // lease every semaphore has all its permits available again, no
+    // holder, nobody waiting.
+    for key in &sem_names {
+        let info = semaphore::sem_info(&mut con, key)
+            .expect("SEM.INFO")
+            .unwrap_or_else(|| panic!("semaphore {key} missing at the end"));
+        assert_eq!(info.permits, SEM_PERMITS, "{key} at the end: {info:?}");
+        for holder in &info.holders {
+            assert!(
+                (0..=MAX_KEEPALIVE_LEASE_MS as i64).contains(&holder.ttl),
+                "{key} still held by {holder:?} after every client stopped"
+            );
+        }
+    }
     wait_until("every lock free", || {
-        shared
-            .keys
-            .iter()
-            .all(|k| lock_info(&mut con, k).is_empty())
+        lock_names.iter().all(|k| lock_info(&mut con, k).is_empty())
     });
+    wait_until("every semaphore whole and free", || {
+        sem_names.iter().all(|k| {
+            semaphore::sem_info(&mut con, k)
+                .ok()
+                .flatten()
+                .is_some_and(|info| info.is_whole_and_free(SEM_PERMITS))
+        })
+    });
+    // What SEM.INFO counts as available really is: all the permits can be
+    // taken at once, and given back the semaphore is its counter alone.
+    for key in &sem_names {
+        let all = SEM_PERMITS.to_string();
+        let got: Option<i64> = q(
+            &mut con,
+            &["SEM.ACQUIRE", key, "final", "PERMITS", &all, "PX", "10000"],
+        );
+        assert_eq!(got, Some(SEM_PERMITS), "{key}: all permits at the end");
+        assert_eq!(q::<i64>(&mut con, &["SEM.RELEASE", key, "final"]), 0);
+        assert_eq!(q::<String>(&mut con, &["GET", key]), all, "{key}'s counter");
+        assert!(
+            !exists(&mut con, &format!("{{{key}}}:timeout")),
+            "{key}'s permit set left behind"
+        );
+    }
     assert_eq!(master.stat("waiters"), 0, "waiters left at the end");
     // Every client closed its connection: nothing is kept alive.
     wait_until("no KEEPALIVE binding", || {
@@ -1673,7 +2044,9 @@ fn history_under_faults_keeps_every_guarantee() {
     apply_revocations(&mut history.holds, &history.faults);
     let mut violations = history.anomalies.clone();
     violations.extend(check_mutual_exclusion(&history.holds, keys + rw_keys));
-    violations.extend(check_tokens(&history.holds, keys + rw_keys));
+    let all_keys = shared.keys.len();
+    violations.extend(check_permits(&history.holds, all_keys, SEM_PERMITS));
+    violations.extend(check_tokens(&history.holds, all_keys));
     // Only a reply says the server ran a turn: not a client giving up,
     // nor a restart or a promotion coming back.
     let requests: Vec<(Duration, Duration)> = history
@@ -1716,12 +2089,17 @@ fn history_under_faults_keeps_every_guarantee() {
     let fenced = history.holds.iter().filter(|h| h.token.is_some()).count();
     let kept = history.holds.iter().filter(|h| h.kept.is_some()).count();
     let waited = history.waits.len();
-    let exclusive = shared.keys.len() - rw_keys;
+    let sem_start = shared.keys.len() - sem_keys;
+    let exclusive = sem_start - rw_keys;
+    let sem_holds: Vec<&Hold> = history.holds.iter().filter(|h| h.permits > 0).collect();
+    let sem_fenced = sem_holds.iter().filter(|h| h.token.is_some()).count();
+    let sem_kept = sem_holds.iter().filter(|h| h.kept.is_some()).count();
+    let sem_waited = history.waits.iter().filter(|w| w.key >= sem_start).count();
     let read = history.holds.iter().filter(|h| h.read).count();
     let written = history
         .holds
         .iter()
-        .filter(|h| h.key >= exclusive && !h.read)
+        .filter(|h| h.key >= exclusive && h.key < sem_start && !h.read)
         .count();
     let count = |command: &str| {
         history
@@ -1733,7 +2111,8 @@ fn history_under_faults_keeps_every_guarantee() {
     eprintln!(
         "chaos totals: {} operations, {granted} grants ({fenced} fenced, {kept} kept alive; {read} read and {written} write holds, \
          {} multi-lock grants; {} downgrades, {} upgrades, {} upgrades refused), \
-         {waited} blocked acquires answered, {} dropped mid-wait, \
+         {waited} blocked acquires answered, {} dropped mid-wait; \
+         semaphores: {} holds ({sem_fenced} fenced, {sem_kept} kept alive), {sem_waited} blocked acquires answered; \
          {} faults {faults:?}, violations found: {}",
         history.operations,
         count("LOCK.MACQUIRE"),
@@ -1741,6 +2120,7 @@ fn history_under_faults_keeps_every_guarantee() {
         history.upgrades,
         history.upgrades_refused,
         history.gave_up,
+        sem_holds.len(),
         history.faults.len(),
         violations.len()
     );
@@ -1767,12 +2147,18 @@ fn history_under_faults_keeps_every_guarantee() {
         "too little happened"
     );
     assert!(
+        !sem_holds.is_empty() && sem_fenced > 0 && sem_waited > 0,
+        "too little happened on the semaphores"
+    );
+    assert!(
         faults.len() >= 4 || secs < 2,
         "too few kinds of faults: {faults:?}"
     );
     assert!(
-        faults.contains_key("Promote") && faults.contains_key("Restart"),
-        "no promotion or no restart: {faults:?}"
+        ["Promote", "Restart", "Kill"]
+            .iter()
+            .all(|kind| faults.contains_key(*kind)),
+        "no promotion, restart or kill: {faults:?}"
     );
 }
 
@@ -1791,6 +2177,7 @@ fn checker_finds_overlaps_reordered_tokens_and_overtaking() {
         confirmed: None,
         read: false,
         kept: None,
+        permits: 0,
     };
     let fine = [hold(1, 0, 100, Some(1)), hold(2, 100, 200, Some(2))];
     assert!(check_mutual_exclusion(&fine, 1).is_empty());
@@ -1823,6 +2210,38 @@ fn checker_finds_overlaps_reordered_tokens_and_overtaking() {
         hold(2, 100, 200, Some(7)),
     ];
     assert!(check_tokens(&late_reply, 1).is_empty());
+
+    // Semaphore holds of 3 permits: 2 + 1 at once, then 1 + 2 when the
+    // first ends, is within; a third owner's permit beside 2 + 1 is not,
+    // nor is 2 + 2. Lock holds do not count.
+    let permits = |owner, n, start, end| Hold {
+        permits: n,
+        ..hold(owner, start, end, None)
+    };
+    let within = [
+        permits(1, 2, 0, 100),
+        permits(2, 1, 10, 300),
+        permits(3, 2, 100, 200),
+        hold(4, 0, 300, None),
+    ];
+    assert!(check_permits(&within, 1, 3).is_empty());
+    let one_too_many = [
+        permits(1, 2, 0, 100),
+        permits(2, 1, 10, 300),
+        permits(3, 1, 50, 60),
+    ];
+    assert_eq!(check_permits(&one_too_many, 1, 3).len(), 1);
+    let two_and_two = [permits(1, 2, 0, 100), permits(2, 2, 99, 150)];
+    assert_eq!(check_permits(&two_and_two, 1, 3).len(), 1);
+    // A hold that ended early (its lease, a revocation) frees its permits
+    // for a later one that outlives it.
+    let after_long = [
+        permits(1, 2, 0, 500),
+        permits(2, 1, 10, 20),
+        permits(3, 1, 30, 40),
+        permits(4, 1, 600, 700),
+    ];
+    assert!(check_permits(&after_long, 1, 3).is_empty());
 
     // A force-release during the first hold ends it: no overlap.
     let mut revoked = [hold(1, 0, 300, None), hold(2, 100, 200, None)];
@@ -1889,6 +2308,10 @@ fn checker_finds_overlaps_reordered_tokens_and_overtaking() {
         kill(1),
         Fault {
             kind: FaultKind::Restart,
+            ..kill(0)
+        },
+        Fault {
+            kind: FaultKind::Kill,
             ..kill(0)
         },
         Fault {

@@ -190,6 +190,7 @@ async fn redisson_chain(ctx: &Ctx, key_prefix: &str) -> io::Result<Chain> {
         seed: 0,
         read_fraction: None,
         multi: None,
+        semaphore: None,
     };
     let key = format!("{key_prefix}:0");
     let mut harness = Harness::new(&ctx.addr, &spec, &ctx.scripts).await?;

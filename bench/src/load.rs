@@ -95,6 +95,67 @@ pub const REDISSON_WRITE_ACQUIRE: &str = include_str!("../../scripts/redisson-wr
 /// writer, 0 = write holds remain, 1 = the write lock ended.
 pub const REDISSON_WRITE_RELEASE: &str = include_str!("../../scripts/redisson-write-release.lua");
 
+/// Redisson's `RPermitExpirableSemaphore` try-acquire script, the exact text
+/// of `tryAcquireAsync(List<String> ids, long timeoutDate)` in
+/// `RedissonPermitExpirableSemaphore.java` (Redisson HEAD 6686397,
+/// 2026-08-21; the Java string pieces joined as they are): KEYS[1] the
+/// semaphore, KEYS[2] `{name}:timeout`, KEYS[3] `redisson_sc:{name}`;
+/// ARGV[1] permits, ARGV[2] the lease's end (unix ms), ARGV[3] now (unix
+/// ms), ARGV[4] Redisson's "never" (922337203685477), ARGV[5] the publish
+/// command, ARGV[6..] one 16-byte id per permit. `OK` = acquired; `:<ms>`
+/// = the unix ms at which the first held permit's lease ends; nil = none
+/// available and none with a lease.
+pub const REDISSON_SEM_ACQUIRE: &str = concat!(
+    "local expiredIds = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, ARGV[1]); ",
+    "if #expiredIds > 0 then ",
+    "redis.call('zrem', KEYS[2], unpack(expiredIds)); ",
+    "local value = redis.call('incrby', KEYS[1], #expiredIds); ",
+    "if tonumber(value) > 0 then ",
+    "redis.call(ARGV[5], KEYS[3], value); ",
+    "end;",
+    "end; ",
+    "local value = redis.call('get', KEYS[1]); ",
+    "if (value ~= false and tonumber(value) >= tonumber(ARGV[1])) then ",
+    "redis.call('decrby', KEYS[1], ARGV[1]); ",
+    "for i = 6, #ARGV, 1 do ",
+    "redis.call('zadd', KEYS[2], ARGV[2], ARGV[i]); ",
+    "end; ",
+    "local ttl = redis.call('pttl', KEYS[1]); ",
+    "if ttl > 0 then ",
+    "redis.call('pexpire', KEYS[2], ttl); ",
+    "end; ",
+    "return 'OK'; ",
+    "end; ",
+    "local v = redis.call('zrange', KEYS[2], 0, 0, 'WITHSCORES'); ",
+    "if v[1] ~= nil and v[2] ~= ARGV[4] then ",
+    "return ':' .. tostring(v[2]); ",
+    "end ",
+    "return nil;",
+);
+
+/// Redisson's `RPermitExpirableSemaphore.release(id)`: the exact script of
+/// `tryReleaseAsync(String permitId)` (same file and commit): KEYS[1] the
+/// semaphore, KEYS[2] `redisson_sc:{name}`, KEYS[3] `{name}:timeout`;
+/// ARGV[1] the permit's id, ARGV[2] permits (1), ARGV[3] now (unix ms),
+/// ARGV[4] the publish command. 1 = released in time (`release` throws on
+/// 0); publishes the available count after every release.
+pub const REDISSON_SEM_RELEASE: &str = concat!(
+    "local expire = redis.call('zscore', KEYS[3], ARGV[1]);",
+    "local removed = redis.call('zrem', KEYS[3], ARGV[1]);",
+    "if tonumber(removed) ~= 1 then ",
+    "return 0;",
+    "end;",
+    "local value = redis.call('incrby', KEYS[1], ARGV[2]); ",
+    "redis.call(ARGV[4], KEYS[2], value); ",
+    "if tonumber(expire) <= tonumber(ARGV[3]) then ",
+    "return 0;",
+    "end;",
+    "return 1;",
+);
+
+/// Redisson's `RedissonPermitExpirableSemaphore.nonExpirableTimeout`.
+pub const REDISSON_NEVER: &[u8] = b"922337203685477";
+
 /// Compare-and-delete (redis-py's Lock release): 1 = deleted.
 pub const COMPARE_AND_DELETE: &str = "\
 if redis.call('get', KEYS[1]) == ARGV[1] then \
@@ -111,6 +172,8 @@ pub struct Scripts {
     pub read_release: String,
     pub write_acquire: String,
     pub write_release: String,
+    pub sem_acquire: String,
+    pub sem_release: String,
 }
 
 impl Scripts {
@@ -136,6 +199,14 @@ impl Scripts {
                 .text(),
             write_release: conn
                 .ok(&["SCRIPT", "LOAD", REDISSON_WRITE_RELEASE])
+                .await?
+                .text(),
+            sem_acquire: conn
+                .ok(&["SCRIPT", "LOAD", REDISSON_SEM_ACQUIRE])
+                .await?
+                .text(),
+            sem_release: conn
+                .ok(&["SCRIPT", "LOAD", REDISSON_SEM_RELEASE])
                 .await?
                 .text(),
         })
@@ -233,6 +304,9 @@ pub struct LoadSpec {
     /// Multi-lock (module and redisson only): each cycle takes several keys
     /// at once; None = one key per cycle.
     pub multi: Option<MultiSpec>,
+    /// Semaphore of this many permits (module, redisson, blpop): each cycle
+    /// takes one permit; None = a lock.
+    pub semaphore: Option<usize>,
 }
 
 /// How a multi-lock caller names its keys.
@@ -353,6 +427,8 @@ pub struct LoadResult {
     pub rw: Option<RwStats>,
     /// Multi-lock runs only.
     pub multi: Option<MultiStats>,
+    /// Semaphore runs: the permits.
+    pub permits: Option<usize>,
 }
 
 impl LoadResult {
@@ -379,6 +455,7 @@ impl LoadResult {
             "commandstats": self.commandstats.iter().map(|(c, n, us)| json!({"command": c, "calls": n, "usec_per_call": us})).collect::<Vec<_>>(),
             "read_write": self.rw.as_ref().map(RwStats::json),
             "multi_lock": self.multi.as_ref().map(MultiStats::json),
+            "semaphore_permits": self.permits,
         })
     }
 }
@@ -450,6 +527,7 @@ struct Shared {
     failed_tries: Cell<u64>,
     timeouts: Cell<u64>,
     lease: Vec<u8>,
+    lease_ms: u64,
     block: Vec<u8>,
     /// `block` in seconds (BLPOP's timeout), e.g. "10" or "0.5".
     block_secs: Vec<u8>,
@@ -461,6 +539,12 @@ struct Shared {
     /// module-fence runs: per key, the last fencing token granted (0 =
     /// none yet).
     tokens: Vec<Cell<i64>>,
+    /// Semaphore runs: the permits (`holders` then counts the clients
+    /// holding one).
+    sem: Option<usize>,
+    /// Semaphore runs: each key's `{name}:timeout` (Redisson's sorted set
+    /// of held permits).
+    sem_timeouts: Vec<Vec<u8>>,
 }
 
 impl Shared {
@@ -515,14 +599,92 @@ struct Chan {
     wake: Notify,
 }
 
+/// What a process asks of its pub/sub connection.
+enum SubReq {
+    Subscribe(usize),
+    Unsubscribe(usize),
+}
+
+/// A Redisson process's subscription to a semaphore's channel while some of
+/// its threads wait (`PublishSubscribe`'s entry, `RedissonLockEntry`):
+/// made by the first thread that waits, dropped (and unsubscribed) when the
+/// last one is done.
+struct SemEntry {
+    /// Threads of the process that subscribed and have not unsubscribed
+    /// (`entry.acquired()`).
+    acquired: Cell<usize>,
+    /// The entry's latch: a message with the available count `v` releases
+    /// `min(acquired, v)` permits of it (`SemaphorePubSub.onMessage`); a
+    /// waiting thread takes one, a permit nobody takes stays.
+    latch: tokio::sync::Semaphore,
+    /// The server confirmed the SUBSCRIBE.
+    ready: Cell<bool>,
+    ready_notify: Notify,
+}
+
 /// A simulated Redisson client process: one pub/sub connection shared by its
 /// threads.
 struct Process {
-    sub_tx: mpsc::UnboundedSender<usize>,
+    sub_tx: mpsc::UnboundedSender<SubReq>,
     chans: RefCell<HashMap<usize, Rc<Chan>>>,
+    /// Semaphore runs: the live entry per key.
+    sem: RefCell<HashMap<usize, Rc<SemEntry>>>,
+    /// Semaphore runs: per key, the entries whose SUBSCRIBE is not yet
+    /// confirmed, in the order sent.
+    sem_pending: RefCell<HashMap<usize, std::collections::VecDeque<Rc<SemEntry>>>>,
 }
 
 impl Process {
+    /// `PublishSubscribe.subscribe`: joins the process's entry for `key`, or
+    /// makes one and subscribes; waits until the subscription is confirmed.
+    async fn sem_subscribe(&self, key: usize) -> io::Result<Rc<SemEntry>> {
+        let existing = self.sem.borrow().get(&key).cloned();
+        let entry = match existing {
+            Some(e) => {
+                e.acquired.set(e.acquired.get() + 1);
+                e
+            }
+            None => {
+                let e = Rc::new(SemEntry {
+                    acquired: Cell::new(1),
+                    latch: tokio::sync::Semaphore::new(0),
+                    ready: Cell::new(false),
+                    ready_notify: Notify::new(),
+                });
+                self.sem.borrow_mut().insert(key, e.clone());
+                self.sem_pending
+                    .borrow_mut()
+                    .entry(key)
+                    .or_default()
+                    .push_back(e.clone());
+                self.sub_tx
+                    .send(SubReq::Subscribe(key))
+                    .map_err(|_| io::Error::other("pub/sub connection closed"))?;
+                e
+            }
+        };
+        while !entry.ready.get() {
+            entry.ready_notify.notified().await;
+        }
+        Ok(entry)
+    }
+
+    /// `PublishSubscribe.unsubscribe`: leaves the entry; the last thread
+    /// out drops it and unsubscribes the connection. (Redisson waits for
+    /// the UNSUBSCRIBE's answer before a new SUBSCRIBE of the channel; here
+    /// a SUBSCRIBE right after is pipelined behind it.)
+    fn sem_unsubscribe(&self, key: usize, entry: &Rc<SemEntry>) {
+        let left = entry.acquired.get().saturating_sub(1);
+        entry.acquired.set(left);
+        if left == 0 {
+            let mut map = self.sem.borrow_mut();
+            if map.get(&key).is_some_and(|e| Rc::ptr_eq(e, entry)) {
+                map.remove(&key);
+                let _ = self.sub_tx.send(SubReq::Unsubscribe(key));
+            }
+        }
+    }
+
     fn chan(&self, key: usize) -> Rc<Chan> {
         self.chans.borrow_mut().entry(key).or_default().clone()
     }
@@ -534,7 +696,7 @@ impl Process {
         if chan.state.get() == 0 {
             chan.state.set(1);
             self.sub_tx
-                .send(key)
+                .send(SubReq::Subscribe(key))
                 .map_err(|_| io::Error::other("pub/sub connection closed"))?;
         }
         while chan.state.get() != 2 {
@@ -546,7 +708,7 @@ impl Process {
 
 async fn pubsub_task(
     mut conn: Conn,
-    mut rx: mpsc::UnboundedReceiver<usize>,
+    mut rx: mpsc::UnboundedReceiver<SubReq>,
     process: Rc<Process>,
     shared: Rc<Shared>,
 ) {
@@ -559,7 +721,7 @@ async fn pubsub_task(
 
 async fn pubsub_loop(
     conn: &mut Conn,
-    rx: &mut mpsc::UnboundedReceiver<usize>,
+    rx: &mut mpsc::UnboundedReceiver<SubReq>,
     process: &Process,
     shared: &Shared,
 ) -> io::Result<()> {
@@ -576,6 +738,10 @@ async fn pubsub_loop(
                         let Some(&key) = shared.channel_index.get(ch) else {
                             continue;
                         };
+                        if shared.sem.is_some() {
+                            sem_pubsub_reply(process, key, kind, payload)?;
+                            continue;
+                        }
                         let chan = process.chan(key);
                         if kind == b"message" {
                             if *payload == Reply::Bulk(b"1".to_vec()) {
@@ -592,8 +758,12 @@ async fn pubsub_loop(
                 }
             }
             req = rx.recv() => match req {
-                Some(key) => {
+                Some(SubReq::Subscribe(key)) => {
                     conn.push(&[b"SUBSCRIBE", &shared.channels[key]]);
+                    conn.flush().await?;
+                }
+                Some(SubReq::Unsubscribe(key)) => {
+                    conn.push(&[b"UNSUBSCRIBE", &shared.channels[key]]);
                     conn.flush().await?;
                 }
                 None => return Ok(()),
@@ -602,11 +772,49 @@ async fn pubsub_loop(
     }
 }
 
+/// A semaphore channel's message or (un)subscribe confirmation for a
+/// process: a message `v` (the available count) releases `min(acquired, v)`
+/// permits of the live entry's latch; a subscribe confirmation makes the
+/// oldest pending entry ready.
+fn sem_pubsub_reply(process: &Process, key: usize, kind: &[u8], payload: &Reply) -> io::Result<()> {
+    match kind {
+        b"message" => {
+            let v = payload
+                .int()
+                .ok_or_else(|| unexpected("a semaphore channel's message", payload))?;
+            if let Some(e) = process.sem.borrow().get(&key) {
+                let n = e.acquired.get().min(v.max(0) as usize);
+                e.latch.add_permits(n);
+            }
+        }
+        b"subscribe" => {
+            let e = process
+                .sem_pending
+                .borrow_mut()
+                .get_mut(&key)
+                .and_then(|q| q.pop_front());
+            if let Some(e) = e {
+                e.ready.set(true);
+                e.ready_notify.notify_waiters();
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
 enum Outcome {
     Granted,
     Stopped,
     /// A bounded wait (Redisson's `tryLock`, the module's BLOCK) ran out.
     TimedOut,
+}
+
+/// The wall clock in unix ms (Redisson's `System.currentTimeMillis()`).
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 fn expired(deadline: Option<Instant>) -> bool {
@@ -621,6 +829,11 @@ pub struct Client {
     owner_write: Vec<u8>,
     process: Option<Rc<Process>>,
     shared: Rc<Shared>,
+    /// Redisson semaphore runs: the id of the permit asked for or held (16
+    /// bytes, a new one per acquire, as Redisson's `generateId`) and the
+    /// generator of those ids.
+    permit: Vec<u8>,
+    permit_ids: stats::Rng,
 }
 
 fn unexpected(what: &str, r: &Reply) -> io::Error {
@@ -680,6 +893,9 @@ impl Client {
     async fn acquire(&mut self, k: usize, mode: Mode) -> io::Result<Outcome> {
         let sh = self.shared.clone();
         let key = &sh.keys[k];
+        if sh.sem.is_some() {
+            return self.acquire_permit(k).await;
+        }
         match sh.proto {
             Proto::Module | Proto::ModuleKeepalive | Proto::ModuleFence => loop {
                 let name: &str = match mode {
@@ -759,6 +975,205 @@ impl Client {
                 }
             },
         }
+    }
+
+    /// One permit of semaphore `k`: `SEM.ACQUIRE key owner PX lease BLOCK
+    /// wait` (1 = granted, nil = BLOCK timeout, sent again), Redisson's
+    /// `RPermitExpirableSemaphore.acquire(leaseTime)`, or `BLPOP key wait`
+    /// of one of the list's tokens.
+    async fn acquire_permit(&mut self, k: usize) -> io::Result<Outcome> {
+        let sh = self.shared.clone();
+        let key = &sh.keys[k];
+        match sh.proto {
+            Proto::Module => loop {
+                let r = self
+                    .conn
+                    .cmd(&[
+                        b"SEM.ACQUIRE",
+                        key,
+                        &self.owner,
+                        b"PX",
+                        &sh.lease,
+                        b"BLOCK",
+                        &sh.block,
+                    ])
+                    .await?;
+                match r {
+                    Reply::Int(1) => return Ok(Outcome::Granted),
+                    Reply::Nil => {
+                        sh.timeouts.set(sh.timeouts.get() + 1);
+                        if sh.stopping.get() {
+                            return Ok(Outcome::Stopped);
+                        }
+                    }
+                    other => return Err(unexpected("SEM.ACQUIRE", &other)),
+                }
+            },
+            Proto::Redisson => self.redisson_sem_acquire(k).await,
+            Proto::Blpop => loop {
+                let r = self.conn.cmd(&[b"BLPOP", key, &sh.block_secs]).await?;
+                match r {
+                    Reply::Array(items)
+                        if items.len() == 2
+                            && items[0] == Reply::Bulk(key.clone())
+                            && items[1] == Reply::Bulk(BLPOP_TOKEN.to_vec()) =>
+                    {
+                        return Ok(Outcome::Granted)
+                    }
+                    Reply::Nil => {
+                        sh.timeouts.set(sh.timeouts.get() + 1);
+                        if sh.stopping.get() {
+                            return Ok(Outcome::Stopped);
+                        }
+                    }
+                    other => return Err(unexpected("BLPOP", &other)),
+                }
+            },
+            other => Err(io::Error::other(format!(
+                "{} has no semaphore",
+                other.name()
+            ))),
+        }
+    }
+
+    /// Redisson's `RPermitExpirableSemaphore.acquire(leaseTime, unit)`: the
+    /// try-acquire script with a new permit id; if it answers anything but
+    /// `OK`, subscribe (the process's entry for the channel, see
+    /// `SemEntry`) and loop: the script again; `OK` ends it, nil waits for a
+    /// permit of the entry's latch, `:<ms>` waits for one at most until that
+    /// unix ms (a held permit's lease end); the thread leaves the entry at
+    /// the end.
+    async fn redisson_sem_acquire(&mut self, k: usize) -> io::Result<Outcome> {
+        let sh = self.shared.clone();
+        let key = &sh.keys[k];
+        self.permit = {
+            let (a, b) = (self.permit_ids.next_u64(), self.permit_ids.next_u64());
+            [a.to_le_bytes(), b.to_le_bytes()].concat()
+        };
+        let process = self
+            .process
+            .clone()
+            .ok_or_else(|| io::Error::other("redisson client without process"))?;
+        let mut entry: Option<Rc<SemEntry>> = None;
+        let outcome = loop {
+            let now = unix_ms();
+            let (now_s, end_s) = (now.to_string(), (now + sh.lease_ms).to_string());
+            let r = self
+                .conn
+                .cmd(&[
+                    b"EVALSHA",
+                    sh.scripts.sem_acquire.as_bytes(),
+                    b"3",
+                    key,
+                    &sh.sem_timeouts[k],
+                    &sh.channels[k],
+                    b"1",
+                    end_s.as_bytes(),
+                    now_s.as_bytes(),
+                    REDISSON_NEVER,
+                    b"publish",
+                    &self.permit,
+                ])
+                .await;
+            let nearest = match r {
+                Ok(Reply::Bulk(b)) if b == b"OK" => break Ok(Outcome::Granted),
+                Ok(Reply::Nil) => None,
+                Ok(Reply::Bulk(b)) if b.first() == Some(&b':') => {
+                    match std::str::from_utf8(&b[1..])
+                        .ok()
+                        .and_then(|t| t.parse::<f64>().ok())
+                    {
+                        Some(at) => Some(at as u64),
+                        None => {
+                            break Err(unexpected(
+                                "redisson semaphore acquire script",
+                                &Reply::Bulk(b),
+                            ))
+                        }
+                    }
+                }
+                Ok(other) => break Err(unexpected("redisson semaphore acquire script", &other)),
+                Err(e) => break Err(e),
+            };
+            sh.failed_try();
+            if sh.stopping.get() {
+                break Ok(Outcome::Stopped);
+            }
+            match &entry {
+                // First failure: subscribe, then try again at once.
+                None => match process.sem_subscribe(k).await {
+                    Ok(e) => entry = Some(e),
+                    Err(e) => break Err(e),
+                },
+                Some(e) => {
+                    let wait = match nearest {
+                        Some(at) => Duration::from_millis(at.saturating_sub(unix_ms())),
+                        None => Duration::from_secs(3600),
+                    };
+                    tokio::select! {
+                        p = e.latch.acquire() => {
+                            if let Ok(p) = p {
+                                p.forget();
+                            }
+                        }
+                        _ = sleep(wait) => {}
+                        _ = sh.stop.notified() => {}
+                    }
+                    if sh.stopping.get() {
+                        break Ok(Outcome::Stopped);
+                    }
+                }
+            }
+        };
+        if let Some(e) = &entry {
+            process.sem_unsubscribe(k, e);
+        }
+        outcome
+    }
+
+    /// Gives back the permit of semaphore `k` (of `permits`):
+    /// `SEM.RELEASE key owner` (must answer 0: none held now), Redisson's
+    /// release script (must answer 1), or `RPUSH key token` (the list's
+    /// length: 1 to `permits`).
+    async fn release_permit(&mut self, k: usize, permits: usize) -> io::Result<()> {
+        let sh = self.shared.clone();
+        let key = &sh.keys[k];
+        let (what, r, ok) = match sh.proto {
+            Proto::Module => {
+                let r = self.conn.cmd(&[b"SEM.RELEASE", key, &self.owner]).await?;
+                let ok = r == Reply::Int(0);
+                ("SEM.RELEASE", r, ok)
+            }
+            Proto::Redisson => {
+                let now = unix_ms().to_string();
+                let r = self
+                    .conn
+                    .cmd(&[
+                        b"EVALSHA",
+                        sh.scripts.sem_release.as_bytes(),
+                        b"3",
+                        key,
+                        &sh.channels[k],
+                        &sh.sem_timeouts[k],
+                        &self.permit,
+                        b"1",
+                        now.as_bytes(),
+                        b"publish",
+                    ])
+                    .await?;
+                let ok = r == Reply::Int(1);
+                ("redisson semaphore release script", r, ok)
+            }
+            _ => {
+                let r = self.conn.cmd(&[b"RPUSH", key, BLPOP_TOKEN]).await?;
+                let ok = matches!(r, Reply::Int(n) if n >= 1 && n as usize <= permits);
+                ("RPUSH", r, ok)
+            }
+        };
+        if !ok {
+            return Err(unexpected(what, &r));
+        }
+        Ok(())
     }
 
     /// Redisson's `RLock.lock()` (no deadline) or `tryLock(wait)` (until
@@ -866,6 +1281,9 @@ impl Client {
     async fn release(&mut self, k: usize, mode: Mode) -> io::Result<()> {
         let sh = self.shared.clone();
         let key = &sh.keys[k];
+        if let Some(permits) = sh.sem {
+            return self.release_permit(k, permits).await;
+        }
         let (what, r, want): (&str, Reply, &[i64]) = match (sh.proto, mode) {
             (Proto::Module | Proto::ModuleKeepalive | Proto::ModuleFence, _) => (
                 "LOCK.RELEASE",
@@ -1221,6 +1639,19 @@ impl Client {
             let wait_us = (t1 - t0).as_micros() as u64;
             if let Some(rw) = &sh.rw {
                 self.granted_rw(rw, k, mode, wait_us);
+            } else if let Some(permits) = sh.sem {
+                // Holders of the semaphore seen by the generator (an
+                // overlap of holds that reach it, as the lock's flag).
+                let holding = &sh.holders[k];
+                if holding.get() as usize >= permits {
+                    sh.violation(format!(
+                        "{}: a permit of {} granted to client {id} while {} clients hold its {permits}",
+                        sh.proto.name(),
+                        String::from_utf8_lossy(&sh.keys[k]),
+                        holding.get()
+                    ));
+                }
+                holding.set(holding.get() + 1);
             } else {
                 for &k in &ks {
                     let holder = &sh.holders[k];
@@ -1257,6 +1688,9 @@ impl Client {
                 break;
             }
             match (&sh.rw, mode) {
+                (None, _) if sh.sem.is_some() => {
+                    sh.holders[k].set(sh.holders[k].get().saturating_sub(1));
+                }
                 (None, _) => {
                     for &k in &ks {
                         sh.holders[k].set(0);
@@ -1301,6 +1735,19 @@ impl Harness {
                 None => format!("{}:{i}", spec.prefix).into_bytes(),
             })
             .collect();
+        if let Some(permits) = spec.semaphore {
+            if spec.read_fraction.is_some() || spec.multi.is_some() || permits == 0 {
+                return Err(io::Error::other(format!(
+                    "a semaphore of {permits} permits with a read-write or multi-lock is not simulated"
+                )));
+            }
+            if !matches!(spec.proto, Proto::Module | Proto::Redisson | Proto::Blpop) {
+                return Err(io::Error::other(format!(
+                    "{} has no semaphore",
+                    spec.proto.name()
+                )));
+            }
+        }
         let kind = match (spec.read_fraction, spec.multi) {
             (Some(_), Some(_)) => {
                 return Err(io::Error::other("a read-write multi-lock is not simulated"))
@@ -1333,7 +1780,9 @@ impl Harness {
         let channels: Vec<Vec<u8>> = keys
             .iter()
             .map(|k| {
-                if spec.read_fraction.is_some() {
+                if spec.semaphore.is_some() {
+                    sem_channel(k)
+                } else if spec.read_fraction.is_some() {
                     rw_notify_channel(k)
                 } else {
                     notify_channel(k)
@@ -1356,6 +1805,7 @@ impl Harness {
                 .collect(),
             written: (0..spec.keys).map(|_| Cell::new(0)).collect(),
         });
+        let sem_timeouts = keys.iter().map(|k| sem_timeout_key(k)).collect();
         let shared = Rc::new(Shared {
             proto: spec.proto,
             phase: Cell::new(Phase::Warmup),
@@ -1373,6 +1823,7 @@ impl Harness {
             failed_tries: Cell::new(0),
             timeouts: Cell::new(0),
             lease: spec.lease_ms.to_string().into_bytes(),
+            lease_ms: spec.lease_ms,
             block: spec.block_ms.to_string().into_bytes(),
             block_secs: blpop_timeout(spec.block_ms).into_bytes(),
             scripts: scripts.clone(),
@@ -1398,9 +1849,16 @@ impl Harness {
             } else {
                 Vec::new()
             },
+            sem: spec.semaphore,
+            sem_timeouts,
         });
 
-        if spec.proto == Proto::Blpop {
+        if let Some(permits) = spec.semaphore {
+            let mut admin = Conn::connect(addr).await?;
+            for key in &shared.keys {
+                init_semaphore(&mut admin, spec.proto, key, permits).await?;
+            }
+        } else if spec.proto == Proto::Blpop {
             // Exactly one token per key.
             let mut admin = Conn::connect(addr).await?;
             for key in &shared.keys {
@@ -1426,6 +1884,8 @@ impl Harness {
             let p = Rc::new(Process {
                 sub_tx: tx,
                 chans: RefCell::new(HashMap::new()),
+                sem: RefCell::new(HashMap::new()),
+                sem_pending: RefCell::new(HashMap::new()),
             });
             sub_tasks.push(tokio::task::spawn_local(pubsub_task(
                 conn,
@@ -1453,6 +1913,8 @@ impl Harness {
                 owner_write,
                 process: processes.get(p).cloned(),
                 shared: shared.clone(),
+                permit: Vec::new(),
+                permit_ids: stats::Rng::new(spec.seed.wrapping_mul(7919).wrapping_add(id as u64)),
             });
         }
         Ok(Harness {
@@ -1552,6 +2014,17 @@ pub async fn run_load(
         t.abort();
     }
     harness.close();
+    if let (Some(permits), 0) = (spec.semaphore, stuck) {
+        for key in &shared.keys {
+            if let Err(e) = check_semaphore(addr, spec.proto, key, permits).await {
+                shared.error(format!(
+                    "{} semaphore {} after the run: {e}",
+                    spec.proto.name(),
+                    String::from_utf8_lossy(key)
+                ));
+            }
+        }
+    }
 
     let measured_s = (t_end - t_start).as_secs_f64();
     let per_client: Vec<u64> = shared.counts.iter().map(|c| c.get()).collect();
@@ -1596,8 +2069,88 @@ pub async fn run_load(
             grant_calls: m.grant_calls.get(),
             gave_up: m.gave_up.get(),
         }),
+        permits: spec.semaphore,
     };
     Ok(result)
+}
+
+/// Where Redisson's semaphore clients wait: `redisson_sc:{name}`.
+pub fn sem_channel(name: &[u8]) -> Vec<u8> {
+    [b"redisson_sc:".as_slice(), &tagged_name(name)].concat()
+}
+
+/// A semaphore's held permits, Redisson's `{name}:timeout`.
+pub fn sem_timeout_key(name: &[u8]) -> Vec<u8> {
+    [tagged_name(name).as_slice(), b":timeout"].concat()
+}
+
+/// A fresh semaphore of `permits` for `proto`: `SEM.INIT key permits` (must
+/// answer 1), the counter Redisson's `trySetPermits` writes (`SET key
+/// permits NX`), or a list of `permits` tokens.
+pub async fn init_semaphore(
+    admin: &mut Conn,
+    proto: Proto,
+    key: &[u8],
+    permits: usize,
+) -> io::Result<()> {
+    let n = permits.to_string();
+    let timeout = sem_timeout_key(key);
+    admin.cmd(&[b"DEL", key, &timeout]).await?;
+    let (what, r, ok) = match proto {
+        Proto::Module => {
+            let r = admin.cmd(&[b"SEM.INIT", key, n.as_bytes()]).await?;
+            let ok = r == Reply::Int(1);
+            ("SEM.INIT", r, ok)
+        }
+        Proto::Redisson => {
+            let r = admin.cmd(&[b"SET", key, n.as_bytes(), b"NX"]).await?;
+            let ok = r == Reply::Status(b"OK".to_vec());
+            ("SET NX of the permits", r, ok)
+        }
+        _ => {
+            let mut args: Vec<&[u8]> = vec![b"RPUSH", key];
+            args.extend(std::iter::repeat_n(BLPOP_TOKEN, permits));
+            let r = admin.cmd(&args).await?;
+            let ok = r == Reply::Int(permits as i64);
+            ("RPUSH of the tokens", r, ok)
+        }
+    };
+    if !ok {
+        return Err(unexpected(what, &r));
+    }
+    Ok(())
+}
+
+/// After a semaphore run (every client done): every permit is back. The
+/// counter is `permits` and no held permit is left in `{name}:timeout`
+/// (module and redisson share that layout), or the list holds `permits`
+/// tokens.
+pub async fn check_semaphore(
+    addr: &str,
+    proto: Proto,
+    key: &[u8],
+    permits: usize,
+) -> io::Result<()> {
+    let mut c = Conn::connect(addr).await?;
+    if proto == Proto::Blpop {
+        let r = c.cmd(&[b"LLEN", key]).await?;
+        if r != Reply::Int(permits as i64) {
+            return Err(unexpected(&format!("LLEN (want {permits})"), &r));
+        }
+        return Ok(());
+    }
+    let r = c.cmd(&[b"GET", key]).await?;
+    if r.int() != Some(permits as i64) {
+        return Err(unexpected(&format!("GET (want {permits})"), &r));
+    }
+    let r = c.cmd(&[b"EXISTS", &sem_timeout_key(key)]).await?;
+    if r != Reply::Int(0) {
+        return Err(unexpected(
+            "EXISTS of the held permits' sorted set (want 0)",
+            &r,
+        ));
+    }
+    Ok(())
 }
 
 /// `INFO commandstats` as (command, calls, µs per call).
@@ -1690,6 +2243,84 @@ mod tests {
         assert!(!all_ints(&ones, 2, 1));
         assert!(!all_ints(&ones, 3, 0));
         assert!(!all_ints(&Reply::Nil, 3, 1));
+    }
+
+    /// The scripts as `scripts/redisson-*.lua` keep them (Redisson's Java
+    /// string literals one per line below the comments; joined without the
+    /// newlines they are the script): the same bytes as these constants.
+    #[test]
+    fn redisson_scripts_match_the_extracted_ones() {
+        fn joined(file: &str) -> String {
+            file.split('\n').filter(|l| !l.starts_with("--")).collect()
+        }
+        let pairs = [
+            (
+                REDISSON_SEM_ACQUIRE,
+                include_str!("../../scripts/redisson-sem-expirable-try-acquire.lua"),
+            ),
+            (
+                REDISSON_SEM_RELEASE,
+                include_str!("../../scripts/redisson-sem-expirable-try-release.lua"),
+            ),
+            (
+                crate::latch::REDISSON_COUNT_DOWN,
+                include_str!("../../scripts/redisson-latch-count-down.lua"),
+            ),
+            (
+                crate::latch::REDISSON_TRY_SET_COUNT,
+                include_str!("../../scripts/redisson-latch-try-set-count.lua"),
+            ),
+        ];
+        for (ours, file) in pairs {
+            assert_eq!(ours, joined(file));
+        }
+    }
+
+    #[test]
+    fn semaphore_keys_are_redissons() {
+        assert_eq!(sem_channel(b"pool"), b"redisson_sc:{pool}");
+        assert_eq!(sem_timeout_key(b"pool"), b"{pool}:timeout");
+        assert_eq!(sem_channel(b"{a}b"), b"redisson_sc:{a}b");
+        assert_eq!(sem_timeout_key(b"{a}b"), b"{a}b:timeout");
+        assert_eq!(
+            crate::latch::latch_channel(b"gate"),
+            b"redisson_countdownlatch__channel__{gate}"
+        );
+    }
+
+    /// `SemaphorePubSub.onMessage`: a message `v` releases min(threads
+    /// subscribed, v) permits of the process's latch; a subscribe
+    /// confirmation readies the oldest entry waiting for one.
+    #[test]
+    fn semaphore_message_wakes_at_most_the_subscribed_threads() {
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let p = Process {
+            sub_tx: tx,
+            chans: RefCell::new(HashMap::new()),
+            sem: RefCell::new(HashMap::new()),
+            sem_pending: RefCell::new(HashMap::new()),
+        };
+        let e = Rc::new(SemEntry {
+            acquired: Cell::new(3),
+            latch: tokio::sync::Semaphore::new(0),
+            ready: Cell::new(false),
+            ready_notify: Notify::new(),
+        });
+        p.sem.borrow_mut().insert(0, e.clone());
+        p.sem_pending
+            .borrow_mut()
+            .entry(0)
+            .or_default()
+            .push_back(e.clone());
+        sem_pubsub_reply(&p, 0, b"subscribe", &Reply::Int(1)).unwrap();
+        assert!(e.ready.get());
+        sem_pubsub_reply(&p, 0, b"message", &Reply::Bulk(b"2".to_vec())).unwrap();
+        assert_eq!(e.latch.available_permits(), 2);
+        sem_pubsub_reply(&p, 0, b"message", &Reply::Bulk(b"10".to_vec())).unwrap();
+        assert_eq!(e.latch.available_permits(), 5);
+        // No entry for the key: nobody of the process waits, nothing kept.
+        sem_pubsub_reply(&p, 1, b"message", &Reply::Bulk(b"4".to_vec())).unwrap();
+        assert!(sem_pubsub_reply(&p, 0, b"message", &Reply::Bulk(b"x".to_vec())).is_err());
     }
 
     #[test]

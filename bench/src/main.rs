@@ -10,6 +10,7 @@ mod compare;
 mod expiry;
 mod keepalive;
 mod keepalive_floor;
+mod latch;
 mod load;
 mod report;
 mod resp;
@@ -39,10 +40,11 @@ usage: lock-bench [options]
   --only S2,lease-expiry  run only these scenarios, by tag or name: S1 uncontended,
                           S1b pipelined-acquires, S2 hot-lock, S3 lease-expiry, S4 scale,
                           S5 moderate-contention, S6 no-tax, S7 read-write, S8 multi-lock,
-                          S9 keepalive-renewals, S10 cli-cost, S11 keepalive-floor
+                          S9 keepalive-renewals, S10 cli-cost, S11 keepalive-floor,
+                          S12 semaphore, S13 latch
   --reps N                repetitions of every measurement (default: S1/S5/S1b 7, S2/S3/S4/S7/S8 5,
                           S4 memory 3, S6 9, S9 3 renewal periods, S10 5, S11 1 run of 30 s
-                          (5 s with --quick); median reported)
+                          (5 s with --quick), S12 3, S13 7 rounds; median reported)
   --warmup SECS           warm-up before each measured run (default 0.3, 0.2 with --quick)
   --measure SECS          length of each measured run (default 1, 0.5 with --quick; S8's redisson
                           runs 4.5 s longer: its MultiLock tryLock wait)
@@ -53,7 +55,7 @@ usage: lock-bench [options]
   --redis-server PATH     default redis-server from PATH
   --redis-benchmark PATH  default redis-benchmark from PATH
   --cli PATH              redis-lock for S10 (default target/release/redis-lock of this workspace)
-  --protocols LIST        only these protocols in S1/S2/S5/S7/S8 (module,module-keepalive,
+  --protocols LIST        only these protocols in S1/S2/S5/S7/S8/S12/S13 (module,module-keepalive,
                           module-fence,redisson,spin-10ms,spin-100ms,raw; blpop = S2's reference:
                           Redis's own BLPOP/RPUSH hand-off, no module)
   --s2-clients LIST       S2 client counts (default 1,4,16,64,256)
@@ -62,7 +64,7 @@ usage: lock-bench [options]
 
 /// Every scenario, in the order they run: its tag and a name saying what it
 /// measures.
-const SCENARIOS: [(&str, &str); 12] = [
+const SCENARIOS: [(&str, &str); 14] = [
     ("S1", "uncontended"),
     ("S1b", "pipelined-acquires"),
     ("S2", "hot-lock"),
@@ -75,6 +77,8 @@ const SCENARIOS: [(&str, &str); 12] = [
     ("S9", "keepalive-renewals"),
     ("S10", "cli-cost"),
     ("S11", "keepalive-floor"),
+    ("S12", "semaphore"),
+    ("S13", "latch"),
 ];
 
 /// The name of scenario `tag`.
@@ -108,6 +112,9 @@ pub const REPS_S9: usize = 3;
 pub const REPS_S10: usize = 5;
 /// Runs of 1,000 holds at the floor lease, 30 s each.
 pub const REPS_S11: usize = 1;
+pub const REPS_S12: usize = 3;
+/// Rounds of 1,000 waiters released at once, per protocol.
+pub const REPS_S13: usize = 7;
 
 #[derive(Clone, Debug)]
 pub struct Opts {
@@ -343,6 +350,7 @@ impl Ctx {
             seed: n,
             read_fraction: None,
             multi: None,
+            semaphore: None,
         }
     }
 
@@ -479,7 +487,7 @@ fn header(opts: &Opts, date: &str, load_before: &str) -> Header {
          server:   {redis}\n\
          module:   {}\n\
          pinning:  {}\n\
-         runs:     every figure is the median of repeated runs (S1 {}, S1b {}, S2 {}, S3 {}, S4 {}/{}, S5 {}, S6 {}, S7 {}, S8 {}, S9 {}, S10 {}, S11 {}; all runs in latest.json); \
+         runs:     every figure is the median of repeated runs (S1 {}, S1b {}, S2 {}, S3 {}, S4 {}/{}, S5 {}, S6 {}, S7 {}, S8 {}, S9 {}, S10 {}, S11 {}, S12 {}, S13 {}; all runs in latest.json); \
          throughput runs {:.1} s measured after {:.1} s warm-up{}\n\
          clients:  one tokio current_thread runtime (one core), a task per client, own RESP2 codec over TCP_NODELAY sockets;\n          \
          Redisson simulated as processes of {} threads (one pub/sub connection per process); spin retries after 10 ms / 100 ms\n",
@@ -499,6 +507,8 @@ fn header(opts: &Opts, date: &str, load_before: &str) -> Header {
         opts.reps(REPS_S9),
         opts.reps(REPS_S10),
         opts.reps(REPS_S11),
+        opts.reps(REPS_S12),
+        opts.reps(REPS_S13),
         opts.measure.as_secs_f64(),
         opts.warmup.as_secs_f64(),
         if opts.quick { " (--quick)" } else { "" },
@@ -594,6 +604,8 @@ async fn run(opts: Opts) -> io::Result<bool> {
                 "S9" => keepalive::s9(&ctx).await,
                 "S10" => cli_cost::s10(&ctx).await,
                 "S11" => keepalive_floor::s11(&ctx).await,
+                "S12" => throughput::s12(&ctx).await,
+                "S13" => latch::s13(&ctx).await,
                 _ => throughput::s5(&ctx).await,
             };
             let mut ctx = ctx;

@@ -40,6 +40,8 @@ Examples:
   # two locks at once (a cluster needs one {hash tag}); a shared read hold
   redis-lock run '{db}:orders' '{db}:stock' -- ./reconcile
   redis-lock run --read config -- ./read-config.sh
+  # at most 3 at once across every host (a semaphore of 3 permits)
+  redis-lock run --semaphore backups:3 -- ./backup.sh
 
 The command gets LOCK_NAME, LOCK_OWNER, LOCK_TOKEN (--fence) and LOCK_FD: the
 descriptor of the connection that keeps the lock. It must leave that
@@ -159,6 +161,16 @@ pub struct RunArgs {
     #[arg(long)]
     pub write: bool,
 
+    /// Hold one permit of semaphore NAME, whose total is N (SEM.INIT NAME N, once), instead
+    /// of a lock: at most N runs at once. NAME:N replaces the lock names.
+    #[arg(
+        long,
+        value_name = "NAME:N",
+        value_parser = parse_semaphore,
+        conflicts_with_all = ["names", "read", "write"]
+    )]
+    pub semaphore: Option<(String, u32)>,
+
     /// Exit code when the lock is not acquired.
     #[arg(short = 'E', long, default_value_t = crate::exit::CONFLICT)]
     pub conflict_exit_code: u8,
@@ -176,7 +188,7 @@ pub struct RunArgs {
     pub quiet: bool,
 
     /// The lock(s); several are taken all at once (LOCK.MACQUIRE).
-    #[arg(required = true, value_name = "NAME")]
+    #[arg(required_unless_present = "semaphore", value_name = "NAME")]
     pub names: Vec<String>,
 
     /// The command to run, after `--`.
@@ -187,6 +199,19 @@ pub struct RunArgs {
 impl RunArgs {
     /// The acquisition asked for, or a usage error.
     pub fn acquire(&self, owner: String) -> Result<Acquire, String> {
+        if let Some((name, total)) = &self.semaphore {
+            check_owner(&owner)?;
+            return Ok(Acquire {
+                names: vec![name.clone()],
+                owner,
+                kind: Kind::Exclusive,
+                lease: self.lease,
+                wait: self.wait(),
+                fence: self.fence,
+                keepalive: true,
+                semaphore: Some(*total),
+            });
+        }
         let kind = match (self.read, self.write) {
             (true, _) => Kind::Read,
             (_, true) => Kind::Write,
@@ -208,20 +233,44 @@ impl RunArgs {
             }
         }
         check_owner(&owner)?;
-        let wait = match (self.nonblock, self.wait) {
-            (true, _) => Wait::No,
-            (false, Some(d)) => Wait::from_duration(d),
-            (false, None) => Wait::Forever,
-        };
         Ok(Acquire {
             names: self.names.clone(),
             owner,
             kind,
             lease: self.lease,
-            wait,
+            wait: self.wait(),
             fence: self.fence,
             keepalive: true,
+            semaphore: None,
         })
+    }
+
+    fn wait(&self) -> Wait {
+        match (self.nonblock, self.wait) {
+            (true, _) => Wait::No,
+            (false, Some(d)) => Wait::from_duration(d),
+            (false, None) => Wait::Forever,
+        }
+    }
+}
+
+/// `NAME:N` of `--semaphore`: the name (which may hold colons: the last one splits) and a
+/// total of 1 to 2147483647 permits.
+pub fn parse_semaphore(s: &str) -> Result<(String, u32), String> {
+    let Some((name, n)) = s.rsplit_once(':') else {
+        return Err(format!(
+            "'{s}' is not NAME:N (a semaphore's name and how many runs it lets in at once)"
+        ));
+    };
+    if name.is_empty() {
+        return Err("the semaphore's name must not be empty".into());
+    }
+    match n.parse::<u32>() {
+        Ok(n) if (1..=i32::MAX as u32).contains(&n) => Ok((name.to_string(), n)),
+        Ok(0) => Err("N must be at least 1 (N runs at once)".into()),
+        _ => Err(format!(
+            "'{n}' is not a number of permits (1 to 2147483647)"
+        )),
     }
 }
 
@@ -403,6 +452,41 @@ mod tests {
         assert!(r.acquire("o".into()).is_err());
         let r = run(&["run", "a", "--", "true"]);
         assert!(r.acquire(String::new()).is_err());
+    }
+
+    #[test]
+    fn semaphore() {
+        let r = run(&[
+            "run",
+            "--semaphore",
+            "jobs:nightly:2",
+            "-w",
+            "5s",
+            "--",
+            "true",
+        ]);
+        assert!(r.names.is_empty());
+        let a = r.acquire("o".into()).expect("acquire");
+        assert_eq!(a.names, ["jobs:nightly"]);
+        assert_eq!(a.semaphore, Some(2));
+        assert_eq!(a.wait, Wait::For(Duration::from_secs(5)));
+        assert!(a.keepalive);
+        for bad in [
+            "pool",
+            "pool:0",
+            ":2",
+            "pool:x",
+            "pool:-1",
+            "pool:2147483648",
+        ] {
+            assert!(
+                parse(&["run", "--semaphore", bad, "--", "true"]).is_err(),
+                "{bad}"
+            );
+        }
+        assert!(parse(&["run", "--semaphore", "p:2", "x", "--", "true"]).is_err());
+        assert!(parse(&["run", "--semaphore", "p:2", "--read", "--", "true"]).is_err());
+        assert!(parse(&["run", "--semaphore", "p:2147483647", "--", "true"]).is_ok());
     }
 
     fn usage(line: &[&str]) -> String {

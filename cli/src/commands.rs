@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use redis_lock_client::proto::{self, Binding};
+use redis_lock_client::proto::{self, Binding, SemAcquire};
 
 // The kinds of lock and of waiting are the client library's; `Wait::from_duration` maps
 // `--wait 0` to no wait (`BLOCK 0` would wait forever).
@@ -18,6 +18,9 @@ pub struct Acquire {
     pub wait: Wait,
     pub fence: bool,
     pub keepalive: bool,
+    /// `--semaphore NAME:N`: one permit of semaphore `names[0]`, whose total is N, instead
+    /// of a lock.
+    pub semaphore: Option<u32>,
 }
 
 impl Acquire {
@@ -25,11 +28,46 @@ impl Acquire {
         self.names.len() > 1
     }
 
+    /// What is held, for messages: `lock` or `permit`.
+    pub fn what(&self) -> &'static str {
+        if self.semaphore.is_some() {
+            "permit"
+        } else {
+            "lock"
+        }
+    }
+
+    fn binding(&self) -> Binding<'static> {
+        if self.keepalive {
+            Binding::Keepalive
+        } else {
+            Binding::None
+        }
+    }
+
+    /// `SEM.INIT name N` for a semaphore (its total, set once).
+    pub fn init(&self) -> Option<Vec<String>> {
+        self.semaphore.map(|n| proto::sem_init(&self.names[0], n))
+    }
+
     /// `LOCK.ACQUIRE name owner PX lease [BLOCK ms] [FENCE] [KEEPALIVE]`, or
     /// RACQUIRE / WACQUIRE, or `LOCK.MACQUIRE n k1 .. kn owner ...`: the client library's
     /// command, bound with `KEEPALIVE` to the connection that sends it (redis-lock's holder
     /// connection, which the command inherits) rather than to a library session.
+    /// For a semaphore: `SEM.ACQUIRE name owner PX lease KEEPALIVE [BLOCK ms] [FENCE]`.
     pub fn command(&self) -> Vec<String> {
+        if self.semaphore.is_some() {
+            return SemAcquire {
+                key: &self.names[0],
+                owner: &self.owner,
+                permits: 1,
+                lease: self.lease,
+                wait: self.wait,
+                fence: self.fence,
+                binding: self.binding(),
+            }
+            .args();
+        }
         proto::Acquire {
             keys: &self.names,
             owner: &self.owner,
@@ -37,19 +75,43 @@ impl Acquire {
             lease: self.lease,
             wait: self.wait,
             fence: self.fence,
-            binding: if self.keepalive {
-                Binding::Keepalive
-            } else {
-                Binding::None
-            },
+            binding: self.binding(),
         }
         .args()
     }
 
     /// What drops the hold this acquisition took: `LOCK.RELEASE name owner
-    /// [READ|WRITE]` or `LOCK.MRELEASE n k1 .. kn owner`.
+    /// [READ|WRITE]` or `LOCK.MRELEASE n k1 .. kn owner`; `SEM.RELEASE name owner`.
     pub fn release(&self) -> Vec<String> {
+        if self.semaphore.is_some() {
+            return proto::sem_release(&self.names[0], &self.owner, None);
+        }
         proto::release(&self.names, &self.owner, self.kind)
+    }
+
+    /// Whether the code word of a release's or re-attach's error says the owner no longer
+    /// holds it: `NOTOWNER`, and for a semaphore `EXPIRED` (its lease ended) too.
+    pub fn not_held(&self, code: Option<&str>) -> bool {
+        if self.semaphore.is_some() {
+            proto::Refusal::not_held(code)
+        } else {
+            code == Some("NOTOWNER")
+        }
+    }
+
+    /// `LOCK.CANCEL name owner` (the first name of several; semaphore waits too): ends the
+    /// owner's wait, after which no grant can reach it.
+    pub fn cancel(&self) -> Vec<String> {
+        proto::cancel(&self.names, &self.owner)
+    }
+
+    /// What tells whether the owner still holds `name`: `LOCK.INFO` or `SEM.INFO`.
+    pub fn info(&self, name: &str) -> Vec<String> {
+        if self.semaphore.is_some() {
+            proto::sem_info(name)
+        } else {
+            info(name)
+        }
     }
 
     /// `LOCK.RENEW name owner PX lease KEEPALIVE` for every name: re-attaches
@@ -57,7 +119,13 @@ impl Acquire {
     pub fn reattach(&self) -> Vec<Vec<String>> {
         self.names
             .iter()
-            .map(|name| proto::renew(name, &self.owner, self.lease, Binding::Keepalive))
+            .map(|name| {
+                if self.semaphore.is_some() {
+                    proto::sem_renew(name, &self.owner, self.lease, Binding::Keepalive)
+                } else {
+                    proto::renew(name, &self.owner, self.lease, Binding::Keepalive)
+                }
+            })
             .collect()
     }
 }
@@ -102,6 +170,7 @@ mod tests {
             wait: Wait::Forever,
             fence: false,
             keepalive: true,
+            semaphore: None,
         }
     }
 
@@ -171,6 +240,33 @@ mod tests {
                 "LOCK.RENEW b host:1:ab PX 30000 KEEPALIVE"
             ]
         );
+    }
+
+    #[test]
+    fn semaphore_permit() {
+        let mut a = acquire(&["pool"]);
+        a.semaphore = Some(2);
+        assert_eq!(a.what(), "permit");
+        assert_eq!(line(&a.init().expect("init")), "SEM.INIT pool 2");
+        assert_eq!(
+            line(&a.command()),
+            "SEM.ACQUIRE pool host:1:ab PX 30000 KEEPALIVE BLOCK 0"
+        );
+        a.wait = Wait::For(Duration::from_millis(1500));
+        assert_eq!(
+            line(&a.command()),
+            "SEM.ACQUIRE pool host:1:ab PX 30000 KEEPALIVE BLOCK 1500"
+        );
+        assert_eq!(line(&a.release()), "SEM.RELEASE pool host:1:ab");
+        assert_eq!(line(&a.cancel()), "LOCK.CANCEL pool host:1:ab");
+        assert_eq!(line(&a.info("pool")), "SEM.INFO pool");
+        assert_eq!(
+            line(&a.reattach()[0]),
+            "SEM.RENEW pool host:1:ab PX 30000 KEEPALIVE"
+        );
+        assert!(a.not_held(Some("EXPIRED")) && a.not_held(Some("NOTOWNER")));
+        assert!(!acquire(&["job"]).not_held(Some("EXPIRED")));
+        assert_eq!(acquire(&["job"]).init(), None);
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! What `LOCK.INFO` says about a hold of ours (no I/O): still ours, and kept
 //! alive by which connection; or lost, and why.
 
+use redis::Value;
+use redis_lock_client::proto;
+
 use crate::commands::Kind;
 use crate::reply::Fields;
 
@@ -49,6 +52,22 @@ pub fn judge(info: Option<&Fields>, owner: &str, kind: Kind) -> Seen {
             (Some("read"), _) => Seen::Lost("it is read-held by others".into()),
             _ => Seen::Lost("it is not write-held by the owner".into()),
         },
+    }
+}
+
+/// Judges a semaphore's `SEM.INFO` reply: whether `owner` still holds permits of it.
+pub fn judge_permit(info: &Value, owner: &str) -> Seen {
+    if matches!(info, Value::Nil) {
+        return Seen::Lost("the semaphore is gone".into());
+    }
+    match proto::sem_holders(info)
+        .into_iter()
+        .find(|h| h.owner == owner)
+    {
+        Some(h) if h.permits > 0 => Seen::Held {
+            bound: h.keepalive_client,
+        },
+        _ => Seen::Lost("the owner holds no permit of it".into()),
     }
 }
 
@@ -144,6 +163,37 @@ mod tests {
             judge(Some(&write), "x", Kind::Read),
             Seen::Lost(_)
         ));
+    }
+
+    #[test]
+    fn permits() {
+        let holder = |o: &str, ka: Option<i64>| {
+            let mut pairs = vec![
+                ("owner", bulk(o)),
+                ("permits", Value::Int(1)),
+                ("ttl", Value::Int(900)),
+            ];
+            if let Some(id) = ka {
+                pairs.push(("keepalive_client", Value::Int(id)));
+            }
+            flat(&pairs)
+        };
+        let info = flat(&[
+            ("permits", Value::Int(2)),
+            ("available", Value::Int(0)),
+            (
+                "holders",
+                Value::Array(vec![holder("a", Some(5)), holder("me", None)]),
+            ),
+            ("waiters", Value::Int(1)),
+        ]);
+        assert_eq!(judge_permit(&info, "a"), Seen::Held { bound: Some(5) });
+        assert_eq!(judge_permit(&info, "me"), Seen::Held { bound: None });
+        assert!(matches!(judge_permit(&info, "x"), Seen::Lost(_)));
+        assert_eq!(
+            judge_permit(&Value::Nil, "a"),
+            Seen::Lost("the semaphore is gone".into())
+        );
     }
 
     #[test]

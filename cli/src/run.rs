@@ -7,6 +7,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redis::{ConnectionInfo, RedisResult, Value};
+use redis_lock_client::proto;
 
 use crate::args::{OnLost, RunArgs};
 use crate::child::{self, Received};
@@ -23,6 +24,8 @@ use crate::words;
 
 /// How often the waiting status line is redrawn.
 const STATUS_TICK: Duration = Duration::from_millis(200);
+/// How long each reply to the cancel and release of a wait given up may take.
+const ABANDON_PATIENCE: Duration = Duration::from_secs(2);
 /// Margin on top of `--wait` for the reply to a blocked acquire.
 const WAIT_MARGIN: Duration = Duration::from_secs(10);
 
@@ -46,7 +49,8 @@ pub fn run(url: &str, args: RunArgs) -> Result<u8, Failure> {
     };
     let acquire = args.acquire(owner).map_err(Failure::Usage)?;
     let target = conn::target(url).map_err(Failure::Usage)?;
-    let holder = Conn::connect(&target).map_err(|e| words::connect_failure(&target, &e))?;
+    let mut holder = Conn::connect(&target).map_err(|e| words::connect_failure(&target, &e))?;
+    init_semaphore(&acquire, &mut holder)?;
 
     let (tx, rx) = mpsc::channel::<Event>();
     child::listen(tx.clone(), Event::Signal)
@@ -95,8 +99,55 @@ pub fn run(url: &str, args: RunArgs) -> Result<u8, Failure> {
         .start(tx.clone(), Event::Lost)
         .map_err(|e| Failure::Internal(format!("cannot watch the lock: {e}")))?;
 
-    let lost = supervise(&args, pid, &rx);
+    let lost = supervise(&args, acquire.what(), pid, &rx);
     finish(&args, &acquire, &target, &mut child, watch, lost)
+}
+
+/// For `--semaphore NAME:N`: `SEM.INIT NAME N`, which sets the total once. If the
+/// semaphore exists with another total, says so on stderr (even with `-q`: the runs do not
+/// get the N asked for) and goes on.
+fn init_semaphore(acquire: &Acquire, holder: &mut Conn) -> Result<(), Failure> {
+    let (Some(init), Some(total)) = (acquire.init(), acquire.semaphore) else {
+        return Ok(());
+    };
+    let set = holder
+        .call(&init)
+        .map_err(|e| words::command_failure(holder.info(), &init, &e))?;
+    if set == Value::Int(1) {
+        return Ok(());
+    }
+    let name = &acquire.names[0];
+    let info = proto::sem_info(name);
+    if let Ok(v) = holder.call(&info) {
+        match proto::int_field(&v, "permits") {
+            Some(has) if has != i64::from(total) => eprintln!(
+                "redis-lock: semaphore {name} has {has} permits, not {total} (SEM.INIT sets the \
+                 total once; SEM.ADD changes it): going on with {has}"
+            ),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Gives up a wait for good (a signal, a connection lost or silent): `LOCK.CANCEL` ends
+/// the owner's wait in the server, after which no grant can reach it, then the release
+/// gives back a grant that crossed the cancel (`NOTOWNER` / `EXPIRED`: there was none). On
+/// a new connection: the holder connection may still be waiting.
+fn abandon(target: &ConnectionInfo, acquire: &Acquire) {
+    let Ok(mut conn) = Conn::connect(target) else {
+        return;
+    };
+    // A server that does not answer must not hold the exit up for long.
+    let patience = Some(ABANDON_PATIENCE);
+    match conn.call_waiting(&acquire.cancel(), patience) {
+        // Silent or gone: the release would be too.
+        Err(e) if exit::is_unusable(&e) => {}
+        // Done, or refused (a module without LOCK.CANCEL): release anyway.
+        _ => {
+            let _ = conn.call_waiting(&acquire.release(), patience);
+        }
+    }
 }
 
 /// Sends the acquire (on a thread, so that signals and the status line are
@@ -169,24 +220,28 @@ fn wait_for_lock(
                         }),
                     Err(e) => {
                         if exit::is_unusable(&e) {
-                            // The grant may have been sent just before the
-                            // connection broke: give it back.
-                            let mut none = None;
-                            let _ = release(&mut none, target, acquire);
+                            // The wait may live on in the server (no answer in
+                            // time), or a grant may have been sent just before
+                            // the connection broke: end it, give it back.
+                            abandon(target, acquire);
                         }
                         Err(words::command_failure(holder.info(), &cmd, &e))
                     }
                 };
             }
             Event::Signal(s) => {
-                // Leaving closes the connection: the server takes us out of
-                // the queue.
+                // End the wait in the server and give back a grant that
+                // crossed the signal (leaving would close the connection,
+                // but a grant already written to it would live out its
+                // lease).
                 line.clear();
+                abandon(target, acquire);
                 say(
                     args.quiet,
                     &format!(
-                        "{} while waiting for the lock",
-                        child::signal_name(s.signal)
+                        "{} while waiting for the {}",
+                        child::signal_name(s.signal),
+                        acquire.what()
                     ),
                 );
                 return Err(Failure::Code(exit::child_status(None, Some(s.signal))));
@@ -202,7 +257,12 @@ fn not_acquired(acquire: &Acquire) -> String {
         Wait::For(d) => format!("waited {}, ", spec(millis(d))),
         Wait::No | Wait::Forever => String::new(),
     };
-    if acquire.is_multi() {
+    if let Some(total) = acquire.semaphore {
+        format!(
+            "{}: all {total} permits are held: {waited}not acquired",
+            acquire.names[0]
+        )
+    } else if acquire.is_multi() {
         format!(
             "{}: not all free: {waited}none acquired",
             acquire.names.join(", ")
@@ -214,7 +274,7 @@ fn not_acquired(acquire: &Acquire) -> String {
 
 /// Until the command exits: forwards signals, and acts when the lock is
 /// lost. Whether it was.
-fn supervise(args: &RunArgs, pid: u32, rx: &Receiver<Event>) -> bool {
+fn supervise(args: &RunArgs, what: &str, pid: u32, rx: &Receiver<Event>) -> bool {
     let mut lost = false;
     let mut kill_at: Option<Instant> = None;
     loop {
@@ -246,7 +306,7 @@ fn supervise(args: &RunArgs, pid: u32, rx: &Receiver<Event>) -> bool {
             }
             Event::Lost(reason) => {
                 lost = true;
-                eprintln!("redis-lock: lost the lock: {reason}");
+                eprintln!("redis-lock: lost the {what}: {reason}");
                 match args.on_lost {
                     OnLost::Term => {
                         child::kill(pid, libc::SIGTERM);
@@ -280,7 +340,10 @@ fn finish(
         Released::Yes => {}
         Released::NotHeld => {
             if !lost {
-                eprintln!("redis-lock: lost the lock: it was no longer held at release");
+                eprintln!(
+                    "redis-lock: lost the {}: it was no longer held at release",
+                    acquire.what()
+                );
             }
             lost = true;
         }
@@ -310,7 +373,7 @@ fn release(holder: &mut Option<Conn>, target: &ConnectionInfo, acquire: &Acquire
     let attempt = |conn: &mut Conn| -> RedisResult<Released> {
         match conn.call(&cmd) {
             Ok(_) => Ok(Released::Yes),
-            Err(e) if e.code() == Some("NOTOWNER") => {
+            Err(e) if acquire.not_held(e.code()) => {
                 if acquire.is_multi() {
                     for name in &acquire.names {
                         let _ =

@@ -10,19 +10,20 @@ use crate::conn::Conn;
 use crate::exit::is_unusable;
 use crate::reply::{self, Fields};
 
-/// `waiting for job: 3 ahead, held by web-1:812:0a1b2c3d, 1.2 s`.
+/// `waiting for job: 3 ahead, held by web-1:812:0a1b2c3d, 1.2 s` (`held`: who holds it, or
+/// how many permits are held, in words).
 pub fn line(
     names: &[String],
     ahead: Option<usize>,
-    holder: Option<&str>,
+    held: Option<&str>,
     waited: Duration,
 ) -> String {
     let mut parts = Vec::new();
     if let Some(n) = ahead {
         parts.push(format!("{n} ahead"));
     }
-    if let Some(h) = holder {
-        parts.push(format!("held by {h}"));
+    if let Some(h) = held {
+        parts.push(h.to_string());
     }
     parts.push(format!("{:.1} s", waited.as_secs_f64()));
     format!("waiting for {}: {}", names.join(" "), parts.join(", "))
@@ -52,8 +53,9 @@ impl Progress {
         }
     }
 
-    /// Callers ahead (the most over every name) and the holder of the first
-    /// name; `None`s when the server does not say.
+    /// Callers ahead (the most over every name) and who holds the first name
+    /// (`held by OWNER`; for a semaphore `2 of 2 permits held`); `None`s when
+    /// the server does not say.
     pub fn poll(&mut self, acquire: &Acquire) -> (Option<usize>, Option<String>) {
         if self.conn.is_none() {
             self.conn = Conn::connect(&self.target).ok();
@@ -81,9 +83,19 @@ impl Progress {
             }
         }
         let holder = acquire.names.first().and_then(|name| {
-            let v = conn.call(&commands::info(name)).ok()?;
+            let v = conn.call(&acquire.info(name)).ok()?;
             let f = Fields::parse(&v)?;
-            f.text("owner").or_else(|| f.text("writer"))
+            if acquire.semaphore.is_some() {
+                let total = f.int("permits")?;
+                let available = f.int("available")?;
+                return Some(format!(
+                    "{} of {total} permits held",
+                    (total - available).max(0)
+                ));
+            }
+            f.text("owner")
+                .or_else(|| f.text("writer"))
+                .map(|o| format!("held by {o}"))
         });
         (ahead, holder)
     }
@@ -103,7 +115,12 @@ mod tests {
             "waiting for job: 3 ahead, 1.2 s"
         );
         assert_eq!(
-            line(&names, Some(0), Some("h:1:ab"), Duration::from_millis(50)),
+            line(
+                &names,
+                Some(0),
+                Some("held by h:1:ab"),
+                Duration::from_millis(50)
+            ),
             "waiting for job: 0 ahead, held by h:1:ab, 0.1 s"
         );
         assert_eq!(

@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 
 use redis::{ConnectionInfo, RedisError};
 
-use crate::commands::{self, Acquire};
+use crate::commands::Acquire;
 use crate::conn::{Conn, REPLY_TIMEOUT};
 use crate::exit::is_unusable;
-use crate::hold::{judge, needs_reattach, Seen};
+use crate::hold::{judge, judge_permit, needs_reattach, Seen};
 use crate::reply::{self, Fields};
 use crate::words;
 
@@ -149,7 +149,7 @@ impl Watch {
             let Some(probe) = self.probe.as_mut() else {
                 return Err(Trouble::Unsure("no connection".into()));
             };
-            let cmd = commands::info(name);
+            let cmd = self.acquire.info(name);
             let v = match probe.call(&cmd) {
                 Ok(v) => v,
                 Err(e) => {
@@ -162,11 +162,16 @@ impl Watch {
                     return Err(Trouble::Unsure(why));
                 }
             };
-            match judge(
-                Fields::parse(&v).as_ref(),
-                &self.acquire.owner,
-                self.acquire.kind,
-            ) {
+            let seen = if self.acquire.semaphore.is_some() {
+                judge_permit(&v, &self.acquire.owner)
+            } else {
+                judge(
+                    Fields::parse(&v).as_ref(),
+                    &self.acquire.owner,
+                    self.acquire.kind,
+                )
+            };
+            match seen {
                 Seen::Lost(why) => return Err(Trouble::Lost(format!("{name}: {why}"))),
                 Seen::Held { bound } => reattach |= needs_reattach(bound, self.holder_id),
             }
@@ -219,7 +224,7 @@ impl Watch {
             };
             match reply {
                 Ok(_) => {}
-                Err(e) if e.code() == Some("NOTOWNER") => {
+                Err(e) if self.acquire.not_held(e.code()) => {
                     return Err(Bind::NotOwner(cmd.get(1).cloned().unwrap_or_default()))
                 }
                 Err(e) => return Err(Bind::Failed(e)),

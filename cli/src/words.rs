@@ -179,7 +179,7 @@ fn names(args: &[String]) -> Vec<&str> {
         let n: usize = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(0);
         return args.iter().skip(2).take(n).map(String::as_str).collect();
     }
-    if cmd.starts_with("LOCK.") && cmd != "LOCK.QUEUES" {
+    if (cmd.starts_with("LOCK.") || cmd.starts_with("SEM.")) && cmd != "LOCK.QUEUES" {
         return args.get(1).map(String::as_str).into_iter().collect();
     }
     Vec::new()
@@ -245,6 +245,11 @@ fn newer(cmd: &str) -> bool {
     cmd.eq_ignore_ascii_case("LOCK.QUEUES") || cmd.eq_ignore_ascii_case("LOCK.WAITERS")
 }
 
+/// Whether `cmd` is a semaphore's (`SEM.*`), which came after 1.1.0.
+fn semaphore(cmd: &str) -> bool {
+    cmd.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("SEM."))
+}
+
 /// An error reply in words; `None` when redis-lock has no words for it.
 fn reply(peer: &Peer, args: &[String], code: &str, detail: &str) -> Option<Failure> {
     let server = &peer.server;
@@ -275,6 +280,10 @@ fn reply(peer: &Peer, args: &[String], code: &str, detail: &str) -> Option<Failu
                 peer.user
             )
         }),
+        "ERR" if is_unknown_command(code, detail) && semaphore(cmd) => Failure::NoModule(format!(
+            "{server} does not know {cmd}: the lock module is not loaded there, or too old to \
+             have semaphores"
+        )),
         "ERR" if is_unknown_command(code, detail) && newer(cmd) => Failure::NoModule(format!(
             "{server} does not know {cmd}: the lock module is not loaded there, or older than \
              1.1.0"
@@ -282,6 +291,9 @@ fn reply(peer: &Peer, args: &[String], code: &str, detail: &str) -> Option<Failu
         "ERR" if is_unknown_command(code, detail) => Failure::NoModule(format!(
             "the lock module is not loaded on {server} (it does not know {cmd}): load \
              liblock.so with --loadmodule or a loadmodule line in its configuration"
+        )),
+        "WRONGTYPE" if semaphore(cmd) => Failure::Server(format!(
+            "{name} is not a semaphore: the key holds another kind of value"
         )),
         "WRONGTYPE" => Failure::Server(if lower.contains("read-write lock") {
             format!("{name} is a read-write lock: use --read or --write")
@@ -470,6 +482,20 @@ mod tests {
             )
             .to_string(),
             "s is not a lock: the key holds another kind of value"
+        );
+        assert_eq!(
+            said(
+                "WRONGTYPE",
+                "key holds a string that is not a semaphore's permit count",
+                "SEM.INIT pool 2"
+            )
+            .to_string(),
+            "pool is not a semaphore: the key holds another kind of value"
+        );
+        assert_eq!(
+            said("ERR", "unknown command 'SEM.INIT'", "SEM.INIT pool 2").to_string(),
+            "h:1 does not know SEM.INIT: the lock module is not loaded there, or too old to \
+             have semaphores"
         );
         assert_eq!(
             said("CROSSSLOT", "x", "LOCK.MACQUIRE 2 a b o PX 1").code(),

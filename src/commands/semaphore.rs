@@ -46,7 +46,7 @@ pub const INIT: Command = command!(
         acl_categories: "write string sortedset fast",
         summary: c"Sets a semaphore's permits if it has none yet (Redisson's trySetPermits).",
         complexity: c"O(N), N the permits held",
-        since: c"1.3.0",
+        since: c"1.2.0",
         arity: 3,
         key_flags: KEY_RW_UPDATE,
         keys: KeyArgs::One,
@@ -63,7 +63,7 @@ pub const ACQUIRE: Command = command!(
         acl_categories: "write string sortedset blocking",
         summary: c"Takes permits of a semaphore for an owner and a lease, optionally waiting in a FIFO queue.",
         complexity: c"O(N), N the permits held",
-        since: c"1.3.0",
+        since: c"1.2.0",
         arity: -3,
         key_flags: KEY_RW_UPDATE,
         keys: KeyArgs::One,
@@ -80,7 +80,7 @@ pub const RELEASE: Command = command!(
         acl_categories: "write string sortedset fast",
         summary: c"Gives back an owner's permits of a semaphore, serving its queue.",
         complexity: c"O(N), N the permits held",
-        since: c"1.3.0",
+        since: c"1.2.0",
         arity: -3,
         key_flags: KEY_RW_UPDATE,
         keys: KeyArgs::One,
@@ -97,7 +97,7 @@ pub const RENEW: Command = command!(
         acl_categories: "write string sortedset fast",
         summary: c"Sets a new lease on an owner's permits of a semaphore.",
         complexity: c"O(N), N the permits held",
-        since: c"1.3.0",
+        since: c"1.2.0",
         arity: -3,
         key_flags: KEY_RW_UPDATE,
         keys: KeyArgs::One,
@@ -114,7 +114,7 @@ pub const ADD: Command = command!(
         acl_categories: "write string sortedset fast",
         summary: c"Adds permits to a semaphore (or takes them away), serving its queue.",
         complexity: c"O(N), N the permits held",
-        since: c"1.3.0",
+        since: c"1.2.0",
         arity: 3,
         key_flags: KEY_RW_UPDATE,
         keys: KeyArgs::One,
@@ -131,7 +131,7 @@ pub const TAKE: Command = command!(
         acl_categories: "write string sortedset blocking",
         summary: c"Takes owner-less permits of a semaphore (Redisson's RSemaphore), optionally waiting in its FIFO queue.",
         complexity: c"O(N), N the permits held",
-        since: c"1.3.0",
+        since: c"1.2.0",
         arity: -2,
         key_flags: KEY_RW_UPDATE,
         keys: KeyArgs::One,
@@ -148,7 +148,7 @@ pub const GIVE: Command = command!(
         acl_categories: "write string sortedset fast",
         summary: c"Gives owner-less permits to a semaphore (Redisson's RSemaphore release), serving its queue.",
         complexity: c"O(N), N the permits held",
-        since: c"1.3.0",
+        since: c"1.2.0",
         arity: -2,
         key_flags: KEY_RW_UPDATE,
         keys: KeyArgs::One,
@@ -165,7 +165,7 @@ pub const INFO: Command = command!(
         acl_categories: "read string sortedset",
         summary: c"Returns a semaphore's permits, available permits, holders and waiters.",
         complexity: c"O(N), N the permits held",
-        since: c"1.3.0",
+        since: c"1.2.0",
         arity: 2,
         key_flags: KEY_RO_ACCESS,
         keys: KeyArgs::One,
@@ -382,6 +382,10 @@ fn info(ctx: &Context, args: &[RedisString]) -> RedisResult {
         let [_, name] = args else {
             return Err(LockError::arity(INFO.spec.name()));
         };
+        let permits = permits_key_in_slot(name.as_slice())?;
+        if !ffi::may_read_key(ctx, &permits) {
+            return Err(LockError::no_permission("semaphore permit key", &permits));
+        }
         let Some(state) = semaphore_key::read_only(ctx, name)? else {
             return Ok(RedisValue::Null);
         };

@@ -30,7 +30,14 @@ export declare class LostError extends LockError {
     readonly key: string;
     readonly owner: string;
     readonly reason: LostReason;
-    constructor(key: string, owner: string, reason: LostReason);
+    constructor(key: string, owner: string, reason: LostReason, what?: "lock" | "semaphore");
+}
+/** `GONE`: the latch a `wait()` waited on ended without reaching zero (deleted, flushed, overwritten, or expired). */
+export declare class LatchGoneError extends LockError {
+    readonly key: string;
+    constructor(key: string, message: string, options?: {
+        cause?: unknown;
+    });
 }
 /** The server cannot be reached, or the connection broke while a command was in flight. */
 export declare class UnavailableError extends LockError {

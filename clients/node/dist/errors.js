@@ -1,6 +1,6 @@
 "use strict";
 Object.defineProperty(exports, "__esModule", { value: true });
-exports.ModuleNotLoadedError = exports.UnavailableError = exports.LostError = exports.DeadlockError = exports.NotOwnerError = exports.BusyError = exports.LockError = void 0;
+exports.ModuleNotLoadedError = exports.UnavailableError = exports.LatchGoneError = exports.LostError = exports.DeadlockError = exports.NotOwnerError = exports.BusyError = exports.LockError = void 0;
 exports.isReplyError = isReplyError;
 exports.replyCode = replyCode;
 exports.toLockError = toLockError;
@@ -43,14 +43,25 @@ class LostError extends LockError {
     key;
     owner;
     reason;
-    constructor(key, owner, reason) {
-        super(`lock '${key}' held by '${owner}' was lost (${reason})`);
+    constructor(key, owner, reason, what = "lock") {
+        super(what === "lock"
+            ? `lock '${key}' held by '${owner}' was lost (${reason})`
+            : `permits of semaphore '${key}' held by '${owner}' were lost (${reason})`);
         this.key = key;
         this.owner = owner;
         this.reason = reason;
     }
 }
 exports.LostError = LostError;
+/** `GONE`: the latch a `wait()` waited on ended without reaching zero (deleted, flushed, overwritten, or expired). */
+class LatchGoneError extends LockError {
+    key;
+    constructor(key, message, options) {
+        super(message, { ...options, code: "GONE" });
+        this.key = key;
+    }
+}
+exports.LatchGoneError = LatchGoneError;
 /** The server cannot be reached, or the connection broke while a command was in flight. */
 class UnavailableError extends LockError {
 }

@@ -1,6 +1,8 @@
 export { Session, Lock, RWLock, MultiLock, Hold } from "./session";
 export type { SessionOptions, AcquireOptions } from "./session";
-export { LockError, BusyError, NotOwnerError, DeadlockError, LostError, UnavailableError, ModuleNotLoadedError, } from "./errors";
+export { Semaphore, Permit, Latch } from "./semaphore";
+export type { SemaphoreInfo, SemaphoreHolder, LatchInfo, LatchWaitOptions } from "./semaphore";
+export { LockError, BusyError, NotOwnerError, DeadlockError, LostError, UnavailableError, ModuleNotLoadedError, LatchGoneError, } from "./errors";
 export type { LostReason } from "./errors";
 export { ModuleRedlock, RedlockLock, ExecutionError, ResourceLockedError } from "./redlock";
 export type { Settings, ExecutionResult, ExecutionStats, RedlockAbortSignal } from "./redlock";

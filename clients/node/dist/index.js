@@ -1,12 +1,16 @@
 "use strict";
 Object.defineProperty(exports, "__esModule", { value: true });
-exports.ResourceLockedError = exports.ExecutionError = exports.RedlockLock = exports.ModuleRedlock = exports.ModuleNotLoadedError = exports.UnavailableError = exports.LostError = exports.DeadlockError = exports.NotOwnerError = exports.BusyError = exports.LockError = exports.Hold = exports.MultiLock = exports.RWLock = exports.Lock = exports.Session = void 0;
+exports.ResourceLockedError = exports.ExecutionError = exports.RedlockLock = exports.ModuleRedlock = exports.LatchGoneError = exports.ModuleNotLoadedError = exports.UnavailableError = exports.LostError = exports.DeadlockError = exports.NotOwnerError = exports.BusyError = exports.LockError = exports.Latch = exports.Permit = exports.Semaphore = exports.Hold = exports.MultiLock = exports.RWLock = exports.Lock = exports.Session = void 0;
 var session_1 = require("./session");
 Object.defineProperty(exports, "Session", { enumerable: true, get: function () { return session_1.Session; } });
 Object.defineProperty(exports, "Lock", { enumerable: true, get: function () { return session_1.Lock; } });
 Object.defineProperty(exports, "RWLock", { enumerable: true, get: function () { return session_1.RWLock; } });
 Object.defineProperty(exports, "MultiLock", { enumerable: true, get: function () { return session_1.MultiLock; } });
 Object.defineProperty(exports, "Hold", { enumerable: true, get: function () { return session_1.Hold; } });
+var semaphore_1 = require("./semaphore");
+Object.defineProperty(exports, "Semaphore", { enumerable: true, get: function () { return semaphore_1.Semaphore; } });
+Object.defineProperty(exports, "Permit", { enumerable: true, get: function () { return semaphore_1.Permit; } });
+Object.defineProperty(exports, "Latch", { enumerable: true, get: function () { return semaphore_1.Latch; } });
 var errors_1 = require("./errors");
 Object.defineProperty(exports, "LockError", { enumerable: true, get: function () { return errors_1.LockError; } });
 Object.defineProperty(exports, "BusyError", { enumerable: true, get: function () { return errors_1.BusyError; } });
@@ -15,6 +19,7 @@ Object.defineProperty(exports, "DeadlockError", { enumerable: true, get: functio
 Object.defineProperty(exports, "LostError", { enumerable: true, get: function () { return errors_1.LostError; } });
 Object.defineProperty(exports, "UnavailableError", { enumerable: true, get: function () { return errors_1.UnavailableError; } });
 Object.defineProperty(exports, "ModuleNotLoadedError", { enumerable: true, get: function () { return errors_1.ModuleNotLoadedError; } });
+Object.defineProperty(exports, "LatchGoneError", { enumerable: true, get: function () { return errors_1.LatchGoneError; } });
 var redlock_1 = require("./redlock");
 Object.defineProperty(exports, "ModuleRedlock", { enumerable: true, get: function () { return redlock_1.ModuleRedlock; } });
 Object.defineProperty(exports, "RedlockLock", { enumerable: true, get: function () { return redlock_1.RedlockLock; } });

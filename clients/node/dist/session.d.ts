@@ -1,6 +1,7 @@
 import { EventEmitter } from "node:events";
 import { Adapter, Connection, RedisClientLike } from "./adapter";
 import { LostError, LostReason } from "./errors";
+import { Latch, Semaphore } from "./semaphore";
 export interface SessionOptions {
     /** Lease of every hold unless an acquire names its own, in ms. The server renews it while the session lives. Default 30000. */
     leaseMs?: number;
@@ -18,16 +19,30 @@ export interface AcquireOptions {
     leaseMs?: number;
 }
 type Kind = "exclusive" | "read" | "write" | "multi";
+/** What a wait is for: a lock's kinds, a semaphore's permits, a latch opening. */
+type WaitKind = Kind | "semaphore" | "latch";
+/** What a binding stands for: a lock's Hold or a semaphore's Permit. */
+export interface Bindable {
+    readonly keys: string[];
+    readonly owner: string;
+    leaseMs: number;
+    /** @internal The session's bindings this object is in (while bound and not ended). */
+    bindings?: Binding[];
+    markLost(err: LostError): void;
+    releaseAll(): Promise<void>;
+}
 /** One owner's holds on one key, as the server sees them: what re-attach renews and a loss message names. */
-interface Binding {
+export interface Binding {
     /** bindingId(key, owner), made once: the map's key. */
     id: string;
     key: string;
     owner: string;
     node: string;
     leaseMs: number;
+    /** A semaphore's permits (SEM.RENEW, SEM.RELEASE) rather than a lock's hold (LOCK.RENEW, LOCK.RELEASE). */
+    sem: boolean;
     /** Usually one (an RWLock's two sides share an owner). */
-    holds: Hold[];
+    holds: Bindable[];
 }
 /** The session connection to one server (one per cluster node that owns a held key). */
 declare class NodeSession {
@@ -59,10 +74,13 @@ declare class NodeSession {
     close(): void;
 }
 interface RunSpec {
-    kind: Kind;
+    kind: WaitKind;
     keys: string[];
+    /** The owner ("" for a latch wait, which has none). */
     owner: string;
     leaseMs: number;
+    /** Permits asked for (a semaphore). */
+    permits?: number;
     timeoutMs?: number;
     signal?: AbortSignal;
     /** Bind to the session (SESSION token); false for plain leases (the redlock-shaped `acquire`). */
@@ -99,6 +117,13 @@ export declare class Session extends EventEmitter {
     /** All of `keys` at once, or none (in a cluster they must share a `{hash tag}`). */
     multiLock(keys: string[]): MultiLock;
     /**
+     * A counting semaphore named `key` (Redisson's layout). With `permits`, its permits are set
+     * once (`SEM.INIT`: nothing changes if it exists), before this object's first command runs.
+     */
+    semaphore(key: string, permits?: number): Semaphore;
+    /** A count-down latch named `key` (Redisson's `RCountDownLatch` layout). */
+    latch(key: string): Latch;
+    /**
      * Runs `fn` holding `key` (or every key of an array), then releases it. `signal` aborts with a
      * `LostError` if the hold is lost; `using` then rejects with that error even if `fn` resolved.
      */
@@ -124,7 +149,11 @@ export declare class Session extends EventEmitter {
     /** @internal Sends an acquire: waits on a pooled connection, cancels per the contract, retries NOSESSION once. */
     acquireRaw(spec: RunSpec): Promise<unknown>;
     private acquireArgs;
-    /** After a cancelled wait: `LOCK.CANCEL key owner`, then `LOCK.RELEASE key owner` (MRELEASE for a multi-lock) for a grant that crossed it. */
+    /**
+     * After a cancelled wait: `LOCK.CANCEL key owner`, then `LOCK.RELEASE key owner` (MRELEASE for
+     * a multi-lock, SEM.RELEASE for a semaphore) for a grant that crossed it. A latch wait has no
+     * owner and is given nothing: closing its connection ended it.
+     */
     private cleanup;
     /** The cleanup, waited for at most 2 s (a client queueing offline goes on in the background). */
     private boundedCleanup;
@@ -134,17 +163,20 @@ export declare class Session extends EventEmitter {
     /** A wait answered with an error (the connection goes back) or broken (it is closed, the owner released): rejects with `e`. */
     private waitFailed;
     /** @internal */
-    register(hold: Hold, node: string): void;
+    register(hold: Bindable, node: string, sem?: boolean): void;
     /** @internal */
-    unregister(hold: Hold): void;
+    unregister(hold: Bindable): void;
     /** @internal */
     bindingsOn(node: string): Binding[];
     /** @internal Marks every hold of a binding lost. */
     lose(b: Binding, reason: LostReason): void;
     /** @internal `<reason> <owner-length> <owner> <key>` or `demoted`. */
     onLossMessage(node: string, msg: Buffer): void;
-    /** @internal `LOCK.RENEW key owner PX lease SESSION token` for each key; NOTOWNER -> lost. */
-    reattach(keys: string[], owner: string, leaseMs: number): Promise<void>;
+    /**
+     * @internal `LOCK.RENEW key owner PX lease SESSION token` for each key (`SEM.RENEW` for a
+     * semaphore's permits); NOTOWNER (or a semaphore's EXPIRED) -> lost.
+     */
+    reattach(keys: string[], owner: string, leaseMs: number, sem?: boolean): Promise<void>;
     private renewBinding;
     /** @internal Re-attaches every binding of a node after its session connection came back. */
     reattachAll(node: string): Promise<void>;
@@ -162,7 +194,7 @@ declare class OwnerSlot {
  * again through the same Lock object (re-entry) is the same Hold with `count` one more;
  * `release()` drops one.
  */
-export declare class Hold extends EventEmitter {
+export declare class Hold extends EventEmitter implements Bindable {
     private readonly s;
     private readonly onEnd;
     readonly bound: boolean;

@@ -5,6 +5,7 @@ const node_crypto_1 = require("node:crypto");
 const node_events_1 = require("node:events");
 const adapter_1 = require("./adapter");
 const errors_1 = require("./errors");
+const semaphore_1 = require("./semaphore");
 const slot_1 = require("./slot");
 const ACQUIRE_CMD = {
     exclusive: "LOCK.ACQUIRE",
@@ -294,6 +295,17 @@ class Session extends node_events_1.EventEmitter {
     multiLock(keys) {
         return new MultiLock(this, keys);
     }
+    /**
+     * A counting semaphore named `key` (Redisson's layout). With `permits`, its permits are set
+     * once (`SEM.INIT`: nothing changes if it exists), before this object's first command runs.
+     */
+    semaphore(key, permits) {
+        return new semaphore_1.Semaphore(this, key, permits);
+    }
+    /** A count-down latch named `key` (Redisson's `RCountDownLatch` layout). */
+    latch(key) {
+        return new semaphore_1.Latch(this, key);
+    }
     using(key, a, b) {
         const opts = typeof a === "function" ? {} : a;
         const fn = typeof a === "function" ? a : b;
@@ -440,7 +452,7 @@ class Session extends node_events_1.EventEmitter {
                 const reply = await this.sendAcquire(node, spec, args);
                 if (reply != null && ns && (ns.epoch !== epoch || !ns.up)) {
                     // Served while the session connection was being replaced: the grant may carry its lease only.
-                    await this.reattach(spec.keys, spec.owner, spec.leaseMs).catch(() => { });
+                    await this.reattach(spec.keys, spec.owner, spec.leaseMs, spec.kind === "semaphore").catch(() => { });
                 }
                 return reply;
             }
@@ -471,22 +483,37 @@ class Session extends node_events_1.EventEmitter {
         }
     }
     acquireArgs(spec) {
-        const cmd = ACQUIRE_CMD[spec.kind];
-        const args = spec.kind === "multi"
-            ? [cmd, String(spec.keys.length), ...spec.keys, spec.owner]
-            : [cmd, spec.keys[0], spec.owner];
-        args.push("PX", String(spec.leaseMs));
+        let args;
+        if (spec.kind === "latch")
+            args = ["LATCH.AWAIT", spec.keys[0]];
+        else if (spec.kind === "semaphore")
+            args = ["SEM.ACQUIRE", spec.keys[0], spec.owner, "PERMITS", String(spec.permits ?? 1), "PX", String(spec.leaseMs)];
+        else {
+            const cmd = ACQUIRE_CMD[spec.kind];
+            args =
+                spec.kind === "multi"
+                    ? [cmd, String(spec.keys.length), ...spec.keys, spec.owner]
+                    : [cmd, spec.keys[0], spec.owner];
+            args.push("PX", String(spec.leaseMs));
+        }
         if (spec.timeoutMs === undefined)
             args.push("BLOCK", "0");
         else if (spec.timeoutMs > 0)
             args.push("BLOCK", String(Math.ceil(spec.timeoutMs)));
-        args.push("FENCE");
+        if (spec.kind !== "latch" && spec.kind !== "semaphore")
+            args.push("FENCE");
         if (spec.bind)
             args.push("SESSION", this.token);
         return args;
     }
-    /** After a cancelled wait: `LOCK.CANCEL key owner`, then `LOCK.RELEASE key owner` (MRELEASE for a multi-lock) for a grant that crossed it. */
+    /**
+     * After a cancelled wait: `LOCK.CANCEL key owner`, then `LOCK.RELEASE key owner` (MRELEASE for
+     * a multi-lock, SEM.RELEASE for a semaphore) for a grant that crossed it. A latch wait has no
+     * owner and is given nothing: closing its connection ended it.
+     */
     async cleanup(spec) {
+        if (spec.kind === "latch")
+            return;
         // First end the wait in the server: once LOCK.CANCEL has answered no grant can reach the
         // owner, so the release below drops exactly what crossed the cancel. (Closing the waiting
         // connection alone leaves a window: a grant written into a socket just closed looks
@@ -504,7 +531,7 @@ class Session extends node_events_1.EventEmitter {
         }
         const args = spec.kind === "multi"
             ? ["LOCK.MRELEASE", String(spec.keys.length), ...spec.keys, spec.owner]
-            : ["LOCK.RELEASE", spec.keys[0], spec.owner];
+            : [spec.kind === "semaphore" ? "SEM.RELEASE" : "LOCK.RELEASE", spec.keys[0], spec.owner];
         if (spec.kind === "read")
             args.push("READ");
         if (spec.kind === "write")
@@ -517,7 +544,7 @@ class Session extends node_events_1.EventEmitter {
             catch (e) {
                 const code = (0, errors_1.replyCode)(e);
                 if (code !== undefined)
-                    return; // NOTOWNER: it was never granted
+                    return; // NOTOWNER: it was never granted (EXPIRED: its lease ended, the permits are back)
                 await sleep(50);
             }
         }
@@ -598,13 +625,13 @@ class Session extends node_events_1.EventEmitter {
         return this.boundedCleanup(spec).then(fail, fail);
     }
     /** @internal */
-    register(hold, node) {
+    register(hold, node, sem = false) {
         const bs = [];
         for (const key of hold.keys) {
             const id = bindingId(key, hold.owner);
             let b = this.bindings.get(id);
             if (!b)
-                this.bindings.set(id, (b = { id, key, owner: hold.owner, node, leaseMs: hold.leaseMs, holds: [] }));
+                this.bindings.set(id, (b = { id, key, owner: hold.owner, node, leaseMs: hold.leaseMs, sem, holds: [] }));
             b.leaseMs = Math.max(b.leaseMs, hold.leaseMs);
             if (!b.holds.includes(hold))
                 b.holds.push(hold);
@@ -638,12 +665,12 @@ class Session extends node_events_1.EventEmitter {
         if (this.bindings.get(b.id) !== b)
             return;
         this.bindings.delete(b.id);
-        const err = new errors_1.LostError(b.key, b.owner, reason);
+        const err = new errors_1.LostError(b.key, b.owner, reason, b.sem ? "semaphore" : "lock");
         for (const h of b.holds)
             h.markLost(err);
         // Whatever is left of it on the server (a hold no longer renewed) goes now rather than at its lease's end.
         if (reason === "down" || reason === "maxhold") {
-            void this.adapter.call(b.key, ["LOCK.RELEASE", b.key, b.owner]).catch(() => { });
+            void this.adapter.call(b.key, [b.sem ? "SEM.RELEASE" : "LOCK.RELEASE", b.key, b.owner]).catch(() => { });
         }
         this.emit("lost", err);
     }
@@ -668,18 +695,22 @@ class Session extends node_events_1.EventEmitter {
         const known = ["forced", "gone", "maxhold", "moved"];
         this.lose(b, (known.includes(reason) ? reason : "gone"));
     }
-    /** @internal `LOCK.RENEW key owner PX lease SESSION token` for each key; NOTOWNER -> lost. */
-    async reattach(keys, owner, leaseMs) {
+    /**
+     * @internal `LOCK.RENEW key owner PX lease SESSION token` for each key (`SEM.RENEW` for a
+     * semaphore's permits); NOTOWNER (or a semaphore's EXPIRED) -> lost.
+     */
+    async reattach(keys, owner, leaseMs, sem = false) {
         for (const key of keys) {
             const b = this.bindings.get(bindingId(key, owner));
-            await this.renewBinding(key, owner, b?.leaseMs ?? leaseMs);
+            await this.renewBinding(key, owner, b?.leaseMs ?? leaseMs, sem);
         }
     }
-    async renewBinding(key, owner, leaseMs) {
+    async renewBinding(key, owner, leaseMs, sem) {
         for (;;) {
             const b = this.bindings.get(bindingId(key, owner));
             try {
-                await this.adapter.call(key, ["LOCK.RENEW", key, owner, "PX", String(leaseMs), "SESSION", this.token]);
+                const cmd = sem ? "SEM.RENEW" : "LOCK.RENEW";
+                await this.adapter.call(key, [cmd, key, owner, "PX", String(leaseMs), "SESSION", this.token]);
                 return;
             }
             catch (e) {
@@ -687,6 +718,12 @@ class Session extends node_events_1.EventEmitter {
                 if (code === "NOTOWNER") {
                     if (b)
                         this.lose(b, "notowner");
+                    return;
+                }
+                if (code === "EXPIRED" && sem) {
+                    // The permits' lease ended before the re-attach: they are back in the semaphore.
+                    if (b)
+                        this.lose(b, "gone");
                     return;
                 }
                 // NOSESSION, READONLY, a connection not back yet (a failover): try again while the binding lives.
@@ -706,7 +743,7 @@ class Session extends node_events_1.EventEmitter {
     }
     /** @internal Re-attaches every binding of a node after its session connection came back. */
     async reattachAll(node) {
-        await Promise.all(this.bindingsOn(node).map((b) => this.renewBinding(b.key, b.owner, b.leaseMs)));
+        await Promise.all(this.bindingsOn(node).map((b) => this.renewBinding(b.key, b.owner, b.leaseMs, b.sem)));
     }
 }
 exports.Session = Session;

@@ -45,11 +45,24 @@ export class LostError extends LockError {
   readonly key: string;
   readonly owner: string;
   readonly reason: LostReason;
-  constructor(key: string, owner: string, reason: LostReason) {
-    super(`lock '${key}' held by '${owner}' was lost (${reason})`);
+  constructor(key: string, owner: string, reason: LostReason, what: "lock" | "semaphore" = "lock") {
+    super(
+      what === "lock"
+        ? `lock '${key}' held by '${owner}' was lost (${reason})`
+        : `permits of semaphore '${key}' held by '${owner}' were lost (${reason})`,
+    );
     this.key = key;
     this.owner = owner;
     this.reason = reason;
+  }
+}
+
+/** `GONE`: the latch a `wait()` waited on ended without reaching zero (deleted, flushed, overwritten, or expired). */
+export class LatchGoneError extends LockError {
+  readonly key: string;
+  constructor(key: string, message: string, options?: { cause?: unknown }) {
+    super(message, { ...options, code: "GONE" });
+    this.key = key;
   }
 }
 

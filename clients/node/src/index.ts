@@ -1,5 +1,7 @@
 export { Session, Lock, RWLock, MultiLock, Hold } from "./session";
 export type { SessionOptions, AcquireOptions } from "./session";
+export { Semaphore, Permit, Latch } from "./semaphore";
+export type { SemaphoreInfo, SemaphoreHolder, LatchInfo, LatchWaitOptions } from "./semaphore";
 export {
   LockError,
   BusyError,
@@ -8,6 +10,7 @@ export {
   LostError,
   UnavailableError,
   ModuleNotLoadedError,
+  LatchGoneError,
 } from "./errors";
 export type { LostReason } from "./errors";
 export { ModuleRedlock, RedlockLock, ExecutionError, ResourceLockedError } from "./redlock";

@@ -13,6 +13,7 @@ import {
   replyCode,
   toLockError,
 } from "./errors";
+import { Latch, Semaphore } from "./semaphore";
 import { keySlot } from "./slot";
 
 export interface SessionOptions {
@@ -34,6 +35,8 @@ export interface AcquireOptions {
 }
 
 type Kind = "exclusive" | "read" | "write" | "multi";
+/** What a wait is for: a lock's kinds, a semaphore's permits, a latch opening. */
+type WaitKind = Kind | "semaphore" | "latch";
 
 const ACQUIRE_CMD: Record<Kind, string> = {
   exclusive: "LOCK.ACQUIRE",
@@ -63,16 +66,29 @@ function toBigInt(v: unknown): bigint {
   throw new LockError(`unexpected reply ${String(v)}`);
 }
 
+/** What a binding stands for: a lock's Hold or a semaphore's Permit. */
+export interface Bindable {
+  readonly keys: string[];
+  readonly owner: string;
+  leaseMs: number;
+  /** @internal The session's bindings this object is in (while bound and not ended). */
+  bindings?: Binding[];
+  markLost(err: LostError): void;
+  releaseAll(): Promise<void>;
+}
+
 /** One owner's holds on one key, as the server sees them: what re-attach renews and a loss message names. */
-interface Binding {
+export interface Binding {
   /** bindingId(key, owner), made once: the map's key. */
   id: string;
   key: string;
   owner: string;
   node: string;
   leaseMs: number;
+  /** A semaphore's permits (SEM.RENEW, SEM.RELEASE) rather than a lock's hold (LOCK.RENEW, LOCK.RELEASE). */
+  sem: boolean;
   /** Usually one (an RWLock's two sides share an owner). */
-  holds: Hold[];
+  holds: Bindable[];
 }
 
 function bindingId(key: string, owner: string): string {
@@ -283,10 +299,13 @@ class WaitPool {
 }
 
 interface RunSpec {
-  kind: Kind;
+  kind: WaitKind;
   keys: string[];
+  /** The owner ("" for a latch wait, which has none). */
   owner: string;
   leaseMs: number;
+  /** Permits asked for (a semaphore). */
+  permits?: number;
   timeoutMs?: number;
   signal?: AbortSignal;
   /** Bind to the session (SESSION token); false for plain leases (the redlock-shaped `acquire`). */
@@ -348,6 +367,19 @@ export class Session extends EventEmitter {
   /** All of `keys` at once, or none (in a cluster they must share a `{hash tag}`). */
   multiLock(keys: string[]): MultiLock {
     return new MultiLock(this, keys);
+  }
+
+  /**
+   * A counting semaphore named `key` (Redisson's layout). With `permits`, its permits are set
+   * once (`SEM.INIT`: nothing changes if it exists), before this object's first command runs.
+   */
+  semaphore(key: string, permits?: number): Semaphore {
+    return new Semaphore(this, key, permits);
+  }
+
+  /** A count-down latch named `key` (Redisson's `RCountDownLatch` layout). */
+  latch(key: string): Latch {
+    return new Latch(this, key);
   }
 
   /**
@@ -507,7 +539,7 @@ export class Session extends EventEmitter {
         const reply = await this.sendAcquire(node, spec, args);
         if (reply != null && ns && (ns.epoch !== epoch || !ns.up)) {
           // Served while the session connection was being replaced: the grant may carry its lease only.
-          await this.reattach(spec.keys, spec.owner, spec.leaseMs).catch(() => {});
+          await this.reattach(spec.keys, spec.owner, spec.leaseMs, spec.kind === "semaphore").catch(() => {});
         }
         return reply;
       } catch (e) {
@@ -535,21 +567,32 @@ export class Session extends EventEmitter {
   }
 
   private acquireArgs(spec: RunSpec): string[] {
-    const cmd = ACQUIRE_CMD[spec.kind];
-    const args =
-      spec.kind === "multi"
-        ? [cmd, String(spec.keys.length), ...spec.keys, spec.owner]
-        : [cmd, spec.keys[0], spec.owner];
-    args.push("PX", String(spec.leaseMs));
+    let args: string[];
+    if (spec.kind === "latch") args = ["LATCH.AWAIT", spec.keys[0]];
+    else if (spec.kind === "semaphore")
+      args = ["SEM.ACQUIRE", spec.keys[0], spec.owner, "PERMITS", String(spec.permits ?? 1), "PX", String(spec.leaseMs)];
+    else {
+      const cmd = ACQUIRE_CMD[spec.kind];
+      args =
+        spec.kind === "multi"
+          ? [cmd, String(spec.keys.length), ...spec.keys, spec.owner]
+          : [cmd, spec.keys[0], spec.owner];
+      args.push("PX", String(spec.leaseMs));
+    }
     if (spec.timeoutMs === undefined) args.push("BLOCK", "0");
     else if (spec.timeoutMs > 0) args.push("BLOCK", String(Math.ceil(spec.timeoutMs)));
-    args.push("FENCE");
+    if (spec.kind !== "latch" && spec.kind !== "semaphore") args.push("FENCE");
     if (spec.bind) args.push("SESSION", this.token);
     return args;
   }
 
-  /** After a cancelled wait: `LOCK.CANCEL key owner`, then `LOCK.RELEASE key owner` (MRELEASE for a multi-lock) for a grant that crossed it. */
+  /**
+   * After a cancelled wait: `LOCK.CANCEL key owner`, then `LOCK.RELEASE key owner` (MRELEASE for
+   * a multi-lock, SEM.RELEASE for a semaphore) for a grant that crossed it. A latch wait has no
+   * owner and is given nothing: closing its connection ended it.
+   */
   private async cleanup(spec: RunSpec): Promise<void> {
+    if (spec.kind === "latch") return;
     // First end the wait in the server: once LOCK.CANCEL has answered no grant can reach the
     // owner, so the release below drops exactly what crossed the cancel. (Closing the waiting
     // connection alone leaves a window: a grant written into a socket just closed looks
@@ -566,7 +609,7 @@ export class Session extends EventEmitter {
     const args =
       spec.kind === "multi"
         ? ["LOCK.MRELEASE", String(spec.keys.length), ...spec.keys, spec.owner]
-        : ["LOCK.RELEASE", spec.keys[0], spec.owner];
+        : [spec.kind === "semaphore" ? "SEM.RELEASE" : "LOCK.RELEASE", spec.keys[0], spec.owner];
     if (spec.kind === "read") args.push("READ");
     if (spec.kind === "write") args.push("WRITE");
     for (let i = 0; i < 3; i++) {
@@ -575,7 +618,7 @@ export class Session extends EventEmitter {
         return;
       } catch (e) {
         const code = replyCode(e);
-        if (code !== undefined) return; // NOTOWNER: it was never granted
+        if (code !== undefined) return; // NOTOWNER: it was never granted (EXPIRED: its lease ended, the permits are back)
         await sleep(50);
       }
     }
@@ -670,12 +713,12 @@ export class Session extends EventEmitter {
   }
 
   /** @internal */
-  register(hold: Hold, node: string): void {
+  register(hold: Bindable, node: string, sem = false): void {
     const bs: Binding[] = [];
     for (const key of hold.keys) {
       const id = bindingId(key, hold.owner);
       let b = this.bindings.get(id);
-      if (!b) this.bindings.set(id, (b = { id, key, owner: hold.owner, node, leaseMs: hold.leaseMs, holds: [] }));
+      if (!b) this.bindings.set(id, (b = { id, key, owner: hold.owner, node, leaseMs: hold.leaseMs, sem, holds: [] }));
       b.leaseMs = Math.max(b.leaseMs, hold.leaseMs);
       if (!b.holds.includes(hold)) b.holds.push(hold);
       bs.push(b);
@@ -684,7 +727,7 @@ export class Session extends EventEmitter {
   }
 
   /** @internal */
-  unregister(hold: Hold): void {
+  unregister(hold: Bindable): void {
     const bs = hold.bindings;
     if (!bs) return;
     hold.bindings = undefined;
@@ -706,11 +749,11 @@ export class Session extends EventEmitter {
   lose(b: Binding, reason: LostReason): void {
     if (this.bindings.get(b.id) !== b) return;
     this.bindings.delete(b.id);
-    const err = new LostError(b.key, b.owner, reason);
+    const err = new LostError(b.key, b.owner, reason, b.sem ? "semaphore" : "lock");
     for (const h of b.holds) h.markLost(err);
     // Whatever is left of it on the server (a hold no longer renewed) goes now rather than at its lease's end.
     if (reason === "down" || reason === "maxhold") {
-      void this.adapter.call(b.key, ["LOCK.RELEASE", b.key, b.owner]).catch(() => {});
+      void this.adapter.call(b.key, [b.sem ? "SEM.RELEASE" : "LOCK.RELEASE", b.key, b.owner]).catch(() => {});
     }
     this.emit("lost", err);
   }
@@ -735,24 +778,33 @@ export class Session extends EventEmitter {
     this.lose(b, (known.includes(reason as LostReason) ? reason : "gone") as LostReason);
   }
 
-  /** @internal `LOCK.RENEW key owner PX lease SESSION token` for each key; NOTOWNER -> lost. */
-  async reattach(keys: string[], owner: string, leaseMs: number): Promise<void> {
+  /**
+   * @internal `LOCK.RENEW key owner PX lease SESSION token` for each key (`SEM.RENEW` for a
+   * semaphore's permits); NOTOWNER (or a semaphore's EXPIRED) -> lost.
+   */
+  async reattach(keys: string[], owner: string, leaseMs: number, sem = false): Promise<void> {
     for (const key of keys) {
       const b = this.bindings.get(bindingId(key, owner));
-      await this.renewBinding(key, owner, b?.leaseMs ?? leaseMs);
+      await this.renewBinding(key, owner, b?.leaseMs ?? leaseMs, sem);
     }
   }
 
-  private async renewBinding(key: string, owner: string, leaseMs: number): Promise<void> {
+  private async renewBinding(key: string, owner: string, leaseMs: number, sem: boolean): Promise<void> {
     for (;;) {
       const b = this.bindings.get(bindingId(key, owner));
       try {
-        await this.adapter.call(key, ["LOCK.RENEW", key, owner, "PX", String(leaseMs), "SESSION", this.token]);
+        const cmd = sem ? "SEM.RENEW" : "LOCK.RENEW";
+        await this.adapter.call(key, [cmd, key, owner, "PX", String(leaseMs), "SESSION", this.token]);
         return;
       } catch (e) {
         const code = replyCode(e);
         if (code === "NOTOWNER") {
           if (b) this.lose(b, "notowner");
+          return;
+        }
+        if (code === "EXPIRED" && sem) {
+          // The permits' lease ended before the re-attach: they are back in the semaphore.
+          if (b) this.lose(b, "gone");
           return;
         }
         // NOSESSION, READONLY, a connection not back yet (a failover): try again while the binding lives.
@@ -770,7 +822,7 @@ export class Session extends EventEmitter {
 
   /** @internal Re-attaches every binding of a node after its session connection came back. */
   async reattachAll(node: string): Promise<void> {
-    await Promise.all(this.bindingsOn(node).map((b) => this.renewBinding(b.key, b.owner, b.leaseMs)));
+    await Promise.all(this.bindingsOn(node).map((b) => this.renewBinding(b.key, b.owner, b.leaseMs, b.sem)));
   }
 }
 
@@ -790,7 +842,7 @@ class OwnerSlot {
  * again through the same Lock object (re-entry) is the same Hold with `count` one more;
  * `release()` drops one.
  */
-export class Hold extends EventEmitter {
+export class Hold extends EventEmitter implements Bindable {
   readonly keys: string[];
   readonly owner: string;
   /** Fencing token of the latest acquisition (of the first key, for a multi-lock). Below 2^53 today, exact as a bigint. */

@@ -83,6 +83,22 @@ impl Session {
         }
     }
 
+    /// A semaphore (see [`crate::Semaphore`]).
+    pub fn semaphore(&self, key: impl Into<String>) -> Semaphore {
+        Semaphore {
+            rt: self.rt.clone(),
+            sem: self.s().semaphore(key),
+        }
+    }
+
+    /// A count-down latch (see [`crate::Latch`]).
+    pub fn latch(&self, key: impl Into<String>) -> Latch {
+        Latch {
+            rt: self.rt.clone(),
+            latch: self.s().latch(key),
+        }
+    }
+
     pub fn token(&self) -> &str {
         self.s().token()
     }
@@ -241,5 +257,151 @@ impl Drop for Hold {
                 let _ = self.rt.block_on(hold.release());
             }
         }
+    }
+}
+
+/// A semaphore (see [`crate::Semaphore`]).
+#[derive(Clone)]
+pub struct Semaphore {
+    rt: Arc<Runtime>,
+    sem: crate::Semaphore,
+}
+
+impl Semaphore {
+    pub fn lease(self, lease: Duration) -> Semaphore {
+        Semaphore {
+            rt: self.rt,
+            sem: self.sem.lease(lease),
+        }
+    }
+
+    pub fn key(&self) -> &str {
+        self.sem.key()
+    }
+
+    pub fn init(&self, permits: u32) -> Result<bool> {
+        self.rt.block_on(self.sem.init(permits))
+    }
+
+    pub fn add(&self, delta: i64) -> Result<i64> {
+        self.rt.block_on(self.sem.add(delta))
+    }
+
+    pub fn acquire(&self, wait: Wait) -> Result<Permits> {
+        self.acquire_many(1, wait)
+    }
+
+    pub fn acquire_many(&self, n: u32, wait: Wait) -> Result<Permits> {
+        let permits = self.rt.block_on(self.sem.acquire_many(n, wait))?;
+        Ok(Permits {
+            rt: self.rt.clone(),
+            permits: Some(permits),
+        })
+    }
+
+    pub fn total(&self) -> Result<Option<i64>> {
+        self.rt.block_on(self.sem.total())
+    }
+
+    pub fn available(&self) -> Result<i64> {
+        self.rt.block_on(self.sem.available())
+    }
+}
+
+/// Permits (see [`crate::Permits`]). Dropped unreleased, they are released before `drop`
+/// returns (errors ignored).
+pub struct Permits {
+    rt: Arc<Runtime>,
+    permits: Option<crate::Permits>,
+}
+
+impl Permits {
+    fn p(&self) -> &crate::Permits {
+        self.permits.as_ref().expect("held until released")
+    }
+
+    pub fn count(&self) -> i64 {
+        self.p().count()
+    }
+
+    pub fn key(&self) -> &str {
+        self.p().key()
+    }
+
+    pub fn owner(&self) -> &str {
+        self.p().owner()
+    }
+
+    pub fn lost(&self) -> watch::Receiver<Option<Lost>> {
+        self.p().lost()
+    }
+
+    pub fn is_lost(&self) -> bool {
+        self.p().is_lost()
+    }
+
+    /// Blocks until the permits are lost or `timeout` passes.
+    pub fn wait_lost(&self, timeout: Duration) -> Option<Lost> {
+        let mut rx = self.p().lost();
+        self.rt.block_on(async {
+            tokio::time::timeout(timeout, rx.wait_for(Option::is_some))
+                .await
+                .ok()
+                .and_then(|r| r.ok().and_then(|v| v.clone()))
+        })
+    }
+
+    pub fn release(mut self) -> Result<()> {
+        let permits = self.permits.take().expect("held until released");
+        self.rt.block_on(permits.release())
+    }
+
+    pub fn extend(&mut self, lease: Duration) -> Result<()> {
+        let rt = self.rt.clone();
+        let permits = self.permits.as_mut().expect("held until released");
+        rt.block_on(permits.extend(lease))
+    }
+}
+
+impl Drop for Permits {
+    fn drop(&mut self) {
+        if let Some(permits) = self.permits.take() {
+            if tokio::runtime::Handle::try_current().is_ok() {
+                drop(permits); // inside a runtime: released in the background
+            } else {
+                let _ = self.rt.block_on(permits.release());
+            }
+        }
+    }
+}
+
+/// A count-down latch (see [`crate::Latch`]).
+#[derive(Clone)]
+pub struct Latch {
+    rt: Arc<Runtime>,
+    latch: crate::Latch,
+}
+
+impl Latch {
+    pub fn key(&self) -> &str {
+        self.latch.key()
+    }
+
+    pub fn init(&self, count: u64, ttl: Option<Duration>) -> Result<bool> {
+        self.rt.block_on(self.latch.init(count, ttl))
+    }
+
+    pub fn count_down(&self, n: u64) -> Result<i64> {
+        self.rt.block_on(self.latch.count_down(n))
+    }
+
+    pub fn count(&self) -> Result<i64> {
+        self.rt.block_on(self.latch.count())
+    }
+
+    /// Blocks until the latch opens (`true`) or the wait runs out (`false`);
+    /// [`crate::Error::Gone`] if it expired or was deleted first.
+    pub fn wait(&self, wait: Wait) -> Result<bool> {
+        self.rt.block_on(self.latch.wait(wait))
     }
 }

@@ -4,7 +4,7 @@ use std::fmt;
 
 use crate::proto::Lost;
 
-/// What went wrong with a lock operation.
+/// What went wrong with a lock, semaphore or latch operation.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
@@ -12,6 +12,11 @@ pub enum Error {
     Busy,
     /// The owner holds no hold on this lock (`NOTOWNER`): released already, or its lease ran out.
     NotOwner,
+    /// `EXPIRED`: the owner's permits' lease ended before a release or renewal (they are back
+    /// in the semaphore's available count).
+    Expired,
+    /// `GONE`: the latch expired or was deleted before reaching zero (the detail says which).
+    Gone(String),
     /// `DEADLOCK`: a reader asked for the write lock while other readers hold it.
     Deadlock(String),
     /// The hold was lost (see [`Lost`]) before the operation.
@@ -38,6 +43,8 @@ impl fmt::Display for Error {
             Error::NotOwner => {
                 f.write_str("not the owner: the hold was released or its lease ran out")
             }
+            Error::Expired => f.write_str("expired: the permits' lease ended before this call"),
+            Error::Gone(m) => write!(f, "gone: {m}"),
             Error::Deadlock(m) => write!(f, "deadlock: {m}"),
             Error::Lost(l) => write!(f, "the lock was lost: {l}"),
             Error::Unavailable(e) => write!(f, "the server is unavailable: {e}"),
@@ -101,6 +108,8 @@ impl From<redis::RedisError> for Error {
         }
         match e.code() {
             Some("NOTOWNER") => Error::NotOwner,
+            Some("EXPIRED") => Error::Expired,
+            Some("GONE") => Error::Gone(e.detail().unwrap_or_default().to_string()),
             Some("DEADLOCK") => Error::Deadlock(e.detail().unwrap_or_default().to_string()),
             Some(code) if UNAVAILABLE_CODES.contains(&code) => Error::Unavailable(e),
             _ if is_unknown_command(&e) => {
@@ -128,6 +137,14 @@ mod tests {
         assert!(matches!(
             Error::from(reply("DEADLOCK", "x")),
             Error::Deadlock(_)
+        ));
+        assert!(matches!(
+            Error::from(reply("EXPIRED", "the owner's permits' lease ended")),
+            Error::Expired
+        ));
+        assert!(matches!(
+            Error::from(reply("GONE", "the latch expired before reaching zero")),
+            Error::Gone(m) if m.starts_with("the latch expired")
         ));
         assert!(matches!(
             Error::from(reply("LOADING", "x")),

@@ -44,6 +44,13 @@
 //! exclude each other even in one session. Re-entry is explicit: [`Hold::reenter`] takes
 //! another hold for the same owner at once; each hold is released on its own.
 //!
+//! # Semaphores and latches
+//!
+//! [`Session::semaphore`] is a semaphore (`SEM.*`): its [`Permits`] are held as locks are
+//! (bound to the session, a fresh owner per acquisition, server-side FIFO waiting, cancel
+//! with `LOCK.CANCEL` then `SEM.RELEASE`, re-attach with `SEM.RENEW ... SESSION token`, loss
+//! signals). [`Session::latch`] is a count-down latch (`LATCH.*`).
+//!
 //! # Faces
 //!
 //! This module is the tokio face; [`blocking`] has the same types for threads.
@@ -55,11 +62,15 @@ mod error;
 mod lock;
 pub mod proto;
 #[cfg(feature = "session")]
+mod sem;
+#[cfg(feature = "session")]
 mod session;
 
 pub use error::{is_connection_error, is_unknown_command, is_unusable, Error, Result};
 #[cfg(feature = "session")]
 pub use lock::{Hold, Lock, MultiLock, RwLock};
 pub use proto::{Kind, Lost, Reason, Wait};
+#[cfg(feature = "session")]
+pub use sem::{Latch, Permits, Semaphore};
 #[cfg(feature = "session")]
 pub use session::{Options, Session, Target};

@@ -8,8 +8,8 @@ use tokio::sync::watch;
 
 use crate::error::{Error, Result};
 use crate::proto::Lost;
-use crate::proto::{self, Acquire, Binding, Kind, Wait};
-use crate::session::{CallError, Entry, Inner};
+use crate::proto::{self, Acquire, Binding, Kind, SemAcquire, Wait};
+use crate::session::{CallError, Entry, Inner, Of};
 
 /// A lock of the session: exclusive on one key, one side of a read-write lock, or exclusive
 /// on several keys at once (a multi-lock). Cheap to clone; each [`Lock::acquire`] is a new
@@ -57,7 +57,15 @@ impl Lock {
     /// and releases a grant that crossed the cancel, on the runtime.
     pub async fn acquire(&self, wait: Wait) -> Result<Hold> {
         let lease = self.lease.unwrap_or(self.inner.opts.lease);
-        acquire(&self.inner, self.keys.clone(), self.kind, lease, wait, None).await
+        acquire(
+            &self.inner,
+            self.keys.clone(),
+            Of::Lock(self.kind),
+            lease,
+            wait,
+            None,
+        )
+        .await
     }
 }
 
@@ -92,10 +100,12 @@ fn unexpected(v: &redis::Value) -> Error {
     )))
 }
 
+/// Takes a hold: a lock's (`of` a kind of lock) or a semaphore's permits, bound to the
+/// session, waiting as `wait` says; a fresh owner unless `owner` is given (a re-entry).
 pub(crate) async fn acquire(
     inner: &Arc<Inner>,
     keys: Vec<String>,
-    kind: Kind,
+    of: Of,
     lease: Duration,
     wait: Wait,
     owner: Option<String>,
@@ -114,36 +124,51 @@ pub(crate) async fn acquire(
     let mut redirects = 0;
     loop {
         let sent_at = inner.generation();
-        let args = Acquire {
-            keys: &keys,
-            owner: &owner,
-            kind,
-            lease,
-            wait,
-            fence: true,
-            binding: Binding::Session(&inner.token),
-        }
-        .args();
+        let binding = Binding::Session(&inner.token);
+        let args = match of {
+            Of::Lock(kind) => Acquire {
+                keys: &keys,
+                owner: &owner,
+                kind,
+                lease,
+                wait,
+                fence: true,
+                binding,
+            }
+            .args(),
+            Of::Semaphore { permits } => SemAcquire {
+                key: &first,
+                owner: &owner,
+                permits,
+                lease,
+                wait,
+                fence: false,
+                binding,
+            }
+            .args(),
+        };
         let reply = if wait.block_ms().is_none() {
             inner
                 .command(&args, Some(&first))
                 .await
                 .map_err(CallError::Redis)
         } else {
-            inner
-                .wait_call(&node, &args, wait, &keys, &owner, kind)
-                .await
+            inner.wait_call(&node, &args, wait, &keys, &owner, of).await
         };
         let e = match reply {
             Ok(v) => {
-                return match proto::acquired(&v) {
+                let granted = match of {
+                    Of::Lock(_) => proto::acquired(&v),
+                    Of::Semaphore { .. } => proto::sem_acquired(&v).map(|n| n.map(|n| vec![n])),
+                };
+                return match granted {
                     Ok(None) => Err(Error::Busy),
                     Ok(Some(tokens)) => {
                         let (tx, rx) = watch::channel(None);
                         let entry = Entry {
                             keys: keys.clone(),
                             owner: owner.clone(),
-                            kind,
+                            of,
                             lease,
                             node: node.clone(),
                             tx,
@@ -154,7 +179,7 @@ pub(crate) async fn acquire(
                             id,
                             keys,
                             owner,
-                            kind,
+                            of,
                             lease,
                             tokens,
                             lost: rx,
@@ -166,7 +191,7 @@ pub(crate) async fn acquire(
                     }
                     Err(proto::Unexpected) => {
                         let _ = inner
-                            .command(&proto::release(&keys, &owner, kind), Some(&first))
+                            .command(&of.release(&keys, &owner), Some(&first))
                             .await;
                         Err(unexpected(&v))
                     }
@@ -209,7 +234,7 @@ pub struct Hold {
     id: u64,
     keys: Vec<String>,
     owner: String,
-    kind: Kind,
+    of: Of,
     lease: Duration,
     tokens: Vec<i64>,
     lost: watch::Receiver<Option<Lost>>,
@@ -221,7 +246,7 @@ impl std::fmt::Debug for Hold {
         f.debug_struct("Hold")
             .field("keys", &self.keys)
             .field("owner", &self.owner)
-            .field("kind", &self.kind)
+            .field("of", &self.of)
             .field("tokens", &self.tokens)
             .finish()
     }
@@ -250,7 +275,10 @@ impl Hold {
     }
 
     pub fn kind(&self) -> Kind {
-        self.kind
+        match self.of {
+            Of::Lock(kind) => kind,
+            Of::Semaphore { .. } => Kind::Exclusive,
+        }
     }
 
     /// `Some(Lost)` once the hold is lost: force-released, gone, moved, past
@@ -268,19 +296,20 @@ impl Hold {
         self.lost.borrow().clone().map(Error::Lost)
     }
 
-    /// Releases the hold (`LOCK.RELEASE`, `LOCK.MRELEASE`). [`Error::Lost`] or
-    /// [`Error::NotOwner`] if it was no longer held.
+    /// Releases the hold (`LOCK.RELEASE`, `LOCK.MRELEASE`; `SEM.RELEASE` for permits).
+    /// [`Error::Lost`] or [`Error::NotOwner`] ([`Error::Expired`] for permits) if it was no
+    /// longer held.
     pub async fn release(mut self) -> Result<()> {
         self.done = true;
         let known = self.inner.forget(self.id).is_some();
         if !known && self.inner.is_closed() && self.lost_error().is_none() {
             return Ok(()); // released when the session closed
         }
-        let args = proto::release(&self.keys, &self.owner, self.kind);
+        let args = self.of.release(&self.keys, &self.owner);
         match self.inner.command(&args, Some(&self.keys[0])).await {
             Ok(_) => Ok(()),
             Err(e) => match Error::from(e) {
-                Error::NotOwner => Err(self.lost_error().unwrap_or(Error::NotOwner)),
+                e @ (Error::NotOwner | Error::Expired) => Err(self.lost_error().unwrap_or(e)),
                 other => {
                     if known && matches!(other, Error::Unavailable(_)) {
                         // Not known to be released: try again in the background.
@@ -304,10 +333,12 @@ impl Hold {
             return Err(e);
         }
         for key in &self.keys {
-            let args = proto::renew(key, &self.owner, lease, Binding::Session(&self.inner.token));
+            let args = self
+                .of
+                .renew(key, &self.owner, lease, Binding::Session(&self.inner.token));
             if let Err(e) = self.inner.command(&args, Some(key)).await {
                 return Err(match Error::from(e) {
-                    Error::NotOwner => self.lost_error().unwrap_or(Error::NotOwner),
+                    e @ (Error::NotOwner | Error::Expired) => self.lost_error().unwrap_or(e),
                     other => other,
                 });
             }
@@ -329,7 +360,7 @@ impl Hold {
         acquire(
             &self.inner,
             self.keys.clone(),
-            self.kind,
+            self.of,
             self.lease,
             Wait::No,
             Some(self.owner.clone()),
@@ -347,7 +378,7 @@ impl Drop for Hold {
             return; // lost, or released with the session
         }
         let inner = self.inner.clone();
-        let args = proto::release(&self.keys, &self.owner, self.kind);
+        let args = self.of.release(&self.keys, &self.owner);
         let key = self.keys[0].clone();
         self.inner.handle.spawn(async move {
             let _ = inner.command(&args, Some(&key)).await;

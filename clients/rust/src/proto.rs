@@ -339,6 +339,243 @@ pub fn key_slot(key: &[u8]) -> u16 {
     crc % 16384
 }
 
+// ---- Semaphores (SEM.*) and count-down latches (LATCH.*) ----
+
+/// One `SEM.ACQUIRE`: `permits` permits of semaphore `key` for `owner`.
+#[derive(Clone, Debug)]
+pub struct SemAcquire<'a> {
+    pub key: &'a str,
+    pub owner: &'a str,
+    pub permits: u32,
+    pub lease: Duration,
+    pub wait: Wait,
+    /// `FENCE`: the reply is a fencing token instead of the permits held.
+    pub fence: bool,
+    pub binding: Binding<'a>,
+}
+
+impl SemAcquire<'_> {
+    /// `SEM.ACQUIRE key owner [PERMITS n] PX lease [KEEPALIVE | SESSION token] [BLOCK ms]
+    /// [FENCE]` (`PERMITS` left out for 1).
+    pub fn args(&self) -> Vec<String> {
+        let mut args = vec![
+            "SEM.ACQUIRE".to_string(),
+            self.key.into(),
+            self.owner.into(),
+        ];
+        if self.permits != 1 {
+            args.push("PERMITS".into());
+            args.push(self.permits.to_string());
+        }
+        args.push("PX".into());
+        args.push(millis(self.lease).to_string());
+        self.binding.push(&mut args);
+        if let Some(ms) = self.wait.block_ms() {
+            args.push("BLOCK".into());
+            args.push(ms.to_string());
+        }
+        if self.fence {
+            args.push("FENCE".into());
+        }
+        args
+    }
+}
+
+/// `SEM.INIT key permits`: sets the semaphore's permits once (reply 1), else nothing (0).
+pub fn sem_init(key: &str, permits: u32) -> Vec<String> {
+    vec!["SEM.INIT".into(), key.into(), permits.to_string()]
+}
+
+/// `SEM.ADD key delta`: adds (or takes away) permits; the reply is the permits available.
+pub fn sem_add(key: &str, delta: i64) -> Vec<String> {
+    vec!["SEM.ADD".into(), key.into(), delta.to_string()]
+}
+
+/// `SEM.RELEASE key owner [PERMITS n]`: gives back `n` of the owner's permits (all without).
+pub fn sem_release(key: &str, owner: &str, permits: Option<u32>) -> Vec<String> {
+    let mut args = vec!["SEM.RELEASE".to_string(), key.into(), owner.into()];
+    if let Some(n) = permits {
+        args.push("PERMITS".into());
+        args.push(n.to_string());
+    }
+    args
+}
+
+/// `SEM.RENEW key owner PX lease [KEEPALIVE | SESSION token]`: a new lease on all of the
+/// owner's permits, and with a binding, a re-attach.
+pub fn sem_renew(key: &str, owner: &str, lease: Duration, binding: Binding<'_>) -> Vec<String> {
+    let mut args = vec![
+        "SEM.RENEW".to_string(),
+        key.into(),
+        owner.into(),
+        "PX".into(),
+        millis(lease).to_string(),
+    ];
+    binding.push(&mut args);
+    args
+}
+
+/// `SEM.INFO key`.
+pub fn sem_info(key: &str) -> Vec<String> {
+    vec!["SEM.INFO".into(), key.into()]
+}
+
+/// `LATCH.INIT key count [PX ttl]`: sets the latch if it does not exist (reply 1), else 0.
+pub fn latch_init(key: &str, count: u64, ttl: Option<Duration>) -> Vec<String> {
+    let mut args = vec!["LATCH.INIT".to_string(), key.into(), count.to_string()];
+    if let Some(ttl) = ttl {
+        args.push("PX".into());
+        args.push(millis(ttl).to_string());
+    }
+    args
+}
+
+/// `LATCH.COUNTDOWN key [n]` (`n` left out for 1): the count left.
+pub fn latch_count_down(key: &str, n: u64) -> Vec<String> {
+    let mut args = vec!["LATCH.COUNTDOWN".to_string(), key.into()];
+    if n != 1 {
+        args.push(n.to_string());
+    }
+    args
+}
+
+/// `LATCH.AWAIT key [BLOCK ms]`.
+pub fn latch_await(key: &str, wait: Wait) -> Vec<String> {
+    let mut args = vec!["LATCH.AWAIT".to_string(), key.into()];
+    if let Some(ms) = wait.block_ms() {
+        args.push("BLOCK".into());
+        args.push(ms.to_string());
+    }
+    args
+}
+
+/// `LATCH.INFO key`.
+pub fn latch_info(key: &str) -> Vec<String> {
+    vec!["LATCH.INFO".into(), key.into()]
+}
+
+/// What an error reply's leading code word says about an owner's permits or a latch (the
+/// rest of the reply is wording, not read).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// `NOTOWNER`: the owner holds nothing (never held, released, or given to others).
+    NotOwner,
+    /// `EXPIRED`: the owner's permits' lease ended before this command; they are back in
+    /// the available count.
+    Expired,
+    /// `GONE`: the latch expired or was deleted before reaching zero.
+    Gone,
+}
+
+impl Refusal {
+    /// The refusal of an error code word, if it is one.
+    pub fn of(code: &str) -> Option<Refusal> {
+        match code {
+            "NOTOWNER" => Some(Refusal::NotOwner),
+            "EXPIRED" => Some(Refusal::Expired),
+            "GONE" => Some(Refusal::Gone),
+            _ => None,
+        }
+    }
+
+    /// Whether the code word of a release's or renewal's error says the owner no longer
+    /// holds anything there (`NOTOWNER`, `EXPIRED`): nothing to release, or the hold is lost.
+    pub fn not_held(code: Option<&str>) -> bool {
+        matches!(
+            code.and_then(Refusal::of),
+            Some(Refusal::NotOwner | Refusal::Expired)
+        )
+    }
+}
+
+/// An integer reply (`SEM.INIT`, `SEM.RELEASE`, `SEM.RENEW`, `SEM.ADD`, `LATCH.INIT`,
+/// `LATCH.COUNTDOWN`).
+pub fn integer(v: &Value) -> Result<i64, Unexpected> {
+    match v {
+        Value::Int(i) => Ok(*i),
+        _ => Err(Unexpected),
+    }
+}
+
+/// `SEM.ACQUIRE`'s reply: `Some(permits held)` (the token with `FENCE`), `None` when not
+/// taken (nil).
+pub fn sem_acquired(v: &Value) -> Result<Option<i64>, Unexpected> {
+    match v {
+        Value::Nil => Ok(None),
+        Value::Int(i) => Ok(Some(*i)),
+        _ => Err(Unexpected),
+    }
+}
+
+/// `LATCH.AWAIT`'s reply: `true` when the latch is open (0), `false` when not (yet) (nil).
+pub fn latch_opened(v: &Value) -> Result<bool, Unexpected> {
+    match v {
+        Value::Nil => Ok(false),
+        Value::Int(0) => Ok(true),
+        _ => Err(Unexpected),
+    }
+}
+
+/// A field of a map reply (RESP3) or of a flat field, value, ... array (RESP2): `SEM.INFO`,
+/// `LATCH.INFO` and their nested maps.
+pub fn field<'a>(v: &'a Value, name: &str) -> Option<&'a Value> {
+    let is = |k: &Value| match k {
+        Value::BulkString(b) => b == name.as_bytes(),
+        Value::SimpleString(s) => s == name,
+        _ => false,
+    };
+    match v {
+        Value::Map(pairs) => pairs.iter().find(|(k, _)| is(k)).map(|(_, v)| v),
+        Value::Array(items) if items.len() % 2 == 0 => {
+            items.chunks(2).find(|p| is(&p[0])).map(|p| &p[1])
+        }
+        Value::Attribute { data, .. } => field(data, name),
+        _ => None,
+    }
+}
+
+/// An integer field of a map reply.
+pub fn int_field(v: &Value, name: &str) -> Option<i64> {
+    match field(v, name)? {
+        Value::Int(i) => Some(*i),
+        _ => None,
+    }
+}
+
+/// One holder of a semaphore, as `SEM.INFO` lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SemHolder {
+    pub owner: String,
+    pub permits: i64,
+    /// Ms left of its lease, -1 for none.
+    pub ttl: i64,
+    /// The id of the connection that keeps it alive (`KEEPALIVE` / `SESSION`), if any.
+    pub keepalive_client: Option<i64>,
+}
+
+/// The holders in a `SEM.INFO` reply (none for nil).
+pub fn sem_holders(info: &Value) -> Vec<SemHolder> {
+    let list = match field(info, "holders") {
+        Some(Value::Array(items)) | Some(Value::Set(items)) => items.as_slice(),
+        _ => &[],
+    };
+    list.iter()
+        .filter_map(|h| {
+            let owner = match field(h, "owner")? {
+                Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                Value::SimpleString(s) => s.clone(),
+                _ => return None,
+            };
+            Some(SemHolder {
+                owner,
+                permits: int_field(h, "permits").unwrap_or(0),
+                ttl: int_field(h, "ttl").unwrap_or(-1),
+                keepalive_client: int_field(h, "keepalive_client"),
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -436,5 +673,125 @@ mod tests {
         assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"user1000"));
         assert_eq!(key_slot(b"{}x"), key_slot(b"{}x"));
         assert_eq!(key_slot(b"123456789"), 0x31C3);
+    }
+
+    #[test]
+    fn semaphore_and_latch_commands() {
+        let a = SemAcquire {
+            key: "pool",
+            owner: "h:1:ab",
+            permits: 1,
+            lease: Duration::from_secs(30),
+            wait: Wait::Forever,
+            fence: false,
+            binding: Binding::Keepalive,
+        };
+        assert_eq!(
+            line(&a.args()),
+            "SEM.ACQUIRE pool h:1:ab PX 30000 KEEPALIVE BLOCK 0"
+        );
+        let b = SemAcquire {
+            permits: 3,
+            wait: Wait::No,
+            fence: true,
+            binding: Binding::Session("t"),
+            ..a.clone()
+        };
+        assert_eq!(
+            line(&b.args()),
+            "SEM.ACQUIRE pool h:1:ab PERMITS 3 PX 30000 SESSION t FENCE"
+        );
+        assert_eq!(line(&sem_init("pool", 4)), "SEM.INIT pool 4");
+        assert_eq!(line(&sem_add("pool", -2)), "SEM.ADD pool -2");
+        assert_eq!(line(&sem_release("pool", "o", None)), "SEM.RELEASE pool o");
+        assert_eq!(
+            line(&sem_release("pool", "o", Some(2))),
+            "SEM.RELEASE pool o PERMITS 2"
+        );
+        assert_eq!(
+            line(&sem_renew(
+                "pool",
+                "o",
+                Duration::from_millis(900),
+                Binding::Session("t")
+            )),
+            "SEM.RENEW pool o PX 900 SESSION t"
+        );
+        assert_eq!(line(&sem_info("pool")), "SEM.INFO pool");
+        assert_eq!(line(&latch_init("l", 3, None)), "LATCH.INIT l 3");
+        assert_eq!(
+            line(&latch_init("l", 3, Some(Duration::from_secs(2)))),
+            "LATCH.INIT l 3 PX 2000"
+        );
+        assert_eq!(line(&latch_count_down("l", 1)), "LATCH.COUNTDOWN l");
+        assert_eq!(line(&latch_count_down("l", 4)), "LATCH.COUNTDOWN l 4");
+        assert_eq!(line(&latch_await("l", Wait::No)), "LATCH.AWAIT l");
+        assert_eq!(
+            line(&latch_await("l", Wait::For(Duration::from_millis(250)))),
+            "LATCH.AWAIT l BLOCK 250"
+        );
+        assert_eq!(line(&latch_info("l")), "LATCH.INFO l");
+    }
+
+    #[test]
+    fn semaphore_and_latch_replies() {
+        assert_eq!(Refusal::of("NOTOWNER"), Some(Refusal::NotOwner));
+        assert_eq!(Refusal::of("EXPIRED"), Some(Refusal::Expired));
+        assert_eq!(Refusal::of("GONE"), Some(Refusal::Gone));
+        assert_eq!(Refusal::of("ERR"), None);
+        assert!(Refusal::not_held(Some("EXPIRED")) && Refusal::not_held(Some("NOTOWNER")));
+        assert!(!Refusal::not_held(Some("GONE")) && !Refusal::not_held(None));
+        assert_eq!(sem_acquired(&Value::Nil), Ok(None));
+        assert_eq!(sem_acquired(&Value::Int(2)), Ok(Some(2)));
+        assert!(sem_acquired(&Value::Okay).is_err());
+        assert_eq!(latch_opened(&Value::Int(0)), Ok(true));
+        assert_eq!(latch_opened(&Value::Nil), Ok(false));
+        assert!(latch_opened(&Value::Int(3)).is_err());
+        let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        let holder = Value::Array(vec![
+            bulk("owner"),
+            bulk("w1"),
+            bulk("permits"),
+            Value::Int(2),
+            bulk("ttl"),
+            Value::Int(900),
+            bulk("keepalive_client"),
+            Value::Int(7),
+        ]);
+        let resp2 = Value::Array(vec![
+            bulk("permits"),
+            Value::Int(4),
+            bulk("available"),
+            Value::Int(2),
+            bulk("holders"),
+            Value::Array(vec![holder.clone()]),
+            bulk("waiters"),
+            Value::Int(0),
+        ]);
+        let resp3 = Value::Map(vec![
+            (Value::SimpleString("permits".into()), Value::Int(4)),
+            (
+                bulk("holders"),
+                Value::Array(vec![Value::Map(vec![
+                    (bulk("owner"), bulk("w1")),
+                    (bulk("permits"), Value::Int(2)),
+                    (bulk("ttl"), Value::Int(900)),
+                    (bulk("keepalive_client"), Value::Int(7)),
+                ])]),
+            ),
+        ]);
+        for v in [resp2, resp3] {
+            assert_eq!(int_field(&v, "permits"), Some(4));
+            assert_eq!(
+                sem_holders(&v),
+                vec![SemHolder {
+                    owner: "w1".into(),
+                    permits: 2,
+                    ttl: 900,
+                    keepalive_client: Some(7)
+                }]
+            );
+        }
+        assert!(sem_holders(&Value::Nil).is_empty());
     }
 }

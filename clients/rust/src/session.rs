@@ -21,6 +21,7 @@ use tokio::sync::{mpsc, watch};
 use crate::error::{is_unusable, Error, Result};
 use crate::lock::{Lock, RwLock};
 use crate::proto::{self, Binding, Kind, Lost, Message, Reason};
+use crate::sem::{Latch, Semaphore};
 
 /// Where the session connects: one server, a Sentinel-monitored master, or a cluster.
 pub struct Target(pub(crate) Backend);
@@ -128,11 +129,57 @@ impl Options {
     }
 }
 
+/// What a hold is of: a lock (of some kind), or permits of a semaphore.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Of {
+    Lock(Kind),
+    /// `permits`: how many an acquire asks for.
+    Semaphore {
+        permits: u32,
+    },
+}
+
+impl Of {
+    /// What drops the owner's hold: `LOCK.RELEASE` / `LOCK.MRELEASE`, or `SEM.RELEASE key
+    /// owner` (all its permits).
+    pub fn release(self, keys: &[String], owner: &str) -> Vec<String> {
+        match self {
+            Of::Lock(kind) => proto::release(keys, owner, kind),
+            Of::Semaphore { .. } => {
+                proto::sem_release(keys.first().map_or("", String::as_str), owner, None)
+            }
+        }
+    }
+
+    /// A new lease and binding: `LOCK.RENEW` or `SEM.RENEW`.
+    pub fn renew(
+        self,
+        key: &str,
+        owner: &str,
+        lease: Duration,
+        binding: Binding<'_>,
+    ) -> Vec<String> {
+        match self {
+            Of::Lock(_) => proto::renew(key, owner, lease, binding),
+            Of::Semaphore { .. } => proto::sem_renew(key, owner, lease, binding),
+        }
+    }
+
+    /// Whether the code word of a release's or renewal's error says the owner holds nothing
+    /// there any more: `NOTOWNER`, and for a semaphore `EXPIRED` too.
+    pub fn not_held(self, code: Option<&str>) -> bool {
+        match self {
+            Of::Lock(_) => code == Some("NOTOWNER"),
+            Of::Semaphore { .. } => proto::Refusal::not_held(code),
+        }
+    }
+}
+
 /// A hold the session keeps: re-attached after a reconnect, signalled when lost.
 pub(crate) struct Entry {
     pub keys: Vec<String>,
     pub owner: String,
-    pub kind: Kind,
+    pub of: Of,
     pub lease: Duration,
     pub node: String,
     pub tx: watch::Sender<Option<Lost>>,
@@ -404,11 +451,12 @@ impl Inner {
         }
     }
 
-    /// After a cancelled wait: ends the owner's waits in the server (`LOCK.CANCEL`), after
-    /// which no grant can reach it, then releases a grant that crossed the cancel. Closing
+    /// After a cancelled wait: ends the owner's waits in the server (`LOCK.CANCEL`, for
+    /// semaphore waits too), after which no grant can reach it, then releases a grant that
+    /// crossed the cancel (`LOCK.RELEASE`, or `SEM.RELEASE`: `NOTOWNER` / `EXPIRED` ignored). Closing
     /// the waiting connection alone is not enough: a grant written into a socket the client
     /// just closed looks delivered to the server.
-    pub async fn clean_cancelled(&self, keys: &[String], owner: &str, kind: Kind) {
+    pub async fn clean_cancelled(&self, keys: &[String], owner: &str, of: Of) {
         let key = keys.first().map(String::as_str);
         for attempt in 0..3 {
             match self.command(&proto::cancel(keys, owner), key).await {
@@ -420,7 +468,7 @@ impl Inner {
                 Err(_) => break,
             }
         }
-        let _ = self.command(&proto::release(keys, owner, kind), key).await;
+        let _ = self.command(&of.release(keys, owner), key).await;
     }
 
     /// Sends a waiting acquire on a dedicated connection of `node`. Cancelled (the future
@@ -433,7 +481,7 @@ impl Inner {
         wait: proto::Wait,
         keys: &[String],
         owner: &str,
-        kind: Kind,
+        of: Of,
     ) -> std::result::Result<Value, CallError> {
         let wc = self.checkout(node).await?;
         let con = wc.con.clone();
@@ -443,7 +491,7 @@ impl Inner {
             wc: Some(wc),
             keys: keys.to_vec(),
             owner: owner.to_string(),
-            kind,
+            of,
             armed: true,
         };
         let cmd = proto::cmd(args);
@@ -497,23 +545,23 @@ impl Inner {
         }
         let hold = lock(&self.holds)
             .get(&id)
-            .map(|e| (e.keys.clone(), e.owner.clone(), e.lease));
-        if let Some((keys, owner, lease)) = hold {
+            .map(|e| (e.keys.clone(), e.owner.clone(), e.of, e.lease));
+        if let Some((keys, owner, of, lease)) = hold {
             for key in &keys {
-                self.reattach_one(id, key, &owner, lease).await;
+                self.reattach_one(id, key, &owner, of, lease).await;
             }
         }
     }
 
-    async fn reattach_one(&self, id: u64, key: &str, owner: &str, lease: Duration) {
-        let args = proto::renew(key, owner, lease, Binding::Session(&self.token));
+    async fn reattach_one(&self, id: u64, key: &str, owner: &str, of: Of, lease: Duration) {
+        let args = of.renew(key, owner, lease, Binding::Session(&self.token));
         // A command connection to a server gone or demoted is replaced after its error: once
         // more on the new one.
         for _ in 0..2 {
             let sent = self.command(&args, Some(key));
             match tokio::time::timeout(self.opts.response_timeout, sent).await {
                 Ok(Ok(_)) => return,
-                Ok(Err(e)) if e.code() == Some("NOTOWNER") => {
+                Ok(Err(e)) if of.not_held(e.code()) => {
                     self.lose_id(id, key, Reason::NotOwner);
                     return;
                 }
@@ -527,14 +575,14 @@ impl Inner {
 
     /// Re-attaches every hold on `node` to the session connection named just now.
     async fn reattach(&self, node: &str) {
-        let holds: Vec<(u64, Vec<String>, String, Duration)> = lock(&self.holds)
+        let holds: Vec<(u64, Vec<String>, String, Of, Duration)> = lock(&self.holds)
             .iter()
             .filter(|(_, e)| e.node == node)
-            .map(|(id, e)| (*id, e.keys.clone(), e.owner.clone(), e.lease))
+            .map(|(id, e)| (*id, e.keys.clone(), e.owner.clone(), e.of, e.lease))
             .collect();
-        for (id, keys, owner, lease) in holds {
+        for (id, keys, owner, of, lease) in holds {
             for key in &keys {
-                self.reattach_one(id, key, &owner, lease).await;
+                self.reattach_one(id, key, &owner, of, lease).await;
             }
         }
     }
@@ -753,7 +801,7 @@ impl Inner {
         for e in &holds {
             let _ = self
                 .command(
-                    &proto::release(&e.keys, &e.owner, e.kind),
+                    &e.of.release(&e.keys, &e.owner),
                     e.keys.first().map(String::as_str),
                 )
                 .await;
@@ -771,7 +819,7 @@ struct CancelGuard {
     wc: Option<WaitConn>,
     keys: Vec<String>,
     owner: String,
-    kind: Kind,
+    of: Of,
     armed: bool,
 }
 
@@ -794,13 +842,13 @@ impl Drop for CancelGuard {
         // Closes the waiting connection: the last handle of it, whose task ends with it.
         drop(self.wc.take());
         let inner = self.inner.clone();
-        let (keys, owner, kind) = (
+        let (keys, owner, of) = (
             std::mem::take(&mut self.keys),
             std::mem::take(&mut self.owner),
-            self.kind,
+            self.of,
         );
         self.inner.handle.spawn(async move {
-            inner.clean_cancelled(&keys, &owner, kind).await;
+            inner.clean_cancelled(&keys, &owner, of).await;
         });
     }
 }
@@ -979,6 +1027,17 @@ impl Session {
             keys.into_iter().map(Into::into).collect(),
             Kind::Exclusive,
         )
+    }
+
+    /// A semaphore on `key` (`SEM.*`): [`Semaphore::init`] sets its total once,
+    /// [`Semaphore::acquire`] takes a permit bound to this session.
+    pub fn semaphore(&self, key: impl Into<String>) -> Semaphore {
+        Semaphore::new(self.inner.clone(), key.into())
+    }
+
+    /// A count-down latch on `key` (`LATCH.*`).
+    pub fn latch(&self, key: impl Into<String>) -> Latch {
+        Latch::new(self.inner.clone(), key.into())
     }
 
     /// The session's token (`LOCK.SESSION`); owners are `<token>:<n>`.

@@ -7,12 +7,14 @@
         print(hold.token)
 """
 
-from ._sync import Hold, Lock, MultiLock, RWLock, Session
+from ._sync import Hold, Latch, Lock, MultiLock, Permit, RWLock, Semaphore, Session
 from .dropin import ModuleLock, close_default_session, default_session
 from .errors import (
     BusyError,
     CommandError,
     DeadlockError,
+    ExpiredError,
+    LatchGone,
     LockError,
     LostError,
     ModuleNotLoadedError,
@@ -26,12 +28,17 @@ __all__ = [
     "RWLock",
     "MultiLock",
     "Hold",
+    "Semaphore",
+    "Permit",
+    "Latch",
     "ModuleLock",
     "default_session",
     "close_default_session",
     "LockError",
     "BusyError",
     "NotOwnerError",
+    "ExpiredError",
+    "LatchGone",
     "DeadlockError",
     "LostError",
     "UnavailableError",

@@ -9,6 +9,8 @@ from .errors import (
     BusyError,
     CommandError,
     DeadlockError,
+    ExpiredError,
+    LatchGone,
     LockError,
     ModuleNotLoadedError,
     NotOwnerError,
@@ -84,6 +86,10 @@ def map_error(err, what=""):
         code = error_code(err)
         if code == "NOSESSION":
             return NoSession(str(err))
+        if code == "EXPIRED":
+            return ExpiredError(str(err))
+        if code == "GONE":
+            return LatchGone(str(err))
         if code == "NOTOWNER":
             return NotOwnerError(str(err))
         if code == "DEADLOCK":
@@ -92,6 +98,11 @@ def map_error(err, what=""):
             return ModuleNotLoadedError(
                 f"the lock module on this server is too old for sessions ({err}): load a build "
                 "with LOCK.SESSION (--loadmodule /path/to/liblock.so)"
+            )
+        if is_module_missing(err) and ("'sem." in str(err).lower() or "'latch." in str(err).lower()):
+            return ModuleNotLoadedError(
+                f"the server does not know the SEM.*/LATCH.* commands ({err}): load a build of the "
+                "lock module that has them (--loadmodule /path/to/liblock.so)"
             )
         if is_module_missing(err):
             return ModuleNotLoadedError(
@@ -138,6 +149,66 @@ def resp2(kwargs):
     kwargs["protocol"] = 2  # redis-py 8 speaks RESP3 unless told
     for k in ("maint_notifications_pool_handler", "maint_notifications_config"):
         kwargs.pop(k, None)
+
+
+def sem_acquire_args(key, owner, permits, lease_ms, session_token, block):
+    args = ["SEM.ACQUIRE", key, owner, "PERMITS", permits, "PX", lease_ms, "SESSION", session_token]
+    if block is not None:
+        args += ["BLOCK", block]
+    return args
+
+
+def check_permits(permits, what="permits"):
+    if isinstance(permits, bool) or not isinstance(permits, int):
+        raise TypeError(f"{what} must be an int")
+    if permits < 1:
+        raise ValueError(f"{what} must be at least 1")
+    return permits
+
+
+def sem_busy(key, permits, timeout):
+    if timeout == 0:
+        return BusyError(f"semaphore {key!r}: {permits} permit(s) not available now (or others wait first)")
+    return BusyError(f"semaphore {key!r}: {permits} permit(s) not acquired within {timeout} s")
+
+
+def _text(v):
+    return v.decode("utf-8", "replace") if isinstance(v, (bytes, bytearray)) else v
+
+
+def as_map(reply):
+    """A map reply (a dict in RESP3, a flat array in RESP2) -> a dict with str keys."""
+    if reply is None:
+        return None
+    if isinstance(reply, dict):
+        items = reply.items()
+    else:
+        items = zip(reply[::2], reply[1::2])
+    return {_text(k): v for k, v in items}
+
+
+def sem_info(reply):
+    """``SEM.INFO``'s reply -> a dict (None for a missing semaphore); holders'
+    owners as str."""
+    info = as_map(reply)
+    if info is None:
+        return None
+    holders = []
+    for h in info.get("holders") or []:
+        h = as_map(h)
+        h["owner"] = _text(h["owner"])
+        holders.append(h)
+    info["holders"] = holders
+    return info
+
+
+def latch_ttl_args(ttl):
+    """``ttl`` in seconds (None: no expiry) -> ``PX ms``."""
+    if ttl is None:
+        return []
+    if ttl <= 0:
+        raise ValueError("ttl must be None or > 0 seconds")
+    return ["PX", max(1, math.ceil(ttl * 1000))]
 
 
 def cancel_args(acquire_args):

@@ -1,4 +1,5 @@
-"""The threaded flavour: Session, Lock, RWLock, MultiLock, Hold."""
+"""The threaded flavour: Session, Lock, RWLock, MultiLock, Hold, Semaphore,
+Permit, Latch."""
 
 import itertools
 import logging
@@ -11,6 +12,8 @@ from redis.retry import Retry
 
 from . import _common as c
 from .errors import LockError, LostError, NotOwnerError, UnavailableError
+
+__all__ = ["Session", "Lock", "RWLock", "MultiLock", "Hold", "Semaphore", "Permit", "Latch"]
 
 log = logging.getLogger("redis_lock_client")
 
@@ -39,6 +42,8 @@ def _get_conn(pool):
 
 
 def release_args(kind, keys, owner):
+    if kind == "s":
+        return ["SEM.RELEASE", keys[0], owner]
     if kind == "m":
         return ["LOCK.MRELEASE", len(keys), *keys, owner]
     args = ["LOCK.RELEASE", keys[0], owner]
@@ -62,7 +67,8 @@ def blocking_call(client, cluster, args, block, cleanup_args, on_cleanup_failed,
     connection is closed, ``LOCK.CANCEL key owner`` ends the wait in the
     server (closing alone leaves a window: a grant written into the closed
     socket looks delivered), then ``cleanup_args`` (a LOCK.RELEASE of the
-    owner) releases a grant that crossed the cancel.
+    owner) releases a grant that crossed the cancel.  ``cleanup_args=None``: a
+    wait that grants nothing (``LATCH.AWAIT``), only the connection is closed.
     """
     key = args[2] if args[0] == "LOCK.MACQUIRE" else args[1]
     pool = _pool_of(client, cluster, key)
@@ -94,7 +100,7 @@ def blocking_call(client, cluster, args, block, cleanup_args, on_cleanup_failed,
     except BaseException as e:
         conn.disconnect()
         pool.release(conn)
-        if sent:
+        if sent and cleanup_args is not None:
             try:
                 client.execute_command(*c.cancel_args(args))
             except rex.ResponseError:
@@ -388,6 +394,17 @@ class Session:
         must share one ``{hash tag}``."""
         return MultiLock(self, keys)
 
+    def semaphore(self, name, permits=None):
+        """A counting semaphore whose permits are bound to this session
+        (``SEM.*``); ``permits``: set the total once (``SEM.INIT``) if the
+        semaphore does not exist yet."""
+        return Semaphore(self, name, permits)
+
+    def latch(self, name):
+        """A count-down latch (``LATCH.*``) on this session's client (a latch
+        needs no session: ``Latch(client, name)`` is the same)."""
+        return Latch(self.client, name)
+
     def on_lost(self, callback):
         """``callback(hold)`` is called (on the session's thread) when a hold is lost."""
         self._callbacks.append(callback)
@@ -475,6 +492,45 @@ class Session:
             self._reattach_owner(owner, keys)
         return h
 
+    def _sem_acquire(self, key, permits, timeout):
+        if self._closed:
+            raise LockError("session is closed")
+        block = c.block_ms(timeout)
+        with self._lock:
+            owner = f"{self.token}:{next(self._owner_ids)}"  # fresh: never re-entered
+        node = self._node_of(key)
+        self._session_conn(node)
+        epoch = self._epoch
+        args = c.sem_acquire_args(key, owner, permits, self.lease_ms, self.token, block)
+        try:
+            reply = self._blocking(args, "s", (key,), owner, block)
+        except c.NoSession:
+            self._wait_session(key)
+            try:
+                reply = self._blocking(args, "s", (key,), owner, block)
+            except c.NoSession as e:
+                raise UnavailableError(f"session not registered on the server: {e}") from None
+        if reply is None:
+            raise c.sem_busy(key, permits, timeout)
+        p = Permit(self, key, owner, int(reply), node)
+        with self._lock:
+            self._by_owner.setdefault(owner, []).append(p)
+        if self._epoch != epoch:
+            self._reattach_owner(owner, (key,))
+        return p
+
+    def _sem_release_some(self, p, n):
+        """``SEM.RELEASE key owner PERMITS n``: gives back ``n`` of the permits
+        (fewer than held), the permit stays held."""
+        try:
+            left = self.client.execute_command("SEM.RELEASE", p.key, p.owner, "PERMITS", n)
+        except Exception as e:
+            err = c.map_error(e, "release")
+            if isinstance(err, NotOwnerError):
+                self._mark_lost(p, "gone")
+            raise err from e
+        p.permits = int(left)
+
     def _track(self, kind, keys, owner, tokens):
         """Adopt a hold taken outside ``acquire`` (the drop-in's) for re-attach
         and loss signals."""
@@ -558,16 +614,17 @@ class Session:
         if h.count <= 0:
             raise LockError("hold already released")
         lease = int(lease_ms or self.lease_ms)
+        cmd = "SEM.RENEW" if h.kind == "s" else "LOCK.RENEW"
         try:
             for k in h.keys:
-                self._renew_key(k, h.owner, lease)
-        except NotOwnerError:
+                self._renew_key(k, h.owner, lease, cmd)
+        except NotOwnerError:  # also EXPIRED (ExpiredError)
             self._mark_lost(h, "gone")
             raise
         return lease
 
-    def _renew_key(self, key, owner, lease):
-        args = ["LOCK.RENEW", key, owner, "PX", lease, "SESSION", self.token]
+    def _renew_key(self, key, owner, lease, cmd="LOCK.RENEW"):
+        args = [cmd, key, owner, "PX", lease, "SESSION", self.token]
         try:
             return self._execute(*args)
         except c.NoSession:
@@ -661,11 +718,17 @@ class Session:
         for owner, keys in owners.items():
             self._reattach_owner(owner, sorted(keys))
 
+    def _renew_cmd(self, owner):
+        with self._lock:
+            hs = self._by_owner.get(owner)
+            return "SEM.RENEW" if hs and hs[0].kind == "s" else "LOCK.RENEW"
+
     def _reattach_owner(self, owner, keys):
+        cmd = self._renew_cmd(owner)
         for key in keys:
             try:
-                self._renew_key(key, owner, self.lease_ms)
-            except NotOwnerError:
+                self._renew_key(key, owner, self.lease_ms, cmd)
+            except NotOwnerError:  # also a semaphore's EXPIRED
                 with self._lock:
                     hs = list(self._by_owner.get(owner, ()))
                 for h in hs:
@@ -758,3 +821,190 @@ class MultiLock(_Acquirable):
         if not keys:
             raise ValueError("a multi-lock needs at least one key")
         super().__init__(session, keys)
+
+
+class Permit(Hold):
+    """Permits of a semaphore held by one owner: what
+    :meth:`Semaphore.acquire` returns.
+
+    ``permits`` is how many it holds, ``owner`` its owner id (fresh for every
+    acquisition), ``lost`` a :class:`threading.Event` set when the permits are
+    lost (``lost_reason`` as a :class:`Hold`'s: ``forced``, ``gone``,
+    ``maxhold``, ``moved``, ``notowner``, ``session-down``).  The permits are
+    bound to the session, kept alive while it lives and re-attached
+    (``SEM.RENEW ... SESSION``) when its connection is re-made.  A context
+    manager: leaving it releases every permit.  Not re-entrant: each
+    :meth:`Semaphore.acquire` takes permits of its own.
+    """
+
+    def __init__(self, session, key, owner, permits, node):
+        super().__init__(session, "s", (key,), owner, [], node)
+        self.permits = permits
+
+    @property
+    def token(self):
+        return None  # no fencing token for permits
+
+    def check(self):
+        """Raise :class:`LostError` if the permits were lost."""
+        if self.lost_reason is not None:
+            raise LostError(f"permits of semaphore {self.key!r} were lost: {self.lost_reason}")
+
+    def release(self, permits=None):
+        """Give back ``permits`` of the permits (default: all).  A lost
+        permit releases quietly; ``NOTOWNER``/``EXPIRED`` from the server
+        raise :class:`NotOwnerError` / :class:`ExpiredError` and mark it lost."""
+        if permits is not None:
+            c.check_permits(permits)
+            if self.count > 0 and self.lost_reason is None:
+                if permits > self.permits:
+                    raise ValueError(f"release of {permits} permits: {self.permits} held")
+                if permits < self.permits:
+                    return self.session._sem_release_some(self, permits)
+        self.session._release(self)
+
+    def extend(self, lease_ms=None):
+        """A new lease from now (``SEM.RENEW ... SESSION``), still kept alive
+        by the session.  Returns the lease in ms."""
+        return self.session._renew(self, lease_ms)
+
+    def __repr__(self):
+        state = "lost" if self.lost_reason is not None else ("held" if self.count else "released")
+        return f"<Permit {self.key!r} owner={self.owner} permits={self.permits} {state}>"
+
+
+class Semaphore:
+    """A counting semaphore (``SEM.*``), fair (FIFO), with permits bound to
+    a session: they are kept alive while the session lives and come back
+    within one lease when the process dies.
+
+    ``Semaphore(session, name, permits=None)`` (or ``session.semaphore(name,
+    permits)``).  Given a redis client instead of a session, the client's
+    :func:`~redis_lock_client.default_session` is used.  ``permits``: the
+    total, set once (``SEM.INIT``, before this object's first command) if
+    the semaphore does not exist yet; without it, acquires wait until
+    someone sets it.  The lease is the session's ``lease_ms``.
+    """
+
+    def __init__(self, session, name, permits=None):
+        self._session = session if isinstance(session, Session) else None
+        self._client = None if self._session is not None else session
+        self.name = name
+        self.initial_permits = permits
+        if permits is not None and (isinstance(permits, bool) or not isinstance(permits, int) or permits < 0):
+            raise ValueError("permits must be None or an int >= 0")
+        self._init_done = permits is None
+
+    @property
+    def session(self):
+        """The session the permits are bound to (a client's default session
+        is made, or made anew after it was closed, when first needed)."""
+        if self._session is None or (self._session._closed and self._client is not None):
+            from .dropin import default_session
+
+            self._session = default_session(self._client)
+        return self._session
+
+    def _execute(self, *args):
+        return self.session._execute(*args)
+
+    def _ensure_init(self):
+        if not self._init_done:
+            self._execute("SEM.INIT", self.name, self.initial_permits)
+            self._init_done = True
+
+    def init(self, permits):
+        """``SEM.INIT``: set the total to ``permits`` if the semaphore does not
+        exist (after this object's own ``permits``, if given).  True if set,
+        False if it existed (nothing changed)."""
+        self._ensure_init()
+        return bool(self._execute("SEM.INIT", self.name, permits))
+
+    def acquire(self, permits=1, blocking=True, timeout=None):
+        """Take ``permits`` permits -> :class:`Permit`.  ``timeout=None`` waits
+        forever, ``0`` (or ``blocking=False``) tries once, ``seconds`` waits that
+        long; then :class:`BusyError`.  Waiters are served first come first
+        served: one asking for 3 is never overtaken by later ones asking for 1,
+        and a try does not overtake anyone queued."""
+        c.check_permits(permits)
+        if not blocking:
+            if timeout not in (None, 0):
+                raise ValueError("can't specify a timeout for a non-blocking acquire")
+            timeout = 0
+        self._ensure_init()
+        return self.session._sem_acquire(self.name, permits, timeout)
+
+    def info(self):
+        """``SEM.INFO`` as a dict (``permits``, ``available``, ``holders``: a
+        list of dicts with ``owner``, ``permits``, ``ttl``, ``keepalive_client``,
+        ``waiters``), or None if the semaphore does not exist."""
+        self._ensure_init()
+        return c.sem_info(self._execute("SEM.INFO", self.name))
+
+    def available(self):
+        """Permits available now (0 for a missing semaphore)."""
+        info = self.info()
+        return 0 if info is None else int(info["available"])
+
+    def add(self, delta):
+        """``SEM.ADD``: add (or with a negative ``delta`` take away) permits
+        from the total.  Returns the permits available now."""
+        self._ensure_init()
+        return int(self._execute("SEM.ADD", self.name, delta))
+
+    def __enter__(self):
+        p = self.acquire()
+        stack = self.__dict__.setdefault("_stacks", threading.local())
+        stack.__dict__.setdefault("permits", []).append(p)
+        return p
+
+    def __exit__(self, *exc):
+        self._stacks.permits.pop().release()
+
+
+class Latch:
+    """A count-down latch (``LATCH.*``, Redisson's ``RCountDownLatch``): it
+    opens when its count reaches zero.  ``Latch(client, name)`` (a session
+    works too: its client is used).  Waiting is ``LATCH.AWAIT ... BLOCK`` on
+    a pooled connection, as lock waits."""
+
+    def __init__(self, client, name):
+        if isinstance(client, Session):
+            client = client.client
+        self.client = client
+        self.name = name
+        self.cluster = _is_cluster(client)
+
+    def _execute(self, *args):
+        try:
+            return self.client.execute_command(*args)
+        except Exception as e:
+            raise c.map_error(e, str(args[0])) from e
+
+    def init(self, count, ttl=None):
+        """Set the count if the latch does not exist (``LATCH.INIT``); ``ttl``
+        in seconds (None: no expiry).  True if set, False if it existed."""
+        return bool(self._execute("LATCH.INIT", self.name, count, *c.latch_ttl_args(ttl)))
+
+    def count_down(self, n=1):
+        """Count down by ``n``; returns the count left (0: open)."""
+        return int(self._execute("LATCH.COUNTDOWN", self.name, n))
+
+    def count(self):
+        """The count now (0: open, also for a missing latch)."""
+        info = self.info()
+        return 0 if info is None else int(info["count"])
+
+    def info(self):
+        """``LATCH.INFO`` as a dict (``count``, ``ttl``, ``waiters``) or None."""
+        return c.as_map(self._execute("LATCH.INFO", self.name))
+
+    def wait(self, timeout=None):
+        """Wait until the latch opens: True when open, False when ``timeout``
+        (seconds; ``0``: just look) ran out.  :class:`LatchGone` if the latch
+        ended without reaching zero (deleted, expired)."""
+        block = c.block_ms(timeout)
+        args = ["LATCH.AWAIT", self.name]
+        if block is not None:
+            args += ["BLOCK", block]
+        return blocking_call(self.client, self.cluster, args, block, None, None) is not None

@@ -22,6 +22,16 @@ class NotOwnerError(LockError):
     """The server says this owner holds no hold on the lock (``NOTOWNER``)."""
 
 
+class ExpiredError(NotOwnerError):
+    """A semaphore's permits ended with their lease before this release or
+    renewal (``EXPIRED``): they are back in the available count."""
+
+
+class LatchGone(LockError):
+    """A latch waited for ended without reaching zero (``GONE``): it was
+    deleted, overwritten or flushed, or its expiry passed."""
+
+
 class DeadlockError(LockError):
     """A read-write lock's upgrade would wait for its own read holds (``DEADLOCK``)."""
 

@@ -7,6 +7,7 @@
 ``hold.lost`` is an :class:`asyncio.Event`; re-entry is per task; a
 cancelled ``acquire`` (``task.cancel()``, ``asyncio.timeout``) closes its
 waiting connection and releases a grant that raced the cancel.
+``Semaphore``/``Permit``/``Latch`` are the sync ones' twins.
 """
 
 import asyncio
@@ -24,7 +25,16 @@ from .._sync import release_args
 from ..errors import LockError, LostError, NotOwnerError, UnavailableError
 from .dropin import ModuleLock, close_default_session, default_session
 
-__all__ = ["Session", "Hold", "ModuleLock", "default_session", "close_default_session"]
+__all__ = [
+    "Session",
+    "Hold",
+    "Semaphore",
+    "Permit",
+    "Latch",
+    "ModuleLock",
+    "default_session",
+    "close_default_session",
+]
 
 log = logging.getLogger("redis_lock_client")
 _CMD = {"x": "LOCK.ACQUIRE", "r": "LOCK.RACQUIRE", "w": "LOCK.WACQUIRE", "m": "LOCK.MACQUIRE"}
@@ -88,7 +98,7 @@ async def blocking_call(client, cluster, args, block, cleanup_args, on_cleanup_f
     except BaseException as e:
         await conn.disconnect(nowait=True)
         await _release_conn(release)
-        if sent:
+        if sent and cleanup_args is not None:
             try:
                 await client.execute_command(*c.cancel_args(args))
             except rex.ResponseError:
@@ -358,6 +368,14 @@ class Session:
             raise ValueError("a multi-lock needs at least one key")
         return _Acquirable(self, "m", keys)
 
+    def semaphore(self, name, permits=None):
+        """A semaphore whose permits are bound to this session (see :class:`Semaphore`)."""
+        return Semaphore(self, name, permits)
+
+    def latch(self, name):
+        """A count-down latch on this session's client (see :class:`Latch`)."""
+        return Latch(self.client, name)
+
     def on_lost(self, callback):
         """``callback(hold)``, a function or a coroutine function."""
         self._callbacks.append(callback)
@@ -427,6 +445,42 @@ class Session:
             await self._reattach_owner(owner, keys)
         return h
 
+    async def _sem_acquire(self, key, permits, timeout):
+        if self._closed:
+            raise LockError("session is closed")
+        block = c.block_ms(timeout)
+        owner = f"{self.token}:{next(self._owner_ids)}"  # fresh: never re-entered
+        node = self._node_of(key)
+        await self._session_conn(node)
+        epoch = self._epoch
+        args = c.sem_acquire_args(key, owner, permits, self.lease_ms, self.token, block)
+        cleanup = release_args("s", (key,), owner)
+        try:
+            reply = await blocking_call(self.client, self.cluster, args, block, cleanup, self._pending.append)
+        except c.NoSession:
+            await self._wait_session(key)
+            try:
+                reply = await blocking_call(self.client, self.cluster, args, block, cleanup, self._pending.append)
+            except c.NoSession as e:
+                raise UnavailableError(f"session not registered on the server: {e}") from None
+        if reply is None:
+            raise c.sem_busy(key, permits, timeout)
+        p = Permit(self, key, owner, int(reply), node)
+        self._by_owner.setdefault(owner, []).append(p)
+        if self._epoch != epoch:
+            await self._reattach_owner(owner, (key,))
+        return p
+
+    async def _sem_release_some(self, p, n):
+        try:
+            left = await self.client.execute_command("SEM.RELEASE", p.key, p.owner, "PERMITS", n)
+        except Exception as e:
+            err = c.map_error(e, "release")
+            if isinstance(err, NotOwnerError):
+                self._mark_lost(p, "gone")
+            raise err from e
+        p.permits = int(left)
+
     def _track(self, kind, keys, owner, tokens):
         h = Hold(self, kind, tuple(keys), owner, tokens, self._node_of(keys[0]))
         self._by_owner.setdefault(owner, []).append(h)
@@ -486,16 +540,17 @@ class Session:
     async def _renew(self, h, lease_ms):
         h.check()
         lease = int(lease_ms or self.lease_ms)
+        cmd = "SEM.RENEW" if h.kind == "s" else "LOCK.RENEW"
         try:
             for k in h.keys:
-                await self._renew_key(k, h.owner, lease)
-        except NotOwnerError:
+                await self._renew_key(k, h.owner, lease, cmd)
+        except NotOwnerError:  # also EXPIRED (ExpiredError)
             self._mark_lost(h, "gone")
             raise
         return lease
 
-    async def _renew_key(self, key, owner, lease):
-        args = ["LOCK.RENEW", key, owner, "PX", lease, "SESSION", self.token]
+    async def _renew_key(self, key, owner, lease, cmd="LOCK.RENEW"):
+        args = [cmd, key, owner, "PX", lease, "SESSION", self.token]
         try:
             return await self._execute(*args)
         except c.NoSession:
@@ -573,10 +628,12 @@ class Session:
             await self._reattach_owner(owner, sorted(keys))
 
     async def _reattach_owner(self, owner, keys):
+        hs = self._by_owner.get(owner)
+        cmd = "SEM.RENEW" if hs and hs[0].kind == "s" else "LOCK.RENEW"
         for key in keys:
             try:
-                await self._renew_key(key, owner, self.lease_ms)
-            except NotOwnerError:
+                await self._renew_key(key, owner, self.lease_ms, cmd)
+            except NotOwnerError:  # also a semaphore's EXPIRED
                 for h in list(self._by_owner.get(owner, ())):
                     self._mark_lost(h, "notowner")
                 return
@@ -632,3 +689,150 @@ class RWLock:
 
     def write_lock(self):
         return _Acquirable(self.session, "w", (self.name,))
+
+
+class Permit(Hold):
+    """Permits of a semaphore held by one owner (see the sync ``Permit``);
+    ``lost`` is an :class:`asyncio.Event`."""
+
+    def __init__(self, session, key, owner, permits, node):
+        super().__init__(session, "s", (key,), owner, [], node)
+        self.permits = permits
+
+    token = property(lambda self: None)  # no fencing token for permits
+
+    def check(self):
+        if self.lost_reason is not None:
+            raise LostError(f"permits of semaphore {self.key!r} were lost: {self.lost_reason}")
+
+    async def release(self, permits=None):
+        """Give back ``permits`` of the permits (default: all)."""
+        if permits is not None:
+            c.check_permits(permits)
+            if self.count > 0 and self.lost_reason is None:
+                if permits > self.permits:
+                    raise ValueError(f"release of {permits} permits: {self.permits} held")
+                if permits < self.permits:
+                    return await self.session._sem_release_some(self, permits)
+        await self.session._release(self)
+
+    def __repr__(self):
+        state = "lost" if self.lost_reason is not None else ("held" if self.count else "released")
+        return f"<Permit {self.key!r} owner={self.owner} permits={self.permits} {state}>"
+
+
+class Semaphore:
+    """The asyncio ``Semaphore`` (see the sync one): ``Semaphore(session,
+    name, permits=None)`` or ``session.semaphore(name, permits)``; given a
+    ``redis.asyncio`` client instead of a session, its ``default_session``
+    is used (opened at the first command).  ``await sem.acquire(...)`` ->
+    :class:`Permit`; ``async with sem as permit:`` takes one permit."""
+
+    def __init__(self, session, name, permits=None):
+        if permits is not None and (isinstance(permits, bool) or not isinstance(permits, int) or permits < 0):
+            raise ValueError("permits must be None or an int >= 0")
+        self._session = session if isinstance(session, Session) else None
+        self._client = None if self._session is not None else session
+        self.name = name
+        self.initial_permits = permits
+        self._init_done = permits is None
+
+    async def _get_session(self):
+        if self._session is None or (self._session._closed and self._client is not None):
+            self._session = await default_session(self._client)
+        return self._session
+
+    @property
+    def session(self):
+        return self._session
+
+    async def _execute(self, *args):
+        return await (await self._get_session())._execute(*args)
+
+    async def _ensure_init(self):
+        if not self._init_done:
+            await self._execute("SEM.INIT", self.name, self.initial_permits)
+            self._init_done = True
+
+    async def init(self, permits):
+        """``SEM.INIT`` (after this object's own ``permits``, if given): True
+        if set, False if the semaphore existed."""
+        await self._ensure_init()
+        return bool(await self._execute("SEM.INIT", self.name, permits))
+
+    async def acquire(self, permits=1, blocking=True, timeout=None):
+        """Take ``permits`` permits -> :class:`Permit` (``timeout`` as the sync
+        ``Semaphore.acquire``; then :class:`BusyError`)."""
+        c.check_permits(permits)
+        if not blocking:
+            if timeout not in (None, 0):
+                raise ValueError("can't specify a timeout for a non-blocking acquire")
+            timeout = 0
+        await self._ensure_init()
+        return await (await self._get_session())._sem_acquire(self.name, permits, timeout)
+
+    async def info(self):
+        """``SEM.INFO`` as a dict, or None if the semaphore does not exist."""
+        await self._ensure_init()
+        return c.sem_info(await self._execute("SEM.INFO", self.name))
+
+    async def available(self):
+        info = await self.info()
+        return 0 if info is None else int(info["available"])
+
+    async def add(self, delta):
+        await self._ensure_init()
+        return int(await self._execute("SEM.ADD", self.name, delta))
+
+    async def __aenter__(self):
+        p = await self.acquire()
+        self.__dict__.setdefault("_held", {}).setdefault(asyncio.current_task(), []).append(p)
+        return p
+
+    async def __aexit__(self, *exc):
+        task = asyncio.current_task()
+        stack = self._held[task]
+        p = stack.pop()
+        if not stack:
+            del self._held[task]
+        await p.release()
+
+
+class Latch:
+    """The asyncio count-down latch (see the sync ``Latch``)."""
+
+    def __init__(self, client, name):
+        if isinstance(client, Session):
+            client = client.client
+        self.client = client
+        self.name = name
+        self.cluster = _is_cluster(client)
+
+    async def _execute(self, *args):
+        try:
+            return await self.client.execute_command(*args)
+        except Exception as e:
+            raise c.map_error(e, str(args[0])) from e
+
+    async def init(self, count, ttl=None):
+        """``LATCH.INIT``; ``ttl`` in seconds.  True if set, False if it existed."""
+        return bool(await self._execute("LATCH.INIT", self.name, count, *c.latch_ttl_args(ttl)))
+
+    async def count_down(self, n=1):
+        return int(await self._execute("LATCH.COUNTDOWN", self.name, n))
+
+    async def count(self):
+        info = await self.info()
+        return 0 if info is None else int(info["count"])
+
+    async def info(self):
+        return c.as_map(await self._execute("LATCH.INFO", self.name))
+
+    async def wait(self, timeout=None):
+        """True when the latch is open, False when ``timeout`` ran out;
+        :class:`LatchGone` if it ended without reaching zero."""
+        block = c.block_ms(timeout)
+        args = ["LATCH.AWAIT", self.name]
+        if block is not None:
+            args += ["BLOCK", block]
+        return await blocking_call(self.client, self.cluster, args, block, None, None) is not None

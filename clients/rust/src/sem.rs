@@ -1,0 +1,261 @@
+//! Semaphores (`SEM.*`) and count-down latches (`LATCH.*`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::{RedisError, Value};
+use tokio::sync::watch;
+
+use crate::error::{Error, Result};
+use crate::lock::{self, Hold};
+use crate::proto::{self, Lost, Wait};
+use crate::session::{Inner, Of, WAIT_MARGIN};
+
+fn unexpected(what: &str, v: &Value) -> Error {
+    Error::Other(RedisError::from((
+        redis::ErrorKind::Parse,
+        "unexpected reply",
+        format!("{what}: {v:?}"),
+    )))
+}
+
+/// A semaphore of the session: at most its total of permits held at once, across every
+/// client (Redisson's `RSemaphore` / `RPermitExpirableSemaphore` layout). Permits are held as
+/// locks are: bound to the session (`SESSION token`), a fresh owner per acquisition, waited
+/// for in the server's first-come-first-served queue, re-attached after a reconnect, and
+/// signalled when lost. Cheap to clone.
+#[derive(Clone)]
+pub struct Semaphore {
+    inner: Arc<Inner>,
+    key: String,
+    lease: Option<Duration>,
+}
+
+impl Semaphore {
+    pub(crate) fn new(inner: Arc<Inner>, key: String) -> Semaphore {
+        Semaphore {
+            inner,
+            key,
+            lease: None,
+        }
+    }
+
+    /// This semaphore's permits with another lease than the session's.
+    pub fn lease(mut self, lease: Duration) -> Semaphore {
+        self.lease = Some(lease);
+        self
+    }
+
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// Sets the total of permits once (`SEM.INIT`): `true` if set, `false` if the semaphore
+    /// exists already (nothing changed; see [`Semaphore::total`]).
+    pub async fn init(&self, permits: u32) -> Result<bool> {
+        let v = self.call(&proto::sem_init(&self.key, permits)).await?;
+        proto::integer(&v)
+            .map(|n| n == 1)
+            .map_err(|_| unexpected("SEM.INIT", &v))
+    }
+
+    /// Adds `delta` permits (`SEM.ADD`; negative takes them away, held ones stay held): the
+    /// permits available now.
+    pub async fn add(&self, delta: i64) -> Result<i64> {
+        let v = self.call(&proto::sem_add(&self.key, delta)).await?;
+        proto::integer(&v).map_err(|_| unexpected("SEM.ADD", &v))
+    }
+
+    /// Takes one permit, waiting as `wait` says: [`Error::Busy`] if not taken. Dropping the
+    /// future while it waits ends the wait in the server (`LOCK.CANCEL`) and gives back a
+    /// permit that crossed the cancel (`SEM.RELEASE`), on the runtime.
+    pub async fn acquire(&self, wait: Wait) -> Result<Permits> {
+        self.acquire_many(1, wait).await
+    }
+
+    /// Takes `n` permits at once (all or none; a caller asking for many is never overtaken
+    /// by later callers asking for fewer).
+    pub async fn acquire_many(&self, n: u32, wait: Wait) -> Result<Permits> {
+        let lease = self.lease.unwrap_or(self.inner.opts.lease);
+        let hold = lock::acquire(
+            &self.inner,
+            vec![self.key.clone()],
+            Of::Semaphore { permits: n },
+            lease,
+            wait,
+            None,
+        )
+        .await?;
+        Ok(Permits { hold })
+    }
+
+    /// The total of permits (`SEM.INFO` `permits`: available plus held by owners), `None`
+    /// when the semaphore does not exist.
+    pub async fn total(&self) -> Result<Option<i64>> {
+        let v = self.call(&proto::sem_info(&self.key)).await?;
+        Ok(proto::int_field(&v, "permits"))
+    }
+
+    /// The permits available now (0 when the semaphore does not exist).
+    pub async fn available(&self) -> Result<i64> {
+        let v = self.call(&proto::sem_info(&self.key)).await?;
+        Ok(proto::int_field(&v, "available").unwrap_or(0))
+    }
+
+    async fn call(&self, args: &[String]) -> Result<Value> {
+        self.inner.check_open()?;
+        Ok(self.inner.command(args, Some(&self.key)).await?)
+    }
+}
+
+/// Permits held by one owner of a semaphore. The server keeps them while the session lives;
+/// [`Permits::lost`] says when they end otherwise. Release them with [`Permits::release`];
+/// dropped unreleased, they are released in the background (as a [`Hold`]).
+#[derive(Debug)]
+pub struct Permits {
+    hold: Hold,
+}
+
+impl Permits {
+    /// How many permits the owner holds (the `SEM.ACQUIRE` reply).
+    pub fn count(&self) -> i64 {
+        self.hold.token()
+    }
+
+    pub fn key(&self) -> &str {
+        &self.hold.keys()[0]
+    }
+
+    /// The owner the permits were granted to (`<session-token>:<n>`).
+    pub fn owner(&self) -> &str {
+        self.hold.owner()
+    }
+
+    /// `Some(Lost)` once the permits are lost: gone (the semaphore deleted, its lease ended
+    /// on a stalled server), not held at a re-attach (`NOTOWNER` or `EXPIRED`), or the session
+    /// connection down longer than the lease.
+    pub fn lost(&self) -> watch::Receiver<Option<Lost>> {
+        self.hold.lost()
+    }
+
+    pub fn is_lost(&self) -> bool {
+        self.hold.is_lost()
+    }
+
+    /// Gives every permit back (`SEM.RELEASE key owner`). [`Error::Lost`], or
+    /// [`Error::NotOwner`] / [`Error::Expired`], if they were no longer held.
+    pub async fn release(self) -> Result<()> {
+        self.hold.release().await
+    }
+
+    /// Sets a new lease from now on every permit (`SEM.RENEW ... SESSION token`).
+    pub async fn extend(&mut self, lease: Duration) -> Result<()> {
+        self.hold.extend(lease).await
+    }
+}
+
+/// A count-down latch (Redisson's `RCountDownLatch` layout): open once its count reaches
+/// zero. Waiting is done by the server (`LATCH.AWAIT ... BLOCK`) on a dedicated waiting
+/// connection; a latch holds nothing, so dropping a wait only closes that connection.
+#[derive(Clone)]
+pub struct Latch {
+    inner: Arc<Inner>,
+    key: String,
+}
+
+impl Latch {
+    pub(crate) fn new(inner: Arc<Inner>, key: String) -> Latch {
+        Latch { inner, key }
+    }
+
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// Sets the count if the latch does not exist (`LATCH.INIT`), with an expiry if `ttl`:
+    /// `true` if set, `false` if it exists already.
+    pub async fn init(&self, count: u64, ttl: Option<Duration>) -> Result<bool> {
+        let v = self.call(&proto::latch_init(&self.key, count, ttl)).await?;
+        proto::integer(&v)
+            .map(|n| n == 1)
+            .map_err(|_| unexpected("LATCH.INIT", &v))
+    }
+
+    /// Counts down by `n` (`LATCH.COUNTDOWN`): the count left, 0 when open (also for a latch
+    /// that does not exist).
+    pub async fn count_down(&self, n: u64) -> Result<i64> {
+        let v = self.call(&proto::latch_count_down(&self.key, n)).await?;
+        proto::integer(&v).map_err(|_| unexpected("LATCH.COUNTDOWN", &v))
+    }
+
+    /// The count now (`LATCH.INFO`), 0 when open (the latch does not exist).
+    pub async fn count(&self) -> Result<i64> {
+        let v = self.call(&proto::latch_info(&self.key)).await?;
+        Ok(proto::int_field(&v, "count").unwrap_or(0))
+    }
+
+    /// Waits as `wait` says for the latch to open: `true` once open, `false` if the wait ran
+    /// out (`Wait::No`: at once). [`Error::Gone`] when the latch expired or was deleted
+    /// before reaching zero.
+    pub async fn wait(&self, wait: Wait) -> Result<bool> {
+        self.inner.check_open()?;
+        let args = proto::latch_await(&self.key, wait);
+        let v = if wait.block_ms().is_none() {
+            self.inner.command(&args, Some(&self.key)).await?
+        } else {
+            self.blocking_await(&args, wait).await?
+        };
+        proto::latch_opened(&v).map_err(|_| unexpected("LATCH.AWAIT", &v))
+    }
+
+    /// `LATCH.AWAIT ... BLOCK` on a waiting connection of the key's node, following `MOVED`.
+    /// The connection goes back to the pool only once answered: dropped mid-wait, it is
+    /// closed, which ends the wait in the server.
+    async fn blocking_await(&self, args: &[String], wait: Wait) -> Result<Value> {
+        let mut node = self.inner.node_of(&self.key);
+        let cmd = proto::cmd(args);
+        for _ in 0..5 {
+            let mut wc = self.inner.checkout(&node).await?;
+            let send = wc.con.send_packed_command(&cmd);
+            let reply = match wait {
+                Wait::For(d) => match tokio::time::timeout(d + WAIT_MARGIN, send).await {
+                    Ok(r) => r,
+                    Err(_) => {
+                        return Err(Error::Unavailable(RedisError::from((
+                            redis::ErrorKind::Io,
+                            "no reply to LATCH.AWAIT in time",
+                        ))))
+                    }
+                },
+                _ => send.await,
+            }
+            .and_then(Value::extract_error);
+            match reply {
+                Ok(v) => {
+                    self.inner.checkin(&node, wc);
+                    return Ok(v);
+                }
+                Err(e) if crate::is_unusable(&e) => return Err(e.into()),
+                Err(e) => {
+                    self.inner.checkin(&node, wc);
+                    match e.redirect_node() {
+                        Some((addr, _)) if e.code() == Some("MOVED") => {
+                            self.inner.moved(&self.key, addr);
+                            node = addr.to_string();
+                        }
+                        _ => return Err(e.into()),
+                    }
+                }
+            }
+        }
+        Err(Error::Unavailable(RedisError::from((
+            redis::ErrorKind::Io,
+            "too many redirections",
+        ))))
+    }
+
+    async fn call(&self, args: &[String]) -> Result<Value> {
+        self.inner.check_open()?;
+        Ok(self.inner.command(args, Some(&self.key)).await?)
+    }
+}
