@@ -30,6 +30,7 @@ use crate::waiters::{registry, Grant};
 use crate::{blocking, holds, keepalive, latches, semaphore_handoff, sessions};
 use crate::{replication, server_settings};
 use lock_rules::error::LockError;
+use lock_rules::keys::semaphores_of_permits_key;
 use lock_rules::lock_id::LockId;
 
 /// The deferred work, on a master that may be written now.
@@ -104,6 +105,9 @@ impl KeyspaceHandler for KeyspaceEvents {
             return;
         }
         let db = ffi::selected_db(ctx);
+        if event == b"new" {
+            return new_key(ctx, db, key);
+        }
         latches::key_event(ctx, db, event, key);
         // Expiry and eviction end holds through `ExpiryEvents`.
         if event != b"expired" && event != b"evicted" {
@@ -124,6 +128,31 @@ impl KeyspaceHandler for KeyspaceEvents {
             db,
             key: Cow::Owned(key.to_vec()),
         };
+        deferred::defer_key(ctx, lock);
+    }
+}
+
+/// A key was created (heard once a caller waited on a semaphore): a
+/// semaphore someone waits for whose counter or permit set now exists is
+/// looked at again, since it may have been created as another type (`RPUSH`
+/// on a missing semaphore fires no other event the module hears), and its
+/// waiters must then hear `WRONGTYPE`.
+fn new_key(ctx: &Context, db: i32, key: &[u8]) {
+    let Ok(reg) = registry() else {
+        return;
+    };
+    let mut names: Vec<&[u8]> = semaphores_of_permits_key(key);
+    names.push(key);
+    names.retain(|name| reg.has_waiters(db, name));
+    let locks: Vec<LockId<'static>> = names
+        .into_iter()
+        .map(|name| LockId {
+            db,
+            key: Cow::Owned(name.to_vec()),
+        })
+        .collect();
+    drop(reg);
+    for lock in locks {
         deferred::defer_key(ctx, lock);
     }
 }
@@ -167,16 +196,20 @@ pub fn watch_for_waiters(ctx: &Context) {
 
 static WATCHING_STRINGS: AtomicBool = AtomicBool::new(false);
 
-/// Starts listening to string events (`incrby`, `set`...), at the first
-/// wait on a semaphore or a latch: Redisson's clients give permits back and
-/// count latches down with INCRBY/DECR, and their waiters here must hear it.
-/// Every string command on the server then calls into the module (a
-/// lookup that finds no waiter, for keys nobody waits on).
+/// Starts listening to string events (`incrby`, `set`...) and key creations
+/// (`new`), at the first wait on a semaphore or a latch: Redisson's clients
+/// give permits back and count latches down with INCRBY/DECR, and their
+/// waiters here must hear it; a missing semaphore someone waits for may be
+/// created as another type. Every string command and key creation on the
+/// server then calls into the module (a lookup that finds no waiter, for
+/// keys nobody waits on).
 pub fn watch_strings(ctx: &Context) {
     if WATCHING_STRINGS.swap(true, Relaxed) {
         return;
     }
-    if !ffi::subscribe_string_events::<KeyspaceEvents>(ctx) {
+    if !ffi::subscribe_string_events::<KeyspaceEvents>(ctx)
+        || !ffi::subscribe_new_key_events::<KeyspaceEvents>(ctx)
+    {
         ffi::log_warning(
             ctx,
             "lock: could not subscribe to string events; semaphore and latch \

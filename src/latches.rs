@@ -214,11 +214,26 @@ pub fn key_event(ctx: &Context, db: i32, event: &[u8], key: &[u8]) {
     }
     match event {
         b"expired" => gone(ctx, &latch, true),
+        // A TTL set on a latch someone awaits: a timer at its end.
+        b"expire" => watch_expiry(ctx, latch),
+        b"persist" => {}
         b"del" | b"evicted" | b"rename_from" | b"move_from" => gone(ctx, &latch, false),
         // Written in place (Redisson's count-down script DECRs, then DELs
         // at zero; a SET, a RESTORE, a renamed key landing here): what it
         // holds now decides.
         _ => recheck(ctx, &latch),
+    }
+}
+
+/// Keeps a timer at the latch's deadline as it is now.
+fn watch_expiry(ctx: &Context, latch: LatchName) {
+    let name = ffi::string(ctx, &latch.1);
+    let Some(at) = Key::open(ctx, &name, false).and_then(|key| key.expires_at()) else {
+        return;
+    };
+    let mut l = latches();
+    if l.by_latch.contains_key(&latch) {
+        arm_expiry_timer(ctx, &mut l, latch, at);
     }
 }
 

@@ -76,7 +76,7 @@ impl<'c> SemaphoreKeys<'c> {
         }
         if !writes.added.is_empty() {
             for Permit { id, until } in &writes.added {
-                self.permits.zset_add(ctx, *until as f64, id);
+                store::as_own(|| self.permits.zset_add(ctx, *until as f64, id));
                 if native {
                     ffi::replicate(
                         ctx,
@@ -108,7 +108,7 @@ impl<'c> SemaphoreKeys<'c> {
             // Like SET, the key API drops the TTL: keep it, as Redisson's
             // INCRBY and DECRBY do.
             let at = self.counter.expires_at();
-            self.counter.string_set(ctx, value.to_string().as_bytes());
+            store::as_own(|| self.counter.string_set(ctx, value.to_string().as_bytes()));
             if let Some(at) = at {
                 self.counter.expire_at(at);
             }

@@ -31,6 +31,15 @@ pub fn is_own_notification() -> bool {
     NOTIFYING.load(Relaxed)
 }
 
+/// Runs `write` (a key API call that can fire the server's own events, the
+/// `new` of a key it creates) with those events known as this module's.
+pub fn as_own<R>(write: impl FnOnce() -> R) -> R {
+    NOTIFYING.store(true, Relaxed);
+    let result = write();
+    NOTIFYING.store(false, Relaxed);
+    result
+}
+
 /// The keyspace event the native command would fire.
 pub fn notify_own(ctx: &Context, class: c_int, event: &CStr, name: &RedisString) {
     NOTIFYING.store(true, Relaxed);

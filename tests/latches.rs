@@ -118,6 +118,28 @@ fn an_expiring_latch_answers_its_waiters_gone_at_its_expiry() {
     assert_eq!(q::<i64>(&mut a, &["LATCH.AWAIT", "l"]), 0);
 }
 
+/// A TTL set on a latch after callers began to wait (`PEXPIRE`) gets the
+/// module's timer too: they are answered GONE at that expiry (Redis's own
+/// expiry is switched off here), not at their BLOCK time.
+#[test]
+fn an_expiry_set_while_callers_wait_answers_them_gone_at_it() {
+    let server = Server::start();
+    let mut con = server.client();
+    let _: () = q(&mut con, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    assert_eq!(q::<i64>(&mut con, &["LATCH.INIT", "m", "3"]), 1);
+    let mut waiter = await_on(&server, &mut con, "m", "60000", 1);
+    assert_eq!(q::<i64>(&mut con, &["PEXPIRE", "m", "300"]), 1);
+    let at = pexpiretime(&mut con, "m");
+    assert_eq!(
+        gone(&mut waiter),
+        "GONE the latch expired before reaching zero"
+    );
+    let time: Vec<i64> = q(&mut con, &["TIME"]);
+    let now = time[0] * 1000 + time[1] / 1000;
+    assert!(now >= at, "answered at {now}, before the expiry at {at}");
+    assert!(!exists(&mut con, "m"));
+}
+
 /// A latch deleted (DEL, UNLINK, FLUSHALL) or overwritten with something
 /// that is not a count answers its waiters GONE; one counted down by hand
 /// (SET to a smaller count) keeps them.

@@ -929,7 +929,7 @@ fn keys_of_other_types_are_refused() {
 /// module hears string and generic keyspace events only, so the waiter
 /// waits until its BLOCK time runs out (for ever with BLOCK 0).
 #[test]
-#[ignore = "module bug: a waited semaphore key written as a list (after a DEL) is not heard"]
+
 fn a_waiter_whose_semaphore_is_deleted_then_written_as_a_list_is_answered_wrongtype() {
     let server = Server::start();
     let mut con = server.client();

@@ -64,6 +64,25 @@ pub fn permits_key_in_slot(semaphore: &[u8]) -> Result<Vec<u8>, LockError> {
     }
 }
 
+/// The semaphores whose permit set `key` would be (the inverse of
+/// [`permits_key`]): none for a key that is no permit set's name, two for
+/// `{t}:timeout` (the set of `t` and of `{t}` alike, as in Redisson).
+pub fn semaphores_of_permits_key(key: &[u8]) -> Vec<&[u8]> {
+    let Some(prefix) = key.strip_suffix(b":timeout") else {
+        return Vec::new();
+    };
+    let mut names = Vec::with_capacity(2);
+    if let Some(inner) = prefix.strip_prefix(b"{").and_then(|p| p.strip_suffix(b"}")) {
+        if !inner.contains(&b'{') {
+            names.push(inner);
+        }
+    }
+    if prefix.contains(&b'{') {
+        names.push(prefix);
+    }
+    names
+}
+
 /// Where Redisson's semaphore waiters listen: `redisson_sc:{key}`.
 pub fn semaphore_channel(semaphore: &[u8]) -> Vec<u8> {
     prefixed(b"redisson_sc", semaphore)
@@ -238,5 +257,22 @@ mod tests {
         assert!(token_key_in_slot(b"order:1").is_ok());
         let e = token_key_in_slot(b"{}x").unwrap_err();
         assert!(e.to_string().starts_with("CROSSSLOT"), "{e}");
+    }
+
+    #[test]
+    fn a_permit_set_names_its_semaphores() {
+        for name in [&b"pool"[..], b"a{tag}b", b"{t}x", b"x:timeout", b"{t}"] {
+            let permits = permits_key(name);
+            assert!(
+                semaphores_of_permits_key(&permits).contains(&name),
+                "{permits:?}"
+            );
+        }
+        assert_eq!(
+            semaphores_of_permits_key(b"{t}:timeout"),
+            vec![&b"t"[..], b"{t}"]
+        );
+        assert!(semaphores_of_permits_key(b"pool").is_empty());
+        assert!(semaphores_of_permits_key(b"pool:timeout").is_empty());
     }
 }

@@ -500,11 +500,15 @@ impl<T: Queued> SemaphoreTransition<T> {
     /// (available plus held) kept within 0 to [`MAX_PERMITS`]. Returns the
     /// permits available.
     pub fn add(&mut self, queue: &mut Fifo<T>, delta: i64) -> Result<i64, LockError> {
-        self.reclaim_expired();
-        let total = i128::from(self.available()) + i128::from(self.held()) + i128::from(delta);
+        // Permits whose lease ended count as available: the total is the
+        // same before and after they are taken back, and a refusal changes
+        // nothing.
+        let total =
+            i128::from(self.available()) + self.state.permits.len() as i128 + i128::from(delta);
         if !(0..=i128::from(MAX_PERMITS)).contains(&total) {
             return Err(LockError::permits_out_of_range("SEM.ADD", total));
         }
+        self.reclaim_expired();
         self.add_available(delta);
         if delta > 0 {
             self.returned = true;
@@ -516,11 +520,17 @@ impl<T: Queued> SemaphoreTransition<T> {
     /// SEM.GIVE: `n` owner-less permits back to the counter (created if
     /// missing), as RSemaphore's release. Returns the permits available.
     pub fn give(&mut self, queue: &mut Fifo<T>, n: u32) -> Result<i64, LockError> {
-        self.reclaim_expired();
-        let after = i128::from(self.available()) + i128::from(n);
+        let ended = self
+            .state
+            .permits
+            .iter()
+            .filter(|p| expired(p.until, self.now_ms))
+            .count();
+        let after = i128::from(self.available()) + ended as i128 + i128::from(n);
         if after > i128::from(MAX_PERMITS) {
             return Err(LockError::permits_out_of_range("SEM.GIVE", after));
         }
+        self.reclaim_expired();
         self.add_available(i64::from(n));
         self.returned = true;
         self.settle(queue);
@@ -948,5 +958,24 @@ mod tests {
         assert_eq!(t.renew(&mut q, b"a", 1000), Ok(2));
         assert!(t.finish().added.iter().all(|p| p.until == 1000));
         assert_eq!(t.renew(&mut q, b"z", 1000), Err(LockError::no_permits()));
+    }
+
+    #[test]
+    fn a_refused_add_or_give_changes_nothing_even_with_ended_leases() {
+        let mut q: Fifo<Request> = Fifo::default();
+        let state = SemaphoreState {
+            available: Some(1),
+            permits: vec![Permit {
+                id: b"a:1".to_vec(),
+                until: 10,
+            }],
+        };
+        let mut t = tx(state.clone(), 100);
+        assert!(t.add(&mut q, MAX_PERMITS).is_err());
+        assert!(t.give(&mut q, u32::MAX).is_err());
+        assert_eq!(t.state(), &state);
+        assert_eq!(t.finish(), SemaphoreWrites::default());
+        assert_eq!(t.add(&mut q, -2), Ok(0));
+        assert!(t.state().permits.is_empty());
     }
 }

@@ -143,7 +143,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> RedisResult {
         if key.kind() != KeyKind::Empty {
             return Ok(RedisValue::Integer(0));
         }
-        key.string_set(ctx, count.to_string().as_bytes());
+        store::as_own(|| key.string_set(ctx, count.to_string().as_bytes()));
         let at = match lease {
             Some(ms) => {
                 let at = ffi::now_ms()

@@ -58,6 +58,18 @@ pub fn subscribe_string_events<H: KeyspaceHandler>(ctx: &Context) -> bool {
     } == OK)
 }
 
+/// Key creations (`new`; servers before 7.0 never send them).
+pub fn subscribe_new_key_events<H: KeyspaceHandler>(ctx: &Context) -> bool {
+    // SAFETY: ctx is live; the callback is monomorphised for H.
+    api!(RedisModule_SubscribeToKeyspaceEvents).is_some_and(|f| unsafe {
+        f(
+            ctx.ctx,
+            raw::REDISMODULE_NOTIFY_NEW,
+            Some(on_keyspace_event::<H>),
+        )
+    } == OK)
+}
+
 /// Only expiry and eviction: no command (this module's own writes
 /// included) fires them, so listening costs the lock commands nothing.
 pub fn subscribe_expiry_events<H: KeyspaceHandler>(ctx: &Context) -> bool {
