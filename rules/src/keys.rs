@@ -57,7 +57,9 @@ pub fn permits_key(semaphore: &[u8]) -> Vec<u8> {
 /// semaphore (a name with an empty or unmatched `{`).
 pub fn permits_key_in_slot(semaphore: &[u8]) -> Result<Vec<u8>, LockError> {
     let key = permits_key(semaphore);
-    if key_slot(&key) == key_slot(semaphore) {
+    // `{name}:timeout` hashes as `name` does: only a name with its own `{`
+    // can land elsewhere.
+    if !semaphore.contains(&b'{') || key_slot(&key) == key_slot(semaphore) {
         Ok(key)
     } else {
         Err(LockError::permits_key_cross_slot(&key))

@@ -195,7 +195,8 @@ pub struct SemaphoreTally {
 /// One atomic change of one semaphore.
 #[derive(Debug)]
 pub struct SemaphoreTransition<T> {
-    before: HashMap<Vec<u8>, i64>,
+    /// The permits as read, by id (to tell what changed).
+    before: Vec<Permit>,
     available_before: Option<i64>,
     state: SemaphoreState,
     now_ms: i64,
@@ -211,11 +212,11 @@ pub struct SemaphoreTransition<T> {
 impl<T: Queued> SemaphoreTransition<T> {
     pub fn new(state: SemaphoreState, now_ms: i64, token: TokenValue) -> Self {
         Self {
-            before: state
-                .permits
-                .iter()
-                .map(|p| (p.id.clone(), p.until))
-                .collect(),
+            before: {
+                let mut before = state.permits.clone();
+                before.sort_unstable_by(|a, b| a.id.cmp(&b.id));
+                before
+            },
             available_before: state.available,
             state,
             now_ms,
@@ -555,19 +556,35 @@ impl<T: Queued> SemaphoreTransition<T> {
     /// notice.
     pub fn finish(&self) -> SemaphoreWrites {
         let mut writes = SemaphoreWrites::default();
-        let mut now: HashMap<&[u8], i64> = HashMap::with_capacity(self.state.permits.len());
-        for p in &self.state.permits {
-            now.insert(&p.id, p.until);
-            if self.before.get(&p.id) != Some(&p.until) {
-                writes.added.push(p.clone());
+        // Both sides sorted by id, then merged: a handful of permits, no
+        // hashing.
+        let mut after: Vec<&Permit> = self.state.permits.iter().collect();
+        after.sort_unstable_by(|a, b| a.id.cmp(&b.id));
+        let (mut old, mut new) = (self.before.iter().peekable(), after.into_iter().peekable());
+        loop {
+            match (old.peek(), new.peek()) {
+                (Some(o), Some(n)) if o.id == n.id => {
+                    if o.until != n.until {
+                        writes.added.push((*n).clone());
+                    }
+                    old.next();
+                    new.next();
+                }
+                (Some(o), Some(n)) if o.id < n.id => {
+                    writes.removed.push(o.id.clone());
+                    old.next();
+                }
+                (Some(o), None) => {
+                    writes.removed.push(o.id.clone());
+                    old.next();
+                }
+                (_, Some(n)) => {
+                    writes.added.push((*n).clone());
+                    new.next();
+                }
+                (None, None) => break,
             }
         }
-        for id in self.before.keys() {
-            if !now.contains_key(&id[..]) {
-                writes.removed.push(id.clone());
-            }
-        }
-        writes.removed.sort();
         if self.state.available != self.available_before {
             writes.available = self.state.available;
         }
