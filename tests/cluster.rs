@@ -380,3 +380,81 @@ fn fence_while_the_slot_migrates_and_the_token_is_elsewhere_is_tryagain() {
     // Without FENCE the lock itself still works here.
     assert_eq!(q::<i64>(&mut con, &["LOCK.ACQUIRE", key, "o1"]), 2);
 }
+
+/// A semaphore on a cluster: its commands go to the node of its key (a
+/// wrong node answers MOVED, before anything runs), its permit set lives in
+/// the same slot (also for a name with its own hash tag), a name whose
+/// permit set would land elsewhere is refused, a waiter is served on the
+/// node, and Redisson's waiters hear the count on the shard channel.
+#[test]
+fn a_semaphore_lives_in_its_keys_slot_and_notifies_on_the_shard_channel() {
+    let cluster = Cluster::start(3);
+    for key in ["pool", "a{tag}b"] {
+        let permits = if key.contains('{') {
+            format!("{key}:timeout")
+        } else {
+            format!("{{{key}}}:timeout")
+        };
+        assert_eq!(slot(&cluster, &permits), slot(&cluster, key), "{key}");
+        let moved = err(
+            &mut other_node(&cluster, key).client(),
+            &["SEM.INIT", key, "2"],
+        );
+        assert!(moved.starts_with("MOVED "), "{moved}");
+
+        let node = cluster.node_for(key);
+        let mut con = node.client();
+        let channel = if key.contains('{') {
+            format!("redisson_sc:{key}")
+        } else {
+            format!("redisson_sc:{{{key}}}")
+        };
+        assert_eq!(slot(&cluster, &channel), slot(&cluster, key));
+        let mut sub = node.client();
+        send(&mut sub, &["SSUBSCRIBE", &channel]);
+        assert_eq!(
+            texts(recv(&mut sub).unwrap()),
+            ["ssubscribe", channel.as_str(), "1"]
+        );
+        assert_eq!(q::<i64>(&mut con, &["SEM.INIT", key, "2"]), 1);
+        assert_eq!(
+            texts(recv(&mut sub).unwrap()),
+            ["smessage", channel.as_str(), "2"]
+        );
+        assert_eq!(
+            q::<i64>(
+                &mut con,
+                &["SEM.ACQUIRE", key, "a", "PERMITS", "2", "PX", "60000"]
+            ),
+            2
+        );
+        assert!(exists(&mut con, &permits));
+        let mut waiter = node.client();
+        send(
+            &mut waiter,
+            &["SEM.ACQUIRE", key, "w", "PX", "60000", "BLOCK", "0"],
+        );
+        wait_until("the waiter queued", || {
+            q::<Vec<Value>>(&mut con, &["LOCK.WAITERS", key]).len() == 1
+        });
+        assert_eq!(
+            q::<i64>(&mut con, &["SEM.RELEASE", key, "a", "PERMITS", "1"]),
+            1
+        );
+        assert_eq!(recv(&mut waiter).unwrap(), Value::Int(1));
+        assert_eq!(q::<i64>(&mut con, &["SEM.RELEASE", key, "a"]), 0);
+        assert_eq!(
+            texts(recv(&mut sub).unwrap()),
+            ["smessage", channel.as_str(), "1"]
+        );
+        assert_eq!(q::<i64>(&mut con, &["SEM.RELEASE", key, "w"]), 0);
+        assert_eq!(
+            texts(recv(&mut sub).unwrap()),
+            ["smessage", channel.as_str(), "2"]
+        );
+        assert!(!exists(&mut con, &permits));
+    }
+    let key = "{}x";
+    let refused = err(&mut cluster.node_for(key).client(), &["SEM.INIT", key, "1"]);
+    assert!(refused.starts_with("CROSSSLOT "), "{refused}");
+}

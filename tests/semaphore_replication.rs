@@ -217,6 +217,12 @@ fn semaphore_and_latch_agree_on_replicas_and_after_an_aof_reload() {
         "READONLY"
     );
 
+    // An RDB save and load (DEBUG RELOAD) gives the same back.
+    let before = digest(&master);
+    let _: () = q(&mut master.client(), &["DEBUG", "RELOAD"]);
+    assert_eq!(digest(&master), before, "DEBUG RELOAD");
+    assert_eq!(counter(&mut master.client(), &s), Some(3));
+
     // The AOF gives the same back, and it still works.
     aof_matches(&master).unwrap_or_else(|diff| panic!("AOF reload:\n{diff}"));
     let mut con = master.client();
