@@ -4,6 +4,7 @@ each killed by its PID when its fixture ends."""
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -16,6 +17,13 @@ import redis
 REPO = Path(__file__).resolve().parents[3]
 SERVER = os.environ.get("REDIS_SERVER", "redis-server")
 MODULE = os.environ.get("LOCK_MODULE", str(REPO / "target" / "release" / "liblock.so"))
+
+
+# The Ctrl-C tests raise KeyboardInterrupt with SIGINT. Python installs that
+# handler only when SIGINT is not ignored at start, and a shell running the
+# suite in the background without job control (make test runs the Python and
+# Node suites side by side) starts it with SIGINT ignored.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def free_port():
