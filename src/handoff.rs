@@ -63,6 +63,12 @@ pub enum Origin<'c> {
 }
 
 impl<'c> Origin<'c> {
+    /// A command without an owner argument (SEM.INIT, SEM.ADD, LATCH.*).
+    pub const WITHOUT_OWNER: Origin<'static> = Origin::Command {
+        owner: None,
+        fences: false,
+    };
+
     /// A command by `owner`, with the fencing counter loaded if it asked
     /// for FENCE.
     pub fn caller(owner: &'c RedisString, fences: bool) -> Self {
@@ -81,35 +87,47 @@ pub fn begin<'c>(
     lock: &LockId<'_>,
     origin: Origin<'c>,
 ) -> Result<(LockKey<'c>, Transition<Waiter>), LockError> {
-    let (owner, fences, replication) = match origin {
-        Origin::Command { owner, fences } => {
-            let flags = ctx.get_flags();
-            // Lock writes on a replica that accepts writes would be
-            // overwritten by its master, and its timers never act: refuse
-            // them, as a read-only one does.
-            if !flags.contains(ContextFlags::MASTER) {
-                return Err(LockError::replica());
-            }
-            (owner, fences, Replication::for_command(ctx, flags))
-        }
-        Origin::Event => (None, false, Replication::Native),
-        // Renewals come by the thousand: they skip building native commands
-        // nobody would receive, as commands do.
-        Origin::Renewal { owner } => (
-            Some(owner),
-            false,
-            Replication::for_command(ctx, ctx.get_flags()),
-        ),
-    };
+    let (owner, fences, replication) = origin.parts(ctx)?;
     let key = LockKey::open(ctx, name, owner, replication)?;
     let state = key.read(ctx)?;
     let token = load_token(ctx, lock, fences);
     Ok((key, Transition::new(state, ffi::now_ms(), token)))
 }
 
+impl<'c> Origin<'c> {
+    /// The caller's owner argument, whether the fencing counter is needed
+    /// for the caller, and how the writes are replicated; `READONLY` for a
+    /// command on a replica.
+    pub fn parts(
+        self,
+        ctx: &Context,
+    ) -> Result<(Option<&'c RedisString>, bool, Replication), LockError> {
+        Ok(match self {
+            Origin::Command { owner, fences } => {
+                let flags = ctx.get_flags();
+                // Writes on a replica that accepts writes would be
+                // overwritten by its master, and its timers never act:
+                // refuse them, as a read-only one does.
+                if !flags.contains(ContextFlags::MASTER) {
+                    return Err(LockError::replica());
+                }
+                (owner, fences, Replication::for_command(ctx, flags))
+            }
+            Origin::Event => (None, false, Replication::Native),
+            // Renewals come by the thousand: they skip building native
+            // commands nobody would receive, as commands do.
+            Origin::Renewal { owner } => (
+                Some(owner),
+                false,
+                Replication::for_command(ctx, ctx.get_flags()),
+            ),
+        })
+    }
+}
+
 /// The fencing counter, read only when a grant may need it: the caller
 /// asked for FENCE, or a queued waiter did.
-fn load_token(ctx: &Context, lock: &LockId<'_>, caller_fences: bool) -> TokenValue {
+pub fn load_token(ctx: &Context, lock: &LockId<'_>, caller_fences: bool) -> TokenValue {
     let waiters_fence = anyone_waits() && registry().is_ok_and(|r| r.fenced_waiters(lock) > 0);
     (caller_fences || waiters_fence).then(|| store::last_token(ctx, &lock.key))
 }

@@ -341,12 +341,18 @@ fn renew(
     let name = ffi::string(ctx, hold.key());
     let owner = ffi::string(ctx, hold.owner());
     let lock = hold.lock();
-    if semaphore_handoff::is_semaphore(ctx, &name) {
+    let begun = handoff::begin(ctx, &name, &lock, Origin::Renewal { owner: &owner });
+    // Not a lock held here (a string, or no key): a semaphore's permits,
+    // looked for only then, so a lock's renewal opens no second key.
+    let lock_held = begun
+        .as_ref()
+        .is_ok_and(|(_, tx)| *tx.state() != LockState::Free);
+    if !lock_held && semaphore_handoff::is_semaphore(ctx, &name) {
+        drop(begun);
         return semaphore_handoff::renew_kept(ctx, &lock, &name, &owner, lease_ms)
             .map_err(|_| LossReason::Gone);
     }
-    let Ok((key, mut tx)) = handoff::begin(ctx, &name, &lock, Origin::Renewal { owner: &owner })
-    else {
+    let Ok((key, mut tx)) = begun else {
         return Err(LossReason::Gone);
     };
     let renewed = tx.renew(hold.owner(), lease_ms);

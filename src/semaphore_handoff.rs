@@ -11,22 +11,20 @@
 //! Offers: [`begin`], [`commit`], [`settle`], [`release_lost_grant`],
 //! [`renew_kept`], [`is_semaphore`].
 
-use redis_module::{Context, ContextFlags, RedisString};
+use redis_module::{Context, RedisString};
 
 use crate::ffi::{self, Key, KeyKind};
 use crate::handoff::{self, Origin};
 use crate::lease;
-use crate::replication::Replication;
 use crate::semaphore_key::SemaphoreKeys;
 use crate::stats::{Stats, STATS};
-use crate::store::{self, Placement};
-use crate::waiters::{anyone_waits, registry, Grant, Waiter};
+use crate::store::Placement;
+use crate::waiters::{registry, Grant, Waiter};
 use lock_rules::error::LockError;
 use lock_rules::keys::permits_key;
 use lock_rules::lock_id::LockId;
 use lock_rules::request::{LockKind, Request};
 use lock_rules::semaphore::SemaphoreTransition;
-use lock_rules::transition::TokenValue;
 
 pub type Transition = SemaphoreTransition<Waiter>;
 
@@ -38,28 +36,11 @@ pub fn begin<'c>(
     lock: &LockId<'_>,
     origin: Origin<'c>,
 ) -> Result<(SemaphoreKeys<'c>, Transition), LockError> {
-    let (fences, replication) = match origin {
-        Origin::Command { fences, .. } => {
-            let flags = ctx.get_flags();
-            // As lock writes: a replica's timers never act, and its master
-            // would overwrite what it wrote.
-            if !flags.contains(ContextFlags::MASTER) {
-                return Err(LockError::replica());
-            }
-            (fences, Replication::for_command(ctx, flags))
-        }
-        Origin::Event => (false, Replication::Native),
-        Origin::Renewal { .. } => (false, Replication::for_command(ctx, ctx.get_flags())),
-    };
+    let (_, fences, replication) = origin.parts(ctx)?;
     let keys = SemaphoreKeys::open(ctx, name, replication)?;
     let state = keys.read()?;
-    let token = load_token(ctx, lock, fences);
+    let token = handoff::load_token(ctx, lock, fences);
     Ok((keys, Transition::new(state, ffi::now_ms(), token)))
-}
-
-fn load_token(ctx: &Context, lock: &LockId<'_>, caller_fences: bool) -> TokenValue {
-    let waiters_fence = anyone_waits() && registry().is_ok_and(|r| r.fenced_waiters(lock) > 0);
-    (caller_fences || waiters_fence).then(|| store::last_token(ctx, &lock.key))
 }
 
 /// Applies `tx`: writes and their replication first, then the answers to the

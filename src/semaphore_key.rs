@@ -8,12 +8,11 @@
 
 use redis_module::{Context, RedisString};
 
-use crate::config;
 use crate::ffi::{self, Key, KeyKind, Native};
 use crate::replication::Replication;
 use crate::store::{self, notify_own};
 use lock_rules::error::LockError;
-use lock_rules::keys::{permits_key_in_slot, semaphore_channel};
+use lock_rules::keys::{permits_key, permits_key_in_slot, semaphore_channel};
 use lock_rules::semaphore::{Permit, SemaphoreState, SemaphoreWrites};
 
 /// A semaphore's two keys, opened.
@@ -33,7 +32,9 @@ impl<'c> SemaphoreKeys<'c> {
         name: &'c RedisString,
         replication: Replication,
     ) -> Result<Self, LockError> {
-        let permits_name = ffi::string(ctx, &permits_key_in_slot(name.as_slice())?);
+        // The commands checked the set's slot (`permits_key_in_slot`); the
+        // rest only opens semaphores a command opened first.
+        let permits_name = ffi::string(ctx, &permits_key(name.as_slice()));
         let counter = Key::open(ctx, name, true);
         let permits = Key::open(ctx, &permits_name, true);
         let (Some(counter), Some(permits)) = (counter, permits) else {
@@ -105,46 +106,17 @@ impl<'c> SemaphoreKeys<'c> {
             ffi::signal_modified(ctx, &self.permits_name);
         }
         if let Some(value) = writes.available {
-            // Like SET, the key API drops the TTL: keep it, as Redisson's
-            // INCRBY and DECRBY do.
+            // Redisson's INCRBY and DECRBY keep the counter's TTL.
             let at = self.counter.expires_at();
-            store::as_own(|| self.counter.string_set(ctx, value.to_string().as_bytes()));
-            if let Some(at) = at {
-                self.counter.expire_at(at);
-            }
-            if native {
-                let command = match at {
-                    Some(at_ms) => Native::SetPxAt { value, at_ms },
-                    None => Native::Set { value },
-                };
-                ffi::replicate(ctx, self.name, command);
-            }
-            notify_own(ctx, ffi::NOTIFY_STRING, c"set", self.name);
-            changed(ctx);
-            ffi::signal_modified(ctx, self.name);
+            store::set_counter(ctx, self.name, &self.counter, value, at, native);
         }
         if let Some((to, fenced_until)) = writes.token {
             store::set_token(ctx, self.name.as_slice(), to, fenced_until, native);
         }
         if let Some(available) = writes.notify {
-            notify_redisson(ctx, self.name.as_slice(), available, native);
+            let channel = semaphore_channel(self.name.as_slice());
+            store::publish_for_redisson(ctx, &channel, available.to_string().as_bytes(), native);
         }
-    }
-}
-
-/// `PUBLISH redisson_sc:{key} <available>`: what Redisson's semaphore
-/// waiters listen for. Like Redisson's own PUBLISH it reaches subscribers on
-/// replicas too (down the replication stream, or SPUBLISH in a cluster).
-fn notify_redisson(ctx: &Context, name: &[u8], available: i64, native: bool) {
-    if !config::redisson_notify() {
-        return;
-    }
-    let channel = semaphore_channel(name);
-    let message = available.to_string();
-    let sharded = store::in_cluster(ctx);
-    ffi::publish_message(ctx, &channel, message.as_bytes(), sharded);
-    if !sharded && native {
-        ffi::replicate_publish(ctx, &channel, message.as_bytes());
     }
 }
 

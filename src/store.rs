@@ -315,6 +315,54 @@ fn publish(ctx: &Context, lock: &[u8], message: &[u8], native: bool, read_write:
     });
 }
 
+/// `PUBLISH channel message` for Redisson's waiters (a semaphore's count, a
+/// latch's 0 or 1), when `lock.redisson-notify` is on. Like Redisson's own
+/// PUBLISH it reaches subscribers on replicas too: SPUBLISH travels with the
+/// shard in a cluster, and a standalone master sends it down the replication
+/// stream.
+pub fn publish_for_redisson(ctx: &Context, channel: &[u8], message: &[u8], native: bool) {
+    if !config::redisson_notify() {
+        return;
+    }
+    let sharded = in_cluster(ctx);
+    ffi::publish_message(ctx, channel, message, sharded);
+    if !sharded && native {
+        ffi::replicate_publish(ctx, channel, message);
+    }
+}
+
+/// `SET name value` on a counter (a semaphore's available permits, a
+/// latch's count) opened for writing, with the absolute deadline `at` (pass
+/// the key's own to keep its TTL, as INCRBY would), replicated as `SET` or
+/// `SET ... PXAT`, notified and signalled as that command is.
+pub fn set_counter(
+    ctx: &Context,
+    name: &RedisString,
+    key: &Key,
+    value: i64,
+    at: Option<i64>,
+    native: bool,
+) {
+    as_own(|| key.string_set(ctx, value.to_string().as_bytes()));
+    if let Some(at) = at {
+        key.expire_at(at);
+    }
+    if native {
+        let command = match at {
+            Some(at_ms) => Native::SetPxAt { value, at_ms },
+            None => Native::Set { value },
+        };
+        ffi::replicate(ctx, name, command);
+    } else {
+        ffi::count_unpropagated_change(ctx);
+    }
+    notify_own(ctx, ffi::NOTIFY_STRING, c"set", name);
+    if at.is_some() {
+        notify_own(ctx, ffi::NOTIFY_GENERIC, c"expire", name);
+    }
+    ffi::signal_modified(ctx, name);
+}
+
 /// The key's deadline (PEXPIRETIME) as it is now, read afresh: a handle
 /// opened before a grant through another handle no longer sees the key.
 pub fn expires_at(ctx: &Context, name: &RedisString) -> Option<i64> {

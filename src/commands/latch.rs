@@ -10,10 +10,11 @@ use redis_module::{Context, ContextFlags, RedisResult, RedisString, RedisValue};
 use super::{arg, command, run, Command, BLOCK, KEY, LEASE};
 use crate::ffi::{self, ArgDoc, ArgKind, CommandSpec, Field, Key, KeyArgs, KeyKind, Native};
 use crate::ffi::{KEY_RO_ACCESS, KEY_RW_UPDATE};
+use crate::handoff::Origin;
 use crate::replication::Replication;
 use crate::stats::{Stats, STATS};
 use crate::store::{self, notify_own};
-use crate::{config, events, latches};
+use crate::{events, latches};
 use lock_rules::args::{parse_amount, parse_block_option, parse_lease_option};
 use lock_rules::error::LockError;
 use lock_rules::keys::latch_channel;
@@ -106,30 +107,6 @@ fn read_count(key: Option<&Key>) -> Result<Option<i64>, LockError> {
     }
 }
 
-/// Refuses a write on a replica, as the lock commands do; the replication
-/// of this command's writes otherwise.
-fn writes(ctx: &Context) -> Result<Replication, LockError> {
-    let flags = ctx.get_flags();
-    if !flags.contains(ContextFlags::MASTER) {
-        return Err(LockError::replica());
-    }
-    Ok(Replication::for_command(ctx, flags))
-}
-
-/// `PUBLISH redisson_countdownlatch__channel__{key} message`, for
-/// Redisson's waiters.
-fn notify_redisson(ctx: &Context, name: &[u8], message: &[u8], native: bool) {
-    if !config::redisson_notify() {
-        return;
-    }
-    let channel = latch_channel(name);
-    let sharded = store::in_cluster(ctx);
-    ffi::publish_message(ctx, &channel, message, sharded);
-    if !sharded && native {
-        ffi::replicate_publish(ctx, &channel, message);
-    }
-}
-
 fn init(ctx: &Context, args: &[RedisString]) -> RedisResult {
     run(ctx, || {
         let [_, name, count, options @ ..] = args else {
@@ -137,38 +114,23 @@ fn init(ctx: &Context, args: &[RedisString]) -> RedisResult {
         };
         let count = parse_amount("count", count.as_slice(), 1, MAX_COUNT)?;
         let lease = parse_lease_option(options)?;
-        let native = writes(ctx)? == Replication::Native;
+        let native = Origin::WITHOUT_OWNER.parts(ctx)?.2 == Replication::Native;
         let key =
             Key::open(ctx, name, true).ok_or_else(|| LockError::internal("cannot open key"))?;
         if key.kind() != KeyKind::Empty {
             return Ok(RedisValue::Integer(0));
         }
-        store::as_own(|| key.string_set(ctx, count.to_string().as_bytes()));
         let at = match lease {
-            Some(ms) => {
-                let at = ffi::now_ms()
+            Some(ms) => Some(
+                ffi::now_ms()
                     .checked_add(ms)
-                    .ok_or_else(LockError::lease_overflow)?;
-                key.expire_at(at);
-                Some(at)
-            }
+                    .ok_or_else(LockError::lease_overflow)?,
+            ),
             None => None,
         };
-        if native {
-            let command = match at {
-                Some(at_ms) => Native::SetPxAt {
-                    value: count,
-                    at_ms,
-                },
-                None => Native::Set { value: count },
-            };
-            ffi::replicate(ctx, name, command);
-        } else {
-            ffi::count_unpropagated_change(ctx);
-        }
-        notify_own(ctx, ffi::NOTIFY_STRING, c"set", name);
-        ffi::signal_modified(ctx, name);
-        notify_redisson(ctx, name.as_slice(), b"1", native);
+        store::set_counter(ctx, name, &key, count, at, native);
+        let channel = latch_channel(name.as_slice());
+        store::publish_for_redisson(ctx, &channel, b"1", native);
         Ok(RedisValue::Integer(1))
     })
 }
@@ -180,7 +142,7 @@ fn countdown(ctx: &Context, args: &[RedisString]) -> RedisResult {
             [_, name, n] => (name, parse_amount("n", n.as_slice(), 1, MAX_COUNT)?),
             _ => return Err(LockError::arity(COUNTDOWN.spec.name())),
         };
-        let native = writes(ctx)? == Replication::Native;
+        let native = Origin::WITHOUT_OWNER.parts(ctx)?.2 == Replication::Native;
         let key =
             Key::open(ctx, name, true).ok_or_else(|| LockError::internal("cannot open key"))?;
         let Some(count) = read_count(Some(&key))? else {
@@ -190,21 +152,7 @@ fn countdown(ctx: &Context, args: &[RedisString]) -> RedisResult {
         let left = count_down(count, n);
         if left > 0 {
             let at = key.expires_at();
-            key.string_set(ctx, left.to_string().as_bytes());
-            if let Some(at) = at {
-                key.expire_at(at);
-            }
-            if native {
-                let command = match at {
-                    Some(at_ms) => Native::SetPxAt { value: left, at_ms },
-                    None => Native::Set { value: left },
-                };
-                ffi::replicate(ctx, name, command);
-            } else {
-                ffi::count_unpropagated_change(ctx);
-            }
-            notify_own(ctx, ffi::NOTIFY_STRING, c"set", name);
-            ffi::signal_modified(ctx, name);
+            store::set_counter(ctx, name, &key, left, at, native);
             return Ok(RedisValue::Integer(left));
         }
         key.delete();
@@ -216,7 +164,7 @@ fn countdown(ctx: &Context, args: &[RedisString]) -> RedisResult {
         }
         notify_own(ctx, ffi::NOTIFY_GENERIC, c"del", name);
         ffi::signal_modified(ctx, name);
-        notify_redisson(ctx, name.as_slice(), b"0", native);
+        store::publish_for_redisson(ctx, &latch_channel(name.as_slice()), b"0", native);
         Stats::bump(&STATS.latches_opened);
         latches::opened(ctx, ffi::selected_db(ctx), name.as_slice());
         Ok(RedisValue::Integer(0))

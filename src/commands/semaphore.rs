@@ -197,18 +197,15 @@ fn change<R>(
     Ok(result)
 }
 
-const NO_CALLER: Origin<'static> = Origin::Command {
-    owner: None,
-    fences: false,
-};
-
 fn init(ctx: &Context, args: &[RedisString]) -> RedisResult {
     run(ctx, || {
         let [_, name, permits] = args else {
             return Err(LockError::arity(INIT.spec.name()));
         };
         let permits = parse_amount("permits", permits.as_slice(), 0, MAX_PERMITS)?;
-        let set = change(ctx, name, NO_CALLER, |tx, queue| tx.init(queue, permits))?;
+        let set = change(ctx, name, Origin::WITHOUT_OWNER, |tx, queue| {
+            tx.init(queue, permits)
+        })?;
         Ok(RedisValue::Integer(i64::from(set)))
     })
 }
@@ -219,7 +216,9 @@ fn add(ctx: &Context, args: &[RedisString]) -> RedisResult {
             return Err(LockError::arity(ADD.spec.name()));
         };
         let delta = parse_amount("delta", delta.as_slice(), -MAX_PERMITS, MAX_PERMITS)?;
-        let available = change(ctx, name, NO_CALLER, |tx, queue| tx.add(queue, delta))??;
+        let available = change(ctx, name, Origin::WITHOUT_OWNER, |tx, queue| {
+            tx.add(queue, delta)
+        })??;
         Ok(RedisValue::Integer(available))
     })
 }
@@ -257,7 +256,7 @@ fn take(ctx: &Context, args: &[RedisString]) -> RedisResult {
         let (n, wait) = parse_take_options(options)?;
         let wait = wait.filter(|_| !ctx.get_flags().contains(ContextFlags::DENY_BLOCKING));
         let request = handoff::request(b"", 0, false, n);
-        take_permits(ctx, name, &request, wait, NO_CALLER)
+        take_permits(ctx, name, &request, wait, Origin::WITHOUT_OWNER)
     })
 }
 
@@ -372,7 +371,9 @@ fn give(ctx: &Context, args: &[RedisString]) -> RedisResult {
             return Err(LockError::arity(GIVE.spec.name()));
         };
         let n = parse_permits_option(options)?.unwrap_or(1);
-        let available = change(ctx, name, NO_CALLER, |tx, queue| tx.give(queue, n))??;
+        let available = change(ctx, name, Origin::WITHOUT_OWNER, |tx, queue| {
+            tx.give(queue, n)
+        })??;
         Ok(RedisValue::Integer(available))
     })
 }

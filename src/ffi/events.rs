@@ -33,50 +33,45 @@ unsafe extern "C" fn on_keyspace_event<H: KeyspaceHandler>(
     OK
 }
 
-/// The keyspace event classes that can end a lock: `del` (DEL, UNLINK, the
-/// last HDEL, an EXPIRE in the past), RENAME, MOVE, RESTORE, and expiry and
-/// eviction. Commands that overwrite a key with another type (SET, LPUSH...)
-/// are not listened to: every SET or HSET on the server would pay for it.
-pub fn subscribe_keyspace_events<H: KeyspaceHandler>(ctx: &Context) -> bool {
-    let classes = raw::REDISMODULE_NOTIFY_GENERIC
-        | raw::REDISMODULE_NOTIFY_EXPIRED
-        | raw::REDISMODULE_NOTIFY_EVICTED;
+/// Calls `H::event` for every keyspace event of `classes`.
+fn subscribe<H: KeyspaceHandler>(ctx: &Context, classes: c_int) -> bool {
     // SAFETY: ctx is live; the callback is monomorphised for H.
     api!(RedisModule_SubscribeToKeyspaceEvents)
         .is_some_and(|f| unsafe { f(ctx.ctx, classes, Some(on_keyspace_event::<H>)) } == OK)
 }
 
+/// The keyspace event classes that can end a lock: `del` (DEL, UNLINK, the
+/// last HDEL, an EXPIRE in the past), RENAME, MOVE, RESTORE, and expiry and
+/// eviction. Commands that overwrite a key with another type (SET, LPUSH...)
+/// are not among them: every SET or HSET on the server would pay for it
+/// (string events and key creations are listened to apart, once a caller
+/// waited on a semaphore or a latch).
+pub fn subscribe_keyspace_events<H: KeyspaceHandler>(ctx: &Context) -> bool {
+    subscribe::<H>(
+        ctx,
+        raw::REDISMODULE_NOTIFY_GENERIC
+            | raw::REDISMODULE_NOTIFY_EXPIRED
+            | raw::REDISMODULE_NOTIFY_EVICTED,
+    )
+}
+
 /// String commands' events (`incrby`, `set`...).
 pub fn subscribe_string_events<H: KeyspaceHandler>(ctx: &Context) -> bool {
-    // SAFETY: ctx is live; the callback is monomorphised for H.
-    api!(RedisModule_SubscribeToKeyspaceEvents).is_some_and(|f| unsafe {
-        f(
-            ctx.ctx,
-            raw::REDISMODULE_NOTIFY_STRING,
-            Some(on_keyspace_event::<H>),
-        )
-    } == OK)
+    subscribe::<H>(ctx, raw::REDISMODULE_NOTIFY_STRING)
 }
 
 /// Key creations (`new`; servers before 7.0 never send them).
 pub fn subscribe_new_key_events<H: KeyspaceHandler>(ctx: &Context) -> bool {
-    // SAFETY: ctx is live; the callback is monomorphised for H.
-    api!(RedisModule_SubscribeToKeyspaceEvents).is_some_and(|f| unsafe {
-        f(
-            ctx.ctx,
-            raw::REDISMODULE_NOTIFY_NEW,
-            Some(on_keyspace_event::<H>),
-        )
-    } == OK)
+    subscribe::<H>(ctx, raw::REDISMODULE_NOTIFY_NEW)
 }
 
 /// Only expiry and eviction: no command (this module's own writes
 /// included) fires them, so listening costs the lock commands nothing.
 pub fn subscribe_expiry_events<H: KeyspaceHandler>(ctx: &Context) -> bool {
-    let classes = raw::REDISMODULE_NOTIFY_EXPIRED | raw::REDISMODULE_NOTIFY_EVICTED;
-    // SAFETY: ctx is live; the callback is monomorphised for H.
-    api!(RedisModule_SubscribeToKeyspaceEvents)
-        .is_some_and(|f| unsafe { f(ctx.ctx, classes, Some(on_keyspace_event::<H>)) } == OK)
+    subscribe::<H>(
+        ctx,
+        raw::REDISMODULE_NOTIFY_EXPIRED | raw::REDISMODULE_NOTIFY_EVICTED,
+    )
 }
 
 pub trait ServerEventHandler: 'static {
