@@ -41,8 +41,8 @@ use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use redis_module::{Context, RedisString};
 
-use crate::ffi::{self, BlockHandler, BlockedClient, Field, Key, KeyKind, Native, TimerHandler};
 use crate::ffi::TimerId;
+use crate::ffi::{self, BlockHandler, BlockedClient, Field, Key, KeyKind, Native, TimerHandler};
 use crate::stats::{Stats, STATS};
 use crate::store::{self, notify_own, LockKey};
 use crate::waiters::Waiter;
@@ -192,7 +192,14 @@ impl<'c> Record<'c> {
         store::as_own(|| {
             for (field, value) in leader.fields() {
                 self.key.hash_set_bytes(ctx, field, &value);
-                ffi::replicate(ctx, &self.name, Native::HSetBytes { field, value: &value });
+                ffi::replicate(
+                    ctx,
+                    &self.name,
+                    Native::HSetBytes {
+                        field,
+                        value: &value,
+                    },
+                );
             }
         });
         notify_own(ctx, ffi::NOTIFY_HASH, c"hset", &self.name);
@@ -274,7 +281,9 @@ pub fn committed(ctx: &Context, lock: &LockId<'_>, key: &LockKey, tx: &Transitio
     }
     if changed {
         let now = handed.map(|leader| Seen {
-            ttl_ms: key.expires_at().map_or(-1, |at| (at - ffi::now_ms()).max(0)),
+            ttl_ms: key
+                .expires_at()
+                .map_or(-1, |at| (at - ffi::now_ms()).max(0)),
             leader,
         });
         answer_observers(ctx, &name_of(lock), &now, false);
@@ -302,7 +311,12 @@ pub fn began(ctx: &Context, lock: &LockId<'_>, lock_name: &RedisString, leader: 
         Stats::bump(&STATS.elections_won);
     }
     let ttl_ms = expires_at.map_or(-1, |at| (at - ffi::now_ms()).max(0));
-    answer_observers(ctx, &name_of(lock), &Some(Seen { leader, ttl_ms }), !new_term);
+    answer_observers(
+        ctx,
+        &name_of(lock),
+        &Some(Seen { leader, ttl_ms }),
+        !new_term,
+    );
 }
 
 /// ELECT.PROCLAIM: the leader's value changed; every observer hears.
