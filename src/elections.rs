@@ -89,8 +89,10 @@ struct Observer {
 
 #[derive(Default)]
 struct Elections {
-    /// The names ELECT.* commands used on this server.
-    known: HashSet<Name>,
+    /// The names ELECT.* commands used on this server, by key, then the
+    /// dbs they were used in (a lookup by the key's bytes allocates
+    /// nothing: every lock's commit asks once an election exists).
+    known: HashMap<Vec<u8>, Vec<i32>>,
     /// Each election's observers, in the order they came.
     observed: HashMap<Name, Vec<u64>>,
     observers: HashMap<u64, Observer>,
@@ -125,6 +127,10 @@ fn lock_of(name: &Name) -> LockId<'static> {
 }
 
 impl Elections {
+    fn is_known(&self, db: i32, key: &[u8]) -> bool {
+        self.known.get(key).is_some_and(|dbs| dbs.contains(&db))
+    }
+
     fn publish_count(&self) {
         OBSERVERS.store(self.observers.len(), Relaxed);
     }
@@ -147,16 +153,15 @@ impl Elections {
 /// are listened to from now on.
 pub fn note(ctx: &Context, lock: &LockId<'_>) {
     events::watch_for_waiters(ctx);
-    let name = name_of(lock);
     let mut e = elections();
-    if !e.known.contains(&name) {
-        e.known.insert(name);
+    if !e.is_known(lock.db, &lock.key) {
+        e.known.entry(lock.key.to_vec()).or_default().push(lock.db);
         ANY.store(true, Relaxed);
     }
 }
 
 pub fn is_election(lock: &LockId<'_>) -> bool {
-    ANY.load(Relaxed) && elections().known.contains(&name_of(lock))
+    ANY.load(Relaxed) && elections().is_known(lock.db, &lock.key)
 }
 
 /// The leader record of an election, opened for writing.
@@ -531,8 +536,8 @@ pub fn key_event(ctx: &Context, db: i32, key: &[u8]) {
         names.push(key);
         names
             .into_iter()
+            .filter(|n| e.is_known(db, n))
             .map(|n| (db, n.to_vec()))
-            .filter(|n| e.known.contains(n))
             .collect()
     };
     for name in names {
@@ -558,8 +563,8 @@ pub fn flushed(ctx: &Context, dbs: &[i32]) {
     let names: Vec<Name> = elections()
         .known
         .iter()
+        .flat_map(|(key, in_dbs)| in_dbs.iter().map(move |db| (*db, key.clone())))
         .filter(|(db, _)| dbs.contains(&-1) || dbs.contains(db))
-        .cloned()
         .collect();
     for name in names {
         check_all_soon(ctx, name);
