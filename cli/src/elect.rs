@@ -573,28 +573,49 @@ pub fn leader(url: &str, args: LeaderArgs) -> Result<u8, Failure> {
         return Ok(if now.is_some() { 0 } else { exit::CONFLICT });
     }
     let mut term = now.map_or(0, |l| l.term);
-    let mut broken: Option<String> = None;
+    let mut broken = false;
     loop {
         let cmd = proto::elect_observe(&args.name, term, Wait::Forever);
-        match read_leader(&mut conn, &cmd, None) {
-            Ok(Some(l)) => {
-                broken = None;
-                println!("{}", leader_line(Some(&l), args.json));
-                term = l.term;
-            }
-            Ok(None) => {}
-            Err(f @ (Failure::Unreachable(_) | Failure::Server(_))) => {
-                // Gone, or not serving now (loading, a replica after a failover): again.
-                if broken.is_none() {
-                    say(&format!("{f}: trying again"));
+        let e = match conn.call_waiting(&cmd, None) {
+            Ok(v) => {
+                broken = false;
+                match proto::leader(&v) {
+                    Ok(Some(l)) => {
+                        println!("{}", leader_line(Some(&l), args.json));
+                        term = l.term;
+                    }
+                    Ok(None) => {}
+                    Err(_) => {
+                        return Err(Failure::Server(format!(
+                            "{} answered ELECT.OBSERVE with something other than a leader",
+                            conn::describe(conn.info())
+                        )))
+                    }
                 }
-                broken = Some(f.to_string());
-                thread::sleep(RECONNECT_DELAY);
-                if let Ok(c) = Conn::connect(&target) {
-                    conn = c;
-                }
+                continue;
             }
-            Err(f) => return Err(f),
+            Err(e) => e,
+        };
+        // Gone, or not serving now (a master that became a replica answers UNBLOCKED,
+        // loading, cluster down): again, on a new connection.
+        let again = exit::is_unusable(&e)
+            || matches!(
+                e.code(),
+                Some("UNBLOCKED" | "LOADING" | "MASTERDOWN" | "CLUSTERDOWN" | "TRYAGAIN" | "BUSY")
+            );
+        if !again {
+            return Err(words::command_failure(conn.info(), &cmd, &e));
+        }
+        if !broken {
+            say(&format!(
+                "{}: trying again",
+                words::reason(conn.info(), &cmd, &e)
+            ));
+            broken = true;
+        }
+        thread::sleep(RECONNECT_DELAY);
+        if let Ok(c) = Conn::connect(&target) {
+            conn = c;
         }
     }
 }
