@@ -262,6 +262,30 @@ fn resign(
         .map_err(|e| words::reason(c.info(), &cmd, &e))
 }
 
+/// After a loss: `ELECT.RESIGN`, best effort and quick (the server may still have the
+/// leadership: the deadline passed, the connection broke), so that the next candidate
+/// leads at once. A server that does not answer in time is not asked again: cut off, a new
+/// connection would not reach it either.
+fn resign_after_loss(
+    conn: &mut Option<Conn>,
+    target: &ConnectionInfo,
+    name: &str,
+    candidate: &str,
+) {
+    let cmd = proto::elect_resign(name, candidate);
+    if let Some(c) = conn.as_mut() {
+        match c.call_waiting(&cmd, Some(ABANDON_PATIENCE)) {
+            Ok(_) => return,
+            Err(e) if exit::is_connection_error(&e) && e.is_timeout() => return,
+            Err(e) if !exit::is_unusable(&e) => return,
+            Err(_) => {}
+        }
+    }
+    if let Ok(mut c) = Conn::connect(target) {
+        let _ = c.call_waiting(&cmd, Some(ABANDON_PATIENCE));
+    }
+}
+
 fn one_round(
     args: &ElectArgs,
     target: &ConnectionInfo,
@@ -382,7 +406,7 @@ fn one_round(
     };
     if Instant::now() >= deadline {
         lost_line(deadline, &Reason::Deadline);
-        let _ = resign(&mut conn, target, name, candidate);
+        resign_after_loss(&mut conn, target, name, candidate);
         session.close();
         return Ok(Outcome::Lost);
     }
@@ -474,13 +498,13 @@ fn one_round(
     let code = reap(&mut child)?;
     if lost {
         // The server may still have it (the deadline, a broken connection): hand over now.
-        let _ = resign(&mut conn, target, name, candidate);
+        resign_after_loss(&mut conn, target, name, candidate);
         session.close();
         return Ok(Outcome::Lost);
     }
     if Instant::now() >= deadline {
         lost_line(deadline, &Reason::Deadline);
-        let _ = resign(&mut conn, target, name, candidate);
+        resign_after_loss(&mut conn, target, name, candidate);
         session.close();
         return Ok(Outcome::Lost);
     }
