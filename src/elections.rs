@@ -468,6 +468,10 @@ fn check_soon(ctx: &Context, election: Name, leader: Option<Vec<u8>>) {
 /// anywhere, observers hear of a change.
 struct Check;
 
+/// How soon a check that may not write now (a paused or loading master,
+/// too few replicas) is made again.
+const RETRY_MS: i64 = 10;
+
 impl TimerHandler for Check {
     fn fire(ctx: &Context, _: u64) {
         let work = {
@@ -475,7 +479,23 @@ impl TimerHandler for Check {
             e.check_armed = false;
             std::mem::take(&mut e.to_check)
         };
-        let writes = writable(ctx) == Writable::Now;
+        let writes = match writable(ctx) {
+            Writable::Now => true,
+            // A replica writes nothing and ends no binding (it has none):
+            // its observers hear what its master sent.
+            Writable::Never => false,
+            Writable::Later | Writable::TooFewReplicas => {
+                let mut e = elections();
+                e.to_check.extend(work);
+                if !std::mem::replace(&mut e.check_armed, true) {
+                    drop(e);
+                    if ffi::create_timer::<Check>(ctx, RETRY_MS, 0).is_none() {
+                        elections().check_armed = false;
+                    }
+                }
+                return;
+            }
+        };
         let mut seen = HashSet::new();
         for (election, leader) in work {
             if !ffi::select_db(ctx, election.0) {
