@@ -298,8 +298,15 @@ fn one_round(
     let lease = args.lease;
     let half = lease / 2;
     let token = owner::token();
-    let session = Session::open(target, &token, round, (name, candidate), lease, tx)?;
     let mut conn = Conn::connect(target).map_err(|e| words::connect_failure(target, &e))?;
+    // On a cluster this moves the connection to the node serving NAME (MOVED), where the
+    // session must be named; a module without elections, or a key of another kind, is
+    // told here before anything else.
+    let probe = proto::elect_leader(name);
+    conn.call(&probe)
+        .map_err(|e| words::command_failure(conn.info(), &probe, &e))?;
+    let node = conn.info().clone();
+    let session = Session::open(&node, &token, round, (name, candidate), lease, tx)?;
 
     let wait = args.wait();
     let cmd = proto::elect_campaign(

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{exists, now_ms, q, waiters, Server};
+use common::{exists, now_ms, q, waiters, Cluster, Server};
 use util::{cli, output, path, read, scratch, wait_file, Runner};
 
 /// A redis-lock process whose stderr (and stdout) go to files.
@@ -431,4 +431,37 @@ fn a_leader_keeps_leading_while_answered_and_stops_at_its_deadline_when_not() {
     );
     assert_eq!(p.runner.wait_code(), 75);
     assert!(dir.join("term").exists());
+}
+
+#[test]
+fn on_a_cluster_the_session_is_named_on_the_node_serving_the_election() {
+    let cluster = Cluster::start(3);
+    // A name served by another node than the one the URL names.
+    let name = (0..)
+        .map(|i| format!("sched{i}"))
+        .find(|k| cluster.node_for(k).port != cluster.nodes[0].port)
+        .unwrap_or_default();
+    let dir = scratch();
+    let script = leader_script(&dir, "c", 0);
+    let mut p = start(
+        &cluster.nodes[0],
+        &dir,
+        "c",
+        &["elect", "--value", "v", &name, "--", "sh", "-c", &script],
+    );
+    wait_file(&dir.join("c.started"));
+    let term = p.wait_said(1)[0].term;
+    let shown = output(&cluster.nodes[0], &["leader", &name]);
+    let line = String::from_utf8_lossy(&shown.stdout).to_string();
+    assert!(line.ends_with(&format!(" {term} v\n")), "{line:?}");
+    // The loss message comes on the serving node's session channel.
+    let mut con = cluster.node_for(&name).client();
+    let _: i64 = q(&mut con, &["LOCK.FORCERELEASE", &name]);
+    assert_eq!(p.runner.wait_code(), 75);
+    let said = p.said();
+    assert_eq!(
+        (said[1].word.as_str(), said[1].reason.as_deref()),
+        ("lost", Some("forced")),
+        "{said:?}"
+    );
 }
