@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{exists, now_ms, q, waiters, Cluster, Server};
+use common::{exists, now_ms, q, waiters, Cluster, Config, Server};
 use util::{cli, output, path, read, scratch, wait_file, Runner};
 
 /// A redis-lock process whose stderr (and stdout) go to files.
@@ -464,4 +464,19 @@ fn on_a_cluster_the_session_is_named_on_the_node_serving_the_election() {
         ("lost", Some("forced")),
         "{said:?}"
     );
+}
+
+#[test]
+fn without_the_module_elect_and_leader_exit_78() {
+    let s = Config::default().without_module().start();
+    for args in [
+        &["elect", "job", "--", "true"][..],
+        &["leader", "job"],
+        &["leader", "--watch", "job"],
+    ] {
+        let out = output(&s, args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(78), "{args:?}: {err}");
+        assert!(err.contains("ELECT.LEADER"), "{err}");
+    }
 }
