@@ -430,11 +430,9 @@ fn one_round(
     let mut child = match child::spawn_group(&args.command, &env) {
         Ok(c) => c,
         Err(e) => {
+            let at = Instant::now();
             if let Ok(true) = resign(&mut conn, target, name, candidate) {
-                say(&format!(
-                    "resigned {name} term {term} at {}",
-                    unix_ms(Instant::now())
-                ));
+                say(&format!("resigned {name} term {term} at {}", unix_ms(at)));
             }
             session.close();
             say(&format!(
@@ -515,8 +513,10 @@ fn one_round(
         session.close();
         return Ok(Outcome::Lost);
     }
-    let resigned = resign(&mut conn, target, name, candidate);
+    // It stops believing it leads when it decides to resign, before the
+    // server hands over inside ELECT.RESIGN: the time of its line.
     let at = Instant::now();
+    let resigned = resign(&mut conn, target, name, candidate);
     session.close();
     match resigned {
         Ok(true) => {
