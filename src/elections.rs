@@ -41,8 +41,8 @@ use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use redis_module::{Context, RedisString};
 
-use crate::ffi::{self, BlockHandler, BlockedClient, Field, Key, KeyKind, Native, TimerHandler};
 use crate::ffi::TimerId;
+use crate::ffi::{self, BlockHandler, BlockedClient, Field, Key, KeyKind, Native, TimerHandler};
 use crate::stats::{Stats, STATS};
 use crate::store::{self, notify_own, LockKey};
 use crate::waiters::Waiter;
@@ -192,7 +192,14 @@ impl<'c> Record<'c> {
         store::as_own(|| {
             for (field, value) in leader.fields() {
                 self.key.hash_set_bytes(ctx, field, &value);
-                ffi::replicate(ctx, &self.name, Native::HSetBytes { field, value: &value });
+                ffi::replicate(
+                    ctx,
+                    &self.name,
+                    Native::HSetBytes {
+                        field,
+                        value: &value,
+                    },
+                );
             }
         });
         notify_own(ctx, ffi::NOTIFY_HASH, c"hset", &self.name);
@@ -234,16 +241,23 @@ pub fn committed(ctx: &Context, lock: &LockId<'_>, key: &LockKey, tx: &Transitio
     };
     let before = record.read();
     let holder = holder(tx.state());
+    // A candidate handed the lock: a fenced grant (a campaign always is;
+    // a LOCK.ACQUIRE caller without FENCE has no term, and leads nothing).
     let handed = holder.and_then(|candidate| {
-        tx.wakes.iter().find_map(|wake| match wake.verdict {
-            Verdict::Granted(term) if &*wake.waiter.request.owner == candidate && !wake.held => {
-                Some(Leader {
-                    candidate: candidate.to_vec(),
-                    term,
-                    value: wake.waiter.request.value.as_deref().map(<[u8]>::to_vec),
-                })
+        tx.wakes.iter().find_map(|wake| {
+            let request = &wake.waiter.request;
+            match wake.verdict {
+                Verdict::Granted(term)
+                    if &*request.owner == candidate && request.fence && !wake.held =>
+                {
+                    Some(Leader {
+                        candidate: candidate.to_vec(),
+                        term,
+                        value: request.value.as_deref().map(<[u8]>::to_vec),
+                    })
+                }
+                _ => None,
             }
-            _ => None,
         })
     });
     let changed = match (&handed, holder) {
@@ -252,20 +266,20 @@ pub fn committed(ctx: &Context, lock: &LockId<'_>, key: &LockKey, tx: &Transitio
             Stats::bump(&STATS.elections_won);
             true
         }
-        (None, None) => {
+        (None, Some(candidate)) if before.as_ref().is_some_and(|l| l.candidate == candidate) => {
+            // Renewed, re-entered: the record keeps the lock's expiry.
+            if let Some(at) = key.expires_at() {
+                record.expire_at(ctx, at);
+            }
+            false
+        }
+        // Left free, or taken at once (ELECT.CAMPAIGN then writes the
+        // record, `began`; a LOCK.ACQUIRE caller leads nothing): a record
+        // naming someone else goes.
+        (None, _) => {
             let existed = record.exists();
             record.delete(ctx);
             existed
-        }
-        (None, Some(candidate)) => {
-            if before.as_ref().is_some_and(|l| l.candidate == candidate) {
-                if let Some(at) = key.expires_at() {
-                    record.expire_at(ctx, at);
-                }
-            }
-            // Otherwise taken at once: ELECT.CAMPAIGN writes the record
-            // (`began`); a LOCK.ACQUIRE leaves it stale, read as nobody.
-            false
         }
     };
     drop(record);
@@ -274,7 +288,9 @@ pub fn committed(ctx: &Context, lock: &LockId<'_>, key: &LockKey, tx: &Transitio
     }
     if changed {
         let now = handed.map(|leader| Seen {
-            ttl_ms: key.expires_at().map_or(-1, |at| (at - ffi::now_ms()).max(0)),
+            ttl_ms: key
+                .expires_at()
+                .map_or(-1, |at| (at - ffi::now_ms()).max(0)),
             leader,
         });
         answer_observers(ctx, &name_of(lock), &now, false);
@@ -302,7 +318,12 @@ pub fn began(ctx: &Context, lock: &LockId<'_>, lock_name: &RedisString, leader: 
         Stats::bump(&STATS.elections_won);
     }
     let ttl_ms = expires_at.map_or(-1, |at| (at - ffi::now_ms()).max(0));
-    answer_observers(ctx, &name_of(lock), &Some(Seen { leader, ttl_ms }), !new_term);
+    answer_observers(
+        ctx,
+        &name_of(lock),
+        &Some(Seen { leader, ttl_ms }),
+        !new_term,
+    );
 }
 
 /// ELECT.PROCLAIM: the leader's value changed; every observer hears.
@@ -571,11 +592,19 @@ pub fn observers() -> usize {
 }
 
 /// Whether the connection `client`, which keeps a leadership of `lock`
-/// renewed with `lease_ms`, was heard from within that lease (see
-/// `lock_rules::election::heard_within_lease`). Locks that are not
-/// elections, and a connection the server cannot describe, are renewed.
-pub fn heard_from(ctx: &Context, lock: &LockId<'_>, client: ClientId, lease_ms: i64) -> bool {
-    if !is_election(lock) {
+/// renewed with `lease_ms` since `since_ms`, was heard from within that
+/// lease (see `lock_rules::election::heard_within_lease`), or was granted
+/// it less than a lease ago (a candidate that waited long in BLOCK said
+/// nothing meanwhile). Locks that are not elections, and a connection the
+/// server cannot describe, are renewed.
+pub fn heard_from(
+    ctx: &Context,
+    lock: &LockId<'_>,
+    client: ClientId,
+    lease_ms: i64,
+    since_ms: i64,
+) -> bool {
+    if !is_election(lock) || ffi::now_ms().saturating_sub(since_ms) < lease_ms {
         return true;
     }
     let line = ctx

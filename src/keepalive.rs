@@ -324,7 +324,13 @@ fn renew_due(ctx: &Context) {
         let over = max_hold > 0 && now.saturating_sub(binding.since_ms) >= max_hold;
         let renewed = if over {
             Err(LossReason::MaxHold)
-        } else if !elections::heard_from(ctx, &due.hold.lock(), binding.client, binding.lease_ms) {
+        } else if !elections::heard_from(
+            ctx,
+            &due.hold.lock(),
+            binding.client,
+            binding.lease_ms,
+            binding.since_ms,
+        ) {
             Stats::bump(&STATS.elections_lost);
             Err(LossReason::Idle)
         } else {

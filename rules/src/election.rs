@@ -133,7 +133,10 @@ mod tests {
             holds: 1,
         };
         let r = record("a", 5, None);
-        assert_eq!(current_leader(&state("a"), Some(r.clone())), Some(r.clone()));
+        assert_eq!(
+            current_leader(&state("a"), Some(r.clone())),
+            Some(r.clone())
+        );
         assert_eq!(current_leader(&state("b"), Some(r.clone())), None);
         assert_eq!(current_leader(&LockState::Free, Some(r)), None);
         assert_eq!(current_leader(&state("a"), None), None);

@@ -7,8 +7,8 @@
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::{
-    acquire_request, arg, command, lock_id, may_write, option, owner_call, run, Command,
-    OwnerCall, BLOCK, KEEPALIVE, KEY, LEASE, SESSION_TOKEN,
+    acquire_request, arg, command, lock_id, may_write, option, owner_call, run, Command, OwnerCall,
+    BLOCK, KEEPALIVE, KEY, LEASE, SESSION_TOKEN,
 };
 use crate::elections::{self, Seen};
 use crate::ffi::{self, ArgDoc, ArgKind, CommandSpec, KeyArgs, KEY_RO_ACCESS, KEY_RW_UPDATE};
@@ -54,7 +54,8 @@ pub const RESIGN: Command = command!(
         name: c"elect.resign",
         flags: c"write fast",
         acl_categories: "write hash fast",
-        summary: c"Leaves an election: a leader's leadership ends and the next candidate leads at once.",
+        summary:
+            c"Leaves an election: a leader's leadership ends and the next candidate leads at once.",
         complexity: c"O(N), N the callers waiting for the election",
         since: c"1.2.0",
         arity: 3,
