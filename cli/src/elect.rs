@@ -394,8 +394,9 @@ fn one_round(
         ("LOCK_TERM", term_text.clone()),
         ("LOCK_TOKEN", term_text),
     ];
-    // Not the session connection: killed, redis-lock's leadership must end with it.
-    let mut child = match child::spawn(&args.command, &env, None) {
+    // In a process group of its own, stopped as a whole on a loss. It does not inherit the
+    // session connection: killed, redis-lock's leadership must end with it.
+    let mut child = match child::spawn_group(&args.command, &env) {
         Ok(c) => c,
         Err(e) => {
             if let Ok(true) = resign(&mut conn, target, name, candidate) {
@@ -426,7 +427,7 @@ fn one_round(
     let lose = |at: Instant, reason: Reason, lost: &mut bool, kill_at: &mut Option<Instant>| {
         *lost = true;
         lost_line(at, &reason);
-        child::kill(pid, libc::SIGTERM);
+        child::kill_group(pid, libc::SIGTERM);
         *kill_at = Some(Instant::now() + args.grace);
     };
     loop {
@@ -447,7 +448,7 @@ fn one_round(
                 Err(RecvTimeoutError::Timeout) => {
                     if lost && kill_at.is_some_and(|k| Instant::now() >= k) {
                         say("the command did not end after SIGTERM: sending SIGKILL");
-                        child::kill(pid, libc::SIGKILL);
+                        child::kill_group(pid, libc::SIGKILL);
                         kill_at = None;
                     }
                     continue;
@@ -465,11 +466,8 @@ fn one_round(
             Event::Ended(r, reason, noticed) if r == round && !lost => {
                 lose(noticed.min(deadline), reason, &mut lost, &mut kill_at)
             }
-            Event::Signal(s) => {
-                if child::forward(s) {
-                    child::kill(pid, s.signal);
-                }
-            }
+            // Its own process group does not get the terminal's signals: pass every one on.
+            Event::Signal(s) => child::kill_group(pid, s.signal),
             _ => {}
         }
     }
