@@ -656,6 +656,7 @@ fn a_silent_session_connection_loses_its_leadership_and_the_next_leads() {
     let mut kept = Session::open(&server, "kept");
     let mut k = server.client();
     let tk = campaign(&mut k, "busy", "k", &["PX", &px, "SESSION", "kept"]).expect("k leads");
+    let busy_first_expiry = pexpiretime(&mut con, "busy");
 
     // The session connection is last heard from when it sends SUBSCRIBE:
     // after `sent_at`, before `heard_at`.
@@ -702,6 +703,21 @@ fn a_silent_session_connection_loses_its_leadership_and_the_next_leads() {
     // session connection heard only PONGs.
     assert_eq!(leader(&mut con, "busy").map(|l| l.term), Some(tk));
     assert_eq!(q::<String>(&mut con, &["HGET", "busy", "k"]), "1");
+    // Renewed past its first lease, and the record's expiry with it (both
+    // read in one MULTI: no renewal between them).
+    let (lock_at, record_at): (i64, i64) = redis::pipe()
+        .atomic()
+        .cmd("PEXPIRETIME")
+        .arg("busy")
+        .cmd("PEXPIRETIME")
+        .arg(record_key("busy"))
+        .query(&mut con)
+        .expect("MULTI");
+    assert!(lock_at > busy_first_expiry, "renewed: {lock_at}");
+    assert_eq!(
+        record_at, lock_at,
+        "the record's expiry follows each renewal"
+    );
     kept.con
         .set_read_timeout(Some(Duration::from_millis(300)))
         .expect("timeout");
@@ -765,6 +781,18 @@ fn errors_by_code() {
             "{key}"
         );
     }
+    // ACL: the caller must be allowed to write the record and the counter.
+    q::<()>(
+        &mut con,
+        &["ACL", "SETUSER", "narrow", "on", ">pw", "~e", "+@all"],
+    );
+    let mut narrow = server.client();
+    q::<()>(&mut narrow, &["AUTH", "narrow", "pw"]);
+    assert_eq!(
+        err_code(&mut narrow, &["ELECT.CAMPAIGN", "e", "a", "KEEPALIVE"]),
+        "NOPERM"
+    );
+    assert!(!exists(&mut con, "e"));
     // A name with a proper hash tag is fine: its record is `name:leader`.
     let mut a = server.client();
     let t = campaign(&mut a, "{t}x", "a", &["KEEPALIVE"]).expect("leads");

@@ -353,11 +353,14 @@ impl Drop for Candidate {
     }
 }
 
+/// A leadership as the observer saw it: candidate (`None`: nobody), term.
+type Seen = (Option<String>, i64);
+
 /// A thread in the follower's loop: `ELECT.OBSERVE chaos TERM t BLOCK
 /// 200`, noting each (candidate, term) answered, until stopped.
 struct Observer {
     stop: Arc<AtomicBool>,
-    seen: Arc<Mutex<Vec<(Option<String>, i64)>>>,
+    seen: Arc<Mutex<Vec<Seen>>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -407,13 +410,13 @@ impl Observer {
         }
     }
 
-    fn seen(&self) -> Vec<(Option<String>, i64)> {
+    fn seen(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
     }
 
     /// Waits until it has seen nobody lead after all that happened, then
     /// stops it; what it saw.
-    fn finish(mut self) -> Vec<(Option<String>, i64)> {
+    fn finish(mut self) -> Vec<Seen> {
         wait_until("the observer to see nobody lead", || {
             self.seen().last().is_some_and(|(_, t)| *t == 0)
         });
@@ -475,7 +478,7 @@ fn queue(server_url: &str, con: &mut Connection, id: &str, nth: i64) -> Candidat
 /// The checks on the whole history: belief intervals never overlap, terms
 /// only grow in the order of leading, the observer saw exactly that
 /// sequence of leaders and then nobody; and nothing is left on the server.
-fn check_history(server: &Server, candidates: &[&Candidate], seen: &[(Option<String>, i64)]) {
+fn check_history(server: &Server, candidates: &[&Candidate], seen: &[Seen]) {
     let mut beliefs: Vec<(i64, i64, i64, &str)> = candidates
         .iter()
         .filter_map(|c| {
@@ -499,7 +502,7 @@ fn check_history(server: &Server, candidates: &[&Candidate], seen: &[(Option<Str
         );
         assert!(a.2 < b.2, "terms not growing: {beliefs:?}");
     }
-    let led: Vec<(Option<String>, i64)> = beliefs
+    let led: Vec<Seen> = beliefs
         .iter()
         .map(|(_, _, term, id)| (Some(id.to_string()), *term))
         .collect();
