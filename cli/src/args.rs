@@ -621,6 +621,66 @@ mod tests {
     }
 
     #[test]
+    fn elect_and_leader() {
+        let cli = parse(&["elect", "sched", "--", "./run", "-x"]).expect("parses");
+        let Command::Elect(e) = cli.command else {
+            panic!("not elect")
+        };
+        assert_eq!((e.name.as_str(), e.command.len()), ("sched", 2));
+        assert_eq!(e.lease, Duration::from_secs(5));
+        assert_eq!(e.grace, Duration::from_secs(10));
+        assert_eq!(e.wait(), Wait::Forever);
+        assert!(!e.again && e.candidate.is_none() && e.value.is_none());
+        let cli = parse(&[
+            "elect",
+            "--candidate",
+            "node a",
+            "--value",
+            "10.0.0.5:80",
+            "--lease",
+            "1s",
+            "--wait",
+            "0",
+            "--again",
+            "--kill-after",
+            "2s",
+            "sched",
+            "--",
+            "true",
+        ])
+        .expect("parses");
+        let Command::Elect(e) = cli.command else {
+            panic!("not elect")
+        };
+        assert_eq!(e.candidate.as_deref(), Some("node a"));
+        assert_eq!(e.value.as_deref(), Some("10.0.0.5:80"));
+        assert_eq!(
+            (e.lease, e.grace),
+            (Duration::from_secs(1), Duration::from_secs(2))
+        );
+        assert_eq!(e.wait(), Wait::No);
+        assert!(e.again);
+        assert!(
+            parse(&["elect", "a", "b", "--", "true"]).is_err(),
+            "one name"
+        );
+        assert!(parse(&["elect", "--lease", "0", "a", "--", "true"]).is_err());
+        assert_eq!(
+            usage(&["elect", "sched"]),
+            format!("the command to run follows --: {ELECT_USAGE}")
+        );
+        let cli = parse(&["leader", "--watch", "--json", "sched"]).expect("parses");
+        assert!(matches!(
+            cli.command,
+            Command::Leader(LeaderArgs {
+                watch: true,
+                json: true,
+                ..
+            })
+        ));
+    }
+
+    #[test]
     fn global_url_and_other_commands() {
         let cli = parse(&["status", "--json", "a", "-u", "redis://h:1"]).expect("parses");
         assert_eq!(cli.url, "redis://h:1");

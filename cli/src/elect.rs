@@ -262,6 +262,30 @@ fn resign(
         .map_err(|e| words::reason(c.info(), &cmd, &e))
 }
 
+/// After a loss: `ELECT.RESIGN`, best effort and quick (the server may still have the
+/// leadership: the deadline passed, the connection broke), so that the next candidate
+/// leads at once. A server that does not answer in time is not asked again: cut off, a new
+/// connection would not reach it either.
+fn resign_after_loss(
+    conn: &mut Option<Conn>,
+    target: &ConnectionInfo,
+    name: &str,
+    candidate: &str,
+) {
+    let cmd = proto::elect_resign(name, candidate);
+    if let Some(c) = conn.as_mut() {
+        match c.call_waiting(&cmd, Some(ABANDON_PATIENCE)) {
+            Ok(_) => return,
+            Err(e) if exit::is_connection_error(&e) && e.is_timeout() => return,
+            Err(e) if !exit::is_unusable(&e) => return,
+            Err(_) => {}
+        }
+    }
+    if let Ok(mut c) = Conn::connect(target) {
+        let _ = c.call_waiting(&cmd, Some(ABANDON_PATIENCE));
+    }
+}
+
 fn one_round(
     args: &ElectArgs,
     target: &ConnectionInfo,
@@ -382,7 +406,7 @@ fn one_round(
     };
     if Instant::now() >= deadline {
         lost_line(deadline, &Reason::Deadline);
-        let _ = resign(&mut conn, target, name, candidate);
+        resign_after_loss(&mut conn, target, name, candidate);
         session.close();
         return Ok(Outcome::Lost);
     }
@@ -474,13 +498,13 @@ fn one_round(
     let code = reap(&mut child)?;
     if lost {
         // The server may still have it (the deadline, a broken connection): hand over now.
-        let _ = resign(&mut conn, target, name, candidate);
+        resign_after_loss(&mut conn, target, name, candidate);
         session.close();
         return Ok(Outcome::Lost);
     }
     if Instant::now() >= deadline {
         lost_line(deadline, &Reason::Deadline);
-        let _ = resign(&mut conn, target, name, candidate);
+        resign_after_loss(&mut conn, target, name, candidate);
         session.close();
         return Ok(Outcome::Lost);
     }
@@ -573,28 +597,49 @@ pub fn leader(url: &str, args: LeaderArgs) -> Result<u8, Failure> {
         return Ok(if now.is_some() { 0 } else { exit::CONFLICT });
     }
     let mut term = now.map_or(0, |l| l.term);
-    let mut broken: Option<String> = None;
+    let mut broken = false;
     loop {
         let cmd = proto::elect_observe(&args.name, term, Wait::Forever);
-        match read_leader(&mut conn, &cmd, None) {
-            Ok(Some(l)) => {
-                broken = None;
-                println!("{}", leader_line(Some(&l), args.json));
-                term = l.term;
-            }
-            Ok(None) => {}
-            Err(f @ (Failure::Unreachable(_) | Failure::Server(_))) => {
-                // Gone, or not serving now (loading, a replica after a failover): again.
-                if broken.is_none() {
-                    say(&format!("{f}: trying again"));
+        let e = match conn.call_waiting(&cmd, None) {
+            Ok(v) => {
+                broken = false;
+                match proto::leader(&v) {
+                    Ok(Some(l)) => {
+                        println!("{}", leader_line(Some(&l), args.json));
+                        term = l.term;
+                    }
+                    Ok(None) => {}
+                    Err(_) => {
+                        return Err(Failure::Server(format!(
+                            "{} answered ELECT.OBSERVE with something other than a leader",
+                            conn::describe(conn.info())
+                        )))
+                    }
                 }
-                broken = Some(f.to_string());
-                thread::sleep(RECONNECT_DELAY);
-                if let Ok(c) = Conn::connect(&target) {
-                    conn = c;
-                }
+                continue;
             }
-            Err(f) => return Err(f),
+            Err(e) => e,
+        };
+        // Gone, or not serving now (a master that became a replica answers UNBLOCKED,
+        // loading, cluster down): again, on a new connection.
+        let again = exit::is_unusable(&e)
+            || matches!(
+                e.code(),
+                Some("UNBLOCKED" | "LOADING" | "MASTERDOWN" | "CLUSTERDOWN" | "TRYAGAIN" | "BUSY")
+            );
+        if !again {
+            return Err(words::command_failure(conn.info(), &cmd, &e));
+        }
+        if !broken {
+            say(&format!(
+                "{}: trying again",
+                words::reason(conn.info(), &cmd, &e)
+            ));
+            broken = true;
+        }
+        thread::sleep(RECONNECT_DELAY);
+        if let Ok(c) = Conn::connect(&target) {
+            conn = c;
         }
     }
 }

@@ -380,7 +380,7 @@ fn force_release_stops_the_command_and_exits_75_or_campaigns_again() {
 }
 
 #[test]
-fn a_silent_server_makes_the_leader_stop_at_its_deadline() {
+fn a_leader_keeps_leading_while_answered_and_stops_at_its_deadline_when_not() {
     let s = Server::start();
     let dir = scratch();
     let script = format!(
@@ -396,6 +396,10 @@ fn a_silent_server_makes_the_leader_stop_at_its_deadline() {
     );
     wait_file(&dir.join("started"));
     let term = p.wait_said(1)[0].term;
+    // Leading across several leases while the server answers its PINGs (every lease/4).
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(p.said().len(), 1, "{:?}", p.said());
+    assert!(!dir.join("term").exists());
     let pid = s.pid().expect("server pid") as i32;
     // SAFETY: the test's own server process.
     unsafe { libc::kill(pid, libc::SIGSTOP) };

@@ -179,6 +179,7 @@ pub(crate) async fn acquire(
                             tx,
                         };
                         let id = inner.register(entry);
+                        let first_token = tokens.first().copied().unwrap_or_default();
                         let hold = Hold {
                             inner: inner.clone(),
                             id,
@@ -191,7 +192,9 @@ pub(crate) async fn acquire(
                             done: false,
                         };
                         // Dropped here, the hold is released by its Drop.
-                        inner.reattach_if_reconnected(id, sent_at).await;
+                        inner
+                            .reattach_if_reconnected(id, sent_at, first_token)
+                            .await;
                         Ok(hold)
                     }
                     Err(proto::Unexpected) => {

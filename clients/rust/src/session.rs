@@ -570,23 +570,45 @@ impl Inner {
 
     /// Re-attaches hold `id` if the session reconnected since `sent_at` (when its acquire
     /// was sent): the re-attach of the reconnect may have missed it.
-    pub async fn reattach_if_reconnected(&self, id: u64, sent_at: u64) {
+    /// `token`: the hold's (first) token, a leadership's term.
+    pub async fn reattach_if_reconnected(&self, id: u64, sent_at: u64, token: i64) {
         if self.generation() == sent_at {
             return;
         }
         let hold = lock(&self.holds)
             .get(&id)
             .map(|e| (e.keys.clone(), e.owner.clone(), e.of, e.lease));
-        if let Some((keys, _, Of::Election, _)) = &hold {
-            // The session connection the leadership was bound to may be the one that broke.
+        if let Some((keys, owner, Of::Election, lease)) = &hold {
             let key = keys.first().cloned().unwrap_or_default();
-            self.lose_id(id, &key, Reason::ConnectionLost);
+            self.reattach_leadership(id, &key, owner, *lease, token)
+                .await;
             return;
         }
         if let Some((keys, owner, of, lease)) = hold {
             for key in &keys {
                 self.reattach_one(id, key, &owner, of, lease).await;
             }
+        }
+    }
+
+    /// A leadership granted while a session connection was replaced may be bound to the one
+    /// that broke: `ELECT.CAMPAIGN` again without `BLOCK` binds it to the session's connection
+    /// now if the candidate still leads with term `term`. Anything else is a loss (a new
+    /// term won here is not the one the caller was given: its watcher resigns it).
+    async fn reattach_leadership(
+        &self,
+        id: u64,
+        key: &str,
+        owner: &str,
+        lease: Duration,
+        term: i64,
+    ) {
+        let args = Of::Election.renew(key, owner, lease, Binding::Session(&self.token));
+        let sent = self.command(&args, Some(key));
+        match tokio::time::timeout(self.opts.response_timeout, sent).await {
+            Ok(Ok(v)) if proto::campaigned(&v) == Ok(Some(term)) => {}
+            Ok(Ok(_)) => self.lose_id(id, key, Reason::NotOwner),
+            _ => self.lose_id(id, key, Reason::ConnectionLost),
         }
     }
 

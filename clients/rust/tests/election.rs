@@ -295,3 +295,46 @@ async fn a_silent_server_ends_the_leadership_at_its_local_deadline() {
     .await;
     assert_clean(&mut con, "d");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_campaign_that_waited_across_a_session_reconnect_is_bound_to_the_new_connection() {
+    let server = Server::start();
+    let mut con = server.client();
+    let a = Session::open(&client(&server)).await.unwrap();
+    let b = Session::open(&client(&server)).await.unwrap();
+    let first = a.election("r").campaign(Wait::No).await.unwrap();
+    let next = tokio::spawn({
+        let e = b.election("r").value("vb");
+        async move { e.campaign(Wait::Forever).await }
+    });
+    eventually("the next candidate queued", || {
+        waiters_of(&mut con, "r") == 1
+    })
+    .await;
+    let before = session_conn(&mut con, b.token());
+    let _: i64 = q(&mut con, &["CLIENT", "KILL", "ID", &before]);
+    eventually("b's session connection named again", || {
+        let list: String = q(&mut con, &["CLIENT", "LIST"]);
+        list.lines()
+            .any(|l| l.contains(&format!(" name=lock-session:{} ", b.token())))
+            && session_conn(&mut con, b.token()) != before
+    })
+    .await;
+    let after = session_conn(&mut con, b.token());
+    assert!(first.resign().await.unwrap());
+    let next = next.await.unwrap().unwrap();
+    let info = common::lock_info(&mut con, "r");
+    assert_eq!(
+        common::field(&info, "keepalive_client").as_deref(),
+        Some(after.as_str()),
+        "bound to the session's connection now: {info:?}"
+    );
+    assert!(!next.is_lost());
+    let seen = b.election("r").leader().await.unwrap().unwrap();
+    assert_eq!(
+        (seen.term, seen.value.as_deref()),
+        (next.term(), Some("vb"))
+    );
+    assert!(next.resign().await.unwrap());
+    assert_clean(&mut con, "r");
+}
