@@ -74,8 +74,8 @@ fn lost_unless_held(ctx: &Context, election: &LockId<'_>, leader: &[u8]) {
         .ok()
         .flatten()
         .is_some_and(|(state, _)| state.held_by(leader));
-    if !holds && keepalive::end(ctx, election, leader, LossReason::Gone) {
-        Stats::bump(&STATS.elections_lost);
+    if !holds {
+        keepalive::end(ctx, election, leader, LossReason::Gone);
     }
 }
 

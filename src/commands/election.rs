@@ -19,7 +19,7 @@ use crate::observers;
 use crate::waiters::with_queue;
 use crate::{acquisition, blocking, events, keepalive};
 use lock_rules::args::{parse_campaign_options, parse_observe_options};
-use lock_rules::election::{observer_answered, Leader};
+use lock_rules::election::{holder, observer_answered, Leader};
 use lock_rules::error::LockError;
 use lock_rules::keys::leader_key_in_slot;
 use lock_rules::request::LockKind;
@@ -158,14 +158,14 @@ fn campaign(ctx: &Context, args: &[RedisString]) -> RedisResult {
             term,
             value: request.value.as_deref().map(<[u8]>::to_vec),
         };
-        if tx.state().held_by(owner.as_slice()) {
+        if holder(tx.state()) == Some(owner.as_slice()) {
             // The leader campaigns again (a re-attach after a failover, or
             // a new connection): no second hold, a fresh lease and binding.
-            let term = match leader_record::read_leader(ctx, name)? {
-                Some(Seen { leader, .. }) => leader.term,
-                // Held under this name outside ELECT.*: its last token.
-                None => crate::store::existing_token(ctx, name.as_slice()).unwrap_or(0),
+            // Held under this name outside ELECT.* (LOCK.ACQUIRE): no term.
+            let Some(Seen { leader: led, .. }) = leader_record::read_leader(ctx, name)? else {
+                return Err(LockError::held_outside_election());
             };
+            let term = led.term;
             let renewed = tx.renew(owner.as_slice(), request.lease_ms);
             handoff::commit(ctx, &lock, &key, tx);
             renewed?;
@@ -178,7 +178,7 @@ fn campaign(ctx: &Context, args: &[RedisString]) -> RedisResult {
             );
             let mut now = leader(term);
             if now.value.is_none() {
-                now.value = leader_record::read_leader(ctx, name)?.and_then(|s| s.leader.value);
+                now.value = led.value;
             }
             elections::began(ctx, &lock, name, now);
             return Ok(RedisValue::Integer(term));
