@@ -572,8 +572,9 @@ fn observe_answers_each_change_and_nothing_else() {
 /// A leader that keeps its leadership with SESSION hears on the session's
 /// channel, at once (long before a renewal, with 60 s leases), each way
 /// the server ends it other than its own resign: LOCK.FORCERELEASE
-/// (`forced`), DEL, FLUSHALL and an overwrite (`gone`); the next candidate
-/// in line leads; `lock_elections_lost` counts each.
+/// (`forced`), DEL and FLUSHALL (`gone`); an overwrite by SET at its next
+/// renewal; the next candidate in line leads; `lock_elections_lost` counts
+/// each.
 #[test]
 fn a_session_hears_at_once_of_each_leadership_it_loses() {
     let server = Server::start();
@@ -608,10 +609,14 @@ fn a_session_hears_at_once_of_each_leadership_it_loses() {
     assert_eq!(session.next_message(), "gone 6 node a del");
     assert_nobody_leads(&mut con, "del");
 
-    lead(&mut a, "over");
+    // Overwritten by SET, whose (string) events the module does not hear:
+    // the leader hears at its next renewal, half a lease later, and the
+    // record expires with the lease it had.
+    campaign(&mut a, "over", "node a", &["PX", "2000", "SESSION", "s1"]).expect("leads");
     q::<()>(&mut con, &["SET", "over", "x"]);
     assert_eq!(session.next_message(), "gone 6 node a over");
-    assert!(!exists(&mut con, &record_key("over")));
+    let record_ttl = q::<i64>(&mut con, &["PTTL", &record_key("over")]);
+    assert!(record_ttl <= 2000, "the record outlives its lease: {record_ttl}");
     assert_eq!(err_code(&mut con, &["ELECT.LEADER", "over"]), "WRONGTYPE");
     q::<()>(&mut con, &["DEL", "over"]);
 

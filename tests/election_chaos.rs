@@ -596,9 +596,9 @@ fn leaders_killed_stopped_and_resigning_hand_over_safely_and_in_time() {
 
     let seen = observer.finish();
     check_history(&server, &[&c1, &c2, &c3, &c4, &c5], &seen);
-    // c1's (killed: its lease ran out) and c2's (stopped: `idle`) ended
-    // other than by resign or release.
-    assert_eq!(server.stat("elections_lost"), 2, "lock_elections_lost");
+    // c2's (stopped: `idle`) was ended by the server while kept alive;
+    // c1's (killed) ended with its connection, nobody to tell: not counted.
+    assert_eq!(server.stat("elections_lost"), 1, "lock_elections_lost");
     assert_eq!(server.stat("elections_won"), 5, "lock_elections_won");
 }
 
