@@ -616,7 +616,10 @@ fn a_session_hears_at_once_of_each_leadership_it_loses() {
     q::<()>(&mut con, &["SET", "over", "x"]);
     assert_eq!(session.next_message(), "gone 6 node a over");
     let record_ttl = q::<i64>(&mut con, &["PTTL", &record_key("over")]);
-    assert!(record_ttl <= 2000, "the record outlives its lease: {record_ttl}");
+    assert!(
+        record_ttl <= 2000,
+        "the record outlives its lease: {record_ttl}"
+    );
     assert_eq!(err_code(&mut con, &["ELECT.LEADER", "over"]), "WRONGTYPE");
     q::<()>(&mut con, &["DEL", "over"]);
 
