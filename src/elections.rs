@@ -34,7 +34,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use redis_module::{Context, RedisString};
@@ -68,6 +68,14 @@ static ELECTIONS: LazyLock<Mutex<Elections>> = LazyLock::new(Mutex::default);
 /// Whether any name is known as an election: the commits of other locks
 /// skip the mutex.
 static ANY: AtomicBool = AtomicBool::new(false);
+/// Bit `len % 64` is set for the length of every name known as an
+/// election: a commit of a lock whose name's length has no bit set (most
+/// locks, beside a few elections) skips the mutex and the lookup.
+static LENGTHS: AtomicU64 = AtomicU64::new(0);
+
+fn length_bit(key: &[u8]) -> u64 {
+    1 << (key.len() % 64)
+}
 
 fn elections() -> MutexGuard<'static, Elections> {
     sync::lock(&ELECTIONS)
@@ -96,12 +104,14 @@ pub fn note(lock: &LockId<'_>) {
     let mut e = elections();
     if !e.is_known(lock.db, &lock.key) {
         e.known.entry(lock.key.to_vec()).or_default().push(lock.db);
+        LENGTHS.fetch_or(length_bit(&lock.key), Relaxed);
         ANY.store(true, Relaxed);
     }
 }
 
 pub fn is_election(lock: &LockId<'_>) -> bool {
-    ANY.load(Relaxed) && elections().is_known(lock.db, &lock.key)
+    LENGTHS.load(Relaxed) & length_bit(&lock.key) != 0
+        && elections().is_known(lock.db, &lock.key)
 }
 
 /// A transition of `lock` was committed to `key` (called before its wakes
