@@ -104,6 +104,11 @@ def map_error(err, what=""):
                 f"the server does not know the SEM.*/LATCH.* commands ({err}): load a build of the "
                 "lock module that has them (--loadmodule /path/to/liblock.so)"
             )
+        if is_module_missing(err) and "'elect." in str(err).lower():
+            return ModuleNotLoadedError(
+                f"the server does not know the ELECT.* commands ({err}): load a build of the "
+                "lock module that has them (1.2.0 or later)"
+            )
         if is_module_missing(err):
             return ModuleNotLoadedError(
                 f"the server does not know the LOCK.* commands ({err}): start it with "
