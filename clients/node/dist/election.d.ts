@@ -1,5 +1,5 @@
 import { EventEmitter } from "node:events";
-import type { RedisClientLike } from "./adapter";
+import { RedisClientLike } from "./adapter";
 import { LostError, LostReason } from "./errors";
 import { ElectionEntry, Session } from "./session";
 /** Who leads. */
@@ -105,8 +105,9 @@ export declare class Election {
     /**
      * The leadership's changes (`ELECT.OBSERVE key TERM t BLOCK 0`): the current leader first once
      * someone leads, then every change in order (a new term, a proclaimed value, null when nobody
-     * leads; a change followed by another before the next step is seen as the later one). Each step
-     * waits on a pooled connection; `break` ends it, as does `signal` (also while a step waits).
+     * leads; a change followed by another before the next step is seen as the later one). It waits
+     * on a connection of its own (no session needed), closed when the iteration ends: `break`, or
+     * `signal` (also while a step waits).
      */
     observe(opts?: ObserveOptions): AsyncGenerator<Leader | null, void, undefined>;
     /** Closes the session this election opened for itself (a session given to it is left open). */

@@ -7,6 +7,7 @@
 Object.defineProperty(exports, "__esModule", { value: true });
 exports.Election = exports.Leadership = void 0;
 const node_events_1 = require("node:events");
+const adapter_1 = require("./adapter");
 const errors_1 = require("./errors");
 const semaphore_1 = require("./semaphore");
 const session_1 = require("./session");
@@ -300,49 +301,60 @@ class Election {
     }
     /** Who leads now (`ELECT.LEADER`), or null. */
     async leader() {
-        const s = await this.session();
-        return toLeader(await s.call(this.name, ["ELECT.LEADER", this.name]));
+        if (this.sessionP)
+            return toLeader(await (await this.sessionP).call(this.name, ["ELECT.LEADER", this.name]));
+        try {
+            return toLeader(await (0, adapter_1.adapterFor)(this.client).call(this.name, ["ELECT.LEADER", this.name]));
+        }
+        catch (e) {
+            throw (0, errors_1.toLockError)(e);
+        }
     }
     /**
      * The leadership's changes (`ELECT.OBSERVE key TERM t BLOCK 0`): the current leader first once
      * someone leads, then every change in order (a new term, a proclaimed value, null when nobody
-     * leads; a change followed by another before the next step is seen as the later one). Each step
-     * waits on a pooled connection; `break` ends it, as does `signal` (also while a step waits).
+     * leads; a change followed by another before the next step is seen as the later one). It waits
+     * on a connection of its own (no session needed), closed when the iteration ends: `break`, or
+     * `signal` (also while a step waits).
      */
     async *observe(opts = {}) {
-        const s = await this.session();
         const signal = opts.signal;
-        let term = 0n;
-        while (!signal?.aborted) {
+        const adapter = this.sessionP ? (await this.sessionP).adapter : (0, adapter_1.adapterFor)(this.client);
+        let node;
+        if (adapter.cluster) {
+            const s = await this.session();
             const n = s.nodeFor(this.name);
-            const node = typeof n === "string" ? n : await n;
-            const conn = await s.takeConnection(node);
-            let reply;
-            const onAbort = () => s.discardConnection(conn);
-            signal?.addEventListener("abort", onAbort, { once: true });
-            try {
-                reply = await conn.call(["ELECT.OBSERVE", this.name, "TERM", String(term), "BLOCK", "0"]);
-            }
-            catch (e) {
-                if ((0, errors_1.replyCode)(e) !== undefined)
-                    s.giveConnection(node, conn);
-                else
-                    s.discardConnection(conn);
+            node = typeof n === "string" ? n : await n;
+        }
+        let conn;
+        const onAbort = () => conn?.destroy();
+        signal?.addEventListener("abort", onAbort, { once: true });
+        let term = 0n;
+        try {
+            while (!signal?.aborted) {
+                if (!conn || conn.ended)
+                    conn = await adapter.connect(node);
                 if (signal?.aborted)
                     return;
-                throw (0, errors_1.toLockError)(e);
+                let reply;
+                try {
+                    reply = await conn.call(["ELECT.OBSERVE", this.name, "TERM", String(term), "BLOCK", "0"]);
+                }
+                catch (e) {
+                    if (signal?.aborted)
+                        return;
+                    throw (0, errors_1.toLockError)(e);
+                }
+                if (signal?.aborted)
+                    return;
+                const leader = toLeader(reply);
+                term = leader ? leader.term : 0n;
+                yield leader;
             }
-            finally {
-                signal?.removeEventListener("abort", onAbort);
-            }
-            if (signal?.aborted) {
-                s.discardConnection(conn);
-                return;
-            }
-            s.giveConnection(node, conn);
-            const leader = toLeader(reply);
-            term = leader ? leader.term : 0n;
-            yield leader;
+        }
+        finally {
+            signal?.removeEventListener("abort", onAbort);
+            conn?.destroy();
         }
     }
     /** Closes the session this election opened for itself (a session given to it is left open). */

@@ -175,12 +175,6 @@ export declare class Session extends EventEmitter {
     electionsDown(node: string, reason: LostReason): void;
     /** @internal The session connection to `node`, if open (campaigns read its epoch and last answered PING). */
     nodeSessionIfAny(node: string): NodeSession | undefined;
-    /** @internal A pooled connection for a long wait (ELECT.OBSERVE). */
-    takeConnection(node: string): Promise<Connection>;
-    /** @internal */
-    giveConnection(node: string, c: Connection): void;
-    /** @internal */
-    discardConnection(c: Connection): void;
     /** @internal */
     newOwner(): string;
     /** @internal */

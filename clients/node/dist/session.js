@@ -410,18 +410,6 @@ class Session extends node_events_1.EventEmitter {
     nodeSessionIfAny(node) {
         return this.nodes.get(node);
     }
-    /** @internal A pooled connection for a long wait (ELECT.OBSERVE). */
-    takeConnection(node) {
-        return Promise.resolve(this.pool.take(node));
-    }
-    /** @internal */
-    giveConnection(node, c) {
-        this.pool.give(node, c);
-    }
-    /** @internal */
-    discardConnection(c) {
-        this.pool.discard(c);
-    }
     /** @internal */
     newOwner() {
         return `${this.token}:${++this.counter}`;

@@ -6,8 +6,8 @@
 
 import { EventEmitter } from "node:events";
 
-import type { RedisClientLike } from "./adapter";
-import { BusyError, LockError, LostError, LostReason, NotOwnerError, replyCode, toLockError } from "./errors";
+import { Connection, RedisClientLike, adapterFor } from "./adapter";
+import { BusyError, LockError, LostError, LostReason, NotOwnerError, toLockError } from "./errors";
 import { toRecord } from "./semaphore";
 import { ElectionEntry, Session } from "./session";
 
@@ -340,45 +340,53 @@ export class Election {
 
   /** Who leads now (`ELECT.LEADER`), or null. */
   async leader(): Promise<Leader | null> {
-    const s = await this.session();
-    return toLeader(await s.call(this.name, ["ELECT.LEADER", this.name]));
+    if (this.sessionP) return toLeader(await (await this.sessionP).call(this.name, ["ELECT.LEADER", this.name]));
+    try {
+      return toLeader(await adapterFor(this.client!).call(this.name, ["ELECT.LEADER", this.name]));
+    } catch (e) {
+      throw toLockError(e);
+    }
   }
 
   /**
    * The leadership's changes (`ELECT.OBSERVE key TERM t BLOCK 0`): the current leader first once
    * someone leads, then every change in order (a new term, a proclaimed value, null when nobody
-   * leads; a change followed by another before the next step is seen as the later one). Each step
-   * waits on a pooled connection; `break` ends it, as does `signal` (also while a step waits).
+   * leads; a change followed by another before the next step is seen as the later one). It waits
+   * on a connection of its own (no session needed), closed when the iteration ends: `break`, or
+   * `signal` (also while a step waits).
    */
   async *observe(opts: ObserveOptions = {}): AsyncGenerator<Leader | null, void, undefined> {
-    const s = await this.session();
     const signal = opts.signal;
-    let term = 0n;
-    while (!signal?.aborted) {
+    const adapter = this.sessionP ? (await this.sessionP).adapter : adapterFor(this.client!);
+    let node: string | undefined;
+    if (adapter.cluster) {
+      const s = await this.session();
       const n = s.nodeFor(this.name);
-      const node = typeof n === "string" ? n : await n;
-      const conn = await s.takeConnection(node);
-      let reply: unknown;
-      const onAbort = () => s.discardConnection(conn);
-      signal?.addEventListener("abort", onAbort, { once: true });
-      try {
-        reply = await conn.call(["ELECT.OBSERVE", this.name, "TERM", String(term), "BLOCK", "0"]);
-      } catch (e) {
-        if (replyCode(e) !== undefined) s.giveConnection(node, conn);
-        else s.discardConnection(conn);
+      node = typeof n === "string" ? n : await n;
+    }
+    let conn: Connection | undefined;
+    const onAbort = () => conn?.destroy();
+    signal?.addEventListener("abort", onAbort, { once: true });
+    let term = 0n;
+    try {
+      while (!signal?.aborted) {
+        if (!conn || conn.ended) conn = await adapter.connect(node);
         if (signal?.aborted) return;
-        throw toLockError(e);
-      } finally {
-        signal?.removeEventListener("abort", onAbort);
+        let reply: unknown;
+        try {
+          reply = await conn.call(["ELECT.OBSERVE", this.name, "TERM", String(term), "BLOCK", "0"]);
+        } catch (e) {
+          if (signal?.aborted) return;
+          throw toLockError(e);
+        }
+        if (signal?.aborted) return;
+        const leader = toLeader(reply);
+        term = leader ? leader.term : 0n;
+        yield leader;
       }
-      if (signal?.aborted) {
-        s.discardConnection(conn);
-        return;
-      }
-      s.giveConnection(node, conn);
-      const leader = toLeader(reply);
-      term = leader ? leader.term : 0n;
-      yield leader;
+    } finally {
+      signal?.removeEventListener("abort", onAbort);
+      conn?.destroy();
     }
   }
 

@@ -511,21 +511,6 @@ export class Session extends EventEmitter {
     return this.nodes.get(node);
   }
 
-  /** @internal A pooled connection for a long wait (ELECT.OBSERVE). */
-  takeConnection(node: string): Promise<Connection> {
-    return Promise.resolve(this.pool.take(node));
-  }
-
-  /** @internal */
-  giveConnection(node: string, c: Connection): void {
-    this.pool.give(node, c);
-  }
-
-  /** @internal */
-  discardConnection(c: Connection): void {
-    this.pool.discard(c);
-  }
-
   /** @internal */
   newOwner(): string {
     return `${this.token}:${++this.counter}`;

@@ -151,6 +151,7 @@ def test_forcerelease_fires_lost_within_a_second(r):
         leadership = e.campaign(timeout=0)
         assert r.execute_command("LOCK.FORCERELEASE", name) == 1
         assert leadership.lost.wait(1.0)
+        wait_for("the callback", lambda: reasons)
         assert leadership.lost_reason == "forced" and reasons == ["forced"]
         assert not leadership.is_leader
         with pytest.raises(LostError):
