@@ -71,6 +71,8 @@ export declare class Leadership extends EventEmitter implements ElectionEntry {
     proclaim(value: string): Promise<bigint>;
     /** Leaves the election (`ELECT.RESIGN`): the next candidate leads at once. True if this candidate still led. */
     resign(): Promise<boolean>;
+    /** ELECT.RESIGN until the server answers it (or the session closes). */
+    private resignInBackground;
     /** @internal Session close. */
     close(): Promise<void>;
     /** @internal */

@@ -133,8 +133,34 @@ class Leadership extends node_events_1.EventEmitter {
         this.resigned = true;
         clearTimeout(this.timer);
         this.s.removeElection(this);
-        const led = await this.s.call(this.key, ["ELECT.RESIGN", this.key, this.candidate]);
+        let led;
+        try {
+            led = await this.s.call(this.key, ["ELECT.RESIGN", this.key, this.candidate]);
+        }
+        catch (e) {
+            // Unreachable now: the session would keep the leadership alive, so it is resigned as soon
+            // as the server answers.
+            if ((0, errors_1.replyCode)(e) === undefined && !(e instanceof errors_1.LockError && e.code))
+                this.resignInBackground();
+            throw e;
+        }
         return Number(led) === 1 && !this.lostError;
+    }
+    /** ELECT.RESIGN until the server answers it (or the session closes). */
+    resignInBackground() {
+        void (async () => {
+            for (let delay = 100; !this.s.closed; delay = Math.min(delay * 2, 2000)) {
+                try {
+                    await this.s.adapter.call(this.key, ["ELECT.RESIGN", this.key, this.candidate]);
+                    return;
+                }
+                catch (e) {
+                    if ((0, errors_1.replyCode)(e) !== undefined)
+                        return;
+                }
+                await new Promise((r) => setTimeout(r, delay).unref?.());
+            }
+        })();
     }
     /** @internal Session close. */
     async close() {
@@ -155,7 +181,7 @@ class Leadership extends node_events_1.EventEmitter {
         this.s.removeElection(this);
         // What is left of it on the server (no longer renewed, or bound to a connection that is gone)
         // goes now, not at its lease's end.
-        void this.s.call(this.key, ["ELECT.RESIGN", this.key, this.candidate]).catch(() => { });
+        this.resignInBackground();
         this.controller?.abort(this.lostError);
         this.emit("lost", this.lostError);
     }

@@ -7,7 +7,7 @@
 import { EventEmitter } from "node:events";
 
 import { Connection, RedisClientLike, adapterFor } from "./adapter";
-import { BusyError, LockError, LostError, LostReason, NotOwnerError, toLockError } from "./errors";
+import { BusyError, LockError, LostError, LostReason, NotOwnerError, replyCode, toLockError } from "./errors";
 import { toRecord } from "./semaphore";
 import { ElectionEntry, Session } from "./session";
 
@@ -173,8 +173,31 @@ export class Leadership extends EventEmitter implements ElectionEntry {
     this.resigned = true;
     clearTimeout(this.timer);
     this.s.removeElection(this);
-    const led = await this.s.call(this.key, ["ELECT.RESIGN", this.key, this.candidate]);
+    let led: unknown;
+    try {
+      led = await this.s.call(this.key, ["ELECT.RESIGN", this.key, this.candidate]);
+    } catch (e) {
+      // Unreachable now: the session would keep the leadership alive, so it is resigned as soon
+      // as the server answers.
+      if (replyCode(e) === undefined && !(e instanceof LockError && e.code)) this.resignInBackground();
+      throw e;
+    }
     return Number(led) === 1 && !this.lostError;
+  }
+
+  /** ELECT.RESIGN until the server answers it (or the session closes). */
+  private resignInBackground(): void {
+    void (async () => {
+      for (let delay = 100; !this.s.closed; delay = Math.min(delay * 2, 2000)) {
+        try {
+          await this.s.adapter.call(this.key, ["ELECT.RESIGN", this.key, this.candidate]);
+          return;
+        } catch (e) {
+          if (replyCode(e) !== undefined) return;
+        }
+        await new Promise((r) => setTimeout(r, delay).unref?.());
+      }
+    })();
   }
 
   /** @internal Session close. */
@@ -196,7 +219,7 @@ export class Leadership extends EventEmitter implements ElectionEntry {
     this.s.removeElection(this);
     // What is left of it on the server (no longer renewed, or bound to a connection that is gone)
     // goes now, not at its lease's end.
-    void this.s.call(this.key, ["ELECT.RESIGN", this.key, this.candidate]).catch(() => {});
+    this.resignInBackground();
     this.controller?.abort(this.lostError);
     this.emit("lost", this.lostError);
   }

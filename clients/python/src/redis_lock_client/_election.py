@@ -267,8 +267,9 @@ class Election:
         ping = sc.last_ok_ping_sent
         deadline = max(sent, ping if ping is not None else sent) + lease_s / 2
         leadership = Leadership(self, candidate, term, value, node, lease_s, deadline, on_lost)
-        session._elections_remove(pending)
+        # (in this order: a loss message finds the pending campaign or the leadership)
         session._elections_add(leadership, lease_s)  # also wakes the session thread for its deadline
+        session._elections_remove(pending)
         if pending.lost_reason is not None:
             leadership._mark_lost(pending.lost_reason)
         return leadership
