@@ -2,6 +2,7 @@
 
 Leases of 1 s: the session PINGs every 250 ms while an election campaigns or leads."""
 
+import asyncio
 import os
 import queue
 import signal
@@ -11,6 +12,7 @@ import time
 import pytest
 
 from redis_lock_client import BusyError, Election, LostError, Session
+from redis_lock_client import asyncio as alc
 
 from conftest import wait_for, waiters
 
@@ -189,7 +191,8 @@ def test_a_leader_cut_off_stops_believing_at_its_deadline(server, r):
     name = "el:deadline"
     with Session(r) as session:
         leadership = session.election(name, lease_ms=LEASE).campaign(timeout=0)
-        time.sleep(0.3)  # a PING or two answered: the deadline moves on
+        first = leadership.deadline
+        wait_for("a PING answered: the deadline moves on", lambda: leadership.deadline > first)
         assert leadership.is_leader
         os.kill(server.proc.pid, signal.SIGSTOP)
         try:
@@ -225,3 +228,99 @@ def test_ctrl_c_while_campaigning_leaves_nothing(r):
         wait_for("the waiter gone", lambda: waiters(r, name) == 0)
         assert leader.resign() is True
         assert left_behind(r, name) == []  # nobody was handed it
+
+
+# asyncio: the same on redis.asyncio
+
+
+@pytest.fixture
+async def ar(server, r):
+    import redis.asyncio as aredis
+
+    client = aredis.Redis(port=server.port)
+    yield client
+    await client.aclose()
+
+
+async def await_for(what, pred, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = pred()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+async def test_asyncio_hand_off_value_and_observe(r, ar):
+    name = "el:async"
+    async with alc.Session(ar) as s1, alc.Session(ar) as s2:
+        e1 = s1.election(name, value="a", lease_ms=LEASE)
+        e2 = alc.Election(s2, name, value="b", lease_ms=LEASE)
+        obs = alc.Election(ar, name).observe()
+        seen = asyncio.Queue()
+
+        async def watch():
+            async for change in obs:
+                await seen.put(change)
+            await seen.put("end")
+
+        watcher = asyncio.ensure_future(watch())
+
+        async def next_change():
+            change = await asyncio.wait_for(seen.get(), 5)
+            await await_for("the observer waiting again", lambda: change == "end" or observers(r) == 1)
+            return change
+
+        await await_for("the observer waiting", lambda: observers(r) == 1)
+        l1 = await e1.campaign(timeout=0)
+        assert (await next_change())[:3] == (l1.candidate, l1.term, "a")
+        with pytest.raises(BusyError):
+            await e2.campaign(timeout=0)
+        campaign2 = asyncio.ensure_future(e2.campaign())
+        await await_for("the second candidate queued", lambda: waiters(r, name) == 1)
+        assert await l1.proclaim("a2") == l1.term
+        assert (await e2.leader()).value == "a2"
+        assert (await next_change())[:3] == (l1.candidate, l1.term, "a2")
+        async with l1:
+            pass  # leaving it resigns
+        l2 = await asyncio.wait_for(campaign2, 5)
+        assert l2.term > l1.term and not l1.lost.is_set()
+        assert (await next_change())[:3] == (l2.candidate, l2.term, "b")
+        assert await l2.resign() is True
+        assert await next_change() is None
+        await obs.close()
+        assert await asyncio.wait_for(seen.get(), 5) == "end"
+        await watcher
+        assert await e1.leader() is None
+        assert left_behind(r, name) == []
+
+
+async def test_asyncio_lost_on_forcerelease_and_at_the_deadline(server, r, ar):
+    name = "el:async-lost"
+    async with alc.Session(ar) as session:
+        reasons = []
+        e = session.election(name, lease_ms=LEASE, on_lost=lambda l: reasons.append(l.lost_reason))
+        leadership = await e.campaign(timeout=0)
+        assert r.execute_command("LOCK.FORCERELEASE", name) == 1
+        await asyncio.wait_for(leadership.lost.wait(), 1.0)
+        assert leadership.lost_reason == "forced" and reasons == ["forced"] and not leadership.is_leader
+        await await_for("the record gone", lambda: left_behind(r, name) == [])
+
+        leadership = await e.campaign(timeout=0)
+        first = leadership.deadline
+        await await_for("a PING answered: the deadline moves on", lambda: leadership.deadline > first)
+        assert leadership.is_leader
+        os.kill(server.proc.pid, signal.SIGSTOP)
+        try:
+            stopped = time.monotonic()
+            await asyncio.wait_for(leadership.lost.wait(), LEASE / 1000)
+            noticed = time.monotonic()
+        finally:
+            os.kill(server.proc.pid, signal.SIGCONT)
+        assert leadership.lost_reason == "deadline"
+        assert leadership.deadline <= stopped + LEASE / 2000 and noticed < leadership.deadline + LEASE / 2000
+        await await_for("resigned after the stop", lambda: left_behind(r, name) == [])
