@@ -71,7 +71,10 @@ export declare class Leadership extends EventEmitter implements ElectionEntry {
     proclaim(value: string): Promise<bigint>;
     /** Leaves the election (`ELECT.RESIGN`): the next candidate leads at once. True if this candidate still led. */
     resign(): Promise<boolean>;
-    /** ELECT.RESIGN until the server answers it (or the session closes). */
+    /**
+     * ELECT.RESIGN, tried again while the server is unreachable or answers as a replica would
+     * (READONLY: a failover under way), for as long as the leadership could last (two leases).
+     */
     private resignInBackground;
     /** @internal Session close. */
     close(): Promise<void>;

@@ -140,24 +140,31 @@ class Leadership extends node_events_1.EventEmitter {
         catch (e) {
             // Unreachable now: the session would keep the leadership alive, so it is resigned as soon
             // as the server answers.
-            if ((0, errors_1.replyCode)(e) === undefined && !(e instanceof errors_1.LockError && e.code))
+            if (e instanceof errors_1.UnavailableError)
                 this.resignInBackground();
             throw e;
         }
         return Number(led) === 1 && !this.lostError;
     }
-    /** ELECT.RESIGN until the server answers it (or the session closes). */
+    /**
+     * ELECT.RESIGN, tried again while the server is unreachable or answers as a replica would
+     * (READONLY: a failover under way), for as long as the leadership could last (two leases).
+     */
     resignInBackground() {
+        const until = performance.now() + 2 * this.leaseMs;
         void (async () => {
-            for (let delay = 100; !this.s.closed; delay = Math.min(delay * 2, 2000)) {
+            for (let delay = 50; !this.s.closed; delay = Math.min(delay * 2, 500)) {
                 try {
-                    await this.s.adapter.call(this.key, ["ELECT.RESIGN", this.key, this.candidate]);
+                    await this.s.call(this.key, ["ELECT.RESIGN", this.key, this.candidate]);
                     return;
                 }
                 catch (e) {
-                    if ((0, errors_1.replyCode)(e) !== undefined)
+                    // (toLockError: a connection failure, or a failover's READONLY/LOADING/..., is an UnavailableError)
+                    if (!(e instanceof errors_1.UnavailableError))
                         return;
                 }
+                if (performance.now() + delay > until)
+                    return;
                 await new Promise((r) => setTimeout(r, delay).unref?.());
             }
         })();

@@ -7,7 +7,7 @@
 import { EventEmitter } from "node:events";
 
 import { Connection, RedisClientLike, adapterFor } from "./adapter";
-import { BusyError, LockError, LostError, LostReason, NotOwnerError, replyCode, toLockError } from "./errors";
+import { BusyError, LockError, LostError, LostReason, NotOwnerError, UnavailableError, toLockError } from "./errors";
 import { toRecord } from "./semaphore";
 import { ElectionEntry, Session } from "./session";
 
@@ -179,22 +179,28 @@ export class Leadership extends EventEmitter implements ElectionEntry {
     } catch (e) {
       // Unreachable now: the session would keep the leadership alive, so it is resigned as soon
       // as the server answers.
-      if (replyCode(e) === undefined && !(e instanceof LockError && e.code)) this.resignInBackground();
+      if (e instanceof UnavailableError) this.resignInBackground();
       throw e;
     }
     return Number(led) === 1 && !this.lostError;
   }
 
-  /** ELECT.RESIGN until the server answers it (or the session closes). */
+  /**
+   * ELECT.RESIGN, tried again while the server is unreachable or answers as a replica would
+   * (READONLY: a failover under way), for as long as the leadership could last (two leases).
+   */
   private resignInBackground(): void {
+    const until = performance.now() + 2 * this.leaseMs;
     void (async () => {
-      for (let delay = 100; !this.s.closed; delay = Math.min(delay * 2, 2000)) {
+      for (let delay = 50; !this.s.closed; delay = Math.min(delay * 2, 500)) {
         try {
-          await this.s.adapter.call(this.key, ["ELECT.RESIGN", this.key, this.candidate]);
+          await this.s.call(this.key, ["ELECT.RESIGN", this.key, this.candidate]);
           return;
         } catch (e) {
-          if (replyCode(e) !== undefined) return;
+          // (toLockError: a connection failure, or a failover's READONLY/LOADING/..., is an UnavailableError)
+          if (!(e instanceof UnavailableError)) return;
         }
+        if (performance.now() + delay > until) return;
         await new Promise((r) => setTimeout(r, delay).unref?.());
       }
     })();

@@ -150,7 +150,7 @@ class Leadership:
         self.session._elections_remove(self)
         # what is left of it on the server (a leadership no longer renewed,
         # or bound to a connection that is gone) goes now, not at its lease's end
-        self.session._resign_soon(self.name, self.candidate)
+        self.session._resign_soon(self.name, self.candidate, self.lease)
         for cb in (self._on_lost, self.election._on_lost):
             if cb is None:
                 continue

@@ -800,19 +800,29 @@ class Session:
         for e in es:
             e._mark_lost(reason)
 
-    def _resign_soon(self, key, candidate):
-        """``ELECT.RESIGN`` for a leadership lost (on a thread of its own: the
-        server may not answer now); retried at the session's PINGs while the
-        server is unreachable."""
+    def _resign_soon(self, key, candidate, lease_s):
+        """``ELECT.RESIGN`` for a leadership lost, on a thread of its own (the
+        server may not answer now): tried again while the server is
+        unreachable or answers as a replica would (``READONLY``, a failover
+        under way), for as long as the leadership could last (two leases)."""
         args = ["ELECT.RESIGN", key, candidate]
 
         def run():
-            try:
-                self.client.execute_command(*args)
-            except rex.ResponseError:
-                pass
-            except Exception:  # noqa: BLE001
-                self._pending_add(args)
+            until = time.monotonic() + 2 * lease_s
+            delay = 0.05
+            while not self._closed:
+                try:
+                    self.client.execute_command(*args)
+                    return
+                except rex.ResponseError as e:
+                    if not c.is_transient(e):
+                        return
+                except Exception:  # noqa: BLE001 - unreachable
+                    pass
+                if time.monotonic() + delay > until:
+                    return
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
 
         threading.Thread(target=run, name="lock-resign", daemon=True).start()
 

@@ -682,16 +682,27 @@ class Session:
         for e in [e for e in self._elections.values() if e.node == sc.node]:
             e._mark_lost(reason)
 
-    def _resign_soon(self, key, candidate):
+    def _resign_soon(self, key, candidate, lease_s):
+        """As the sync Session's: ``ELECT.RESIGN`` in a task of its own, tried
+        again for two leases while the server is unreachable or a replica."""
         args = ["ELECT.RESIGN", key, candidate]
 
         async def run():
-            try:
-                await self.client.execute_command(*args)
-            except rex.ResponseError:
-                pass
-            except Exception:  # noqa: BLE001 - retried at the session's PINGs
-                self._pending.append(args)
+            until = time.monotonic() + 2 * lease_s
+            delay = 0.05
+            while not self._closed:
+                try:
+                    await self.client.execute_command(*args)
+                    return
+                except rex.ResponseError as e:
+                    if not c.is_transient(e):
+                        return
+                except Exception:  # noqa: BLE001 - unreachable
+                    pass
+                if time.monotonic() + delay > until:
+                    return
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.5)
 
         task = asyncio.get_running_loop().create_task(run())
         self._bg = getattr(self, "_bg", set())

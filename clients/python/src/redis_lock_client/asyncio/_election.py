@@ -89,7 +89,7 @@ class Leadership:
         self.lost_reason = reason
         self.lost.set()
         self.session._elections_remove(self)
-        self.session._resign_soon(self.name, self.candidate)
+        self.session._resign_soon(self.name, self.candidate, self.lease)
         for cb in (self._on_lost, self.election._on_lost):
             if cb is None:
                 continue
