@@ -4,8 +4,8 @@ Permit, Latch."""
 import collections
 import itertools
 import logging
-import os
 import select
+import socket
 import threading
 import time
 
@@ -217,8 +217,9 @@ class _SessionConn:
         self.last_ok_ping_sent = None
         self.last_ping_at = time.monotonic()
         self.demoted = False
-        self._wake_r, self._wake_w = self._wake_fds = os.pipe()
-        os.set_blocking(self._wake_w, False)
+        self._wake_r, self._wake_w = socket.socketpair()  # (a pipe is no socket on Windows)
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
 
     def open(self):
         conn = self.factory()
@@ -253,8 +254,6 @@ class _SessionConn:
         sock = getattr(conn, "_sock", None) if conn else None
         if sock is not None:
             try:
-                import socket
-
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
@@ -264,18 +263,15 @@ class _SessionConn:
         if conn:
             conn.disconnect()
         if self.thread is None or not self.thread.is_alive():
-            fds, self._wake_fds = self._wake_fds, ()
-            for fd in fds:
-                os.close(fd)
+            self._wake_r.close()
+            self._wake_w.close()
 
     def wake(self):
         """Makes the reader thread look again at its PING interval and the
         elections' deadlines (a campaign began, a leadership was won)."""
-        if not self._wake_fds:
-            return  # closed
         try:
-            os.write(self._wake_w, b"w")
-        except OSError:  # full: it wakes anyway
+            self._wake_w.send(b"w")
+        except OSError:  # full (it wakes anyway) or closed
             pass
 
     # the reader thread
@@ -331,14 +327,22 @@ class _SessionConn:
         sock = conn._sock
         if sock is None:
             raise rex.ConnectionError("session connection closed")
-        r, _, _ = select.select([sock, self._wake_r], [], [], wait)
-        if self._wake_r in r:
+        if hasattr(select, "poll"):  # no FD_SETSIZE limit
+            p = select.poll()
+            p.register(sock, select.POLLIN)
+            p.register(self._wake_r, select.POLLIN)
+            ready = {fd for fd, _ in p.poll(wait * 1000)}
+            woken, readable = self._wake_r.fileno() in ready, sock.fileno() in ready
+        else:
+            r, _, _ = select.select([sock, self._wake_r], [], [], wait)
+            woken, readable = self._wake_r in r, sock in r
+        if woken:
             try:
-                os.read(self._wake_r, 4096)
+                self._wake_r.recv(4096)
             except OSError:
                 pass
             return conn.can_read(timeout=0)
-        return bool(r)
+        return readable
 
     def _handle(self, reply):
         if isinstance(reply, list) and reply and c.s(reply[0]) in ("pong", "PONG"):
