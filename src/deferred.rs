@@ -1,7 +1,7 @@
 //! Work done after the command, timer or event that found it, in a 0 ms
 //! timer (the drain): locks to look at again (an outside change may have
-//! ended them, or the head of their queue changed), and grants whose answer
-//! never reached their waiter.
+//! ended them, or the head of their queue changed), grants whose answer
+//! never reached their waiter, and elections whose leader may have lost.
 //!
 //! Why not at once: a write inside a keyspace-event callback reaches
 //! replicas and the AOF before the change that caused it (see the module
@@ -15,7 +15,7 @@
 //! [`on_drain`], so that the layers below it, which only note work, do not
 //! depend on it.
 //!
-//! Offers: [`defer_key`], [`defer_lost_grants`],
+//! Offers: [`defer_key`], [`defer_lost_grants`], [`defer_election`],
 //! [`settle_now_or_later`], [`after_queue_change`].
 
 use std::collections::HashSet;
@@ -38,6 +38,9 @@ const RETRY_MS: i64 = 20;
 pub struct Work {
     pub keys: HashSet<LockId<'static>>,
     pub lost_grants: Vec<Grant>,
+    /// Elections to look at again, each with the candidate that led it
+    /// when that may have changed (its binding is checked).
+    pub elections: Vec<(LockId<'static>, Option<Vec<u8>>)>,
 }
 
 #[derive(Default)]
@@ -79,6 +82,12 @@ pub fn defer_lost_grants(ctx: &Context, grants: impl IntoIterator<Item = Grant>)
     defer(ctx, |work| work.lost_grants.extend(grants));
 }
 
+/// Looks at an election again in the drain, and at whether `leader` (who
+/// led it) still holds it.
+pub fn defer_election(ctx: &Context, election: LockId<'static>, leader: Option<Vec<u8>>) {
+    defer(ctx, |work| work.elections.push((election, leader)));
+}
+
 /// Looks at `lock` again now if the server may be written, else in the
 /// drain, else (a replica) not at all.
 pub fn settle_now_or_later(ctx: &Context, lock: LockId<'static>) {
@@ -89,7 +98,7 @@ pub fn settle_now_or_later(ctx: &Context, lock: LockId<'static>) {
             ctx,
             Work {
                 keys: HashSet::from([lock]),
-                lost_grants: Vec::new(),
+                ..Work::default()
             },
         ),
     }

@@ -5,7 +5,9 @@
 //! work (`deferred.rs`): each lock noted is read again and handed to its
 //! first waiter if it is free (settle), and each lost grant released.
 //!
-//! Keyspace events also end the holds whose times `holds.rs` keeps.
+//! Keyspace events also end the holds whose times `holds.rs` keeps, and
+//! have an election whose lock or record changed looked at again (its
+//! leader, if it lost without its doing, hears `gone`; see `elections.rs`).
 //!
 //! The module listens to expiry and eviction from the first acquire
 //! ([`watch_expiry`]: no command fires them, so this costs commands
@@ -17,21 +19,24 @@
 //! [`watch_expiry`], [`watch_for_waiters`], [`drain`].
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
-use redis_module::Context;
+use redis_module::{Context, ContextFlags};
 
 use crate::deferred::{self, Work};
 use crate::ffi::{self, KeyspaceHandler, ServerEventHandler};
 use crate::handoff::{self, Origin};
+use crate::sessions;
 use crate::stats::{Stats, STATS};
 use crate::store::{self, Placement};
 use crate::waiters::{registry, Grant};
-use crate::{blocking, elections, holds, keepalive, latches, semaphore_handoff, sessions};
+use crate::{blocking, elections, holds, keepalive, latches, observers, semaphore_handoff};
 use crate::{replication, server_settings};
 use lock_rules::error::LockError;
 use lock_rules::keys::semaphores_of_permits_key;
 use lock_rules::lock_id::LockId;
+use lock_rules::session::LossReason;
 
 /// The deferred work, on a master that may be written now.
 pub fn drain(ctx: &Context, work: Work) {
@@ -42,6 +47,51 @@ pub fn drain(ctx: &Context, work: Work) {
     for grant in &work.lost_grants {
         release_lost_grant(ctx, &placement, grant);
     }
+    let mut looked_at = HashSet::new();
+    for (election, leader) in work.elections {
+        if !ffi::select_db(ctx, election.db) || !placement.serves(&election.key) {
+            continue;
+        }
+        if let Some(leader) = leader {
+            lost_unless_held(ctx, &election, &leader);
+        }
+        if looked_at.insert(election.clone()) {
+            elections::recheck(ctx, &election, true);
+        }
+    }
+}
+
+/// Ends the binding of `leader`, who led `election`, unless it still holds
+/// it: it lost without its doing (its lock deleted, flushed, overwritten,
+/// handed on after its lease ran out), and its session hears `gone`. A
+/// release or a forced release unbound it in its own command.
+fn lost_unless_held(ctx: &Context, election: &LockId<'_>, leader: &[u8]) {
+    if keepalive::client_of(election, leader).is_none() {
+        return;
+    }
+    let name = ffi::string(ctx, &election.key);
+    let holds = store::read_only(ctx, &name)
+        .ok()
+        .flatten()
+        .is_some_and(|(state, _)| state.held_by(leader));
+    if !holds {
+        keepalive::end(ctx, election, leader, LossReason::Gone);
+    }
+}
+
+/// An election changed outside a command (a keyspace event on it or on its
+/// record, a flush): on a master, it is looked at again in the drain with
+/// every owner bound to it (the record that named its leader may have
+/// gone with the lock); on a replica, whose change came from its master,
+/// its observers are answered once the master's writes are all in.
+fn election_changed(ctx: &Context, election: LockId<'static>) {
+    if !ctx.get_flags().contains(ContextFlags::MASTER) {
+        return elections::recheck_later(ctx, election);
+    }
+    for owner in keepalive::owners_of(&election) {
+        deferred::defer_election(ctx, election.clone(), Some(owner));
+    }
+    deferred::defer_election(ctx, election, None);
 }
 
 /// Re-reads a lock that has waiters and hands it on if it is free. In a
@@ -113,7 +163,9 @@ impl KeyspaceHandler for KeyspaceEvents {
         // `ExpiryEvents`.
         if event != b"expired" && event != b"evicted" {
             holds::key_event(db, event, key);
-            elections::key_event(ctx, db, key);
+            for election in elections::of_key(db, key) {
+                election_changed(ctx, election);
+            }
         }
         // When the registry is busy (never expected), note the key anyway:
         // the drain re-checks everything.
@@ -167,7 +219,9 @@ impl KeyspaceHandler for ExpiryEvents {
     fn event(ctx: &Context, event: &[u8], key: &[u8]) {
         let db = ffi::selected_db(ctx);
         holds::key_event(db, event, key);
-        elections::key_event(ctx, db, key);
+        for election in elections::of_key(db, key) {
+            election_changed(ctx, election);
+        }
     }
 }
 
@@ -194,6 +248,24 @@ pub fn watch_for_waiters(ctx: &Context) {
             ctx,
             "lock: could not subscribe to keyspace and event-loop events; \
              waiters are served at lease deadlines only",
+        );
+    }
+}
+
+static WATCHING_HASHES: AtomicBool = AtomicBool::new(false);
+
+/// Starts listening to hash events (`hset`...), at the first ELECT.OBSERVE
+/// on a replica: its observers hear of a new leader by the replicated
+/// writes of the leader record.
+pub fn watch_hashes(ctx: &Context) {
+    if WATCHING_HASHES.swap(true, Relaxed) {
+        return;
+    }
+    if !ffi::subscribe_hash_events::<KeyspaceEvents>(ctx) {
+        ffi::log_warning(
+            ctx,
+            "lock: could not subscribe to hash events; observers on a replica hear of \
+             new leaders only when a key is deleted or expires",
         );
     }
 }
@@ -275,7 +347,7 @@ impl ServerEventHandler for ServerEvents {
         // sessions hear so now.
         sessions::demoted(ctx);
         latches::demoted(ctx);
-        elections::demoted(ctx);
+        observers::demoted(ctx);
         keepalive::clear();
         holds::clear();
     }
@@ -288,14 +360,18 @@ impl ServerEventHandler for ServerEvents {
     fn flushed(ctx: &Context, db: i32) {
         holds::flushed(db);
         latches::flushed(ctx, db);
-        elections::flushed(ctx, &[db]);
+        for election in elections::known_in(&[db]) {
+            election_changed(ctx, election);
+        }
         defer_locks_in(ctx, &[db]);
     }
 
     fn swapped(ctx: &Context, a: i32, b: i32) {
         holds::swapped(a, b);
         latches::swapped(ctx, a, b);
-        elections::flushed(ctx, &[a, b]);
+        for election in elections::known_in(&[a, b]) {
+            election_changed(ctx, election);
+        }
         defer_locks_in(ctx, &[a, b]);
     }
 

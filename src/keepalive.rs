@@ -217,7 +217,7 @@ pub fn unbind_lock<'o>(
         .keepalive_ended
         .fetch_add(ended.len() as u64, std::sync::atomic::Ordering::Relaxed);
     for (owner, client) in ended {
-        sessions::lost(ctx, client, LossReason::Forced, owner, &lock.key);
+        lost(ctx, client, LossReason::Forced, lock, owner);
     }
 }
 
@@ -229,8 +229,17 @@ pub fn end(ctx: &Context, lock: &LockId<'_>, owner: &[u8], reason: LossReason) -
         return false;
     };
     Stats::bump(&STATS.keepalive_ended);
-    sessions::lost(ctx, binding.client, reason, owner, &lock.key);
+    lost(ctx, binding.client, reason, lock, owner);
     true
+}
+
+/// Tells the session of `client` that `owner`'s hold of `lock` is lost;
+/// for an election, that its leader was told it lost (`INFO lock`).
+fn lost(ctx: &Context, client: ClientId, reason: LossReason, lock: &LockId<'_>, owner: &[u8]) {
+    if elections::is_election(lock) {
+        Stats::bump(&STATS.elections_lost);
+    }
+    sessions::lost(ctx, client, reason, owner, &lock.key);
 }
 
 /// The owners whose holds of `lock` are kept alive.
@@ -331,7 +340,6 @@ fn renew_due(ctx: &Context) {
             binding.lease_ms,
             binding.since_ms,
         ) {
-            Stats::bump(&STATS.elections_lost);
             Err(LossReason::Idle)
         } else {
             renew(ctx, &placement, &due.hold, binding.lease_ms)
@@ -350,7 +358,7 @@ fn renew_due(ctx: &Context) {
         if let Some(reason) = ended {
             Stats::bump(&STATS.keepalive_ended);
             let hold = &due.hold;
-            sessions::lost(ctx, binding.client, reason, hold.owner(), hold.key());
+            lost(ctx, binding.client, reason, &hold.lock(), hold.owner());
         }
     }
 }

@@ -39,8 +39,8 @@ pub struct Stats {
     pub latches_opened: AtomicU64,
     /// Leaderships begun (ELECT.CAMPAIGN granted, at once or handed on).
     pub elections_won: AtomicU64,
-    /// Leaderships that ended without their leader resigning or releasing:
-    /// its lock gone or handed on, or its connection silent for a lease.
+    /// Leaderships the server ended while their leader kept them alive, the
+    /// leader told why (forced, gone, idle, maxhold, moved).
     pub elections_lost: AtomicU64,
 }
 

@@ -687,4 +687,53 @@ mod tests {
             assert_eq!(parse_i64(s.as_bytes()), None, "{s:?}");
         }
     }
+
+    #[test]
+    fn a_campaign_is_fenced_needs_keepalive_or_session_and_takes_a_value() {
+        let campaign = |args: &[&str]| {
+            let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+            parse_campaign_options(&args)
+        };
+        let (options, value) =
+            campaign(&["VALUE", "10.0.0.5:80", "px", "5000", "KEEPALIVE"]).expect("valid");
+        assert!(options.fence);
+        assert_eq!(options.lease_ms, Some(5000));
+        assert_eq!(options.keepalive, Some(KeepAlive::Caller));
+        assert_eq!(value.as_deref(), Some(&b"10.0.0.5:80"[..]));
+        let (options, value) = campaign(&["SESSION", "t", "BLOCK", "0"]).expect("valid");
+        assert_eq!(options.keepalive, Some(KeepAlive::Session(b"t"[..].into())));
+        assert_eq!(options.wait, Some(Wait::Forever));
+        assert_eq!(value, None);
+        for bad in [
+            &["PX", "5000"][..],
+            &["KEEPALIVE", "FENCE"],
+            &["KEEPALIVE", "VALUE"],
+            &["KEEPALIVE", "VALUE", "a", "VALUE", "b"],
+            &["SESSION", ""],
+        ] {
+            let e = campaign(bad).expect_err("invalid");
+            assert_eq!(e.code(), "ERR", "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn an_observer_gives_a_term_and_a_block_time() {
+        let observe = |args: &[&str]| {
+            let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+            parse_observe_options(&args)
+        };
+        assert_eq!(observe(&[]), Ok((0, None)));
+        assert_eq!(
+            observe(&["term", "17", "BLOCK", "250"]),
+            Ok((17, Some(Wait::Millis(250))))
+        );
+        for bad in [
+            &["TERM", "-1"][..],
+            &["TERM", "x"],
+            &["TERM"],
+            &["COUNT", "1"],
+        ] {
+            assert!(observe(bad).is_err(), "{bad:?}");
+        }
+    }
 }

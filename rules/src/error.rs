@@ -261,6 +261,16 @@ impl LockError {
         )
     }
 
+    /// ELECT.CAMPAIGN by a candidate that holds the election's lock but not
+    /// as its leader (taken with LOCK.ACQUIRE): it has no term.
+    pub fn held_outside_election() -> Self {
+        Self::new(
+            "ERR",
+            "the candidate holds this lock outside ELECT.* (with LOCK.ACQUIRE), so it has no \
+             term: release it, then campaign",
+        )
+    }
+
     /// A latch that ended without reaching zero, answered to its waiters.
     pub fn latch_gone(expired: bool) -> Self {
         let how = if expired { "expired" } else { "was deleted" };

@@ -2,7 +2,8 @@
 //! ELECT.OBSERVE: leader election on the lock. A campaign is a fenced
 //! acquire kept alive by a connection (its reply, the fencing token, is the
 //! term); a resign is a release of every hold and every wait of the
-//! candidate; the leader record and the observers are `elections.rs`'s.
+//! candidate; the leader record is `leader_record.rs`'s, kept in step by
+//! `elections.rs`, and the observers `observers.rs`'s.
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
@@ -10,13 +11,15 @@ use super::{
     acquire_request, arg, command, lock_id, may_write, option, owner_call, run, Command, OwnerCall,
     BLOCK, KEEPALIVE, KEY, LEASE, SESSION_TOKEN,
 };
-use crate::elections::{self, Seen};
+use crate::elections;
 use crate::ffi::{self, ArgDoc, ArgKind, CommandSpec, KeyArgs, KEY_RO_ACCESS, KEY_RW_UPDATE};
 use crate::handoff::{self, begin, Origin};
+use crate::leader_record::{self, Seen};
+use crate::observers;
 use crate::waiters::with_queue;
-use crate::{acquisition, blocking, keepalive};
+use crate::{acquisition, blocking, events, keepalive};
 use lock_rules::args::{parse_campaign_options, parse_observe_options};
-use lock_rules::election::{observer_answered, Leader};
+use lock_rules::election::{holder, observer_answered, Leader};
 use lock_rules::error::LockError;
 use lock_rules::keys::leader_key_in_slot;
 use lock_rules::request::LockKind;
@@ -148,20 +151,21 @@ fn campaign(ctx: &Context, args: &[RedisString]) -> RedisResult {
         request.value = value.map(Vec::into_boxed_slice);
         let lock = lock_id(ctx, name);
         let (key, mut tx) = begin(ctx, name, &lock, Origin::caller(owner, true))?;
-        elections::note(ctx, &lock);
+        elections::note(&lock);
+        events::watch_for_waiters(ctx);
         let leader = |term| Leader {
             candidate: owner.as_slice().to_vec(),
             term,
             value: request.value.as_deref().map(<[u8]>::to_vec),
         };
-        if tx.state().held_by(owner.as_slice()) {
+        if holder(tx.state()) == Some(owner.as_slice()) {
             // The leader campaigns again (a re-attach after a failover, or
             // a new connection): no second hold, a fresh lease and binding.
-            let term = match elections::read_leader(ctx, name)? {
-                Some(Seen { leader, .. }) => leader.term,
-                // Held under this name outside ELECT.*: its last token.
-                None => crate::store::existing_token(ctx, name.as_slice()).unwrap_or(0),
+            // Held under this name outside ELECT.* (LOCK.ACQUIRE): no term.
+            let Some(Seen { leader: led, .. }) = leader_record::read_leader(ctx, name)? else {
+                return Err(LockError::held_outside_election());
             };
+            let term = led.term;
             let renewed = tx.renew(owner.as_slice(), request.lease_ms);
             handoff::commit(ctx, &lock, &key, tx);
             renewed?;
@@ -174,7 +178,7 @@ fn campaign(ctx: &Context, args: &[RedisString]) -> RedisResult {
             );
             let mut now = leader(term);
             if now.value.is_none() {
-                now.value = elections::read_leader(ctx, name)?.and_then(|s| s.leader.value);
+                now.value = led.value;
             }
             elections::began(ctx, &lock, name, now);
             return Ok(RedisValue::Integer(term));
@@ -196,7 +200,8 @@ fn resign(ctx: &Context, args: &[RedisString]) -> RedisResult {
         record_name(ctx, name, true)?;
         let lock = lock_id(ctx, name);
         let (key, mut tx) = begin(ctx, name, &lock, Origin::caller(owner, false))?;
-        elections::note(ctx, &lock);
+        elections::note(&lock);
+        events::watch_for_waiters(ctx);
         blocking::cancel(ctx, &lock, owner.as_slice());
         let led = with_queue(&lock, |queue| tx.resign(queue, owner.as_slice()))?;
         if led {
@@ -217,8 +222,9 @@ fn proclaim(ctx: &Context, args: &[RedisString]) -> RedisResult {
         // A write: refused on a replica as the other writes are.
         Origin::caller(owner, false).parts(ctx)?;
         let lock = lock_id(ctx, name);
-        elections::note(ctx, &lock);
-        let Some(Seen { mut leader, .. }) = elections::read_leader(ctx, name)? else {
+        elections::note(&lock);
+        events::watch_for_waiters(ctx);
+        let Some(Seen { mut leader, .. }) = leader_record::read_leader(ctx, name)? else {
             return Err(LockError::not_owner());
         };
         if leader.candidate != owner.as_slice() {
@@ -226,7 +232,7 @@ fn proclaim(ctx: &Context, args: &[RedisString]) -> RedisResult {
         }
         leader.value = Some(value.as_slice().to_vec());
         let term = leader.term;
-        elections::proclaimed(ctx, &lock, name, leader);
+        elections::began(ctx, &lock, name, leader);
         Ok(RedisValue::Integer(term))
     })
 }
@@ -237,10 +243,10 @@ fn leader(ctx: &Context, args: &[RedisString]) -> RedisResult {
             return Err(LockError::arity(LEADER.spec.name()));
         };
         record_name(ctx, name, false)?;
-        match elections::read_leader(ctx, name)? {
+        match leader_record::read_leader(ctx, name)? {
             None => Ok(RedisValue::Null),
             seen => {
-                ffi::reply_map(ctx, &elections::reply_fields(&seen));
+                ffi::reply_map(ctx, &leader_record::reply_fields(&seen));
                 Ok(RedisValue::NoReply)
             }
         }
@@ -255,11 +261,12 @@ fn observe(ctx: &Context, args: &[RedisString]) -> RedisResult {
         let (seen_term, wait) = parse_observe_options(options)?;
         record_name(ctx, name, false)?;
         let lock = lock_id(ctx, name);
-        elections::note(ctx, &lock);
-        let now = elections::read_leader(ctx, name)?;
+        elections::note(&lock);
+        events::watch_for_waiters(ctx);
+        let now = leader_record::read_leader(ctx, name)?;
         let term = Leader::term_of(now.as_ref().map(|s| &s.leader));
         if observer_answered(term, seen_term) {
-            ffi::reply_map(ctx, &elections::reply_fields(&now));
+            ffi::reply_map(ctx, &leader_record::reply_fields(&now));
             return Ok(RedisValue::NoReply);
         }
         let blocks = !ctx
@@ -267,7 +274,12 @@ fn observe(ctx: &Context, args: &[RedisString]) -> RedisResult {
             .contains(redis_module::ContextFlags::DENY_BLOCKING);
         match wait.filter(|_| blocks) {
             Some(wait) => {
-                elections::block_observer(ctx, &lock, seen_term, wait)?;
+                if !ctx.get_flags().contains(redis_module::ContextFlags::MASTER) {
+                    // A replica hears of changes by the record's replicated
+                    // writes.
+                    events::watch_hashes(ctx);
+                }
+                observers::block(ctx, &lock, seen_term, wait)?;
                 Ok(RedisValue::NoReply)
             }
             None => Ok(RedisValue::Null),

@@ -23,7 +23,7 @@ use tokio::runtime::Runtime;
 use tokio::sync::watch;
 
 use crate::error::Result;
-use crate::proto::{Kind, Lost, Wait};
+use crate::proto::{Kind, Leader, Lost, Wait};
 use crate::session::{Options, Target};
 
 /// A session (see [`crate::Session`]) with its own runtime.
@@ -88,6 +88,14 @@ impl Session {
         Semaphore {
             rt: self.rt.clone(),
             sem: self.s().semaphore(key),
+        }
+    }
+
+    /// An election (see [`crate::Election`]).
+    pub fn election(&self, key: impl Into<String>) -> Election {
+        Election {
+            rt: self.rt.clone(),
+            election: self.s().election(key),
         }
     }
 
@@ -403,5 +411,115 @@ impl Latch {
     /// [`crate::Error::Gone`] if it expired or was deleted first.
     pub fn wait(&self, wait: Wait) -> Result<bool> {
         self.rt.block_on(self.latch.wait(wait))
+    }
+}
+
+/// An election (see [`crate::Election`]).
+#[derive(Clone)]
+pub struct Election {
+    rt: Arc<Runtime>,
+    election: crate::Election,
+}
+
+impl Election {
+    pub fn value(self, value: impl Into<String>) -> Election {
+        Election {
+            rt: self.rt,
+            election: self.election.value(value),
+        }
+    }
+
+    pub fn lease(self, lease: Duration) -> Election {
+        Election {
+            rt: self.rt,
+            election: self.election.lease(lease),
+        }
+    }
+
+    pub fn key(&self) -> &str {
+        self.election.key()
+    }
+
+    /// Campaigns as a new candidate until it leads, waiting as `wait` says.
+    pub fn campaign(&self, wait: Wait) -> Result<Leadership> {
+        let leadership = self.rt.block_on(self.election.campaign(wait))?;
+        Ok(Leadership {
+            rt: self.rt.clone(),
+            leadership: Some(leadership),
+        })
+    }
+
+    pub fn leader(&self) -> Result<Option<Leader>> {
+        self.rt.block_on(self.election.leader())
+    }
+
+    pub fn observe(&self, last_term: i64, wait: Wait) -> Result<Option<Leader>> {
+        self.rt.block_on(self.election.observe(last_term, wait))
+    }
+}
+
+/// A leadership (see [`crate::Leadership`]). Dropped unresigned, it is resigned before
+/// `drop` returns (errors ignored).
+pub struct Leadership {
+    rt: Arc<Runtime>,
+    leadership: Option<crate::Leadership>,
+}
+
+impl Leadership {
+    fn l(&self) -> &crate::Leadership {
+        self.leadership.as_ref().expect("leading until resigned")
+    }
+
+    pub fn term(&self) -> i64 {
+        self.l().term()
+    }
+
+    pub fn key(&self) -> &str {
+        self.l().key()
+    }
+
+    pub fn candidate(&self) -> &str {
+        self.l().candidate()
+    }
+
+    pub fn lost(&self) -> watch::Receiver<Option<Lost>> {
+        self.l().lost()
+    }
+
+    /// Signalled lost, or past its local deadline.
+    pub fn is_lost(&self) -> bool {
+        self.l().is_lost()
+    }
+
+    /// Blocks until the leadership is lost or `timeout` passes.
+    pub fn wait_lost(&self, timeout: Duration) -> Option<Lost> {
+        let mut rx = self.l().lost();
+        self.rt.block_on(async {
+            tokio::time::timeout(timeout, rx.wait_for(Option::is_some))
+                .await
+                .ok()
+                .and_then(|r| r.ok().and_then(|v| v.clone()))
+        })
+    }
+
+    pub fn proclaim(&self, value: &str) -> Result<()> {
+        self.rt.block_on(self.l().proclaim(value))
+    }
+
+    pub fn resign(mut self) -> Result<bool> {
+        let leadership = self.leadership.take().expect("leading until resigned");
+        self.rt.block_on(leadership.resign())
+    }
+}
+
+impl Drop for Leadership {
+    fn drop(&mut self) {
+        if let Some(leadership) = self.leadership.take() {
+            if tokio::runtime::Handle::try_current().is_ok() {
+                drop(leadership); // inside a runtime: resigned in the background
+            } else {
+                let _ = self.rt.block_on(leadership.resign());
+            }
+        }
     }
 }

@@ -94,3 +94,29 @@ fn errors_without_module_or_server() {
         redis::Client::open(format!("redis://127.0.0.1:{}/", common::free_port())).unwrap();
     assert!(matches!(Session::open(&client), Err(Error::Unavailable(_))));
 }
+
+#[test]
+fn an_election_from_threads() {
+    let server = Server::start();
+    let client = redis::Client::open(server.url()).unwrap();
+    let session = Arc::new(Session::open(&client).unwrap());
+    let mut con = server.client();
+    let leader = session.election("e").value("a").campaign(Wait::No).unwrap();
+    let next = thread::spawn({
+        let session = session.clone();
+        move || session.election("e").campaign(Wait::Forever).unwrap()
+    });
+    wait_until("the next candidate queued", || {
+        common::waiters(&mut con, "e") == 1
+    });
+    let _: i64 = q(&mut con, &["LOCK.FORCERELEASE", "e"]);
+    let lost = leader.wait_lost(common::PATIENCE).expect("lost");
+    assert_eq!(lost.reason, Reason::Forced);
+    let next = next.join().unwrap();
+    assert!(next.term() > leader.term());
+    let seen = session.election("e").leader().unwrap().unwrap();
+    assert_eq!(seen.candidate.as_deref(), Some(next.candidate()));
+    drop(next); // resigned before drop returns
+    assert_eq!(session.election("e").leader().unwrap(), None);
+    assert!(!leader.resign().unwrap());
+}
