@@ -24,13 +24,13 @@ export declare class DeadlockError extends LockError {
     });
 }
 /** Why a hold was lost. */
-export type LostReason = "forced" | "gone" | "maxhold" | "moved" | "notowner" | "down";
+export type LostReason = "forced" | "gone" | "maxhold" | "moved" | "notowner" | "down" | "idle" | "demoted" | "connection" | "deadline";
 /** A hold ended without its owner releasing it. It is the reason of `hold.signal`. */
 export declare class LostError extends LockError {
     readonly key: string;
     readonly owner: string;
     readonly reason: LostReason;
-    constructor(key: string, owner: string, reason: LostReason, what?: "lock" | "semaphore");
+    constructor(key: string, owner: string, reason: LostReason, what?: "lock" | "semaphore" | "election");
 }
 /** `GONE`: the latch a `wait()` waited on ended without reaching zero (deleted, flushed, overwritten, or expired). */
 export declare class LatchGoneError extends LockError {

@@ -46,7 +46,9 @@ class LostError extends LockError {
     constructor(key, owner, reason, what = "lock") {
         super(what === "lock"
             ? `lock '${key}' held by '${owner}' was lost (${reason})`
-            : `permits of semaphore '${key}' held by '${owner}' were lost (${reason})`);
+            : what === "semaphore"
+                ? `permits of semaphore '${key}' held by '${owner}' were lost (${reason})`
+                : `leadership of '${key}' by candidate '${owner}' was lost (${reason})`);
         this.key = key;
         this.owner = owner;
         this.reason = reason;

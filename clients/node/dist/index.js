@@ -1,6 +1,6 @@
 "use strict";
 Object.defineProperty(exports, "__esModule", { value: true });
-exports.ResourceLockedError = exports.ExecutionError = exports.RedlockLock = exports.ModuleRedlock = exports.LatchGoneError = exports.ModuleNotLoadedError = exports.UnavailableError = exports.LostError = exports.DeadlockError = exports.NotOwnerError = exports.BusyError = exports.LockError = exports.Latch = exports.Permit = exports.Semaphore = exports.Hold = exports.MultiLock = exports.RWLock = exports.Lock = exports.Session = void 0;
+exports.ResourceLockedError = exports.ExecutionError = exports.RedlockLock = exports.ModuleRedlock = exports.LatchGoneError = exports.ModuleNotLoadedError = exports.UnavailableError = exports.LostError = exports.DeadlockError = exports.NotOwnerError = exports.BusyError = exports.LockError = exports.Leadership = exports.Election = exports.Latch = exports.Permit = exports.Semaphore = exports.Hold = exports.MultiLock = exports.RWLock = exports.Lock = exports.Session = void 0;
 var session_1 = require("./session");
 Object.defineProperty(exports, "Session", { enumerable: true, get: function () { return session_1.Session; } });
 Object.defineProperty(exports, "Lock", { enumerable: true, get: function () { return session_1.Lock; } });
@@ -11,6 +11,9 @@ var semaphore_1 = require("./semaphore");
 Object.defineProperty(exports, "Semaphore", { enumerable: true, get: function () { return semaphore_1.Semaphore; } });
 Object.defineProperty(exports, "Permit", { enumerable: true, get: function () { return semaphore_1.Permit; } });
 Object.defineProperty(exports, "Latch", { enumerable: true, get: function () { return semaphore_1.Latch; } });
+var election_1 = require("./election");
+Object.defineProperty(exports, "Election", { enumerable: true, get: function () { return election_1.Election; } });
+Object.defineProperty(exports, "Leadership", { enumerable: true, get: function () { return election_1.Leadership; } });
 var errors_1 = require("./errors");
 Object.defineProperty(exports, "LockError", { enumerable: true, get: function () { return errors_1.LockError; } });
 Object.defineProperty(exports, "BusyError", { enumerable: true, get: function () { return errors_1.BusyError; } });

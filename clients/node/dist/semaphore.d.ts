@@ -35,6 +35,8 @@ export interface LatchWaitOptions {
     /** Cancels the wait (its connection is closed, which ends it in the server); rejects with `signal.reason`. */
     signal?: AbortSignal;
 }
+/** @internal A map reply (RESP3 map, or RESP2 flat array of pairs) as a plain object. */
+export declare function toRecord(v: unknown): Record<string, unknown>;
 /**
  * Permits of a semaphore held by one owner (fresh for each acquisition), bound to the session:
  * the server renews their lease while the session connection lives. `signal` aborts with a

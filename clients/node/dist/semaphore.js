@@ -5,9 +5,10 @@
 // SEM.RELEASE).
 Object.defineProperty(exports, "__esModule", { value: true });
 exports.Latch = exports.Semaphore = exports.Permit = void 0;
+exports.toRecord = toRecord;
 const node_events_1 = require("node:events");
 const errors_1 = require("./errors");
-/** A map reply (RESP3 map, or RESP2 flat array of pairs) as a plain object. */
+/** @internal A map reply (RESP3 map, or RESP2 flat array of pairs) as a plain object. */
 function toRecord(v) {
     const o = {};
     if (Array.isArray(v)) {

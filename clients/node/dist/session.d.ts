@@ -1,6 +1,7 @@
 import { EventEmitter } from "node:events";
 import { Adapter, Connection, RedisClientLike } from "./adapter";
 import { LostError, LostReason } from "./errors";
+import { Election, ElectionOptions } from "./election";
 import { Latch, Semaphore } from "./semaphore";
 export interface SessionOptions {
     /** Lease of every hold unless an acquire names its own, in ms. The server renews it while the session lives. Default 30000. */
@@ -20,7 +21,7 @@ export interface AcquireOptions {
 }
 type Kind = "exclusive" | "read" | "write" | "multi";
 /** What a wait is for: a lock's kinds, a semaphore's permits, a latch opening. */
-type WaitKind = Kind | "semaphore" | "latch";
+type WaitKind = Kind | "semaphore" | "latch" | "election";
 /** What a binding stands for: a lock's Hold or a semaphore's Permit. */
 export interface Bindable {
     readonly keys: string[];
@@ -30,6 +31,19 @@ export interface Bindable {
     bindings?: Binding[];
     markLost(err: LostError): void;
     releaseAll(): Promise<void>;
+}
+/** A candidate of an election, campaigning or leading, as the session tracks it. */
+export interface ElectionEntry {
+    readonly key: string;
+    readonly candidate: string;
+    readonly node: string;
+    readonly leaseMs: number;
+    /** A PING sent at `sent` (performance.now()) was answered. */
+    pong(sent: number): void;
+    /** A loss message, a dropped connection, a demoted server. */
+    lose(reason: LostReason): void;
+    /** Session close: a leadership resigns. */
+    close(): Promise<void>;
 }
 /** One owner's holds on one key, as the server sees them: what re-attach renews and a loss message names. */
 export interface Binding {
@@ -45,7 +59,7 @@ export interface Binding {
     holds: Bindable[];
 }
 /** The session connection to one server (one per cluster node that owns a held key). */
-declare class NodeSession {
+export declare class NodeSession {
     private readonly s;
     readonly node: string;
     conn?: Connection;
@@ -54,6 +68,12 @@ declare class NodeSession {
     /** Incremented every time the token is (re)registered on a new connection. */
     epoch: number;
     downSince: number;
+    /** performance.now() when the last PING answered was sent (elections believe they lead until it + lease/2). */
+    lastOkPingSent?: number;
+    /** Set by a `demoted` message: the drop that follows is reported as such. */
+    demoted: boolean;
+    private lastPingAt;
+    private pinging;
     private pingTimer?;
     private downTimer?;
     private reconnecting?;
@@ -62,7 +82,10 @@ declare class NodeSession {
     /** Connects, registers the token, subscribes to the loss channel. */
     open(): Promise<void>;
     private connectOnce;
+    /** The next PING, `delay` ms from now: every pingIntervalMs, every lease/4 while an election campaigns or leads. */
     private schedulePing;
+    /** The PING interval may have shortened (an election began): the next PING is scheduled by it. */
+    kick(): void;
     private dropped;
     /** While down: a binding whose lease has passed since the drop is lost. */
     private watchDown;
@@ -81,6 +104,8 @@ interface RunSpec {
     leaseMs: number;
     /** Permits asked for (a semaphore). */
     permits?: number;
+    /** The leader's value (an election). */
+    value?: string;
     timeoutMs?: number;
     signal?: AbortSignal;
     /** Bind to the session (SESSION token); false for plain leases (the redlock-shaped `acquire`). */
@@ -95,6 +120,8 @@ export declare class Session extends EventEmitter {
     readonly leaseMs: number;
     /** @internal */ readonly adapter: Adapter;
     /** @internal */ readonly pingIntervalMs: number;
+    /** @internal Elections' candidates campaigning or leading: bindingId(key, candidate) -> entry. */
+    readonly elections: Map<string, ElectionEntry>;
     /** @internal */ readonly pingTimeoutMs: number;
     private readonly nodes;
     private readonly bindings;
@@ -121,6 +148,8 @@ export declare class Session extends EventEmitter {
      * once (`SEM.INIT`: nothing changes if it exists), before this object's first command runs.
      */
     semaphore(key: string, permits?: number): Semaphore;
+    /** The election of a leader for `name` (`ELECT.*`), its leaderships kept by this session. */
+    election(name: string, opts?: ElectionOptions): Election;
     /** A count-down latch named `key` (Redisson's `RCountDownLatch` layout). */
     latch(key: string): Latch;
     /**
@@ -134,6 +163,18 @@ export declare class Session extends EventEmitter {
     get closed(): boolean;
     /** Connections this session opened for waiting (idle and busy). */
     get waitConnections(): number;
+    /** @internal The PING interval now: pingIntervalMs, or lease/4 of the shortest election campaigning or leading. */
+    pingIntervalNow(): number;
+    /** @internal A candidate starts campaigning (or leading): PINGs at its lease/4 from now. */
+    addElection(e: ElectionEntry): void;
+    /** @internal */
+    removeElection(e: ElectionEntry): void;
+    /** @internal A PING sent at `sent` was answered: leaders on `node` may believe they lead until sent + lease/2. */
+    onPong(node: string, sent: number): void;
+    /** @internal The session connection to `node` dropped (or its server was demoted): its candidates' leaderships are lost. */
+    electionsDown(node: string, reason: LostReason): void;
+    /** @internal The session connection to `node`, if open (campaigns read its epoch and last answered PING). */
+    nodeSessionIfAny(node: string): NodeSession | undefined;
     /** @internal */
     newOwner(): string;
     /** @internal */

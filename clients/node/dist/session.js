@@ -1,10 +1,11 @@
 "use strict";
 Object.defineProperty(exports, "__esModule", { value: true });
-exports.MultiLock = exports.RWLock = exports.Lock = exports.Hold = exports.Session = void 0;
+exports.MultiLock = exports.RWLock = exports.Lock = exports.Hold = exports.Session = exports.NodeSession = void 0;
 const node_crypto_1 = require("node:crypto");
 const node_events_1 = require("node:events");
 const adapter_1 = require("./adapter");
 const errors_1 = require("./errors");
+const election_1 = require("./election");
 const semaphore_1 = require("./semaphore");
 const slot_1 = require("./slot");
 const ACQUIRE_CMD = {
@@ -48,6 +49,12 @@ class NodeSession {
     /** Incremented every time the token is (re)registered on a new connection. */
     epoch = 0;
     downSince = 0;
+    /** performance.now() when the last PING answered was sent (elections believe they lead until it + lease/2). */
+    lastOkPingSent;
+    /** Set by a `demoted` message: the drop that follows is reported as such. */
+    demoted = false;
+    lastPingAt = 0;
+    pinging = false;
     pingTimer;
     downTimer;
     reconnecting;
@@ -96,11 +103,15 @@ class NodeSession {
         this.conn = conn;
         this.up = true;
         this.epoch++;
+        this.lastOkPingSent = undefined;
+        this.demoted = false;
+        this.lastPingAt = performance.now();
         this.clearDown();
         conn.onEnd(() => this.dropped(conn));
-        this.schedulePing(conn);
+        this.schedulePing(conn, this.s.pingIntervalNow());
     }
-    schedulePing(conn) {
+    /** The next PING, `delay` ms from now: every pingIntervalMs, every lease/4 while an election campaigns or leads. */
+    schedulePing(conn, delay) {
         this.pingTimer = setTimeout(async () => {
             if (conn !== this.conn || conn.ended)
                 return;
@@ -108,7 +119,11 @@ class NodeSession {
             const timeout = new Promise((r) => {
                 timer = setTimeout(() => r("timeout"), this.s.pingTimeoutMs);
             });
+            const sent = performance.now();
+            this.lastPingAt = sent;
+            this.pinging = true;
             const res = await Promise.race([conn.ping().then(() => "ok", () => "error"), timeout]);
+            this.pinging = false;
             clearTimeout(timer);
             if (conn !== this.conn)
                 return;
@@ -116,9 +131,19 @@ class NodeSession {
                 conn.destroy(); // dropped() follows
                 return;
             }
-            this.schedulePing(conn);
-        }, this.s.pingIntervalMs);
+            this.lastOkPingSent = sent;
+            this.s.onPong(this.node, sent);
+            this.schedulePing(conn, Math.max(0, this.lastPingAt + this.s.pingIntervalNow() - performance.now()));
+        }, delay);
         this.pingTimer.unref?.();
+    }
+    /** The PING interval may have shortened (an election began): the next PING is scheduled by it. */
+    kick() {
+        const conn = this.conn;
+        if (!conn || this.pinging || conn.ended)
+            return;
+        clearTimeout(this.pingTimer);
+        this.schedulePing(conn, Math.max(0, this.lastPingAt + this.s.pingIntervalNow() - performance.now()));
     }
     dropped(conn) {
         if (conn !== this.conn)
@@ -128,6 +153,8 @@ class NodeSession {
         clearTimeout(this.pingTimer);
         if (this.closed)
             return;
+        // A leadership is not re-attached: it is lost with its connection.
+        this.s.electionsDown(this.node, this.demoted ? "demoted" : "connection");
         this.downSince = Date.now();
         this.s.emit("disconnected", this.node);
         this.watchDown();
@@ -194,6 +221,7 @@ class NodeSession {
         this.conn = undefined;
     }
 }
+exports.NodeSession = NodeSession;
 /** Dedicated connections for waiting: one per concurrent wait, reused after. */
 class WaitPool {
     adapter;
@@ -251,6 +279,8 @@ class Session extends node_events_1.EventEmitter {
     leaseMs;
     /** @internal */ adapter;
     /** @internal */ pingIntervalMs;
+    /** @internal Elections' candidates campaigning or leading: bindingId(key, candidate) -> entry. */
+    elections = new Map();
     /** @internal */ pingTimeoutMs;
     nodes = new Map();
     bindings = new Map();
@@ -302,6 +332,10 @@ class Session extends node_events_1.EventEmitter {
     semaphore(key, permits) {
         return new semaphore_1.Semaphore(this, key, permits);
     }
+    /** The election of a leader for `name` (`ELECT.*`), its leaderships kept by this session. */
+    election(name, opts = {}) {
+        return new election_1.Election(this, name, opts);
+    }
     /** A count-down latch named `key` (Redisson's `RCountDownLatch` layout). */
     latch(key) {
         return new semaphore_1.Latch(this, key);
@@ -318,6 +352,8 @@ class Session extends node_events_1.EventEmitter {
             return;
         this.closing = true;
         const releases = [];
+        for (const e of [...this.elections.values()])
+            releases.push(e.close().catch(() => { }));
         for (const b of [...this.bindings.values()]) {
             for (const h of [...b.holds])
                 releases.push(h.releaseAll().catch(() => { }));
@@ -336,6 +372,44 @@ class Session extends node_events_1.EventEmitter {
         return this.pool.size;
     }
     // ------------------------------------------------------------ internals
+    /** @internal The PING interval now: pingIntervalMs, or lease/4 of the shortest election campaigning or leading. */
+    pingIntervalNow() {
+        let ms = this.pingIntervalMs;
+        for (const e of this.elections.values())
+            ms = Math.min(ms, e.leaseMs / 4);
+        return ms;
+    }
+    /** @internal A candidate starts campaigning (or leading): PINGs at its lease/4 from now. */
+    addElection(e) {
+        this.elections.set(bindingId(e.key, e.candidate), e);
+        this.nodes.get(e.node)?.kick();
+    }
+    /** @internal */
+    removeElection(e) {
+        const id = bindingId(e.key, e.candidate);
+        if (this.elections.get(id) === e)
+            this.elections.delete(id);
+    }
+    /** @internal A PING sent at `sent` was answered: leaders on `node` may believe they lead until sent + lease/2. */
+    onPong(node, sent) {
+        if (this.elections.size === 0)
+            return;
+        for (const e of this.elections.values())
+            if (e.node === node)
+                e.pong(sent);
+    }
+    /** @internal The session connection to `node` dropped (or its server was demoted): its candidates' leaderships are lost. */
+    electionsDown(node, reason) {
+        if (this.elections.size === 0)
+            return;
+        for (const e of [...this.elections.values()])
+            if (e.node === node)
+                e.lose(reason);
+    }
+    /** @internal The session connection to `node`, if open (campaigns read its epoch and last answered PING). */
+    nodeSessionIfAny(node) {
+        return this.nodes.get(node);
+    }
     /** @internal */
     newOwner() {
         return `${this.token}:${++this.counter}`;
@@ -450,7 +524,7 @@ class Session extends node_events_1.EventEmitter {
             const args = this.acquireArgs(spec);
             try {
                 const reply = await this.sendAcquire(node, spec, args);
-                if (reply != null && ns && (ns.epoch !== epoch || !ns.up)) {
+                if (reply != null && ns && spec.kind !== "election" && (ns.epoch !== epoch || !ns.up)) {
                     // Served while the session connection was being replaced: the grant may carry its lease only.
                     await this.reattach(spec.keys, spec.owner, spec.leaseMs, spec.kind === "semaphore").catch(() => { });
                 }
@@ -486,6 +560,12 @@ class Session extends node_events_1.EventEmitter {
         let args;
         if (spec.kind === "latch")
             args = ["LATCH.AWAIT", spec.keys[0]];
+        else if (spec.kind === "election") {
+            args = ["ELECT.CAMPAIGN", spec.keys[0], spec.owner];
+            if (spec.value !== undefined)
+                args.push("VALUE", spec.value);
+            args.push("PX", String(spec.leaseMs));
+        }
         else if (spec.kind === "semaphore")
             args = ["SEM.ACQUIRE", spec.keys[0], spec.owner, "PERMITS", String(spec.permits ?? 1), "PX", String(spec.leaseMs)];
         else {
@@ -500,7 +580,7 @@ class Session extends node_events_1.EventEmitter {
             args.push("BLOCK", "0");
         else if (spec.timeoutMs > 0)
             args.push("BLOCK", String(Math.ceil(spec.timeoutMs)));
-        if (spec.kind !== "latch" && spec.kind !== "semaphore")
+        if (spec.kind !== "latch" && spec.kind !== "semaphore" && spec.kind !== "election")
             args.push("FENCE");
         if (spec.bind)
             args.push("SESSION", this.token);
@@ -531,7 +611,9 @@ class Session extends node_events_1.EventEmitter {
         }
         const args = spec.kind === "multi"
             ? ["LOCK.MRELEASE", String(spec.keys.length), ...spec.keys, spec.owner]
-            : [spec.kind === "semaphore" ? "SEM.RELEASE" : "LOCK.RELEASE", spec.keys[0], spec.owner];
+            : spec.kind === "election"
+                ? ["ELECT.RESIGN", spec.keys[0], spec.owner]
+                : [spec.kind === "semaphore" ? "SEM.RELEASE" : "LOCK.RELEASE", spec.keys[0], spec.owner];
         if (spec.kind === "read")
             args.push("READ");
         if (spec.kind === "write")
@@ -678,7 +760,11 @@ class Session extends node_events_1.EventEmitter {
     onLossMessage(node, msg) {
         const text = msg.toString("latin1");
         if (text === "demoted") {
-            this.nodes.get(node)?.recycle();
+            const ns = this.nodes.get(node);
+            if (ns)
+                ns.demoted = true;
+            this.electionsDown(node, "demoted");
+            ns?.recycle();
             return;
         }
         const sp1 = msg.indexOf(0x20);
@@ -689,6 +775,9 @@ class Session extends node_events_1.EventEmitter {
         const len = Number(msg.subarray(sp1 + 1, sp2).toString());
         const owner = msg.subarray(sp2 + 1, sp2 + 1 + len).toString();
         const key = msg.subarray(sp2 + 2 + len).toString();
+        const e = this.elections.get(bindingId(key, owner));
+        if (e)
+            e.lose((["forced", "gone", "idle", "maxhold", "moved"].includes(reason) ? reason : "gone"));
         const b = this.bindings.get(bindingId(key, owner));
         if (!b)
             return;

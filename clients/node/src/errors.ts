@@ -38,18 +38,25 @@ export type LostReason =
   | "maxhold" // lock.keepalive-max-hold-ms passed
   | "moved" // the slot moved to another cluster node
   | "notowner" // a re-attach or an extend was answered NOTOWNER
-  | "down"; // the session connection was down longer than the lease
+  | "down" // the session connection was down longer than the lease
+  // elections
+  | "idle" // the server heard nothing from the session connection for a lease: renewals stopped
+  | "demoted" // the server became a replica
+  | "connection" // the session connection dropped
+  | "deadline"; // no PING answered within half a lease: the server may hand over from then on
 
 /** A hold ended without its owner releasing it. It is the reason of `hold.signal`. */
 export class LostError extends LockError {
   readonly key: string;
   readonly owner: string;
   readonly reason: LostReason;
-  constructor(key: string, owner: string, reason: LostReason, what: "lock" | "semaphore" = "lock") {
+  constructor(key: string, owner: string, reason: LostReason, what: "lock" | "semaphore" | "election" = "lock") {
     super(
       what === "lock"
         ? `lock '${key}' held by '${owner}' was lost (${reason})`
-        : `permits of semaphore '${key}' held by '${owner}' were lost (${reason})`,
+        : what === "semaphore"
+          ? `permits of semaphore '${key}' held by '${owner}' were lost (${reason})`
+          : `leadership of '${key}' by candidate '${owner}' was lost (${reason})`,
     );
     this.key = key;
     this.owner = owner;

@@ -1,6 +1,8 @@
 export { Session, Lock, RWLock, MultiLock, Hold } from "./session";
 export type { SessionOptions, AcquireOptions } from "./session";
 export { Semaphore, Permit, Latch } from "./semaphore";
+export { Election, Leadership } from "./election";
+export type { Leader, ElectionOptions, CampaignOptions, ObserveOptions } from "./election";
 export type { SemaphoreInfo, SemaphoreHolder, LatchInfo, LatchWaitOptions } from "./semaphore";
 export {
   LockError,

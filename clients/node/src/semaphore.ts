@@ -46,8 +46,8 @@ export interface LatchWaitOptions {
   signal?: AbortSignal;
 }
 
-/** A map reply (RESP3 map, or RESP2 flat array of pairs) as a plain object. */
-function toRecord(v: unknown): Record<string, unknown> {
+/** @internal A map reply (RESP3 map, or RESP2 flat array of pairs) as a plain object. */
+export function toRecord(v: unknown): Record<string, unknown> {
   const o: Record<string, unknown> = {};
   if (Array.isArray(v)) {
     for (let i = 0; i + 1 < v.length; i += 2) o[String(v[i])] = v[i + 1];

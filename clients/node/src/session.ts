@@ -13,6 +13,7 @@ import {
   replyCode,
   toLockError,
 } from "./errors";
+import { Election, ElectionOptions } from "./election";
 import { Latch, Semaphore } from "./semaphore";
 import { keySlot } from "./slot";
 
@@ -36,7 +37,7 @@ export interface AcquireOptions {
 
 type Kind = "exclusive" | "read" | "write" | "multi";
 /** What a wait is for: a lock's kinds, a semaphore's permits, a latch opening. */
-type WaitKind = Kind | "semaphore" | "latch";
+type WaitKind = Kind | "semaphore" | "latch" | "election";
 
 const ACQUIRE_CMD: Record<Kind, string> = {
   exclusive: "LOCK.ACQUIRE",
@@ -77,6 +78,20 @@ export interface Bindable {
   releaseAll(): Promise<void>;
 }
 
+/** A candidate of an election, campaigning or leading, as the session tracks it. */
+export interface ElectionEntry {
+  readonly key: string;
+  readonly candidate: string;
+  readonly node: string;
+  readonly leaseMs: number;
+  /** A PING sent at `sent` (performance.now()) was answered. */
+  pong(sent: number): void;
+  /** A loss message, a dropped connection, a demoted server. */
+  lose(reason: LostReason): void;
+  /** Session close: a leadership resigns. */
+  close(): Promise<void>;
+}
+
 /** One owner's holds on one key, as the server sees them: what re-attach renews and a loss message names. */
 export interface Binding {
   /** bindingId(key, owner), made once: the map's key. */
@@ -96,13 +111,19 @@ function bindingId(key: string, owner: string): string {
 }
 
 /** The session connection to one server (one per cluster node that owns a held key). */
-class NodeSession {
+export class NodeSession {
   conn?: Connection;
   up = false;
   closed = false;
   /** Incremented every time the token is (re)registered on a new connection. */
   epoch = 0;
   downSince = 0;
+  /** performance.now() when the last PING answered was sent (elections believe they lead until it + lease/2). */
+  lastOkPingSent?: number;
+  /** Set by a `demoted` message: the drop that follows is reported as such. */
+  demoted = false;
+  private lastPingAt = 0;
+  private pinging = false;
   private pingTimer?: NodeJS.Timeout;
   private downTimer?: NodeJS.Timeout;
   private reconnecting?: Promise<void>;
@@ -153,28 +174,46 @@ class NodeSession {
     this.conn = conn;
     this.up = true;
     this.epoch++;
+    this.lastOkPingSent = undefined;
+    this.demoted = false;
+    this.lastPingAt = performance.now();
     this.clearDown();
     conn.onEnd(() => this.dropped(conn));
-    this.schedulePing(conn);
+    this.schedulePing(conn, this.s.pingIntervalNow());
   }
 
-  private schedulePing(conn: Connection): void {
+  /** The next PING, `delay` ms from now: every pingIntervalMs, every lease/4 while an election campaigns or leads. */
+  private schedulePing(conn: Connection, delay: number): void {
     this.pingTimer = setTimeout(async () => {
       if (conn !== this.conn || conn.ended) return;
       let timer: NodeJS.Timeout | undefined;
       const timeout = new Promise<"timeout">((r) => {
         timer = setTimeout(() => r("timeout"), this.s.pingTimeoutMs);
       });
+      const sent = performance.now();
+      this.lastPingAt = sent;
+      this.pinging = true;
       const res = await Promise.race([conn.ping().then(() => "ok" as const, () => "error" as const), timeout]);
+      this.pinging = false;
       clearTimeout(timer);
       if (conn !== this.conn) return;
       if (res !== "ok") {
         conn.destroy(); // dropped() follows
         return;
       }
-      this.schedulePing(conn);
-    }, this.s.pingIntervalMs);
+      this.lastOkPingSent = sent;
+      this.s.onPong(this.node, sent);
+      this.schedulePing(conn, Math.max(0, this.lastPingAt + this.s.pingIntervalNow() - performance.now()));
+    }, delay);
     this.pingTimer.unref?.();
+  }
+
+  /** The PING interval may have shortened (an election began): the next PING is scheduled by it. */
+  kick(): void {
+    const conn = this.conn;
+    if (!conn || this.pinging || conn.ended) return;
+    clearTimeout(this.pingTimer);
+    this.schedulePing(conn, Math.max(0, this.lastPingAt + this.s.pingIntervalNow() - performance.now()));
   }
 
   private dropped(conn: Connection): void {
@@ -183,6 +222,8 @@ class NodeSession {
     this.conn = undefined;
     clearTimeout(this.pingTimer);
     if (this.closed) return;
+    // A leadership is not re-attached: it is lost with its connection.
+    this.s.electionsDown(this.node, this.demoted ? "demoted" : "connection");
     this.downSince = Date.now();
     this.s.emit("disconnected", this.node);
     this.watchDown();
@@ -306,6 +347,8 @@ interface RunSpec {
   leaseMs: number;
   /** Permits asked for (a semaphore). */
   permits?: number;
+  /** The leader's value (an election). */
+  value?: string;
   timeoutMs?: number;
   signal?: AbortSignal;
   /** Bind to the session (SESSION token); false for plain leases (the redlock-shaped `acquire`). */
@@ -321,6 +364,8 @@ export class Session extends EventEmitter {
   readonly leaseMs: number;
   /** @internal */ readonly adapter: Adapter;
   /** @internal */ readonly pingIntervalMs: number;
+  /** @internal Elections' candidates campaigning or leading: bindingId(key, candidate) -> entry. */
+  readonly elections = new Map<string, ElectionEntry>();
   /** @internal */ readonly pingTimeoutMs: number;
   private readonly nodes = new Map<string, NodeSession>();
   private readonly bindings = new Map<string, Binding>();
@@ -377,6 +422,11 @@ export class Session extends EventEmitter {
     return new Semaphore(this, key, permits);
   }
 
+  /** The election of a leader for `name` (`ELECT.*`), its leaderships kept by this session. */
+  election(name: string, opts: ElectionOptions = {}): Election {
+    return new Election(this, name, opts);
+  }
+
   /** A count-down latch named `key` (Redisson's `RCountDownLatch` layout). */
   latch(key: string): Latch {
     return new Latch(this, key);
@@ -404,6 +454,7 @@ export class Session extends EventEmitter {
     if (this.closing) return;
     this.closing = true;
     const releases: Promise<unknown>[] = [];
+    for (const e of [...this.elections.values()]) releases.push(e.close().catch(() => {}));
     for (const b of [...this.bindings.values()]) {
       for (const h of [...b.holds]) releases.push(h.releaseAll().catch(() => {}));
     }
@@ -423,6 +474,42 @@ export class Session extends EventEmitter {
   }
 
   // ------------------------------------------------------------ internals
+
+  /** @internal The PING interval now: pingIntervalMs, or lease/4 of the shortest election campaigning or leading. */
+  pingIntervalNow(): number {
+    let ms = this.pingIntervalMs;
+    for (const e of this.elections.values()) ms = Math.min(ms, e.leaseMs / 4);
+    return ms;
+  }
+
+  /** @internal A candidate starts campaigning (or leading): PINGs at its lease/4 from now. */
+  addElection(e: ElectionEntry): void {
+    this.elections.set(bindingId(e.key, e.candidate), e);
+    this.nodes.get(e.node)?.kick();
+  }
+
+  /** @internal */
+  removeElection(e: ElectionEntry): void {
+    const id = bindingId(e.key, e.candidate);
+    if (this.elections.get(id) === e) this.elections.delete(id);
+  }
+
+  /** @internal A PING sent at `sent` was answered: leaders on `node` may believe they lead until sent + lease/2. */
+  onPong(node: string, sent: number): void {
+    if (this.elections.size === 0) return;
+    for (const e of this.elections.values()) if (e.node === node) e.pong(sent);
+  }
+
+  /** @internal The session connection to `node` dropped (or its server was demoted): its candidates' leaderships are lost. */
+  electionsDown(node: string, reason: LostReason): void {
+    if (this.elections.size === 0) return;
+    for (const e of [...this.elections.values()]) if (e.node === node) e.lose(reason);
+  }
+
+  /** @internal The session connection to `node`, if open (campaigns read its epoch and last answered PING). */
+  nodeSessionIfAny(node: string): NodeSession | undefined {
+    return this.nodes.get(node);
+  }
 
   /** @internal */
   newOwner(): string {
@@ -537,7 +624,7 @@ export class Session extends EventEmitter {
       const args = this.acquireArgs(spec);
       try {
         const reply = await this.sendAcquire(node, spec, args);
-        if (reply != null && ns && (ns.epoch !== epoch || !ns.up)) {
+        if (reply != null && ns && spec.kind !== "election" && (ns.epoch !== epoch || !ns.up)) {
           // Served while the session connection was being replaced: the grant may carry its lease only.
           await this.reattach(spec.keys, spec.owner, spec.leaseMs, spec.kind === "semaphore").catch(() => {});
         }
@@ -569,6 +656,11 @@ export class Session extends EventEmitter {
   private acquireArgs(spec: RunSpec): string[] {
     let args: string[];
     if (spec.kind === "latch") args = ["LATCH.AWAIT", spec.keys[0]];
+    else if (spec.kind === "election") {
+      args = ["ELECT.CAMPAIGN", spec.keys[0], spec.owner];
+      if (spec.value !== undefined) args.push("VALUE", spec.value);
+      args.push("PX", String(spec.leaseMs));
+    }
     else if (spec.kind === "semaphore")
       args = ["SEM.ACQUIRE", spec.keys[0], spec.owner, "PERMITS", String(spec.permits ?? 1), "PX", String(spec.leaseMs)];
     else {
@@ -581,7 +673,7 @@ export class Session extends EventEmitter {
     }
     if (spec.timeoutMs === undefined) args.push("BLOCK", "0");
     else if (spec.timeoutMs > 0) args.push("BLOCK", String(Math.ceil(spec.timeoutMs)));
-    if (spec.kind !== "latch" && spec.kind !== "semaphore") args.push("FENCE");
+    if (spec.kind !== "latch" && spec.kind !== "semaphore" && spec.kind !== "election") args.push("FENCE");
     if (spec.bind) args.push("SESSION", this.token);
     return args;
   }
@@ -609,7 +701,9 @@ export class Session extends EventEmitter {
     const args =
       spec.kind === "multi"
         ? ["LOCK.MRELEASE", String(spec.keys.length), ...spec.keys, spec.owner]
-        : [spec.kind === "semaphore" ? "SEM.RELEASE" : "LOCK.RELEASE", spec.keys[0], spec.owner];
+        : spec.kind === "election"
+          ? ["ELECT.RESIGN", spec.keys[0], spec.owner]
+          : [spec.kind === "semaphore" ? "SEM.RELEASE" : "LOCK.RELEASE", spec.keys[0], spec.owner];
     if (spec.kind === "read") args.push("READ");
     if (spec.kind === "write") args.push("WRITE");
     for (let i = 0; i < 3; i++) {
@@ -762,7 +856,10 @@ export class Session extends EventEmitter {
   onLossMessage(node: string, msg: Buffer): void {
     const text = msg.toString("latin1");
     if (text === "demoted") {
-      this.nodes.get(node)?.recycle();
+      const ns = this.nodes.get(node);
+      if (ns) ns.demoted = true;
+      this.electionsDown(node, "demoted");
+      ns?.recycle();
       return;
     }
     const sp1 = msg.indexOf(0x20);
@@ -772,6 +869,8 @@ export class Session extends EventEmitter {
     const len = Number(msg.subarray(sp1 + 1, sp2).toString());
     const owner = msg.subarray(sp2 + 1, sp2 + 1 + len).toString();
     const key = msg.subarray(sp2 + 2 + len).toString();
+    const e = this.elections.get(bindingId(key, owner));
+    if (e) e.lose((["forced", "gone", "idle", "maxhold", "moved"].includes(reason) ? reason : "gone") as LostReason);
     const b = this.bindings.get(bindingId(key, owner));
     if (!b) return;
     const known: LostReason[] = ["forced", "gone", "maxhold", "moved"];

@@ -8,6 +8,7 @@
 """
 
 from ._sync import Hold, Latch, Lock, MultiLock, Permit, RWLock, Semaphore, Session
+from ._election import Election, Leader, Leadership, Observer
 from .dropin import ModuleLock, close_default_session, default_session
 from .errors import (
     BusyError,
@@ -31,6 +32,10 @@ __all__ = [
     "Semaphore",
     "Permit",
     "Latch",
+    "Election",
+    "Leadership",
+    "Leader",
+    "Observer",
     "ModuleLock",
     "default_session",
     "close_default_session",

@@ -28,6 +28,16 @@ DEAD_AFTER = 5.0
 BLOCK_SLACK = 5.0
 
 
+#: Error codes a command may meet while a failover or a restart is under way.
+TRANSIENT_CODES = frozenset({"READONLY", "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN"})
+
+
+def is_transient(err):
+    """An error reply met while a failover or a restart is under way (redis-py
+    strips the code word of READONLY and LOADING into their classes)."""
+    return isinstance(err, (rex.ReadOnlyError, rex.BusyLoadingError)) or error_code(err) in TRANSIENT_CODES
+
+
 class NoSession(Exception):
     """NOSESSION from a server: the session is not named there (yet)."""
 
@@ -103,6 +113,11 @@ def map_error(err, what=""):
             return ModuleNotLoadedError(
                 f"the server does not know the SEM.*/LATCH.* commands ({err}): load a build of the "
                 "lock module that has them (--loadmodule /path/to/liblock.so)"
+            )
+        if is_module_missing(err) and "'elect." in str(err).lower():
+            return ModuleNotLoadedError(
+                f"the server does not know the ELECT.* commands ({err}): load a build of the "
+                "lock module that has them (1.2.0 or later)"
             )
         if is_module_missing(err):
             return ModuleNotLoadedError(

@@ -1,8 +1,11 @@
 """The threaded flavour: Session, Lock, RWLock, MultiLock, Hold, Semaphore,
 Permit, Latch."""
 
+import collections
 import itertools
 import logging
+import select
+import socket
 import threading
 import time
 
@@ -207,6 +210,16 @@ class _SessionConn:
         self.last_alive = time.monotonic()
         self.id = None
         self.thread = None
+        # Elections: send times of the PINGs not answered yet (in order), the
+        # send time of the last one answered, and a pipe that wakes the
+        # reader thread when the PING interval or a deadline changes.
+        self.pings = collections.deque()
+        self.last_ok_ping_sent = None
+        self.last_ping_at = time.monotonic()
+        self.demoted = False
+        self._wake_r, self._wake_w = socket.socketpair()  # (a pipe is no socket on Windows)
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
 
     def open(self):
         conn = self.factory()
@@ -221,8 +234,11 @@ class _SessionConn:
         except BaseException as e:
             conn.disconnect()
             raise c.map_error(e, "session") from e
+        self.pings.clear()
+        self.last_ok_ping_sent = None
+        self.demoted = False
         self.conn = conn
-        self.last_alive = time.monotonic()
+        self.last_alive = self.last_ping_at = time.monotonic()
         self.up.set()
 
     def start(self):
@@ -238,15 +254,25 @@ class _SessionConn:
         sock = getattr(conn, "_sock", None) if conn else None
         if sock is not None:
             try:
-                import socket
-
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+        self.wake()
         if self.thread and self.thread is not threading.current_thread():
             self.thread.join(5)
         if conn:
             conn.disconnect()
+        if self.thread is None or not self.thread.is_alive():
+            self._wake_r.close()
+            self._wake_w.close()
+
+    def wake(self):
+        """Makes the reader thread look again at its PING interval and the
+        elections' deadlines (a campaign began, a leadership was won)."""
+        try:
+            self._wake_w.send(b"w")
+        except OSError:  # full (it wakes anyway) or closed
+            pass
 
     # the reader thread
     def _run(self):
@@ -257,6 +283,9 @@ class _SessionConn:
                 if not self.closing:
                     log.info("session connection to %s dropped: %s", self.node or "server", e)
             self.up.clear()
+            if not self.closing:
+                # a leadership is not re-attached: it is lost with its connection
+                self.session._elections_down(self, "demoted" if self.demoted else "connection")
             try:
                 self.conn.disconnect()
             except Exception:
@@ -266,31 +295,73 @@ class _SessionConn:
             self._reconnect()
 
     def _serve(self, conn):
-        next_ping = time.monotonic() + c.PING_INTERVAL
+        session = self.session
         while not self.closing:
             now = time.monotonic()
-            wait = next_ping - now
-            if wait > 0 and conn.can_read(timeout=wait):
+            # every second, every lease/4 while an election of this session
+            # campaigns or leads (looked at again when woken)
+            next_ping = self.last_ping_at + session._ping_interval()
+            wait = min(next_ping, session._next_deadline()) - now
+            if wait > 0 and self._readable(conn, wait):
                 reply = conn.read_response()
                 self.last_alive = time.monotonic()
                 self._handle(reply)
                 continue
             now = time.monotonic()
+            session._check_deadlines(now)
             if now >= next_ping:
                 if now - self.last_alive > c.DEAD_AFTER:
                     raise rex.ConnectionError("session connection silent")
+                self.pings.append(now)
                 conn.send_command("PING")
-                next_ping = now + c.PING_INTERVAL
-                self.session._retry_pending()
-                if self.session._unattached:
-                    self.session._retry_unattached()
+                self.last_ping_at = now
+                session._retry_pending()
+                if session._unattached:
+                    session._retry_unattached()
+
+    def _readable(self, conn, wait):
+        """Waits up to ``wait`` s for a reply on ``conn`` or a wake-up; True
+        when a reply can be read."""
+        if conn.can_read(timeout=0):
+            return True
+        sock = conn._sock
+        if sock is None:
+            raise rex.ConnectionError("session connection closed")
+        if hasattr(select, "poll"):  # no FD_SETSIZE limit
+            p = select.poll()
+            p.register(sock, select.POLLIN)
+            p.register(self._wake_r, select.POLLIN)
+            ready = {fd for fd, _ in p.poll(wait * 1000)}
+            woken, readable = self._wake_r.fileno() in ready, sock.fileno() in ready
+        else:
+            r, _, _ = select.select([sock, self._wake_r], [], [], wait)
+            woken, readable = self._wake_r in r, sock in r
+        if woken:
+            try:
+                self._wake_r.recv(4096)
+            except OSError:
+                pass
+            return conn.can_read(timeout=0)
+        return readable
 
     def _handle(self, reply):
-        if isinstance(reply, list) and len(reply) == 3 and c.s(reply[0]) == "message":
+        if isinstance(reply, list) and reply and c.s(reply[0]) in ("pong", "PONG"):
+            self._pong()
+        elif reply in (b"PONG", "PONG"):
+            self._pong()
+        elif isinstance(reply, list) and len(reply) == 3 and c.s(reply[0]) == "message":
             reason, owner, key = c.parse_loss(reply[2])
             if reason == "demoted":
+                self.demoted = True
                 raise rex.ConnectionError("server demoted to replica")
             self.session._loss_message(owner, key, reason)
+
+    def _pong(self):
+        if not self.pings:
+            return
+        sent = self.pings.popleft()
+        self.last_ok_ping_sent = sent
+        self.session._elections_pong(self, sent)
 
     def _reconnect(self):
         delay = 0.05
@@ -337,6 +408,10 @@ class Session:
         self._unattached = {}  # owner -> (keys, first failure): re-attach to retry
         self._epoch = 0
         self._closed = False
+        # elections: (key, candidate) -> Leadership, or a _Campaign while its
+        # ELECT.CAMPAIGN is on its way; their leases set the PING interval
+        self._elections = {}
+        self._election_leases = {}  # id(campaign or leadership) -> lease in s
         if not self.cluster:
             self._session_conn(None)
 
@@ -400,6 +475,13 @@ class Session:
         semaphore does not exist yet."""
         return Semaphore(self, name, permits)
 
+    def election(self, name, value=None, lease_ms=5000, on_lost=None):
+        """The election of a leader for ``name`` (``ELECT.*``), its
+        leaderships kept by this session: see :class:`Election`."""
+        from ._election import Election
+
+        return Election(self, name, value=value, lease_ms=lease_ms, on_lost=on_lost)
+
     def latch(self, name):
         """A count-down latch (``LATCH.*``) on this session's client (a latch
         needs no session: ``Latch(client, name)`` is the same)."""
@@ -424,6 +506,11 @@ class Session:
             if self._closed:
                 return
             holds = self.holds()
+        for e in self._leaderships():
+            try:
+                e.resign()
+            except LockError:
+                pass
         for h in holds:
             while h.count > 0:
                 try:
@@ -657,8 +744,91 @@ class Session:
     def _loss_message(self, owner, key, reason):
         with self._lock:
             hs = [h for h in self._by_owner.get(owner, ()) if key in h.keys]
+            e = self._elections.get((key, owner))
         for h in hs:
             self._mark_lost(h, reason)
+        if e is not None:
+            e._mark_lost(reason)
+
+    # elections: the PING interval, the leaderships' deadlines, their losses
+    def _ping_interval(self):
+        leases = self._election_leases
+        if not leases:
+            return c.PING_INTERVAL
+        try:
+            return min(c.PING_INTERVAL, min(leases.values()) / 4)
+        except ValueError:  # emptied meanwhile
+            return c.PING_INTERVAL
+
+    def _elections_add(self, e, lease_s):
+        with self._lock:
+            self._election_leases[id(e)] = lease_s
+            self._elections[(e.key, e.candidate)] = e
+            sc = self._conns.get(e.node)
+        if sc is not None:
+            sc.wake()
+
+    def _elections_remove(self, e):
+        with self._lock:
+            self._election_leases.pop(id(e), None)
+            if self._elections.get((e.key, e.candidate)) is e:
+                del self._elections[(e.key, e.candidate)]
+
+    def _leaderships(self, node=None):
+        with self._lock:
+            return [e for e in self._elections.values() if e.leads and (node is None or e.node == node)]
+
+    def _next_deadline(self):
+        if not self._elections:
+            return float("inf")
+        return min((e.deadline for e in self._leaderships()), default=float("inf"))
+
+    def _check_deadlines(self, now):
+        if not self._elections:
+            return
+        for e in self._leaderships():
+            if now >= e.deadline:
+                e._mark_lost("deadline")
+
+    def _elections_pong(self, sc, sent):
+        if not self._elections:
+            return
+        for e in self._leaderships(sc.node):
+            e._extend_belief(sent)
+
+    def _elections_down(self, sc, reason):
+        if not self._elections:
+            return
+        with self._lock:
+            es = [e for e in self._elections.values() if e.node == sc.node]
+        for e in es:
+            e._mark_lost(reason)
+
+    def _resign_soon(self, key, candidate, lease_s):
+        """``ELECT.RESIGN`` for a leadership lost, on a thread of its own (the
+        server may not answer now): tried again while the server is
+        unreachable or answers as a replica would (``READONLY``, a failover
+        under way), for as long as the leadership could last (two leases)."""
+        args = ["ELECT.RESIGN", key, candidate]
+
+        def run():
+            until = time.monotonic() + 2 * lease_s
+            delay = 0.05
+            while not self._closed:
+                try:
+                    self.client.execute_command(*args)
+                    return
+                except rex.ResponseError as e:
+                    if not c.is_transient(e):
+                        return
+                except Exception:  # noqa: BLE001 - unreachable
+                    pass
+                if time.monotonic() + delay > until:
+                    return
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
+
+        threading.Thread(target=run, name="lock-resign", daemon=True).start()
 
     def _lost_if_down_too_long(self, sc):
         if time.monotonic() - sc.last_alive <= self.lease_ms / 1000:

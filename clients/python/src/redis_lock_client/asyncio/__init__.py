@@ -11,6 +11,7 @@ waiting connection and releases a grant that raced the cancel.
 """
 
 import asyncio
+import collections
 import inspect
 import itertools
 import logging
@@ -31,6 +32,10 @@ __all__ = [
     "Semaphore",
     "Permit",
     "Latch",
+    "Election",
+    "Leadership",
+    "Leader",
+    "Observer",
     "ModuleLock",
     "default_session",
     "close_default_session",
@@ -184,6 +189,11 @@ class _SessionConn:
         self.last_alive = time.monotonic()
         self.id = None
         self.task = None
+        # elections: send times of the PINGs not answered yet, of the last one answered
+        self.pings = collections.deque()
+        self.last_ok_ping_sent = None
+        self.last_ping_at = time.monotonic()
+        self.demoted = False
 
     async def open(self):
         conn = self.factory()
@@ -198,8 +208,11 @@ class _SessionConn:
         except BaseException as e:
             await conn.disconnect(nowait=True)
             raise c.map_error(e, "session") from e
+        self.pings.clear()
+        self.last_ok_ping_sent = None
+        self.demoted = False
         self.conn = conn
-        self.last_alive = time.monotonic()
+        self.last_alive = self.last_ping_at = time.monotonic()
         self.up.set()
 
     async def start(self):
@@ -226,6 +239,9 @@ class _SessionConn:
             except BaseException as e:  # noqa: BLE001
                 log.info("session connection dropped: %s", e)
             self.up.clear()
+            if not self.closing:
+                # a leadership is not re-attached: it is lost with its connection
+                self.session._elections_down(self, "demoted" if self.demoted else "connection")
             try:
                 await self.conn.disconnect(nowait=True)
             except Exception:  # noqa: BLE001
@@ -235,9 +251,11 @@ class _SessionConn:
             await self._reconnect()
 
     async def _serve(self, conn):
-        next_ping = time.monotonic() + c.PING_INTERVAL
+        session = self.session
         while not self.closing:
-            wait = next_ping - time.monotonic()
+            # every second, every lease/4 while an election campaigns or leads
+            next_ping = self.last_ping_at + session._ping_interval()
+            wait = min(next_ping, session._next_deadline()) - time.monotonic()
             if wait > 0:
                 reply = await conn.read_response(timeout=wait)
                 if reply is not None:
@@ -245,20 +263,45 @@ class _SessionConn:
                     self._handle(reply)
                 continue
             now = time.monotonic()
+            session._check_deadlines(now)
+            if now < next_ping:
+                continue
             if now - self.last_alive > c.DEAD_AFTER:
                 raise rex.ConnectionError("session connection silent")
-            await conn.send_command("PING")
-            next_ping = now + c.PING_INTERVAL
-            await self.session._retry_pending()
-            if self.session._unattached:
-                await self.session._retry_unattached()
+            await self.ping(conn)
+            await session._retry_pending()
+            if session._unattached:
+                await session._retry_unattached()
+
+    async def ping(self, conn=None):
+        """A PING now (also from a campaign that needs PINGs sooner: the
+        reader's wait then ends with its answer)."""
+        conn = conn or self.conn
+        if conn is None or not self.up.is_set():
+            return
+        now = time.monotonic()
+        self.pings.append(now)
+        self.last_ping_at = now
+        await conn.send_command("PING")
 
     def _handle(self, reply):
-        if isinstance(reply, list) and len(reply) == 3 and c.s(reply[0]) == "message":
+        if isinstance(reply, list) and reply and c.s(reply[0]) in ("pong", "PONG"):
+            self._pong()
+        elif reply in (b"PONG", "PONG"):
+            self._pong()
+        elif isinstance(reply, list) and len(reply) == 3 and c.s(reply[0]) == "message":
             reason, owner, key = c.parse_loss(reply[2])
             if reason == "demoted":
+                self.demoted = True
                 raise rex.ConnectionError("server demoted to replica")
             self.session._loss_message(owner, key, reason)
+
+    def _pong(self):
+        if not self.pings:
+            return
+        sent = self.pings.popleft()
+        self.last_ok_ping_sent = sent
+        self.session._elections_pong(self, sent)
 
     async def _reconnect(self):
         delay = 0.05
@@ -297,6 +340,9 @@ class Session:
         self._unattached = {}
         self._epoch = 0
         self._closed = False
+        # elections: (key, candidate) -> Leadership, or a campaign on its way
+        self._elections = {}
+        self._election_leases = {}  # id(entry) -> lease in s
 
     async def start(self):
         try:
@@ -372,6 +418,10 @@ class Session:
         """A semaphore whose permits are bound to this session (see :class:`Semaphore`)."""
         return Semaphore(self, name, permits)
 
+    def election(self, name, value=None, lease_ms=5000, on_lost=None):
+        """The election of a leader for ``name`` (see :class:`Election`)."""
+        return Election(self, name, value=value, lease_ms=lease_ms, on_lost=on_lost)
+
     def latch(self, name):
         """A count-down latch on this session's client (see :class:`Latch`)."""
         return Latch(self.client, name)
@@ -390,6 +440,11 @@ class Session:
     async def close(self):
         if self._closed:
             return
+        for e in self._leaderships():
+            try:
+                await e.resign()
+            except LockError:
+                pass
         for h in self.holds():
             while h.count > 0:
                 try:
@@ -579,6 +634,80 @@ class Session:
     def _loss_message(self, owner, key, reason):
         for h in [h for h in self._by_owner.get(owner, ()) if key in h.keys]:
             self._mark_lost(h, reason)
+        e = self._elections.get((key, owner))
+        if e is not None:
+            e._mark_lost(reason)
+
+    # elections (as the sync Session's)
+    def _ping_interval(self):
+        if not self._election_leases:
+            return c.PING_INTERVAL
+        return min(c.PING_INTERVAL, min(self._election_leases.values()) / 4)
+
+    async def _elections_add(self, e, lease_s, ping=False):
+        self._election_leases[id(e)] = lease_s
+        self._elections[(e.key, e.candidate)] = e
+        sc = self._conns.get(e.node)
+        if ping and sc is not None:
+            # a campaign begins: a PING now, whose answer ends the reader's
+            # wait (up to a second), which then waits lease/4 at most
+            try:
+                await sc.ping()
+            except Exception:  # noqa: BLE001 - the reader sees the connection broken
+                pass
+
+    def _elections_remove(self, e):
+        self._election_leases.pop(id(e), None)
+        if self._elections.get((e.key, e.candidate)) is e:
+            del self._elections[(e.key, e.candidate)]
+
+    def _leaderships(self, node=None):
+        return [e for e in self._elections.values() if e.leads and (node is None or e.node == node)]
+
+    def _next_deadline(self):
+        if not self._elections:
+            return float("inf")
+        return min((e.deadline for e in self._leaderships()), default=float("inf"))
+
+    def _check_deadlines(self, now):
+        for e in self._leaderships():
+            if now >= e.deadline:
+                e._mark_lost("deadline")
+
+    def _elections_pong(self, sc, sent):
+        for e in self._leaderships(sc.node):
+            e._extend_belief(sent)
+
+    def _elections_down(self, sc, reason):
+        for e in [e for e in self._elections.values() if e.node == sc.node]:
+            e._mark_lost(reason)
+
+    def _resign_soon(self, key, candidate, lease_s):
+        """As the sync Session's: ``ELECT.RESIGN`` in a task of its own, tried
+        again for two leases while the server is unreachable or a replica."""
+        args = ["ELECT.RESIGN", key, candidate]
+
+        async def run():
+            until = time.monotonic() + 2 * lease_s
+            delay = 0.05
+            while not self._closed:
+                try:
+                    await self.client.execute_command(*args)
+                    return
+                except rex.ResponseError as e:
+                    if not c.is_transient(e):
+                        return
+                except Exception:  # noqa: BLE001 - unreachable
+                    pass
+                if time.monotonic() + delay > until:
+                    return
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.5)
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._bg = getattr(self, "_bg", set())
+        self._bg.add(task)
+        task.add_done_callback(self._bg.discard)
 
     def _lost_if_down_too_long(self, sc):
         if time.monotonic() - sc.last_alive > self.lease_ms / 1000:
@@ -836,3 +965,6 @@ class Latch:
         if block is not None:
             args += ["BLOCK", block]
         return await blocking_call(self.client, self.cluster, args, block, None, None) is not None
+
+
+from ._election import Election, Leader, Leadership, Observer  # noqa: E402 (it uses the names above)

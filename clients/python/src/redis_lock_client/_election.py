@@ -1,0 +1,383 @@
+"""Leader election (``ELECT.*``) over a session: Election, Leadership, Leader."""
+
+import logging
+import threading
+import time
+from collections import namedtuple
+
+import redis.exceptions as rex
+
+from . import _common as c
+from ._sync import Session, _get_conn, _is_cluster, _pool_of, blocking_call
+from .errors import BusyError, LostError, NotOwnerError, UnavailableError
+
+__all__ = ["Election", "Leadership", "Leader", "Observer"]
+
+log = logging.getLogger("redis_lock_client")
+
+#: Who leads: ``candidate`` (str), ``term`` (int, the leadership's fencing
+#: token), ``value`` (str or None), ``ttl_ms`` (ms left of the current lease,
+#: -1 for none).
+Leader = namedtuple("Leader", "candidate term value ttl_ms")
+
+
+def _leader(reply):
+    """ELECT.LEADER / ELECT.OBSERVE's map -> a Leader, or None when nobody leads."""
+    m = c.as_map(reply)
+    if m is None or m.get("candidate") is None or not int(m.get("term") or 0):
+        return None
+    value = m.get("value")
+    return Leader(
+        c._text(m["candidate"]),
+        int(m["term"]),
+        None if value is None else c._text(value),
+        int(m.get("ttl", -1)),
+    )
+
+
+class _Campaign:
+    """A candidate whose ELECT.CAMPAIGN is on its way: a loss message or a
+    connection drop meanwhile is remembered for the leadership it may become."""
+
+    leads = False
+
+    def __init__(self, key, candidate, node):
+        self.key = key
+        self.candidate = candidate
+        self.node = node
+        self.lost_reason = None
+
+    def _mark_lost(self, reason):
+        if self.lost_reason is None:
+            self.lost_reason = reason
+
+
+class Leadership:
+    """This process leads ``name``: what :meth:`Election.campaign` returns.
+
+    ``term`` is the leadership's fencing token (terms only grow, also across
+    failovers): pass it to what the leader writes to.  ``lost`` is a
+    :class:`threading.Event`, set when the leadership is lost, with
+    ``lost_reason`` saying why: ``forced`` (``LOCK.FORCERELEASE``), ``gone``
+    (the lock was deleted, overwritten or expired), ``idle`` (the server heard
+    nothing from the session connection for a lease), ``maxhold``, ``moved``,
+    ``demoted`` (the server became a replica), ``connection`` (the session
+    connection dropped), ``deadline`` (no PING answered within half a lease:
+    the server may hand over from then on), ``notowner`` (a ``proclaim`` was
+    refused).  A lost leadership is resigned in the background, so that the
+    next candidate leads at once.  A context manager: leaving it resigns.
+    """
+
+    leads = True
+
+    def __init__(self, election, candidate, term, value, node, lease_s, deadline, on_lost):
+        self.election = election
+        self.session = election.session
+        self.name = election.name
+        self.candidate = candidate
+        self.term = term
+        self.value = value
+        self.node = node
+        self.lease = lease_s
+        #: monotonic time until which this process may believe it leads
+        self.deadline = deadline
+        self.lost = threading.Event()
+        self.lost_reason = None
+        self.resigned = False
+        self._on_lost = on_lost
+        self._mu = threading.Lock()
+
+    @property
+    def key(self):
+        return self.name
+
+    @property
+    def is_leader(self):
+        """True while the leadership is neither lost nor resigned, and its
+        local deadline has not passed (checked now: look before acting)."""
+        if self.lost_reason is None and not self.resigned and time.monotonic() >= self.deadline:
+            self._mark_lost("deadline")
+        return self.lost_reason is None and not self.resigned
+
+    def check(self):
+        """Raise :class:`LostError` unless :attr:`is_leader`."""
+        if not self.is_leader:
+            raise LostError(
+                f"leadership of {self.name!r} (term {self.term}) ended: {self.lost_reason or 'resigned'}"
+            )
+
+    def proclaim(self, value):
+        """Set the leader's value (``ELECT.PROCLAIM``); observers see it.
+        Returns the term.  :class:`NotOwnerError` (and the leadership marked
+        lost) if this candidate no longer leads."""
+        self.check()
+        try:
+            term = self.session._execute("ELECT.PROCLAIM", self.name, self.candidate, value)
+        except NotOwnerError:
+            self._mark_lost("notowner")
+            raise
+        self.value = value if isinstance(value, str) else c._text(value)
+        return int(term)
+
+    def resign(self):
+        """Leave the election (``ELECT.RESIGN``): the next candidate leads at
+        once.  True if this candidate still led, False if not (lost before, or
+        resigned already)."""
+        with self._mu:
+            if self.resigned:
+                return False
+            self.resigned = True
+        self.session._elections_remove(self)
+        args = ["ELECT.RESIGN", self.name, self.candidate]
+        try:
+            led = bool(self.session._execute(*args))
+        except UnavailableError:
+            self.session._pending_add(args)  # retried at the session's PINGs
+            raise
+        return led and self.lost_reason is None
+
+    def _extend_belief(self, sent):
+        d = sent + self.lease / 2
+        if d > self.deadline:
+            self.deadline = d
+
+    def _mark_lost(self, reason):
+        with self._mu:
+            if self.lost_reason is not None or self.resigned:
+                return
+            self.lost_reason = reason
+        self.lost.set()
+        self.session._elections_remove(self)
+        # what is left of it on the server (a leadership no longer renewed,
+        # or bound to a connection that is gone) goes now, not at its lease's end
+        self.session._resign_soon(self.name, self.candidate, self.lease)
+        for cb in (self._on_lost, self.election._on_lost):
+            if cb is None:
+                continue
+            try:
+                cb(self)
+            except Exception:  # noqa: BLE001
+                log.exception("on_lost callback failed")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            self.resign()
+        except UnavailableError:
+            pass  # resigned in the background as a lost one would be
+        return False
+
+    def __repr__(self):
+        state = "leads" if self.lost_reason is None and not self.resigned else (self.lost_reason or "resigned")
+        return f"<Leadership {self.name!r} candidate={self.candidate} term={self.term} {state}>"
+
+
+class Election:
+    """The election of a leader for ``name`` (``ELECT.*``).
+
+    ``Election(client, name, value=None, lease_ms=5000, on_lost=None)``:
+    ``client`` is a redis-py client (its :func:`~redis_lock_client.
+    default_session` keeps the leaderships) or a :class:`Session`.
+    ``value`` is what the leader publishes (an address, say), ``lease_ms``
+    the leadership's lease: the server renews it while the session
+    connection is heard from; the session PINGs every lease/4 while this
+    election campaigns or leads, and a leader believes it leads until the
+    send time of its last answered PING plus half a lease.  ``on_lost(
+    leadership)`` is called (on the session's thread) when a leadership of
+    this election is lost.
+    """
+
+    def __init__(self, client, name, value=None, lease_ms=5000, on_lost=None):
+        if isinstance(client, Session):
+            self._session, self._client = client, None
+        else:
+            self._session, self._client = None, client
+        self.name = name
+        self.value = value
+        self.lease_ms = int(lease_ms)
+        if self.lease_ms < c.MIN_LEASE_MS:
+            raise ValueError(f"lease_ms must be at least {c.MIN_LEASE_MS}")
+        self._on_lost = on_lost
+
+    @property
+    def session(self):
+        if self._session is None or (self._session._closed and self._client is not None):
+            from .dropin import default_session
+
+            self._session = default_session(self._client)
+        return self._session
+
+    @property
+    def client(self):
+        return self._client if self._client is not None else self._session.client
+
+    def campaign(self, timeout=None, value=None, on_lost=None):
+        """Wait to lead (FIFO, behind earlier candidates and lock waiters):
+        ``timeout=None`` waits as long as it takes, ``0`` tries once,
+        ``seconds`` waits that long; then :class:`BusyError`.  Cancelled
+        (Ctrl-C, an exception) it leaves nothing queued or held
+        (``LOCK.CANCEL``, then ``ELECT.RESIGN``).  Returns a
+        :class:`Leadership` of a fresh candidate id; ``value`` overrides the
+        election's, ``on_lost(leadership)`` is called if it is lost."""
+        session = self.session
+        if session._closed:
+            raise UnavailableError("session is closed")
+        block = c.block_ms(timeout)
+        lease_s = self.lease_ms / 1000
+        value = self.value if value is None else value
+        with session._lock:
+            candidate = f"{session.token}:{next(session._owner_ids)}"
+        node = session._node_of(self.name)
+        sc = session._session_conn(node)
+        pending = _Campaign(self.name, candidate, node)
+        session._elections_add(pending, lease_s)  # PINGs every lease/4 from now
+        try:
+            epoch = session._epoch
+            sent = time.monotonic()
+            args = self._campaign_args(candidate, value, block)
+            try:
+                reply = self._blocking(args, block, candidate)
+            except c.NoSession:
+                session._wait_session(self.name)
+                epoch = session._epoch
+                sent = time.monotonic()
+                try:
+                    reply = self._blocking(args, block, candidate)
+                except c.NoSession as e:
+                    raise UnavailableError(f"session not registered on the server: {e}") from None
+            if reply is None:
+                if timeout == 0:
+                    raise BusyError(f"election {self.name!r}: another candidate leads")
+                raise BusyError(f"election {self.name!r}: not leading within {timeout} s")
+            if session._epoch != epoch or pending.lost_reason == "connection":
+                # the session connection was replaced while we waited: bind the
+                # leadership to the new one (the same candidate re-attaches)
+                sc.up.wait(lease_s / 2)
+                sent = time.monotonic()
+                reply = session._execute(*self._campaign_args(candidate, value, None))
+                if reply is None:
+                    raise LostError(f"election {self.name!r}: leadership lost before it could be kept")
+                pending.lost_reason = None
+            term = int(reply)
+        except BaseException:
+            session._elections_remove(pending)
+            raise
+        ping = sc.last_ok_ping_sent
+        deadline = max(sent, ping if ping is not None else sent) + lease_s / 2
+        leadership = Leadership(self, candidate, term, value, node, lease_s, deadline, on_lost)
+        # (in this order: a loss message finds the pending campaign or the leadership)
+        session._elections_add(leadership, lease_s)  # also wakes the session thread for its deadline
+        session._elections_remove(pending)
+        if pending.lost_reason is not None:
+            leadership._mark_lost(pending.lost_reason)
+        return leadership
+
+    def _campaign_args(self, candidate, value, block):
+        args = ["ELECT.CAMPAIGN", self.name, candidate]
+        if value is not None:
+            args += ["VALUE", value]
+        args += ["PX", self.lease_ms, "SESSION", self.session.token]
+        if block is not None:
+            args += ["BLOCK", block]
+        return args
+
+    def _blocking(self, args, block, candidate):
+        s = self.session
+        return blocking_call(s.client, s.cluster, args, block, ["ELECT.RESIGN", self.name, candidate], s._pending_add)
+
+    def leader(self):
+        """Who leads now (``ELECT.LEADER``): a :class:`Leader`, or None."""
+        return _leader(self.session._execute("ELECT.LEADER", self.name))
+
+    def observe(self):
+        """An iterator of the leadership's changes (``ELECT.OBSERVE key TERM t
+        BLOCK 0``): the current leader first once someone leads, then every
+        change in order (a new term, a proclaimed value, or None when nobody
+        leads; a change followed by another before the next step is seen as
+        the later one).  Each step waits on a pooled connection; stop with
+        ``break`` or, from another thread, :meth:`Observer.close`."""
+        return Observer(self)
+
+
+class Observer:
+    """What :meth:`Election.observe` returns: iterate it; ``close()`` (from
+    any thread) ends it, also while a step waits.  A context manager."""
+
+    def __init__(self, election):
+        self.election = election
+        self.term = 0
+        self._closed = False
+        self._conn = None
+        self._mu = threading.Lock()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._closed:
+            raise StopIteration
+        client = self.election.client
+        name = self.election.name
+        pool = _pool_of(client, _is_cluster(client), name)
+        try:
+            conn = _get_conn(pool)
+        except Exception as e:
+            raise c.map_error(e, "ELECT.OBSERVE") from e
+        with self._mu:
+            if self._closed:
+                pool.release(conn)
+                raise StopIteration
+            self._conn = conn
+        sock = None
+        try:
+            conn.send_command("ELECT.OBSERVE", name, "TERM", self.term, "BLOCK", 0)
+            sock = conn._sock
+            if sock is not None:
+                sock.settimeout(None)
+            reply = conn.read_response()
+        except rex.ResponseError as e:
+            self._done(pool, conn, sock)
+            raise c.map_error(e, "ELECT.OBSERVE") from e
+        except BaseException as e:
+            conn.disconnect()  # a wait cut short: the connection is not reused
+            self._done(pool, conn, None)
+            if self._closed and isinstance(e, Exception):
+                raise StopIteration from None
+            err = c.map_error(e, "ELECT.OBSERVE") if isinstance(e, Exception) else e
+            if err is e:
+                raise
+            raise err from e
+        self._done(pool, conn, sock)
+        leader = _leader(reply)
+        self.term = 0 if leader is None else leader.term
+        return leader
+
+    def _done(self, pool, conn, sock):
+        with self._mu:
+            self._conn = None
+        if sock is not None and conn._sock is sock:
+            sock.settimeout(conn.socket_timeout)
+        pool.release(conn)
+
+    def close(self):
+        """End the iteration; a step waiting now ends (StopIteration)."""
+        with self._mu:
+            self._closed = True
+            conn = self._conn
+        sock = getattr(conn, "_sock", None) if conn is not None else None
+        if sock is not None:
+            import socket
+
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False

@@ -1,0 +1,292 @@
+"""The asyncio twins of ``redis_lock_client._election``: Election, Leadership, Observer."""
+
+import asyncio
+import inspect
+import logging
+import time
+
+import redis.exceptions as rex
+
+from .. import _common as c
+from .._election import Leader, _Campaign, _leader
+from ..errors import BusyError, LostError, NotOwnerError, UnavailableError
+from . import _FOREVER, Session, _get_conn, _release_conn, blocking_call
+
+__all__ = ["Election", "Leadership", "Leader", "Observer"]
+
+log = logging.getLogger("redis_lock_client")
+
+
+class Leadership:
+    """See the sync :class:`redis_lock_client.Leadership`; ``lost`` is an
+    :class:`asyncio.Event`, ``proclaim`` and ``resign`` are coroutines, and it
+    is an async context manager (leaving it resigns)."""
+
+    leads = True
+
+    def __init__(self, election, candidate, term, value, node, lease_s, deadline, on_lost):
+        self.election = election
+        self.session = election._session
+        self.name = election.name
+        self.candidate = candidate
+        self.term = term
+        self.value = value
+        self.node = node
+        self.lease = lease_s
+        self.deadline = deadline
+        self.lost = asyncio.Event()
+        self.lost_reason = None
+        self.resigned = False
+        self._on_lost = on_lost
+
+    key = property(lambda self: self.name)
+
+    @property
+    def is_leader(self):
+        """True while neither lost nor resigned and the local deadline has
+        not passed (checked now: look before acting)."""
+        if self.lost_reason is None and not self.resigned and time.monotonic() >= self.deadline:
+            self._mark_lost("deadline")
+        return self.lost_reason is None and not self.resigned
+
+    def check(self):
+        if not self.is_leader:
+            raise LostError(
+                f"leadership of {self.name!r} (term {self.term}) ended: {self.lost_reason or 'resigned'}"
+            )
+
+    async def proclaim(self, value):
+        self.check()
+        try:
+            term = await self.session._execute("ELECT.PROCLAIM", self.name, self.candidate, value)
+        except NotOwnerError:
+            self._mark_lost("notowner")
+            raise
+        self.value = value if isinstance(value, str) else c._text(value)
+        return int(term)
+
+    async def resign(self):
+        if self.resigned:
+            return False
+        self.resigned = True
+        self.session._elections_remove(self)
+        args = ["ELECT.RESIGN", self.name, self.candidate]
+        try:
+            led = bool(await self.session._execute(*args))
+        except UnavailableError:
+            self.session._pending.append(args)  # retried at the session's PINGs
+            raise
+        return led and self.lost_reason is None
+
+    def _extend_belief(self, sent):
+        d = sent + self.lease / 2
+        if d > self.deadline:
+            self.deadline = d
+
+    def _mark_lost(self, reason):
+        if self.lost_reason is not None or self.resigned:
+            return
+        self.lost_reason = reason
+        self.lost.set()
+        self.session._elections_remove(self)
+        self.session._resign_soon(self.name, self.candidate, self.lease)
+        for cb in (self._on_lost, self.election._on_lost):
+            if cb is None:
+                continue
+            try:
+                r = cb(self)
+                if inspect.isawaitable(r):
+                    asyncio.ensure_future(r)
+            except Exception:  # noqa: BLE001
+                log.exception("on_lost callback failed")
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        try:
+            await self.resign()
+        except UnavailableError:
+            pass
+        return False
+
+    def __repr__(self):
+        state = "leads" if self.lost_reason is None and not self.resigned else (self.lost_reason or "resigned")
+        return f"<Leadership {self.name!r} candidate={self.candidate} term={self.term} {state}>"
+
+
+class Election:
+    """See the sync :class:`redis_lock_client.Election`: ``Election(session
+    or client, name, value=None, lease_ms=5000, on_lost=None)`` (a client:
+    its asyncio ``default_session``); ``campaign``, ``leader`` are
+    coroutines, ``observe()`` an async iterator.  ``on_lost`` may be a
+    coroutine function."""
+
+    def __init__(self, client, name, value=None, lease_ms=5000, on_lost=None):
+        if isinstance(client, Session):
+            self._session, self._client = client, None
+        else:
+            self._session, self._client = None, client
+        self.name = name
+        self.value = value
+        self.lease_ms = int(lease_ms)
+        if self.lease_ms < c.MIN_LEASE_MS:
+            raise ValueError(f"lease_ms must be at least {c.MIN_LEASE_MS}")
+        self._on_lost = on_lost
+
+    async def _get_session(self):
+        if self._session is None or (self._session._closed and self._client is not None):
+            from .dropin import default_session
+
+            self._session = await default_session(self._client)
+        return self._session
+
+    @property
+    def client(self):
+        return self._client if self._client is not None else self._session.client
+
+    async def campaign(self, timeout=None, value=None, on_lost=None):
+        session = await self._get_session()
+        if session._closed:
+            raise UnavailableError("session is closed")
+        block = c.block_ms(timeout)
+        lease_s = self.lease_ms / 1000
+        value = self.value if value is None else value
+        candidate = f"{session.token}:{next(session._owner_ids)}"
+        node = session._node_of(self.name)
+        sc = await session._session_conn(node)
+        pending = _Campaign(self.name, candidate, node)
+        await session._elections_add(pending, lease_s, ping=True)  # PINGs every lease/4 from now
+        try:
+            epoch = session._epoch
+            sent = time.monotonic()
+            args = self._campaign_args(session, candidate, value, block)
+            cleanup = ["ELECT.RESIGN", self.name, candidate]
+            try:
+                reply = await blocking_call(session.client, session.cluster, args, block, cleanup, session._pending.append)
+            except c.NoSession:
+                await session._wait_session(self.name)
+                epoch = session._epoch
+                sent = time.monotonic()
+                try:
+                    reply = await blocking_call(
+                        session.client, session.cluster, args, block, cleanup, session._pending.append
+                    )
+                except c.NoSession as e:
+                    raise UnavailableError(f"session not registered on the server: {e}") from None
+            if reply is None:
+                if timeout == 0:
+                    raise BusyError(f"election {self.name!r}: another candidate leads")
+                raise BusyError(f"election {self.name!r}: not leading within {timeout} s")
+            if session._epoch != epoch or pending.lost_reason == "connection":
+                try:
+                    await asyncio.wait_for(sc.up.wait(), lease_s / 2)
+                except asyncio.TimeoutError:
+                    pass
+                sent = time.monotonic()
+                reply = await session._execute(*self._campaign_args(session, candidate, value, None))
+                if reply is None:
+                    raise LostError(f"election {self.name!r}: leadership lost before it could be kept")
+                pending.lost_reason = None
+            term = int(reply)
+        except BaseException:
+            session._elections_remove(pending)
+            raise
+        ping = sc.last_ok_ping_sent
+        deadline = max(sent, ping if ping is not None else sent) + lease_s / 2
+        leadership = Leadership(self, candidate, term, value, node, lease_s, deadline, on_lost)
+        leadership.session = session
+        await session._elections_add(leadership, lease_s)
+        session._elections_remove(pending)
+        if pending.lost_reason is not None:
+            leadership._mark_lost(pending.lost_reason)
+        return leadership
+
+    def _campaign_args(self, session, candidate, value, block):
+        args = ["ELECT.CAMPAIGN", self.name, candidate]
+        if value is not None:
+            args += ["VALUE", value]
+        args += ["PX", self.lease_ms, "SESSION", session.token]
+        if block is not None:
+            args += ["BLOCK", block]
+        return args
+
+    async def leader(self):
+        try:
+            return _leader(await self.client.execute_command("ELECT.LEADER", self.name))
+        except Exception as e:
+            raise c.map_error(e, "ELECT.LEADER") from e
+
+    def observe(self):
+        """``async for leader in election.observe():`` every change in order
+        (see the sync one); ``break``, a task cancel or ``close()`` ends it."""
+        return Observer(self)
+
+
+class Observer:
+    """The async iterator :meth:`Election.observe` returns; each step is
+    ``ELECT.OBSERVE key TERM t BLOCK 0`` on a pooled connection."""
+
+    def __init__(self, election):
+        self.election = election
+        self.term = 0
+        self._closed = False
+        self._conn = None
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        if self._closed:
+            raise StopAsyncIteration
+        client = self.election.client
+        name = self.election.name
+        if hasattr(client, "get_node_from_key"):  # a cluster: the node's own connections
+            node = client.get_node_from_key(name)
+            conn = node.acquire_connection()
+            release = (lambda: node.release(conn)) if hasattr(node, "release") else (lambda: node._free.append(conn))
+        else:
+            pool = client.connection_pool
+            try:
+                conn = await _get_conn(pool)
+            except Exception as e:
+                raise c.map_error(e, "ELECT.OBSERVE") from e
+            release = lambda: pool.release(conn)  # noqa: E731
+        self._conn = conn
+        try:
+            await conn.connect()
+            await conn.send_command("ELECT.OBSERVE", name, "TERM", self.term, "BLOCK", 0)
+            reply = await conn.read_response(timeout=_FOREVER)  # (not the socket timeout)
+        except rex.ResponseError as e:
+            self._conn = None
+            await _release_conn(release)
+            raise c.map_error(e, "ELECT.OBSERVE") from e
+        except BaseException as e:
+            self._conn = None
+            await conn.disconnect(nowait=True)
+            await _release_conn(release)
+            if self._closed and isinstance(e, Exception):
+                raise StopAsyncIteration from None
+            err = c.map_error(e, "ELECT.OBSERVE") if isinstance(e, Exception) else e
+            if err is e:
+                raise
+            raise err from e
+        self._conn = None
+        await _release_conn(release)
+        leader = _leader(reply)
+        self.term = 0 if leader is None else leader.term
+        return leader
+
+    async def close(self):
+        """End the iteration; a step waiting now ends (StopAsyncIteration)."""
+        self._closed = True
+        conn = self._conn
+        if conn is not None:
+            await conn.disconnect(nowait=True)
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.close()
+        return False
