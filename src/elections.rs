@@ -110,8 +110,7 @@ pub fn note(lock: &LockId<'_>) {
 }
 
 pub fn is_election(lock: &LockId<'_>) -> bool {
-    LENGTHS.load(Relaxed) & length_bit(&lock.key) != 0
-        && elections().is_known(lock.db, &lock.key)
+    LENGTHS.load(Relaxed) & length_bit(&lock.key) != 0 && elections().is_known(lock.db, &lock.key)
 }
 
 /// A transition of `lock` was committed to `key` (called before its wakes

@@ -6,7 +6,12 @@
 //! module) and the AOF replay. Read back, a record counts only while its
 //! candidate holds the lock ([`read_leader`]).
 //!
-//! Offers: [`Record`], [`Seen`], [`read_leader`], [`reply_fields`].
+//! A key of that name that is not a record (a user's, another election's
+//! lock) is never read as one nor written: the writes refuse it
+//! ([`check_writable`], `WRONGTYPE`).
+//!
+//! Offers: [`Record`], [`Seen`], [`check_writable`], [`read_leader`],
+//! [`reply_fields`].
 
 use redis_module::{Context, RedisString};
 
@@ -25,23 +30,26 @@ pub struct Seen {
     pub ttl_ms: i64,
 }
 
-/// The leader record of an election, opened for writing.
+/// The leader record of an election, opened for writing: only ever one
+/// (or nothing): a key of that name that is not a record is never opened as
+/// one, so never overwritten or deleted.
 pub struct Record<'c> {
     name: RedisString,
     key: Key<'c>,
+    leader: Option<Leader>,
 }
 
 impl<'c> Record<'c> {
+    /// The record of `election`; `None` when its name holds something else.
     pub fn open(ctx: &'c Context, election: &[u8]) -> Option<Self> {
         let name = ffi::string(ctx, &leader_key(election));
         let key = Key::open(ctx, &name, true)?;
-        Some(Self { name, key })
+        let leader = read_record(&key).ok()?;
+        Some(Self { name, key, leader })
     }
 
     pub fn read(&self) -> Option<Leader> {
-        (self.key.kind() == KeyKind::Hash)
-            .then(|| Leader::from_fields(&self.key.hash_fields()))
-            .flatten()
+        self.leader.clone()
     }
 
     pub fn exists(&self) -> bool {
@@ -93,13 +101,33 @@ impl<'c> Record<'c> {
     }
 }
 
+/// What `key` holds: nothing, a record, or `Err` for a key that is not one.
+fn read_record(key: &Key) -> Result<Option<Leader>, ()> {
+    match key.kind() {
+        KeyKind::Empty => Ok(None),
+        KeyKind::Hash => Leader::from_record_hash(&key.hash_fields()),
+        _ => Err(()),
+    }
+}
+
+/// Refuses a write to `election` whose record's name holds a key that is
+/// not a leader record (`WRONGTYPE`): the module would have to overwrite or
+/// delete it.
+pub fn check_writable(ctx: &Context, election: &[u8]) -> Result<(), LockError> {
+    let record = leader_key(election);
+    let name = ffi::string(ctx, &record);
+    match Key::open(ctx, &name, false).map(|key| read_record(&key)) {
+        Some(Err(())) => Err(LockError::not_a_leader_record(&record)),
+        _ => Ok(()),
+    }
+}
+
 /// Who leads `name` now, read without writing (also on replicas).
 pub fn read_leader(ctx: &Context, lock_name: &RedisString) -> Result<Option<Seen>, LockError> {
     let (state, ttl_ms) = store::read_only(ctx, lock_name)?.unwrap_or((LockState::Free, None));
     let record_name = ffi::string(ctx, &leader_key(lock_name.as_slice()));
-    let record = Key::open(ctx, &record_name, false)
-        .filter(|key| key.kind() == KeyKind::Hash)
-        .and_then(|key| Leader::from_fields(&key.hash_fields()));
+    let record =
+        Key::open(ctx, &record_name, false).and_then(|key| read_record(&key).ok().flatten());
     Ok(current_leader(&state, record).map(|leader| Seen {
         leader,
         ttl_ms: ttl_ms.unwrap_or(-1),

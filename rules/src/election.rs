@@ -36,6 +36,23 @@ impl Leader {
         })
     }
 
+    /// What a key at the record's name holds: `Ok(None)` nothing (an empty
+    /// hash), `Ok(Some)` a record, `Err` anything else (a lock, a hash with
+    /// other fields: a key of the user's that happens to have that name,
+    /// which the module must neither read as a record nor overwrite).
+    pub fn from_record_hash(fields: &[(Vec<u8>, Vec<u8>)]) -> Result<Option<Leader>, ()> {
+        if fields.is_empty() {
+            return Ok(None);
+        }
+        let ours = fields
+            .iter()
+            .all(|(f, _)| [CANDIDATE, TERM, VALUE].contains(&&f[..]));
+        match Leader::from_fields(fields) {
+            Some(leader) if ours => Ok(Some(leader)),
+            _ => Err(()),
+        }
+    }
+
     /// The record as written: candidate, term, then the value if any.
     pub fn fields(&self) -> Vec<(&'static [u8], Vec<u8>)> {
         let mut out = vec![
@@ -111,6 +128,22 @@ mod tests {
         for leader in [record("a b", 17, Some("10.0.0.1:80")), record("c", 1, None)] {
             assert_eq!(Leader::from_fields(&owned(leader.fields())), Some(leader));
         }
+    }
+
+    #[test]
+    fn only_a_hash_of_the_records_fields_is_a_record() {
+        let leader = record("a", 17, Some("v"));
+        assert_eq!(
+            Leader::from_record_hash(&owned(leader.fields())),
+            Ok(Some(leader))
+        );
+        assert_eq!(Leader::from_record_hash(&[]), Ok(None));
+        // A lock (owner -> holds), a record with a field of someone else's.
+        let lock = vec![(b"a".to_vec(), b"1".to_vec())];
+        assert_eq!(Leader::from_record_hash(&lock), Err(()));
+        let mut more = owned(record("a", 1, None).fields());
+        more.push((b"other".to_vec(), b"x".to_vec()));
+        assert_eq!(Leader::from_record_hash(&more), Err(()));
     }
 
     #[test]

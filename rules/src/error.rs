@@ -251,6 +251,19 @@ impl LockError {
         )
     }
 
+    /// An election's `{key}:leader` holds a key that is not a leader record
+    /// (a lock, a string, a hash of other fields): the module never
+    /// overwrites it.
+    pub fn not_a_leader_record(key: &[u8]) -> Self {
+        Self::new(
+            "WRONGTYPE",
+            format!(
+                "leader record key '{}' holds a key that is not a leader record",
+                printable(key)
+            ),
+        )
+    }
+
     /// ELECT.CAMPAIGN without KEEPALIVE or SESSION: a leadership that is not
     /// bound to a connection would outlive its leader.
     pub fn campaign_without_keepalive() -> Self {

@@ -126,6 +126,7 @@ fn record_name(ctx: &Context, name: &RedisString, write: bool) -> Result<Vec<u8>
     let record = leader_key_in_slot(name.as_slice())?;
     if write {
         may_write(ctx, &record, "leader record key")?;
+        leader_record::check_writable(ctx, name.as_slice())?;
     } else if !ffi::may_read_key(ctx, &record) {
         return Err(LockError::no_permission("leader record key", &record));
     }
