@@ -167,8 +167,9 @@ enum KeyAccess {
 
 /// How the ACL tests call a command: on a fresh data set, `setup` (run by
 /// an admin) then `call` succeeds for a user allowed the command and the
-/// keys `app:*` and `{app:*` (read holds' lease keys, semaphores' permit
-/// sets `{app:s}:timeout`); `key` is the first
+/// keys `app:*`, `{app:*` (read holds' lease keys, semaphores' permit
+/// sets `{app:s}:timeout`, leader records `{app:e}:leader`) and, for
+/// ELECT.CAMPAIGN, `redisson_lock_token:{app:*`; `key` is the first
 /// lock key it names, and `category_read` whether it is in `@read` (else
 /// `@write`) where module commands have categories.
 struct AclCase {
@@ -185,6 +186,7 @@ impl AclCase {
         const SEM: &[&[&str]] = &[&["SEM.INIT", "app:s", "3"]];
         const SEM_HELD: &[&[&str]] = &[&["SEM.INIT", "app:s", "3"], &["SEM.ACQUIRE", "app:s", "o"]];
         const LATCH: &[&[&str]] = &[&["LATCH.INIT", "app:l", "2"]];
+        const LED: &[&[&str]] = &[&["ELECT.CAMPAIGN", "app:e", "c", "KEEPALIVE"]];
         type Calls = &'static [&'static [&'static str]];
         let (setup, call, access, category_read): (Calls, &'static [&'static str], _, _) = match cmd
         {
@@ -223,6 +225,21 @@ impl AclCase {
             Cmd::LatchCountDown => (LATCH, &["LATCH.COUNTDOWN", "app:l"], ReadWrite, false),
             Cmd::LatchAwait => (LATCH, &["LATCH.AWAIT", "app:l"], Read, true),
             Cmd::LatchInfo => (LATCH, &["LATCH.INFO", "app:l"], Read, true),
+            Cmd::ElectCampaign => (
+                &[],
+                &["ELECT.CAMPAIGN", "app:e", "c", "KEEPALIVE"],
+                ReadWrite,
+                false,
+            ),
+            Cmd::ElectResign => (LED, &["ELECT.RESIGN", "app:e", "c"], ReadWrite, false),
+            Cmd::ElectProclaim => (
+                LED,
+                &["ELECT.PROCLAIM", "app:e", "c", "v"],
+                ReadWrite,
+                false,
+            ),
+            Cmd::ElectLeader => (LED, &["ELECT.LEADER", "app:e"], Read, true),
+            Cmd::ElectObserve => (LED, &["ELECT.OBSERVE", "app:e"], Read, true),
         };
         AclCase {
             setup,
@@ -329,9 +346,17 @@ fn acl_categories_grant_the_lock_commands() {
     let (categories, lock_category) = acl_category_support(&mut admin);
 
     // `+@lock`: every LOCK.* command, and nothing else.
-    // `{app:*`: read holds' lease keys.
+    // `{app:*`: read holds' lease keys; the token key: ELECT.CAMPAIGN's.
     let plus_lock = [
-        "ACL", "SETUSER", "app", "on", ">pw", "~app:*", "~{app:*", "+@lock",
+        "ACL",
+        "SETUSER",
+        "app",
+        "on",
+        ">pw",
+        "~app:*",
+        "~{app:*",
+        "~redisson_lock_token:{app:*",
+        "+@lock",
     ];
     if lock_category {
         let _: () = q(&mut admin, &plus_lock);
@@ -354,7 +379,13 @@ fn acl_categories_grant_the_lock_commands() {
 
     // The server's own categories: LOCK.INFO, LOCK.WAITERS and LOCK.QUEUES
     // read, every other writes.
-    let keys = ["on", ">pw", "~app:*", "~{app:*"];
+    let keys = [
+        "on",
+        ">pw",
+        "~app:*",
+        "~{app:*",
+        "~redisson_lock_token:{app:*",
+    ];
     acl_setuser(&mut admin, "writer", &[&keys[..], &["+@write"]].concat());
     acl_setuser(&mut admin, "reader", &[&keys[..], &["+@read"]].concat());
     let mut writer = user_client(&server, "writer");
