@@ -545,6 +545,136 @@ fn semaphores_need_write_access_to_the_permit_key() {
     assert_eq!(q::<i64>(&mut app, &["SEM.ACQUIRE", "app:s", "w"]), 1);
 }
 
+/// An election's leader record `{key}:leader` and its counter
+/// `redisson_lock_token:{key}` are not among the keys an ELECT.* command
+/// declares: the module checks that the caller may write the record
+/// (CAMPAIGN, RESIGN, PROCLAIM) and the counter (CAMPAIGN, always fenced),
+/// or read the record (LEADER, OBSERVE), and refuses with NOPERM before
+/// anything is written, queued or answered.
+#[test]
+fn elections_need_access_to_the_leader_record_and_the_token_key() {
+    let server = Server::start();
+    let mut admin = server.client();
+    let term: i64 = q(
+        &mut admin,
+        &[
+            "ELECT.CAMPAIGN",
+            "app:e",
+            "lead",
+            "VALUE",
+            "v1",
+            "KEEPALIVE",
+        ],
+    );
+    assert!(term > 0, "term {term}");
+    let writes: [&[&str]; 6] = [
+        &["ELECT.CAMPAIGN", "app:e", "c", "KEEPALIVE"],
+        &["ELECT.CAMPAIGN", "app:e", "c", "KEEPALIVE", "BLOCK", "0"],
+        &[
+            "ELECT.CAMPAIGN",
+            "app:e",
+            "lead",
+            "VALUE",
+            "v2",
+            "KEEPALIVE",
+        ],
+        &["ELECT.CAMPAIGN", "app:f", "c", "KEEPALIVE"],
+        &["ELECT.RESIGN", "app:e", "lead"],
+        &["ELECT.PROCLAIM", "app:e", "lead", "v2"],
+    ];
+    let reads: [&[&str]; 3] = [
+        &["ELECT.LEADER", "app:e"],
+        &["ELECT.OBSERVE", "app:e"],
+        &["ELECT.OBSERVE", "app:e", "TERM", "0", "BLOCK", "0"],
+    ];
+    // The record of `args`' election, as the ACL log names it.
+    let record = |args: &[&str]| format!("{{{}}}:leader", args[1]);
+    let refused = |app: &mut Connection, admin: &mut Connection, args: &[&str], object: &str| {
+        assert_eq!(err_code(app, args), "NOPERM", "{args:?}");
+        let entry = newest_acl_log(admin);
+        assert_eq!(
+            field(&entry, "context").as_deref(),
+            Some("module"),
+            "{args:?}"
+        );
+        assert_eq!(field(&entry, "reason").as_deref(), Some("key"), "{args:?}");
+        assert_eq!(field(&entry, "object").as_deref(), Some(object), "{args:?}");
+    };
+    let before = snapshot(&mut admin);
+
+    // Allowed the election and its counter, not the record: every ELECT.*
+    // call is refused.
+    acl_setuser(
+        &mut admin,
+        "app",
+        &[
+            "on",
+            ">pw",
+            "~app:*",
+            "~redisson_lock_token:{app:*",
+            "+@all",
+        ],
+    );
+    let mut app = user_client(&server, "app");
+    for args in writes.iter().chain(&reads) {
+        refused(&mut app, &mut admin, args, &record(args));
+    }
+    assert_eq!(snapshot(&mut admin), before);
+    assert_eq!(waiters(&mut admin, "app:e"), 0);
+
+    // Allowed to read the record: LEADER and OBSERVE answer; the writes
+    // are still refused.
+    acl_setuser(&mut admin, "app", &["%R~{app:*"]);
+    for args in writes {
+        refused(&mut app, &mut admin, args, &record(args));
+    }
+    for args in &reads[..2] {
+        let reply: Value = q(&mut app, args);
+        let items = match &reply {
+            Value::Array(items) => items,
+            other => panic!("{args:?}: {other:?}"),
+        };
+        assert_eq!(items.get(1).map(text).as_deref(), Some("lead"), "{args:?}");
+        assert_eq!(items.get(3), Some(&Value::Int(term)), "{args:?}");
+    }
+    assert_eq!(snapshot(&mut admin), before);
+    assert_eq!(server.stat("election_observers"), 0);
+
+    // Allowed the record, not the counter: a campaign is refused (a
+    // re-attach too); the leader's RESIGN and PROCLAIM write no token.
+    acl_setuser(&mut admin, "app", &["resetkeys", "~app:*", "~{app:*"]);
+    for args in &writes[..4] {
+        refused(
+            &mut app,
+            &mut admin,
+            args,
+            &format!("redisson_lock_token:{{{}}}", args[1]),
+        );
+    }
+    assert_eq!(snapshot(&mut admin), before);
+    assert_eq!(waiters(&mut admin, "app:e"), 0);
+    assert_eq!(
+        q::<i64>(&mut app, &["ELECT.PROCLAIM", "app:e", "lead", "v2"]),
+        term
+    );
+    assert_eq!(
+        hgetall(&mut admin, "{app:e}:leader"),
+        [
+            ("candidate".into(), "lead".into()),
+            ("term".into(), term.to_string()),
+            ("value".into(), "v2".into())
+        ]
+    );
+    assert_eq!(q::<i64>(&mut app, &["ELECT.RESIGN", "app:e", "lead"]), 1);
+    assert!(!exists(&mut admin, "app:e"));
+    assert!(!exists(&mut admin, "{app:e}:leader"));
+
+    // Allowed both: the user campaigns.
+    acl_setuser(&mut admin, "app", &["~redisson_lock_token:{app:*"]);
+    let next: i64 = q(&mut app, &["ELECT.CAMPAIGN", "app:e", "c", "KEEPALIVE"]);
+    assert!(next > term, "term {next} after {term}");
+}
+
 #[test]
 fn default_user_is_unaffected() {
     let server = Server::start();
