@@ -167,8 +167,9 @@ enum KeyAccess {
 
 /// How the ACL tests call a command: on a fresh data set, `setup` (run by
 /// an admin) then `call` succeeds for a user allowed the command and the
-/// keys `app:*` and `{app:*` (read holds' lease keys, semaphores' permit
-/// sets `{app:s}:timeout`); `key` is the first
+/// keys `app:*`, `{app:*` (read holds' lease keys, semaphores' permit
+/// sets `{app:s}:timeout`, leader records `{app:e}:leader`) and, for
+/// ELECT.CAMPAIGN, `redisson_lock_token:{app:*`; `key` is the first
 /// lock key it names, and `category_read` whether it is in `@read` (else
 /// `@write`) where module commands have categories.
 struct AclCase {
@@ -185,6 +186,7 @@ impl AclCase {
         const SEM: &[&[&str]] = &[&["SEM.INIT", "app:s", "3"]];
         const SEM_HELD: &[&[&str]] = &[&["SEM.INIT", "app:s", "3"], &["SEM.ACQUIRE", "app:s", "o"]];
         const LATCH: &[&[&str]] = &[&["LATCH.INIT", "app:l", "2"]];
+        const LED: &[&[&str]] = &[&["ELECT.CAMPAIGN", "app:e", "c", "KEEPALIVE"]];
         type Calls = &'static [&'static [&'static str]];
         let (setup, call, access, category_read): (Calls, &'static [&'static str], _, _) = match cmd
         {
@@ -223,6 +225,21 @@ impl AclCase {
             Cmd::LatchCountDown => (LATCH, &["LATCH.COUNTDOWN", "app:l"], ReadWrite, false),
             Cmd::LatchAwait => (LATCH, &["LATCH.AWAIT", "app:l"], Read, true),
             Cmd::LatchInfo => (LATCH, &["LATCH.INFO", "app:l"], Read, true),
+            Cmd::ElectCampaign => (
+                &[],
+                &["ELECT.CAMPAIGN", "app:e", "c", "KEEPALIVE"],
+                ReadWrite,
+                false,
+            ),
+            Cmd::ElectResign => (LED, &["ELECT.RESIGN", "app:e", "c"], ReadWrite, false),
+            Cmd::ElectProclaim => (
+                LED,
+                &["ELECT.PROCLAIM", "app:e", "c", "v"],
+                ReadWrite,
+                false,
+            ),
+            Cmd::ElectLeader => (LED, &["ELECT.LEADER", "app:e"], Read, true),
+            Cmd::ElectObserve => (LED, &["ELECT.OBSERVE", "app:e"], Read, true),
         };
         AclCase {
             setup,
@@ -329,9 +346,17 @@ fn acl_categories_grant_the_lock_commands() {
     let (categories, lock_category) = acl_category_support(&mut admin);
 
     // `+@lock`: every LOCK.* command, and nothing else.
-    // `{app:*`: read holds' lease keys.
+    // `{app:*`: read holds' lease keys; the token key: ELECT.CAMPAIGN's.
     let plus_lock = [
-        "ACL", "SETUSER", "app", "on", ">pw", "~app:*", "~{app:*", "+@lock",
+        "ACL",
+        "SETUSER",
+        "app",
+        "on",
+        ">pw",
+        "~app:*",
+        "~{app:*",
+        "~redisson_lock_token:{app:*",
+        "+@lock",
     ];
     if lock_category {
         let _: () = q(&mut admin, &plus_lock);
@@ -354,7 +379,13 @@ fn acl_categories_grant_the_lock_commands() {
 
     // The server's own categories: LOCK.INFO, LOCK.WAITERS and LOCK.QUEUES
     // read, every other writes.
-    let keys = ["on", ">pw", "~app:*", "~{app:*"];
+    let keys = [
+        "on",
+        ">pw",
+        "~app:*",
+        "~{app:*",
+        "~redisson_lock_token:{app:*",
+    ];
     acl_setuser(&mut admin, "writer", &[&keys[..], &["+@write"]].concat());
     acl_setuser(&mut admin, "reader", &[&keys[..], &["+@read"]].concat());
     let mut writer = user_client(&server, "writer");
@@ -512,6 +543,136 @@ fn semaphores_need_write_access_to_the_permit_key() {
     acl_setuser(&mut admin, "app", &["~{app:*"]);
     assert_eq!(q::<i64>(&mut app, &["SEM.RELEASE", "app:s", "o"]), 0);
     assert_eq!(q::<i64>(&mut app, &["SEM.ACQUIRE", "app:s", "w"]), 1);
+}
+
+/// An election's leader record `{key}:leader` and its counter
+/// `redisson_lock_token:{key}` are not among the keys an ELECT.* command
+/// declares: the module checks that the caller may write the record
+/// (CAMPAIGN, RESIGN, PROCLAIM) and the counter (CAMPAIGN, always fenced),
+/// or read the record (LEADER, OBSERVE), and refuses with NOPERM before
+/// anything is written, queued or answered.
+#[test]
+fn elections_need_access_to_the_leader_record_and_the_token_key() {
+    let server = Server::start();
+    let mut admin = server.client();
+    let term: i64 = q(
+        &mut admin,
+        &[
+            "ELECT.CAMPAIGN",
+            "app:e",
+            "lead",
+            "VALUE",
+            "v1",
+            "KEEPALIVE",
+        ],
+    );
+    assert!(term > 0, "term {term}");
+    let writes: [&[&str]; 6] = [
+        &["ELECT.CAMPAIGN", "app:e", "c", "KEEPALIVE"],
+        &["ELECT.CAMPAIGN", "app:e", "c", "KEEPALIVE", "BLOCK", "0"],
+        &[
+            "ELECT.CAMPAIGN",
+            "app:e",
+            "lead",
+            "VALUE",
+            "v2",
+            "KEEPALIVE",
+        ],
+        &["ELECT.CAMPAIGN", "app:f", "c", "KEEPALIVE"],
+        &["ELECT.RESIGN", "app:e", "lead"],
+        &["ELECT.PROCLAIM", "app:e", "lead", "v2"],
+    ];
+    let reads: [&[&str]; 3] = [
+        &["ELECT.LEADER", "app:e"],
+        &["ELECT.OBSERVE", "app:e"],
+        &["ELECT.OBSERVE", "app:e", "TERM", "0", "BLOCK", "0"],
+    ];
+    // The record of `args`' election, as the ACL log names it.
+    let record = |args: &[&str]| format!("{{{}}}:leader", args[1]);
+    let refused = |app: &mut Connection, admin: &mut Connection, args: &[&str], object: &str| {
+        assert_eq!(err_code(app, args), "NOPERM", "{args:?}");
+        let entry = newest_acl_log(admin);
+        assert_eq!(
+            field(&entry, "context").as_deref(),
+            Some("module"),
+            "{args:?}"
+        );
+        assert_eq!(field(&entry, "reason").as_deref(), Some("key"), "{args:?}");
+        assert_eq!(field(&entry, "object").as_deref(), Some(object), "{args:?}");
+    };
+    let before = snapshot(&mut admin);
+
+    // Allowed the election and its counter, not the record: every ELECT.*
+    // call is refused.
+    acl_setuser(
+        &mut admin,
+        "app",
+        &[
+            "on",
+            ">pw",
+            "~app:*",
+            "~redisson_lock_token:{app:*",
+            "+@all",
+        ],
+    );
+    let mut app = user_client(&server, "app");
+    for args in writes.iter().chain(&reads) {
+        refused(&mut app, &mut admin, args, &record(args));
+    }
+    assert_eq!(snapshot(&mut admin), before);
+    assert_eq!(waiters(&mut admin, "app:e"), 0);
+
+    // Allowed to read the record: LEADER and OBSERVE answer; the writes
+    // are still refused.
+    acl_setuser(&mut admin, "app", &["%R~{app:*"]);
+    for args in writes {
+        refused(&mut app, &mut admin, args, &record(args));
+    }
+    for args in &reads[..2] {
+        let reply: Value = q(&mut app, args);
+        let items = match &reply {
+            Value::Array(items) => items,
+            other => panic!("{args:?}: {other:?}"),
+        };
+        assert_eq!(items.get(1).map(text).as_deref(), Some("lead"), "{args:?}");
+        assert_eq!(items.get(3), Some(&Value::Int(term)), "{args:?}");
+    }
+    assert_eq!(snapshot(&mut admin), before);
+    assert_eq!(server.stat("election_observers"), 0);
+
+    // Allowed the record, not the counter: a campaign is refused (a
+    // re-attach too); the leader's RESIGN and PROCLAIM write no token.
+    acl_setuser(&mut admin, "app", &["resetkeys", "~app:*", "~{app:*"]);
+    for args in &writes[..4] {
+        refused(
+            &mut app,
+            &mut admin,
+            args,
+            &format!("redisson_lock_token:{{{}}}", args[1]),
+        );
+    }
+    assert_eq!(snapshot(&mut admin), before);
+    assert_eq!(waiters(&mut admin, "app:e"), 0);
+    assert_eq!(
+        q::<i64>(&mut app, &["ELECT.PROCLAIM", "app:e", "lead", "v2"]),
+        term
+    );
+    assert_eq!(
+        hgetall(&mut admin, "{app:e}:leader"),
+        [
+            ("candidate".into(), "lead".into()),
+            ("term".into(), term.to_string()),
+            ("value".into(), "v2".into())
+        ]
+    );
+    assert_eq!(q::<i64>(&mut app, &["ELECT.RESIGN", "app:e", "lead"]), 1);
+    assert!(!exists(&mut admin, "app:e"));
+    assert!(!exists(&mut admin, "{app:e}:leader"));
+
+    // Allowed both: the user campaigns.
+    acl_setuser(&mut admin, "app", &["~redisson_lock_token:{app:*"]);
+    let next: i64 = q(&mut app, &["ELECT.CAMPAIGN", "app:e", "c", "KEEPALIVE"]);
+    assert!(next > term, "term {next} after {term}");
 }
 
 #[test]

@@ -776,6 +776,16 @@ fn arity_errors_for_every_command() {
         (&["LOCK.FORCERELEASE", "k", "x"], "lock.forcerelease"),
         (&["LOCK.INFO"], "lock.info"),
         (&["LOCK.INFO", "k", "x"], "lock.info"),
+        (&["ELECT.CAMPAIGN"], "elect.campaign"),
+        (&["ELECT.CAMPAIGN", "k"], "elect.campaign"),
+        (&["ELECT.CAMPAIGN", "k", "o"], "elect.campaign"),
+        (&["ELECT.RESIGN", "k"], "elect.resign"),
+        (&["ELECT.RESIGN", "k", "o", "x"], "elect.resign"),
+        (&["ELECT.PROCLAIM", "k", "o"], "elect.proclaim"),
+        (&["ELECT.PROCLAIM", "k", "o", "v", "x"], "elect.proclaim"),
+        (&["ELECT.LEADER"], "elect.leader"),
+        (&["ELECT.LEADER", "k", "x"], "elect.leader"),
+        (&["ELECT.OBSERVE"], "elect.observe"),
     ];
     for (args, name) in cases {
         assert_refused(
@@ -1196,6 +1206,11 @@ fn command_info_docs_and_getkeys() {
         ("lock.forcerelease", 2, "write"),
         ("lock.info", 2, "readonly"),
         ("lock.waiters", -2, "readonly"),
+        ("elect.campaign", -4, "write"),
+        ("elect.resign", 3, "write"),
+        ("elect.proclaim", 4, "write"),
+        ("elect.leader", 2, "readonly"),
+        ("elect.observe", -2, "readonly"),
     ];
     for (name, arity, flag) in expected {
         let reply: Value = q(&mut con, &["COMMAND", "INFO", name]);
@@ -1234,17 +1249,29 @@ fn command_info_docs_and_getkeys() {
         assert!(!summary.is_empty(), "{name} has no summary: {doc:?}");
         assert_eq!(flat_get(doc, "group").map(text).as_deref(), Some("module"));
     }
-    let acquire_flags: Vec<String> = {
-        let reply: Value = q(&mut con, &["COMMAND", "INFO", "lock.acquire"]);
+    let flags_of = |con: &mut Connection, name: &str| -> Vec<String> {
+        let reply: Value = q(con, &["COMMAND", "INFO", name]);
         array(&array(&array(&reply)[0])[2])
             .iter()
             .map(text)
             .collect()
     };
-    assert!(
-        acquire_flags.iter().any(|f| f == "blocking"),
-        "{acquire_flags:?}"
-    );
+    // The commands that may wait, and only they.
+    for (name, blocks) in [
+        ("lock.acquire", true),
+        ("elect.campaign", true),
+        ("elect.observe", true),
+        ("elect.resign", false),
+        ("elect.proclaim", false),
+        ("elect.leader", false),
+    ] {
+        let flags = flags_of(&mut con, name);
+        assert_eq!(
+            flags.iter().any(|f| f == "blocking"),
+            blocks,
+            "{name}: {flags:?}"
+        );
+    }
 
     for args in [
         &["LOCK.ACQUIRE", "k", "o"][..],
@@ -1254,6 +1281,23 @@ fn command_info_docs_and_getkeys() {
         &["LOCK.FORCERELEASE", "k"],
         &["LOCK.INFO", "k"],
         &["LOCK.WAITERS", "k", "COUNT", "3"],
+        &[
+            "ELECT.CAMPAIGN",
+            "k",
+            "c",
+            "VALUE",
+            "v",
+            "PX",
+            "100",
+            "SESSION",
+            "s",
+            "BLOCK",
+            "0",
+        ],
+        &["ELECT.RESIGN", "k", "c"],
+        &["ELECT.PROCLAIM", "k", "c", "v"],
+        &["ELECT.LEADER", "k"],
+        &["ELECT.OBSERVE", "k", "TERM", "5", "BLOCK", "0"],
     ] {
         let mut full = vec!["COMMAND", "GETKEYS"];
         full.extend_from_slice(args);

@@ -4,7 +4,8 @@
 //! command it has no grammar for), today LOCK.ACQUIRE, RACQUIRE, WACQUIRE,
 //! MACQUIRE, MRELEASE, RELEASE, RENEW, FORCERELEASE, INFO, WAITERS, QUEUES,
 //! SESSION and CANCEL, SEM.INIT, ACQUIRE, RELEASE, RENEW, ADD, TAKE, GIVE and
-//! INFO, LATCH.INIT, COUNTDOWN, AWAIT and INFO
+//! INFO, LATCH.INIT, COUNTDOWN, AWAIT and INFO, ELECT.CAMPAIGN, RESIGN,
+//! PROCLAIM, LEADER and OBSERVE
 //! (0 to 10 arguments of random bytes, NUL, CR/LF,
 //! non-UTF-8, boundary and huge numbers, option words in any case, unknown
 //! options, keys of every other type, 1 MB owners), sent as raw RESP over a
@@ -19,7 +20,21 @@
 //! counts and amounts, a FENCE name whose token key, a read hold's lease key
 //! or a semaphore's permit set is in another slot) the reply must be exactly
 //! that error, and an owner a read-write lock reserves never gets an answer;
-//! an error that depends on the data must be one the command may give. The server must answer PING at the end and its log must hold
+//! an error that depends on the data must be one the command may give.
+//!
+//! Elections: after a vector (every ELECT.* one, every one naming a name
+//! that may be an election, 1 in 8 of the others) each leader record
+//! (`{key}:leader`, a hash) must name, with a term above 0, a candidate
+//! that holds its election's lock (exclusively: a lock hash of one field,
+//! the candidate), and expire with that lock (same `PEXPIRETIME`): no
+//! record outlives its leadership, whatever the path. A term ELECT.CAMPAIGN
+//! or ELECT.PROCLAIM answers is the record's, with the value given; what
+//! ELECT.LEADER and ELECT.OBSERVE answer is the record (nobody when there
+//! is none), and an ELECT.OBSERVE answered nil saw the term it named. The
+//! fuzz connection names a session at each reset (`SESSION` in a campaign
+//! names it, or not), and a lock may be named like an election's record.
+//!
+//! The server must answer PING at the end and its log must hold
 //! no crash report or caught panic. One vector in 16 is sent inside
 //! MULTI/EXEC (where `BLOCK` must answer at once), and each epoch speaks
 //! RESP2 or RESP3 (LOCK.INFO as an array or a map).
@@ -55,13 +70,17 @@ use std::time::Instant;
 
 use common::commands::{self, Cmd};
 use lock_rules::args::{
-    parse_acquire_options, parse_amount, parse_block_option, parse_i64, parse_lease_option,
-    parse_permits_option, parse_renew_options, parse_semaphore_acquire_options, parse_take_options,
-    parse_view_options, MAX_DURATION_MS, MAX_PERMITS_PER_CALL,
+    parse_acquire_options, parse_amount, parse_block_option, parse_campaign_options, parse_i64,
+    parse_lease_option, parse_observe_options, parse_permits_option, parse_renew_options,
+    parse_semaphore_acquire_options, parse_take_options, parse_view_options, MAX_DURATION_MS,
+    MAX_PERMITS_PER_CALL,
 };
 use lock_rules::error::{printable, LockError};
 use lock_rules::keepalive::check_lease;
-use lock_rules::keys::{permits_key_in_slot, read_lease_key_in_slot, token_key_in_slot};
+use lock_rules::keys::{
+    elections_of_leader_key, leader_key, leader_key_in_slot, permits_key_in_slot,
+    read_lease_key_in_slot, token_key_in_slot,
+};
 use lock_rules::latch::MAX_COUNT;
 use lock_rules::multilock::{check_distinct, parse_numkeys};
 use lock_rules::read_write::check_owner;
@@ -245,11 +264,14 @@ fn show_vector(args: &[Vec<u8>]) -> String {
 // ------------------------------------------------------------- fixtures
 
 const HOLDER: &[u8] = b"holder";
+/// The session the fuzz connection names at the start of each epoch.
+const SESSION: &[u8] = b"fuzz-session";
 
 /// Keys present before every epoch, one of each type and each kind of
 /// not-a-lock hash, a held lock and token keys of every awkward kind.
 fn load_fixtures(con: &mut Conn) {
     let setup: &[&[&[u8]]] = &[
+        &[b"LOCK.SESSION", SESSION],
         &[b"FLUSHALL"],
         &[b"SET", b"str", b"value"],
         &[b"RPUSH", b"list", b"a", b"b"],
@@ -348,6 +370,40 @@ fn load_fixtures(con: &mut Conn) {
         &[b"LATCH.INIT", b"latchpx", b"5", b"PX", b"3600000000"],
         &[b"SET", b"latchzero", b"0"],
         &[b"SET", b"latchneg", b"-1"],
+        // Elections: one led by the holder with a value, one without, their
+        // counters set past the clock's floor so that their terms are
+        // `TERMS`' (7000000000000001, ...); one nobody leads any more.
+        &[
+            b"SET",
+            b"redisson_lock_token:{elected}",
+            b"7000000000000000",
+        ],
+        &[
+            b"ELECT.CAMPAIGN",
+            b"elected",
+            HOLDER,
+            b"VALUE",
+            b"10.0.0.5:8080",
+            b"PX",
+            b"3600000000",
+            b"KEEPALIVE",
+        ],
+        &[
+            b"SET",
+            b"redisson_lock_token:{elnoval}",
+            b"7000000000000010",
+        ],
+        &[
+            b"ELECT.CAMPAIGN",
+            b"elnoval",
+            HOLDER,
+            b"PX",
+            b"3600000000",
+            b"SESSION",
+            SESSION,
+        ],
+        &[b"ELECT.CAMPAIGN", b"elresigned", HOLDER, b"KEEPALIVE"],
+        &[b"ELECT.RESIGN", b"elresigned", HOLDER],
     ];
     // In one write: a reset costs one round trip.
     let mut buf = Vec::new();
@@ -422,6 +478,39 @@ const SEM_KEYS: &[&[u8]] = &[
     b"free",
 ];
 const LATCH_KEYS: &[&[u8]] = &[b"latch", b"latchpx", b"latchzero", b"latchneg", b"free"];
+/// The elections of the fixtures, locks held outside ELECT.* (exclusive,
+/// fenced, read-write), a string, free names, names whose record would
+/// hash elsewhere, and the name of `elected`'s record (a lock may be
+/// called so once `elected` is free).
+const ELECT_KEYS: &[&[u8]] = &[
+    b"elected",
+    b"elnoval",
+    b"elresigned",
+    b"held",
+    b"fenced",
+    b"nottl",
+    b"rwread",
+    b"rwwrite",
+    b"str",
+    b"free",
+    b"free2",
+    b"{t}lock",
+    b"{}x",
+    b"a{b",
+    b"{elected}:leader",
+];
+/// Terms ELECT.OBSERVE names: none seen, the fixtures' leaders' (and the
+/// next ones of `elected`), any.
+const TERMS: &[&[u8]] = &[
+    b"0",
+    b"7000000000000001",
+    b"7000000000000002",
+    b"7000000000000003",
+    b"7000000000000011",
+    b"1",
+];
+/// Tokens `SESSION` names: mostly the fuzz connection's.
+const SESSION_TOKENS: &[&[u8]] = &[SESSION, SESSION, SESSION, b"held", b"free", b"other", b""];
 
 const OWNERS: &[&[u8]] = &[
     HOLDER,
@@ -625,6 +714,7 @@ fn key(rng: &mut Rng) -> Vec<u8> {
         2 => any_arg(rng),
         3 => rng.pick(SEM_KEYS).to_vec(),
         4 => rng.pick(LATCH_KEYS).to_vec(),
+        5 => rng.pick(ELECT_KEYS).to_vec(),
         _ => rng.pick(KEYS).to_vec(),
     }
 }
@@ -676,8 +766,24 @@ fn option_group(rng: &mut Rng, cmd: Cmd, out: &mut Vec<Vec<u8>>) {
     let word = if cmd == Cmd::Renew && rng.one_in(2) {
         let word = lease_word(rng);
         any_case(rng, word)
-    } else if (cmd.is_semaphore() || cmd.is_latch()) && !rng.one_in(4) {
-        // The SEM.* and LATCH.* commands get their own options, mostly.
+    } else if cmd == Cmd::ElectCampaign && !rng.one_in(6) {
+        // Mostly a value and a wait, now and then a second KEEPALIVE or
+        // SESSION (see `vector`).
+        let word = rng.pick(&[
+            "VALUE",
+            "VALUE",
+            "PX",
+            "EX",
+            "BLOCK",
+            "BLOCK",
+            "BLOCK",
+            "KEEPALIVE",
+            "SESSION",
+        ]);
+        any_case(rng, word.as_bytes())
+    } else if (cmd.is_semaphore() || cmd.is_latch() || cmd.is_election()) && !rng.one_in(4) {
+        // The SEM.*, LATCH.* and ELECT.* commands get their own options,
+        // mostly.
         let word = rng.pick(own).as_bytes();
         any_case(rng, word)
     } else {
@@ -685,6 +791,9 @@ fn option_group(rng: &mut Rng, cmd: Cmd, out: &mut Vec<Vec<u8>>) {
     };
     let value = match word.to_ascii_uppercase().as_slice() {
         b"FENCE" | b"KEEPALIVE" => return out.push(word),
+        b"VALUE" if !rng.one_in(4) => owner(rng),
+        b"SESSION" if !rng.one_in(4) => rng.pick(SESSION_TOKENS).to_vec(),
+        b"TERM" if !rng.one_in(4) => rng.pick(TERMS).to_vec(),
         b"PERMITS" if !rng.one_in(3) => rng.range(1, 4).to_string().into_bytes(),
         b"PX" if rng.one_in(2) => rng.range(1, 100_000).to_string().into_bytes(),
         b"EX" if rng.one_in(2) => rng.range(1, 1_000).to_string().into_bytes(),
@@ -709,7 +818,7 @@ fn count_group(rng: &mut Rng, out: &mut Vec<Vec<u8>>) {
 
 /// Locks the fixtures give to `HOLDER`.
 const HELD: &[&[u8]] = &[
-    b"held", b"fenced", b"maxheld", b"nottl", b"rwread", b"rwwrite",
+    b"held", b"fenced", b"maxheld", b"nottl", b"rwread", b"rwwrite", b"elected", b"elnoval",
 ];
 
 /// Semaphores the fixtures give `HOLDER` permits of.
@@ -723,6 +832,9 @@ fn key_for(rng: &mut Rng, cmd: Cmd) -> Vec<u8> {
     }
     if cmd.is_latch() && rng.one_in(2) {
         return rng.pick(LATCH_KEYS).to_vec();
+    }
+    if cmd.is_election() && rng.one_in(2) {
+        return rng.pick(ELECT_KEYS).to_vec();
     }
     key(rng)
 }
@@ -799,8 +911,14 @@ fn vector(rng: &mut Rng, cmds: &[Cmd]) -> Vec<Vec<u8>> {
             if cmd.amount().is_some() {
                 args.push(b"1".to_vec());
             }
+            if cmd == Cmd::ElectProclaim {
+                args.push(huge(rng));
+            }
             if cmd.options().is_some_and(|o| o.contains(&"PX")) && rng.one_in(2) {
                 args.extend([b"PX".to_vec(), b"100000".to_vec()]);
+            }
+            if cmd == Cmd::ElectCampaign {
+                args.push(b"KEEPALIVE".to_vec());
             }
         }
         Some(cmd) if !rng.one_in(4) => {
@@ -825,9 +943,29 @@ fn vector(rng: &mut Rng, cmds: &[Cmd]) -> Vec<Vec<u8>> {
                 if cmd.amount().is_some() && (cmd != Cmd::LatchCountDown || !rng.one_in(3)) {
                     args.push(amount(rng, cmd));
                 }
+                if cmd == Cmd::ElectProclaim {
+                    // The leader's new value.
+                    args.push(owner(rng));
+                }
             }
             if cmd.takes_options() {
-                for _ in 0..rng.below(4) {
+                let groups = rng.below(4);
+                // ELECT.CAMPAIGN needs KEEPALIVE or SESSION: mostly there,
+                // anywhere among the options.
+                let keep_at =
+                    (cmd == Cmd::ElectCampaign && !rng.one_in(5)).then(|| rng.below(groups + 1));
+                for i in 0..=groups {
+                    if keep_at == Some(i) {
+                        if rng.one_in(3) {
+                            args.push(any_case(rng, b"SESSION"));
+                            args.push(rng.pick(SESSION_TOKENS).to_vec());
+                        } else {
+                            args.push(any_case(rng, b"KEEPALIVE"));
+                        }
+                    }
+                    if i == groups {
+                        break;
+                    }
                     if rng.one_in(6) {
                         args.push(option_arg(rng));
                     } else {
@@ -906,6 +1044,8 @@ impl Cmd {
             Cmd::SemInit | Cmd::SemRenew | Cmd::SemAdd | Cmd::SemTake | Cmd::SemGive => 1,
             Cmd::SemInfo => 1,
             Cmd::LatchInit | Cmd::LatchCountDown | Cmd::LatchAwait | Cmd::LatchInfo => 1,
+            Cmd::ElectCampaign => 3,
+            Cmd::ElectResign | Cmd::ElectProclaim | Cmd::ElectLeader | Cmd::ElectObserve => 2,
         }
     }
 
@@ -937,6 +1077,15 @@ impl Cmd {
             Cmd::LatchCountDown => n == 1 || n == 2,
             // LATCH.AWAIT key [BLOCK ms]
             Cmd::LatchAwait => n >= 1,
+            // ELECT.CAMPAIGN key candidate option...: KEEPALIVE or SESSION
+            // at least (the module says which is missing).
+            Cmd::ElectCampaign => n >= 3,
+            Cmd::ElectResign => n == 2,
+            // ELECT.PROCLAIM key candidate value
+            Cmd::ElectProclaim => n == 3,
+            Cmd::ElectLeader => n == 1,
+            // ELECT.OBSERVE key [TERM term] [BLOCK ms]
+            Cmd::ElectObserve => n >= 1,
         }
     }
 
@@ -950,7 +1099,21 @@ impl Cmd {
             Cmd::SemAcquire | Cmd::SemRelease | Cmd::SemRenew => true,
             Cmd::SemInit | Cmd::SemAdd | Cmd::SemTake | Cmd::SemGive | Cmd::SemInfo => false,
             Cmd::LatchInit | Cmd::LatchCountDown | Cmd::LatchAwait | Cmd::LatchInfo => false,
+            Cmd::ElectCampaign | Cmd::ElectResign | Cmd::ElectProclaim => true,
+            Cmd::ElectLeader | Cmd::ElectObserve => false,
         }
+    }
+
+    /// An election's command: its leader record must be in its slot.
+    fn is_election(self) -> bool {
+        matches!(
+            self,
+            Cmd::ElectCampaign
+                | Cmd::ElectResign
+                | Cmd::ElectProclaim
+                | Cmd::ElectLeader
+                | Cmd::ElectObserve
+        )
     }
 
     /// A semaphore's command: its permit set must be in its slot.
@@ -1008,6 +1171,9 @@ impl Cmd {
             Cmd::LatchAwait => Some(&["BLOCK"]),
             Cmd::SemInit | Cmd::SemAdd | Cmd::SemInfo => None,
             Cmd::LatchCountDown | Cmd::LatchInfo => None,
+            Cmd::ElectCampaign => Some(&["VALUE", "PX", "EX", "KEEPALIVE", "SESSION", "BLOCK"]),
+            Cmd::ElectObserve => Some(&["TERM", "BLOCK"]),
+            Cmd::ElectResign | Cmd::ElectProclaim | Cmd::ElectLeader => None,
         }
     }
 
@@ -1107,12 +1273,16 @@ enum Expect {
         /// The error it must get unless the data refuses it first: an
         /// owner a read-write lock reserves.
         refused: Option<String>,
+        /// ELECT.CAMPAIGN's VALUE, ELECT.OBSERVE's TERM.
+        value: Option<Vec<u8>>,
+        term: i64,
     },
 }
 
 /// `in_script`: run by a script, whose client has no connection of its own
-/// (KEEPALIVE is refused there).
-fn expect(args: &[Vec<u8>], in_script: bool) -> Expect {
+/// (KEEPALIVE is refused there); `session`: the token the fuzz connection
+/// names (`SESSION token` names no other).
+fn expect(args: &[Vec<u8>], in_script: bool, session: &[u8]) -> Expect {
     let Some(cmd) = Cmd::from_name(&args[0]) else {
         return Expect::Unknown;
     };
@@ -1164,6 +1334,10 @@ fn expect(args: &[Vec<u8>], in_script: bool) -> Expect {
     }
     let after_key = rest.get(1..).unwrap_or_default();
     let mut permits = 1;
+    let (mut value, mut term) = (None, 0);
+    // An election's leader record, checked after the options (CAMPAIGN's,
+    // OBSERVE's) or the owner.
+    let record_in_slot = || leader_key_in_slot(&rest[0]).err().map(|e| e.to_string());
     let (fence, lease, blocks, keepalive) = match cmd {
         Cmd::MRelease if !options.is_empty() => return arity(),
         Cmd::Acquire | Cmd::RAcquire | Cmd::WAcquire | Cmd::MAcquire => {
@@ -1237,19 +1411,51 @@ fn expect(args: &[Vec<u8>], in_script: bool) -> Expect {
         Cmd::SemInit | Cmd::SemAdd | Cmd::SemInfo | Cmd::LatchCountDown | Cmd::LatchInfo => {
             (false, None, false, None)
         }
+        // Always fenced: the token key's slot is checked after the
+        // session's, the record's before.
+        Cmd::ElectCampaign => match parse_campaign_options(options) {
+            Ok((o, given)) => {
+                if let Some(e) = record_in_slot() {
+                    return Expect::Error(e);
+                }
+                value = given;
+                (o.fence, o.lease_ms, o.wait.is_some(), o.keepalive)
+            }
+            Err(e) => return Expect::Error(e.to_string()),
+        },
+        Cmd::ElectObserve => match parse_observe_options(after_key) {
+            Ok((seen, wait)) => {
+                if let Some(e) = record_in_slot() {
+                    return Expect::Error(e);
+                }
+                term = seen;
+                (false, None, wait.is_some(), None)
+            }
+            Err(e) => return Expect::Error(e.to_string()),
+        },
+        Cmd::ElectResign | Cmd::ElectProclaim | Cmd::ElectLeader => {
+            if let Some(e) = record_in_slot() {
+                return Expect::Error(e);
+            }
+            (false, None, false, None)
+        }
     };
     // KEEPALIVE's lease is checked first (the fuzzed server runs at the
-    // default hz 10), then its connection, or the session (the fuzzer's
-    // grammar has no SESSION option; a stray one names no session).
+    // default hz 10), then its connection, or the session (ELECT.CAMPAIGN's
+    // grammar names the fuzz connection's or another; the others' have no
+    // SESSION option).
     if keepalive.is_some() {
         if let Err(e) = check_lease(lease.unwrap_or(DEFAULT_LEASE_MS), 10) {
             return Expect::Error(e.to_string());
         }
     }
+    // The session's connection keeps what a script binds to it.
     if let Some(KeepAlive::Session(token)) = &keepalive {
-        return Expect::Error(LockError::no_session(token).to_string());
+        if **token != *session {
+            return Expect::Error(LockError::no_session(token).to_string());
+        }
     }
-    if keepalive.is_some() && in_script {
+    if matches!(keepalive, Some(KeepAlive::Caller)) && in_script {
         return Expect::Error(
             "ERR KEEPALIVE needs the caller's own connection: not from a script, a function or a module's call"
                 .into(),
@@ -1284,6 +1490,8 @@ fn expect(args: &[Vec<u8>], in_script: bool) -> Expect {
         keys: keys.len(),
         permits,
         refused,
+        value,
+        term,
     }
 }
 
@@ -1345,6 +1553,15 @@ fn data_error_allowed(cmd: Cmd, line: &str) -> bool {
             Cmd::Renew => starts(&owner_errors),
             Cmd::ForceRelease | Cmd::Info | Cmd::Waiters | Cmd::Queues | Cmd::Session => false,
             Cmd::Cancel => false,
+            // A candidate waits like an exclusive acquire, always fenced; one
+            // that holds the lock with LOCK.ACQUIRE has no term.
+            Cmd::ElectCampaign => {
+                starts(&acquire_errors)
+                    || line.starts_with(read_write_lock)
+                    || line == LockError::held_outside_election().to_string()
+            }
+            Cmd::ElectProclaim => starts(&owner_errors),
+            Cmd::ElectResign | Cmd::ElectLeader | Cmd::ElectObserve => false,
             _ => unreachable!("answered above"),
         }
 }
@@ -1577,6 +1794,210 @@ fn valid_latch_info(reply: &Reply, from_lua: bool) -> bool {
         && int(5) == Some(0)
 }
 
+/// Who leads, with which term and value (nobody: `(None, 0, None)`).
+type Leadership = (Option<Vec<u8>>, i64, Option<Vec<u8>>);
+
+/// An ELECT.LEADER or ELECT.OBSERVE answer: candidate, term, value and
+/// ttl, in order (a map in RESP3, a flat array in RESP2 and from a
+/// script); a leader (candidate, term above 0, ttl -1 or more) or, for
+/// ELECT.OBSERVE only, nobody (candidate and value nil, term 0, ttl -1).
+fn leadership(reply: &Reply, nobody_allowed: bool) -> Option<Leadership> {
+    let items = match reply {
+        Reply::Array(items) | Reply::Map(items) => items,
+        _ => return None,
+    };
+    if field_names(items) != [&b"candidate"[..], b"term", b"value", b"ttl"] || items.len() != 8 {
+        return None;
+    }
+    let bulk = |r: &Reply| match r {
+        Reply::Bulk(b) => Some(Some(b.clone())),
+        Reply::Nil => Some(None),
+        _ => None,
+    };
+    let (Some(candidate), Reply::Int(term), Some(value), Reply::Int(ttl)) =
+        (bulk(&items[1]), &items[3], bulk(&items[5]), &items[7])
+    else {
+        return None;
+    };
+    let leads = candidate.is_some() && *term > 0 && (*ttl == -1 || *ttl >= 0);
+    let nobody = candidate.is_none() && *term == 0 && value.is_none() && *ttl == -1;
+    (leads || (nobody && nobody_allowed)).then_some((candidate, *term, value))
+}
+
+/// A lock the leader record `{key}:leader` may be the record of (see
+/// `lock_rules::keys::elections_of_leader_key`), as the script read it.
+struct Election {
+    name: Vec<u8>,
+    kind: Vec<u8>,
+    fields: Vec<(Vec<u8>, Vec<u8>)>,
+    expires_at: i64,
+}
+
+/// A leader record after a vector: its fields, its expiry and the locks
+/// whose record it may be.
+struct Record {
+    name: Vec<u8>,
+    fields: Vec<(Vec<u8>, Vec<u8>)>,
+    expires_at: i64,
+    elections: Vec<Election>,
+}
+
+impl Record {
+    fn field(&self, name: &[u8]) -> Option<&[u8]> {
+        self.fields
+            .iter()
+            .find(|(f, _)| f == name)
+            .map(|(_, v)| &v[..])
+    }
+
+    fn term(&self) -> Option<i64> {
+        self.field(b"term").and_then(parse_i64)
+    }
+
+    /// What is wrong with it, if anything: only `candidate`, `term` (above
+    /// 0) and maybe `value`, a candidate holding one of its locks alone,
+    /// the same expiry as that lock.
+    fn problem(&self) -> Option<String> {
+        let known = |f: &[u8]| matches!(f, b"candidate" | b"term" | b"value");
+        if !self.fields.iter().all(|(f, _)| known(f)) || self.term().is_none_or(|t| t <= 0) {
+            return Some(
+                "a leader record with fields other than candidate, term (above 0) and value".into(),
+            );
+        }
+        let Some(candidate) = self.field(b"candidate") else {
+            return Some("a leader record without a candidate".into());
+        };
+        let holds = |e: &&Election| {
+            e.kind == b"hash"
+                && matches!(&e.fields[..], [(owner, holds)]
+                    if owner == candidate && parse_i64(holds).is_some_and(|h| h >= 1))
+        };
+        match self.elections.iter().find(holds) {
+            None => Some(format!(
+                "a leader record whose candidate b\"{}\" does not hold its lock alone \
+                 (its lock: {})",
+                show(candidate),
+                self.elections
+                    .iter()
+                    .map(|e| format!(
+                        "b\"{}\" {} {:?} expires at {}",
+                        show(&e.name),
+                        show(&e.kind),
+                        e.fields
+                            .iter()
+                            .map(|(f, v)| format!("{}={}", show(f), show(v)))
+                            .collect::<Vec<_>>(),
+                        e.expires_at
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+            Some(e) if e.expires_at != self.expires_at => Some(format!(
+                "a leader record that expires at {} while its lock b\"{}\" expires at {}",
+                self.expires_at,
+                show(&e.name),
+                e.expires_at
+            )),
+            Some(_) => None,
+        }
+    }
+}
+
+/// Every leader record, with what [`Record::problem`] needs: each hash
+/// named `*:leader` (those with a record's field: see [`records`]), the
+/// locks it may be the record of (the names `elections_of_leader_key`
+/// gives, found again here), their type, fields and expiry.
+const RECORDS_SCRIPT: &[u8] = br"
+local out = {}
+for _, r in ipairs(redis.call('KEYS', '*:leader')) do
+  if redis.call('TYPE', r)['ok'] == 'hash' then
+    local prefix = string.sub(r, 1, -8)
+    local names = {}
+    if string.sub(prefix, 1, 1) == '{' and string.sub(prefix, -1) == '}' then
+      local inner = string.sub(prefix, 2, -2)
+      if not string.find(inner, '{', 1, true) then table.insert(names, inner) end
+    end
+    if string.find(prefix, '{', 1, true) then table.insert(names, prefix) end
+    local locks = {}
+    for _, n in ipairs(names) do
+      local t = redis.call('TYPE', n)['ok']
+      local f = {}
+      if t == 'hash' then f = redis.call('HGETALL', n) end
+      table.insert(locks, {n, t, f, redis.call('PEXPIRETIME', n)})
+    end
+    table.insert(out, {r, redis.call('HGETALL', r), redis.call('PEXPIRETIME', r), locks})
+  end
+end
+return out
+";
+
+fn pairs_of(reply: &Reply) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
+    let Reply::Array(items) = reply else {
+        return None;
+    };
+    items
+        .chunks(2)
+        .map(|p| match p {
+            [Reply::Bulk(k), Reply::Bulk(v)] => Some((k.clone(), v.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// [`RECORDS_SCRIPT`]'s answer; `Err` when it is not shaped as the script
+/// writes it, or names other locks than `elections_of_leader_key`.
+fn records(reply: &Reply) -> Result<Vec<Record>, String> {
+    let bad = || format!("the records script answered {reply:?}");
+    let Reply::Array(entries) = reply else {
+        return Err(bad());
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let Reply::Array(parts) = entry else {
+            return Err(bad());
+        };
+        let [Reply::Bulk(name), fields, Reply::Int(at), Reply::Array(locks)] = &parts[..] else {
+            return Err(bad());
+        };
+        let mut elections = Vec::new();
+        for lock in locks {
+            let Reply::Array(l) = lock else {
+                return Err(bad());
+            };
+            let [Reply::Bulk(n), Reply::Bulk(kind), fields, Reply::Int(at)] = &l[..] else {
+                return Err(bad());
+            };
+            elections.push(Election {
+                name: n.clone(),
+                kind: kind.clone(),
+                fields: pairs_of(fields).ok_or_else(bad)?,
+                expires_at: *at,
+            });
+        }
+        let fields = pairs_of(fields).ok_or_else(bad)?;
+        // A lock named like a record (an election `{x}:leader`), not one.
+        let known = |f: &[u8]| matches!(f, b"candidate" | b"term" | b"value");
+        if !fields.iter().any(|(f, _)| known(f)) {
+            continue;
+        }
+        let names: Vec<&[u8]> = elections.iter().map(|e| &e.name[..]).collect();
+        if names != elections_of_leader_key(name) {
+            return Err(format!(
+                "the records script read the locks {:?} for the record b\"{}\"",
+                names.iter().map(|n| show(n)).collect::<Vec<_>>(),
+                show(name)
+            ));
+        }
+        out.push(Record {
+            name: name.clone(),
+            fields,
+            expires_at: *at,
+            elections,
+        });
+    }
+    Ok(out)
+}
+
 // ------------------------------------------------------------- the check
 
 #[derive(Default)]
@@ -1609,11 +2030,15 @@ struct Outcome<'a> {
     digest_before: &'a Reply,
     digest_after: &'a Reply,
     expiry_after: Reply,
+    /// The leader records after the vector.
+    records: &'a [Record],
 }
 
 struct Run {
     seed: u64,
     server: Server,
+    /// The token the fuzz connection names now (LOCK.SESSION).
+    session: std::cell::RefCell<Vec<u8>>,
 }
 
 impl Run {
@@ -1622,7 +2047,8 @@ impl Run {
         let tail: Vec<&str> = log.lines().rev().take(20).collect();
         panic!(
             "fuzz vector #{} (LOCK_FUZZ_SEED={} to replay): {why}\n  vector: {}{}\n  reply: {:?}\n  \
-             digest before {:?} after {:?}\n  key expiry before {:?} after {:?}\n  server log tail:\n{}",
+             digest before {:?} after {:?}\n  key expiry before {:?} after {:?}\n  \
+             leader records after: {}\n  server log tail:\n{}",
             o.index,
             self.seed,
             show_vector(o.args),
@@ -1632,6 +2058,19 @@ impl Run {
             o.digest_after,
             o.expiry_before,
             o.expiry_after,
+            o.records
+                .iter()
+                .map(|r| format!(
+                    "b\"{}\" {:?} expires at {}",
+                    show(&r.name),
+                    r.fields
+                        .iter()
+                        .map(|(f, v)| format!("{}={}", show(f), show(v)))
+                        .collect::<Vec<_>>(),
+                    r.expires_at
+                ))
+                .collect::<Vec<_>>()
+                .join("; "),
             tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
         );
     }
@@ -1645,7 +2084,14 @@ impl Run {
         if o.args[0].contains(&0) && !unknown_command {
             oracle_args[0] = before_nul(&o.args[0]).to_vec();
         }
-        let expected = expect(&oracle_args, o.wrap == Wrap::Script);
+        let session = self.session.borrow().clone();
+        let expected = expect(&oracle_args, o.wrap == Wrap::Script, &session);
+        if matches!(&o.reply, Reply::Status(s) if s == b"OK")
+            && Cmd::from_name(&oracle_args[0]) == Some(Cmd::Session)
+        {
+            // Naming another token drops the first.
+            *self.session.borrow_mut() = oracle_args[1].clone();
+        }
         let cmd_label = Cmd::from_name(&o.args[0]).map_or("unknown", Cmd::name);
         if o.args.iter().any(|a| a.len() >= HUGE_LEN) {
             let outcome = match &o.reply {
@@ -1703,6 +2149,8 @@ impl Run {
             keys,
             permits,
             refused,
+            value,
+            term,
         } = expected
         else {
             self.fail(o, "invalid arguments got an answer instead of an error");
@@ -1721,6 +2169,27 @@ impl Run {
         let granted = |n: i64| rounded(n) || fence || n >= 1;
         let ints = |items: &[Reply], ok: &dyn Fn(i64) -> bool| {
             items.len() == keys && items.iter().all(|i| matches!(i, Reply::Int(n) if ok(*n)))
+        };
+        // The election's record after the vector, and the leadership it
+        // says (nobody: no record).
+        let record = o.args.get(1).and_then(|key| {
+            let name = leader_key(key);
+            o.records.iter().find(|r| r.name == name)
+        });
+        let recorded: Leadership = record.map_or((None, 0, None), |r| {
+            (
+                r.field(b"candidate").map(<[u8]>::to_vec),
+                r.term().unwrap_or(0),
+                r.field(b"value").map(<[u8]>::to_vec),
+            )
+        });
+        // A term answered to `candidate`, with `value` if given: the record's.
+        let leads = |n: i64, value: Option<&[u8]>| {
+            let candidate = o.args.get(2).map(Vec::as_slice);
+            (n > 0 || rounded(n))
+                && recorded.0.as_deref() == candidate
+                && (recorded.1 == n || rounded(n))
+                && value.is_none_or(|v| recorded.2.as_deref() == Some(v))
         };
         let (valid, must_not_change) = match (cmd, &o.reply) {
             (Cmd::Acquire | Cmd::RAcquire | Cmd::WAcquire, Reply::Int(n)) => (granted(*n), false),
@@ -1757,6 +2226,22 @@ impl Run {
             (Cmd::LatchAwait, Reply::Int(n)) => (*n == 0, true),
             (Cmd::LatchAwait, Reply::Nil) => (true, true),
             (Cmd::LatchInfo, reply) => (valid_latch_info(reply, from_lua), true),
+            // The term, the record's; or nil (busy, BLOCK ran out).
+            (Cmd::ElectCampaign, Reply::Int(n)) => (leads(*n, value.as_deref()), false),
+            (Cmd::ElectCampaign, Reply::Nil) => (true, true),
+            // 1 if it led, 0 if not (then nothing changed).
+            (Cmd::ElectResign, Reply::Int(n)) => (*n == 0 || *n == 1, *n == 0),
+            (Cmd::ElectProclaim, Reply::Int(n)) => {
+                (leads(*n, o.args.get(3).map(Vec::as_slice)), false)
+            }
+            (Cmd::ElectLeader, Reply::Nil) => (record.is_none(), true),
+            (Cmd::ElectLeader, reply) => (leadership(reply, false) == Some(recorded.clone()), true),
+            // Nil: the term it named is the term now.
+            (Cmd::ElectObserve, Reply::Nil) => (recorded.1 == term, true),
+            (Cmd::ElectObserve, reply) => (
+                recorded.1 != term && leadership(reply, true) == Some(recorded.clone()),
+                true,
+            ),
             _ => (false, false),
         };
         if !valid {
@@ -1776,6 +2261,22 @@ impl Run {
             _ => "answer",
         };
         tally.count(format!("ok {}: {what}", cmd.name()));
+    }
+
+    /// Every leader record names a candidate holding its lock and expires
+    /// with it, whatever the vector was.
+    fn check_records(&self, o: &Outcome<'_>, tally: &mut Tally) {
+        for record in o.records {
+            if let Some(problem) = record.problem() {
+                self.fail(o, &format!("{problem}: b\"{}\"", show(&record.name)));
+            }
+        }
+        if !o.records.is_empty() {
+            tally.count(format!(
+                "leader records after a vector: {}",
+                o.records.len().min(3)
+            ));
+        }
     }
 }
 
@@ -1823,14 +2324,55 @@ const SCRIPT: &[u8] = b"return redis.pcall(unpack(ARGV))";
 struct Sent {
     args: Vec<Vec<u8>>,
     wrap: Wrap,
+    /// Whether the leader records are read after it (see [`Elections`]).
+    records: bool,
+}
+
+/// The names that may be elections in an epoch (the fixtures', and every
+/// name an ELECT.CAMPAIGN vector named): the leader records are read after
+/// every ELECT.* vector, every vector naming one of these, and 1 vector in
+/// `RECORDS_EVERY` besides, so the check costs little where it cannot
+/// fail.
+struct Elections(std::collections::HashSet<Vec<u8>>);
+
+const RECORDS_EVERY: u64 = 8;
+
+impl Elections {
+    fn new() -> Self {
+        Elections(
+            [&b"elected"[..], b"elnoval", b"elresigned"]
+                .iter()
+                .map(|n| n.to_vec())
+                .collect(),
+        )
+    }
+
+    /// Whether the records are read after `args`, the `index`th vector.
+    fn note(&mut self, args: &[Vec<u8>], index: u64) -> bool {
+        let cmd = Cmd::from_name(before_nul(&args[0]));
+        if cmd == Some(Cmd::ElectCampaign) {
+            if let Some(name) = args.get(1) {
+                self.0.insert(name.clone());
+            }
+        }
+        cmd.is_some_and(Cmd::is_election)
+            || args[1..].iter().any(|a| self.0.contains(a))
+            || index.is_multiple_of(RECORDS_EVERY)
+    }
 }
 
 /// One pipelined batch: `PEXPIRETIME key`, the vector (see [`Wrap`]),
-/// `DEBUG DIGEST`, `PEXPIRETIME key` for each vector. The digest after a
-/// vector is the digest before the next one.
+/// `DEBUG DIGEST`, `PEXPIRETIME key` and maybe the leader records
+/// ([`RECORDS_SCRIPT`]) for each vector. The digest after a vector is the
+/// digest before the next one.
 fn send_batch(con: &mut Conn, batch: &[Sent]) -> io::Result<()> {
     let mut buf = Vec::new();
-    for Sent { args, wrap } in batch {
+    for Sent {
+        args,
+        wrap,
+        records,
+    } in batch
+    {
         let key = watched_key(args);
         encode(&mut buf, &[b"PEXPIRETIME".to_vec(), key.clone()]);
         match wrap {
@@ -1848,6 +2390,12 @@ fn send_batch(con: &mut Conn, batch: &[Sent]) -> io::Result<()> {
         }
         encode(&mut buf, &[b"DEBUG".to_vec(), b"DIGEST".to_vec()]);
         encode(&mut buf, &[b"PEXPIRETIME".to_vec(), key]);
+        if *records {
+            encode(
+                &mut buf,
+                &[b"EVAL".to_vec(), RECORDS_SCRIPT.to_vec(), b"0".to_vec()],
+            );
+        }
     }
     con.send(&buf)
 }
@@ -1872,6 +2420,7 @@ fn random_argument_vectors_get_an_error_code_or_a_valid_answer_and_errors_change
             .module_arg("default-lease-ms", &DEFAULT_LEASE_MS.to_string())
             .module_arg("keepalive-max-hold-ms", "1")
             .start(),
+        session: std::cell::RefCell::new(SESSION.to_vec()),
     };
     // Every command the server registers, each with a grammar here.
     let registered = commands::registered(&mut run.server.client());
@@ -1886,11 +2435,14 @@ fn random_argument_vectors_get_an_error_code_or_a_valid_answer_and_errors_change
     let mut reset = true;
     let mut resp3 = false;
     let mut before = Reply::Nil;
+    let mut elections = Elections::new();
     while index < vectors {
         if reset || index.is_multiple_of(EPOCH) {
             resp3 = rng.one_in(2);
             con.call(&[b"HELLO", if resp3 { b"3" } else { b"2" }]);
             load_fixtures(&mut con);
+            *run.session.borrow_mut() = SESSION.to_vec();
+            elections = Elections::new();
             before = digest(&mut con);
             reset = false;
         }
@@ -1900,7 +2452,12 @@ fn random_argument_vectors_get_an_error_code_or_a_valid_answer_and_errors_change
             let args = vector(&mut rng, &cmds);
             let huge = args.iter().any(|a| a.len() >= HUGE_LEN);
             let wrap = Wrap::pick(&mut rng);
-            batch.push(Sent { args, wrap });
+            let records = elections.note(&args, index + batch.len() as u64);
+            batch.push(Sent {
+                args,
+                wrap,
+                records,
+            });
             if huge || (index + batch.len() as u64).is_multiple_of(EPOCH) {
                 reset = huge;
                 break;
@@ -1912,7 +2469,12 @@ fn random_argument_vectors_get_an_error_code_or_a_valid_answer_and_errors_change
                 run.server.log()
             )
         });
-        for Sent { args, wrap } in &batch {
+        for Sent {
+            args,
+            wrap,
+            records: with_records,
+        } in &batch
+        {
             let wrap = *wrap;
             let mut read = || {
                 con.read().unwrap_or_else(|e| {
@@ -1954,6 +2516,12 @@ fn random_argument_vectors_get_an_error_code_or_a_valid_answer_and_errors_change
             };
             let after = read();
             let expiry_after = read();
+            let records = if *with_records {
+                records(&read())
+                    .unwrap_or_else(|e| panic!("fuzz vector #{index} (LOCK_FUZZ_SEED={seed}): {e}"))
+            } else {
+                Vec::new()
+            };
             if trace {
                 eprintln!(
                     "#{index}{}: {} -> {reply:?}",
@@ -1961,19 +2529,19 @@ fn random_argument_vectors_get_an_error_code_or_a_valid_answer_and_errors_change
                     show_vector(args)
                 );
             }
-            run.check(
-                &Outcome {
-                    index,
-                    args,
-                    wrap,
-                    expiry_before,
-                    reply,
-                    digest_before: &before,
-                    digest_after: &after,
-                    expiry_after,
-                },
-                &mut tally,
-            );
+            let outcome = Outcome {
+                index,
+                args,
+                wrap,
+                expiry_before,
+                reply,
+                digest_before: &before,
+                digest_after: &after,
+                expiry_after,
+                records: &records,
+            };
+            run.check(&outcome, &mut tally);
+            run.check_records(&outcome, &mut tally);
             before = after;
             index += 1;
             tally.vectors += 1;
@@ -2000,6 +2568,11 @@ fn random_argument_vectors_get_an_error_code_or_a_valid_answer_and_errors_change
         );
     }
     assert_eq!(run.server.stat("waiters"), 0, "waiters left behind");
+    assert_eq!(
+        run.server.stat("election_observers"),
+        0,
+        "observers left behind"
+    );
 
     let mut summary = String::new();
     for (what, n) in &tally.by_outcome {
@@ -2081,6 +2654,22 @@ fn random_argument_vectors_get_an_error_code_or_a_valid_answer_and_errors_change
             "ok latch.await: answer",
             "ok latch.await: nil after BLOCK",
             "ok latch.info: answer",
+            "ok elect.campaign: answer",
+            "ok elect.campaign: nil",
+            "ok elect.campaign: nil after BLOCK",
+            "error elect.campaign: ERR ELECT.CAMPAIGN needs KEEPALIVE",
+            "error elect.campaign: NOSESSION",
+            "error elect.campaign: CROSSSLOT",
+            "error elect.campaign: WRONGTYPE",
+            "ok elect.resign: answer",
+            "ok elect.proclaim: answer",
+            "error elect.proclaim: NOTOWNER",
+            "ok elect.leader: answer",
+            "ok elect.leader: nil",
+            "ok elect.observe: answer",
+            "ok elect.observe: nil after BLOCK",
+            "error elect.observe: ERR invalid TERM",
+            "leader records after a vector",
         ] {
             assert!(
                 tally.seen(kind) > 0,

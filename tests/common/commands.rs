@@ -1,6 +1,6 @@
 //! The module's commands as the tests know them: one [`Cmd`] per `LOCK.*`,
-//! `SEM.*` and `LATCH.*` command, matched by name against what the server registers
-//! (`COMMAND LIST FILTERBY MODULE lock`). The fuzzer (tests/fuzz.rs) and the
+//! `SEM.*`, `LATCH.*` and `ELECT.*` command, matched by name against what the
+//! server registers (`COMMAND LIST FILTERBY MODULE lock`). The fuzzer (tests/fuzz.rs) and the
 //! ACL tests (tests/acl_limits.rs) take their lists from the server through
 //! [`known`], and match on `Cmd` without a catch-all, so a command added to
 //! the module fails them (by name) until it is added here, and then fails to
@@ -37,10 +37,15 @@ pub enum Cmd {
     LatchCountDown,
     LatchAwait,
     LatchInfo,
+    ElectCampaign,
+    ElectResign,
+    ElectProclaim,
+    ElectLeader,
+    ElectObserve,
 }
 
 impl Cmd {
-    pub const ALL: [Cmd; 25] = [
+    pub const ALL: [Cmd; 30] = [
         Cmd::Acquire,
         Cmd::RAcquire,
         Cmd::WAcquire,
@@ -66,6 +71,11 @@ impl Cmd {
         Cmd::LatchCountDown,
         Cmd::LatchAwait,
         Cmd::LatchInfo,
+        Cmd::ElectCampaign,
+        Cmd::ElectResign,
+        Cmd::ElectProclaim,
+        Cmd::ElectLeader,
+        Cmd::ElectObserve,
     ];
 
     /// The name as the server registers it (and words its arity error).
@@ -96,6 +106,11 @@ impl Cmd {
             Cmd::LatchCountDown => "latch.countdown",
             Cmd::LatchAwait => "latch.await",
             Cmd::LatchInfo => "latch.info",
+            Cmd::ElectCampaign => "elect.campaign",
+            Cmd::ElectResign => "elect.resign",
+            Cmd::ElectProclaim => "elect.proclaim",
+            Cmd::ElectLeader => "elect.leader",
+            Cmd::ElectObserve => "elect.observe",
         }
     }
 
