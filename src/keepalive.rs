@@ -32,6 +32,7 @@ use crate::ffi::{self, TimerHandler, TimerId};
 use crate::handoff::{self, Origin};
 use crate::stats::{Stats, STATS};
 use crate::store::Placement;
+use crate::waiters::with_queue;
 use crate::writable::{writable, Writable};
 use crate::{config, elections, semaphore_handoff, server_settings, sessions, sync};
 use lock_rules::error::LockError;
@@ -359,7 +360,28 @@ fn renew_due(ctx: &Context) {
             Stats::bump(&STATS.keepalive_ended);
             let hold = &due.hold;
             lost(ctx, binding.client, reason, &hold.lock(), hold.owner());
+            if reason == LossReason::Idle {
+                end_silent_leadership(ctx, &placement, hold);
+            }
         }
+    }
+}
+
+/// An election's leader not heard from within its lease has stopped
+/// believing it leads (its own deadline, half a lease after the last PING
+/// it had answered, is past: see `lock_rules::election`): its leadership
+/// ends now rather than at its lease end, and the next candidate leads.
+fn end_silent_leadership(ctx: &Context, placement: &Placement, hold: &Hold) {
+    if !ffi::select_db(ctx, hold.db) || !placement.serves(hold.key()) {
+        return;
+    }
+    let name = ffi::string(ctx, hold.key());
+    let lock = hold.lock();
+    let Ok((key, mut tx)) = handoff::begin(ctx, &name, &lock, Origin::Event) else {
+        return;
+    };
+    if let Ok(true) = with_queue(&lock, |queue| tx.resign(queue, hold.owner())) {
+        handoff::commit(ctx, &lock, &key, tx);
     }
 }
 
