@@ -27,7 +27,7 @@ use crate::handoff::{self, Origin};
 use crate::stats::{Stats, STATS};
 use crate::store::{self, Placement};
 use crate::waiters::{registry, Grant};
-use crate::{blocking, holds, keepalive, latches, semaphore_handoff, sessions};
+use crate::{blocking, elections, holds, keepalive, latches, semaphore_handoff, sessions};
 use crate::{replication, server_settings};
 use lock_rules::error::LockError;
 use lock_rules::keys::semaphores_of_permits_key;
@@ -109,9 +109,11 @@ impl KeyspaceHandler for KeyspaceEvents {
             return new_key(ctx, db, key);
         }
         latches::key_event(ctx, db, event, key);
-        // Expiry and eviction end holds through `ExpiryEvents`.
+        // Expiry and eviction end holds (and are seen by elections) through
+        // `ExpiryEvents`.
         if event != b"expired" && event != b"evicted" {
             holds::key_event(db, event, key);
+            elections::key_event(ctx, db, key);
         }
         // When the registry is busy (never expected), note the key anyway:
         // the drain re-checks everything.
@@ -163,7 +165,9 @@ pub struct ExpiryEvents;
 
 impl KeyspaceHandler for ExpiryEvents {
     fn event(ctx: &Context, event: &[u8], key: &[u8]) {
-        holds::key_event(ffi::selected_db(ctx), event, key);
+        let db = ffi::selected_db(ctx);
+        holds::key_event(db, event, key);
+        elections::key_event(ctx, db, key);
     }
 }
 
@@ -271,6 +275,7 @@ impl ServerEventHandler for ServerEvents {
         // sessions hear so now.
         sessions::demoted(ctx);
         latches::demoted(ctx);
+        elections::demoted(ctx);
         keepalive::clear();
         holds::clear();
     }
@@ -283,12 +288,14 @@ impl ServerEventHandler for ServerEvents {
     fn flushed(ctx: &Context, db: i32) {
         holds::flushed(db);
         latches::flushed(ctx, db);
+        elections::flushed(ctx, &[db]);
         defer_locks_in(ctx, &[db]);
     }
 
     fn swapped(ctx: &Context, a: i32, b: i32) {
         holds::swapped(a, b);
         latches::swapped(ctx, a, b);
+        elections::flushed(ctx, &[a, b]);
         defer_locks_in(ctx, &[a, b]);
     }
 

@@ -40,7 +40,7 @@ use crate::replication::Replication;
 use crate::stats::{self, STATS};
 use crate::store::{self, LockKey, Placement};
 use crate::waiters::{anyone_waits, registry, BlockedReply, Grant, GroupId, Waiter};
-use crate::{holds, lease};
+use crate::{elections, holds, lease};
 use lock_rules::error::LockError;
 use lock_rules::lock_id::LockId;
 use lock_rules::multilock::{take_all, AllOrNone};
@@ -166,6 +166,7 @@ fn commit_only(ctx: &Context, lock: &LockId<'_>, key: &LockKey, tx: Transition<W
     key.apply(ctx, &tx.changes);
     STATS.add(&tx.tally);
     holds::changed(lock, &tx.held_before, tx.state(), tx.now_ms());
+    elections::committed(ctx, lock, key, &tx);
     let held_after = *tx.state() != LockState::Free;
     let next_end = tx.next_end();
     deliver(ctx, lock, tx.wakes);

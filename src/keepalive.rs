@@ -33,7 +33,7 @@ use crate::handoff::{self, Origin};
 use crate::stats::{Stats, STATS};
 use crate::store::Placement;
 use crate::writable::{writable, Writable};
-use crate::{config, semaphore_handoff, server_settings, sessions, sync};
+use crate::{config, elections, semaphore_handoff, server_settings, sessions, sync};
 use lock_rules::error::LockError;
 use lock_rules::ids::IdMap;
 use lock_rules::keepalive::{check_lease, ClientId, Hold, Keepalive};
@@ -221,6 +221,27 @@ pub fn unbind_lock<'o>(
     }
 }
 
+/// `owner`'s holds of `lock` were lost without its doing (an election's
+/// lock deleted or handed on): no more renewals, and its session hears
+/// `reason`. False if they were not bound.
+pub fn end(ctx: &Context, lock: &LockId<'_>, owner: &[u8], reason: LossReason) -> bool {
+    let Some(binding) = state().holds.unbind(lock, owner) else {
+        return false;
+    };
+    Stats::bump(&STATS.keepalive_ended);
+    sessions::lost(ctx, binding.client, reason, owner, &lock.key);
+    true
+}
+
+/// The owners whose holds of `lock` are kept alive.
+pub fn owners_of(lock: &LockId<'_>) -> Vec<Vec<u8>> {
+    let s = state();
+    if s.holds.is_empty() {
+        return Vec::new();
+    }
+    s.holds.owners_of(lock)
+}
+
 /// A connection ended: its holds are no longer renewed.
 pub fn client_gone(client: ClientId) {
     let n = {
@@ -303,6 +324,15 @@ fn renew_due(ctx: &Context) {
         let over = max_hold > 0 && now.saturating_sub(binding.since_ms) >= max_hold;
         let renewed = if over {
             Err(LossReason::MaxHold)
+        } else if !elections::heard_from(
+            ctx,
+            &due.hold.lock(),
+            binding.client,
+            binding.lease_ms,
+            binding.since_ms,
+        ) {
+            Stats::bump(&STATS.elections_lost);
+            Err(LossReason::Idle)
         } else {
             renew(ctx, &placement, &due.hold, binding.lease_ms)
         };

@@ -40,6 +40,7 @@ mod clock;
 mod commands;
 mod config;
 mod deferred;
+mod elections;
 mod events;
 #[allow(unsafe_code)]
 mod ffi;
@@ -123,6 +124,10 @@ mod module {
             ctx.add_info_field_long_long("locks_with_waiters", locks as i64);
             ctx.add_info_field_long_long("keepalive_holds", keepalive::held() as i64);
             ctx.add_info_field_long_long("keepalive_min_lease_ms", keepalive::min_lease_ms());
+            ctx.add_info_field_long_long(
+                "election_observers",
+                crate::elections::observers() as i64,
+            );
             for (name, value) in stats::wait_fields().into_iter().chain(holds::time_fields()) {
                 ctx.add_info_field_long_long(&name, i64::try_from(value).unwrap_or(i64::MAX));
             }

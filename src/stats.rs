@@ -37,6 +37,11 @@ pub struct Stats {
     pub semaphore_permits_expired: AtomicU64,
     /// Latches counted down to zero by LATCH.COUNTDOWN.
     pub latches_opened: AtomicU64,
+    /// Leaderships begun (ELECT.CAMPAIGN granted, at once or handed on).
+    pub elections_won: AtomicU64,
+    /// Leaderships that ended without their leader resigning or releasing:
+    /// its lock gone or handed on, or its connection silent for a lease.
+    pub elections_lost: AtomicU64,
 }
 
 pub static STATS: Stats = Stats {
@@ -56,6 +61,8 @@ pub static STATS: Stats = Stats {
     semaphore_permits_released: AtomicU64::new(0),
     semaphore_permits_expired: AtomicU64::new(0),
     latches_opened: AtomicU64::new(0),
+    elections_won: AtomicU64::new(0),
+    elections_lost: AtomicU64::new(0),
 };
 
 impl Stats {
@@ -90,7 +97,7 @@ impl Stats {
     }
 
     /// Name and value of every counter, in INFO order.
-    pub fn fields(&self) -> [(&'static str, u64); 16] {
+    pub fn fields(&self) -> [(&'static str, u64); 18] {
         [
             ("acquired", self.acquired.load(Relaxed)),
             ("reentered", self.reentered.load(Relaxed)),
@@ -123,6 +130,8 @@ impl Stats {
                 self.semaphore_permits_expired.load(Relaxed),
             ),
             ("latches_opened", self.latches_opened.load(Relaxed)),
+            ("elections_won", self.elections_won.load(Relaxed)),
+            ("elections_lost", self.elections_lost.load(Relaxed)),
         ]
     }
 }

@@ -92,7 +92,7 @@ fn assert_none(problems: Vec<String>) {
 
 /// A name of the module's command families, as the docs write them.
 fn is_command_name(word: &str) -> bool {
-    ["LOCK.", "SEM.", "LATCH."]
+    ["LOCK.", "SEM.", "LATCH.", "ELECT."]
         .iter()
         .any(|family| word.starts_with(family))
 }
@@ -191,15 +191,41 @@ fn every_command_has_a_heading_and_a_syntax_line_in_the_command_reference() {
 }
 
 /// The arity a syntax line gives, as Redis counts it: the command name and
-/// every argument outside brackets, negative when there can be more.
+/// every argument outside brackets, negative when there can be more. A
+/// required choice `(A | B c)` counts as its shortest alternative, and
+/// makes the arity negative when the alternatives differ in length.
 fn documented_arity(syntax: &str) -> i64 {
     let mut depth = 0;
     let mut required = 0;
     let mut more = false;
+    // Inside `( ... )` at bracket depth 0: the alternatives' lengths.
+    let mut choice: Option<Vec<i64>> = None;
     for word in syntax.split_whitespace() {
         let opens = word.matches('[').count();
-        if depth == 0 && opens == 0 && word != "|" {
-            required += 1;
+        if depth == 0 && opens == 0 {
+            if let Some(stripped) = word.strip_prefix('(') {
+                choice = Some(vec![0]);
+                if stripped.is_empty() {
+                    continue;
+                }
+            }
+            if let Some(alternatives) = choice.as_mut() {
+                if word == "|" {
+                    alternatives.push(0);
+                } else if let Some(last) = alternatives.last_mut() {
+                    *last += 1;
+                }
+                if word.ends_with(')') {
+                    let shortest = alternatives.iter().copied().min().unwrap_or(0);
+                    more |= alternatives.iter().any(|&n| n != shortest);
+                    required += shortest;
+                    choice = None;
+                }
+                continue;
+            }
+            if word != "|" {
+                required += 1;
+            }
         }
         more |= opens > 0;
         depth += opens;
@@ -236,6 +262,12 @@ fn documented_arity_counts_as_redis_does() {
         ),
         ("LOCK.MRELEASE numkeys key [key ...] owner", -4),
         ("LOCK.RELEASE key owner [READ | WRITE]", -3),
+        (
+            "ELECT.CAMPAIGN key candidate [VALUE value] (KEEPALIVE | SESSION token) [BLOCK ms]",
+            -4,
+        ),
+        ("X.Y key (A | B) c", 4),
+        ("X.Y key ( A | B C )", -3),
     ] {
         assert_eq!(documented_arity(syntax), arity, "{syntax}");
     }

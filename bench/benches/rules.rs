@@ -20,6 +20,7 @@ fn req(owner: &str) -> Request {
         fence: false,
         kind: LockKind::Exclusive,
         keepalive: None,
+        value: None,
     }
 }
 

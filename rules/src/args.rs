@@ -170,6 +170,55 @@ pub fn parse_lease_option<A: Deref<Target = [u8]>>(args: &[A]) -> Result<Option<
     Ok(lease)
 }
 
+/// ELECT.CAMPAIGN's options: LOCK.ACQUIRE's but FENCE (always on: the
+/// term is the leadership's fencing token), and `VALUE value`. KEEPALIVE
+/// or SESSION is required: a leadership not bound to a connection would
+/// outlive its leader.
+pub fn parse_campaign_options<A: Deref<Target = [u8]>>(
+    args: &[A],
+) -> Result<(AcquireOptions, Option<Vec<u8>>), LockError> {
+    let mut parser =
+        Options::new(args).only(&["PX", "EX", "BLOCK", "KEEPALIVE", "SESSION", "VALUE"]);
+    let mut out = AcquireOptions {
+        fence: true,
+        ..AcquireOptions::default()
+    };
+    let mut value = None;
+    while let Some(name) = parser.next_name()? {
+        match name {
+            "KEEPALIVE" | "SESSION" => keep_alive(&mut parser, name, &mut out.keepalive)?,
+            "BLOCK" => out.wait = Some(wait(&mut parser)?),
+            "VALUE" => value = Some(parser.value(name)?.to_vec()),
+            _ => out.lease_ms = Some(parser.lease(name)?),
+        }
+    }
+    if out.keepalive.is_none() {
+        return Err(LockError::campaign_without_keepalive());
+    }
+    Ok((out, value))
+}
+
+/// ELECT.OBSERVE's options: `TERM term` (0 without it: nothing seen yet)
+/// and `BLOCK ms`.
+pub fn parse_observe_options<A: Deref<Target = [u8]>>(
+    args: &[A],
+) -> Result<(i64, Option<Wait>), LockError> {
+    let mut parser = Options::new(args).only(&["TERM", "BLOCK"]);
+    let (mut term, mut until) = (0, None);
+    while let Some(name) = parser.next_name()? {
+        match name {
+            "TERM" => {
+                let raw = parser.value(name)?;
+                term = parse_i64(raw)
+                    .filter(|t| *t >= 0)
+                    .ok_or_else(|| LockError::invalid_value("TERM", raw, "not a term"))?;
+            }
+            _ => until = Some(wait(&mut parser)?),
+        }
+    }
+    Ok((term, until))
+}
+
 /// `BLOCK ms`'s value: 0 waits for ever.
 fn wait<A: Deref<Target = [u8]>>(parser: &mut Options<'_, A>) -> Result<Wait, LockError> {
     Ok(match parser.duration("BLOCK", 0)? {
@@ -291,6 +340,8 @@ fn bit(name: &str) -> u32 {
         "COUNT" => 32,
         "SESSION" => 64,
         "PERMITS" => 128,
+        "VALUE" => 256,
+        "TERM" => 512,
         _ => 16,
     }
 }

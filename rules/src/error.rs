@@ -239,6 +239,28 @@ impl LockError {
         )
     }
 
+    /// An election whose `{key}:leader` record would land in another slot.
+    pub fn leader_key_cross_slot(key: &[u8]) -> Self {
+        Self::new(
+            "CROSSSLOT",
+            format!(
+                "leader record key '{}' hashes to another slot than the election; use a name \
+                 without '{{' or with a non-empty {{hash tag}}",
+                printable(key)
+            ),
+        )
+    }
+
+    /// ELECT.CAMPAIGN without KEEPALIVE or SESSION: a leadership that is not
+    /// bound to a connection would outlive its leader.
+    pub fn campaign_without_keepalive() -> Self {
+        Self::new(
+            "ERR",
+            "ELECT.CAMPAIGN needs KEEPALIVE or SESSION token: a leadership lives as long as the \
+             connection that keeps it",
+        )
+    }
+
     /// A latch that ended without reaching zero, answered to its waiters.
     pub fn latch_gone(expired: bool) -> Self {
         let how = if expired { "expired" } else { "was deleted" };

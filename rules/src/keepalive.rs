@@ -350,6 +350,17 @@ impl<S: BuildHasher + Default> Keepalive<S> {
         handed_out && self.remove(due.slot.index).is_some()
     }
 
+    /// The owners whose holds of `lock` are bound (a walk over every
+    /// binding: for rare events, a flushed or deleted election).
+    pub fn owners_of(&self, lock: &LockId<'_>) -> Vec<Vec<u8>> {
+        self.slab
+            .iter()
+            .flatten()
+            .filter(|e| e.hold.db == lock.db && e.hold.key() == &lock.key[..])
+            .map(|e| e.hold.owner().to_vec())
+            .collect()
+    }
+
     /// The binding of `owner`'s holds of `lock`, if any.
     pub fn binding(&self, lock: &LockId<'_>, owner: &[u8]) -> Option<&Binding> {
         let index = self.find(lock, owner)?;

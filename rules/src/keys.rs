@@ -70,7 +70,35 @@ pub fn permits_key_in_slot(semaphore: &[u8]) -> Result<Vec<u8>, LockError> {
 /// [`permits_key`]): none for a key that is no permit set's name, two for
 /// `{t}:timeout` (the set of `t` and of `{t}` alike, as in Redisson).
 pub fn semaphores_of_permits_key(key: &[u8]) -> Vec<&[u8]> {
-    let Some(prefix) = key.strip_suffix(b":timeout") else {
+    names_of_suffixed(key, b":timeout")
+}
+
+/// An election's leader record: `{key}:leader`, a hash with the leader's
+/// `candidate`, `term` and `value`, expiring with the lock.
+pub fn leader_key(election: &[u8]) -> Vec<u8> {
+    suffixed(election, &[b"leader"])
+}
+
+/// [`leader_key`], refused when it would hash to another slot than the
+/// election's lock (a name with an empty or unmatched `{`).
+pub fn leader_key_in_slot(election: &[u8]) -> Result<Vec<u8>, LockError> {
+    let key = leader_key(election);
+    if !election.contains(&b'{') || key_slot(&key) == key_slot(election) {
+        Ok(key)
+    } else {
+        Err(LockError::leader_key_cross_slot(&key))
+    }
+}
+
+/// The elections whose leader record `key` would be (the inverse of
+/// [`leader_key`], as [`semaphores_of_permits_key`]).
+pub fn elections_of_leader_key(key: &[u8]) -> Vec<&[u8]> {
+    names_of_suffixed(key, b":leader")
+}
+
+/// The names `n` for which `suffixed(n, suffix)` is `key`.
+fn names_of_suffixed<'k>(key: &'k [u8], suffix: &[u8]) -> Vec<&'k [u8]> {
+    let Some(prefix) = key.strip_suffix(suffix) else {
         return Vec::new();
     };
     let mut names = Vec::with_capacity(2);

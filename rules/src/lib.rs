@@ -12,11 +12,13 @@
 //! `keepalive` (which holds the server renews) and `session` (which
 //! connection names which session token, and the loss messages); beside the
 //! locks, `semaphore` (permits, in Redisson's layout) and `latch` (count-down
-//! latches).
+//! latches) and `election` (the leader record, long polls, a leader's
+//! liveness).
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod args;
+pub mod election;
 pub mod error;
 pub mod holds;
 pub mod ids;

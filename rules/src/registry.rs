@@ -625,6 +625,7 @@ mod tests {
                 fence,
                 kind: crate::request::LockKind::Exclusive,
                 keepalive: None,
+                value: None,
             },
             bc: bc(n),
             deadline: None,
@@ -812,6 +813,7 @@ mod tests {
         let read = Waiter {
             request: Request {
                 kind: LockKind::Read,
+                value: None,
                 keepalive: Some(crate::request::KeepAlive::Caller),
                 ..waiter(1, false).request
             },

@@ -78,6 +78,9 @@ pub struct Request {
     /// look at this; the server layer binds the hold when it answers the
     /// caller).
     pub keepalive: Option<KeepAlive>,
+    /// ELECT.CAMPAIGN's `VALUE`: written to the leader record when the
+    /// candidate starts leading.
+    pub value: Option<Box<[u8]>>,
 }
 
 /// Queue entries carry their request; the Redis layer adds its handles.

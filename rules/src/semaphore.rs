@@ -608,6 +608,7 @@ mod tests {
             fence: false,
             kind: LockKind::Permits(n),
             keepalive: None,
+            value: None,
         }
     }
 
@@ -878,6 +879,7 @@ mod tests {
             lease_ms: 0,
             fence: false,
             kind: LockKind::Permits(n),
+            value: None,
             keepalive: None,
         };
         assert_eq!(t.acquire(&mut q, &take(1), false), Ok(Acquisition::Now(1)));

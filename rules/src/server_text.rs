@@ -54,9 +54,27 @@ pub fn client_fd(client_line: &str) -> Option<i32> {
         .filter(|fd| *fd >= 0)
 }
 
+/// How long (`idle=`, whole seconds) a `CLIENT LIST` line's client has
+/// sent nothing; `None` if the line does not say.
+pub fn client_idle_seconds(client_line: &str) -> Option<i64> {
+    client_line
+        .split(' ')
+        .find_map(|field| field.strip_prefix("idle="))
+        .and_then(|n| n.trim().parse::<i64>().ok())
+        .filter(|idle| *idle >= 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_a_clients_idle_time() {
+        let line = "id=7 addr=127.0.0.1:5000 fd=12 name= age=9 idle=4 flags=P db=0";
+        assert_eq!(client_idle_seconds(line), Some(4));
+        assert_eq!(client_idle_seconds("id=7 idle=x"), None);
+        assert_eq!(client_idle_seconds(""), None);
+    }
 
     #[test]
     fn reads_a_clients_socket() {

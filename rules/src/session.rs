@@ -37,6 +37,9 @@ pub enum LossReason {
     MaxHold,
     /// The key's slot is no longer served by this node.
     Moved,
+    /// An election's leader: the connection keeping it was not heard from
+    /// within its lease (stopped, cut off), so it is renewed no more.
+    Idle,
 }
 
 impl LossReason {
@@ -46,6 +49,7 @@ impl LossReason {
             Self::Gone => "gone",
             Self::MaxHold => "maxhold",
             Self::Moved => "moved",
+            Self::Idle => "idle",
         }
     }
 }

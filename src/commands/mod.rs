@@ -9,6 +9,7 @@
 //! (`handoff::commit`) and reply.
 
 mod acquire;
+mod election;
 mod inspect;
 mod latch;
 mod multilock;
@@ -84,6 +85,11 @@ pub const ALL: &[&Command] = &[
     &latch::COUNTDOWN,
     &latch::AWAIT,
     &latch::INFO,
+    &election::CAMPAIGN,
+    &election::RESIGN,
+    &election::PROCLAIM,
+    &election::LEADER,
+    &election::OBSERVE,
 ];
 
 /// Registers every command. Their ACL categories are set where the server
@@ -239,6 +245,7 @@ fn acquire_request(
         fence: options.fence,
         kind,
         keepalive: options.keepalive.clone(),
+        value: None,
     };
     let wait = options
         .wait

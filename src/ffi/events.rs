@@ -60,6 +60,12 @@ pub fn subscribe_string_events<H: KeyspaceHandler>(ctx: &Context) -> bool {
     subscribe::<H>(ctx, raw::REDISMODULE_NOTIFY_STRING)
 }
 
+/// Hash commands' events (`hset`, `hdel`...): on a replica, the replicated
+/// writes of an election's leader record.
+pub fn subscribe_hash_events<H: KeyspaceHandler>(ctx: &Context) -> bool {
+    subscribe::<H>(ctx, raw::REDISMODULE_NOTIFY_HASH)
+}
+
 /// Key creations (`new`; servers before 7.0 never send them).
 pub fn subscribe_new_key_events<H: KeyspaceHandler>(ctx: &Context) -> bool {
     subscribe::<H>(ctx, raw::REDISMODULE_NOTIFY_NEW)

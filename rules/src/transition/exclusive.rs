@@ -78,6 +78,22 @@ impl<T: Queued> Transition<T> {
         Ok(0)
     }
 
+    /// ELECT.RESIGN: `who` gives up the lock whatever its hold count (a
+    /// leadership is one hold, but the same owner may have re-entered with
+    /// LOCK.ACQUIRE), handing it to the head waiter in the same transition.
+    /// Returns whether it held it; a read-write lock is never a leadership.
+    pub fn resign(&mut self, queue: &mut Fifo<T>, who: &[u8]) -> bool {
+        match &self.state {
+            LockState::Held { owner, .. } if owner[..] == *who => {}
+            _ => return false,
+        }
+        self.free();
+        self.tally.released += 1;
+        self.settle(queue);
+        self.leave_free();
+        true
+    }
+
     /// LOCK.RENEW: a fresh lease for a holder. Returns the lease in ms.
     pub fn renew(&mut self, who: &[u8], lease_ms: i64) -> Result<i64, LockError> {
         if let LockState::Shared(_) = self.state {
@@ -183,6 +199,7 @@ mod tests {
             fence: false,
             kind: LockKind::Exclusive,
             keepalive: None,
+            value: None,
         }
     }
 
@@ -232,6 +249,31 @@ mod tests {
         fn in_group(&self) -> bool {
             true
         }
+    }
+
+    #[test]
+    fn resigning_frees_every_hold_and_hands_the_lock_to_the_next_candidate() {
+        let mut q = queue(&[fenced("b", 10)]);
+        let mut t = tx(held("a", 3));
+        assert!(t.resign(&mut q, b"a"));
+        assert_eq!(t.state(), &held("b", 1));
+        assert!(q.is_empty());
+        assert!(matches!(woken(&t)[..], [(1, Verdict::Granted(token))] if token > 0));
+        assert!(t.changes.contains(&Change::RemoveField {
+            field: b"a"[..].into()
+        }));
+        // Not the holder, or nobody holds: nothing changes.
+        for state in [held("b", 1), LockState::Free] {
+            let mut t = tx(state.clone());
+            assert!(!t.resign(&mut queue(&[]), b"a"));
+            assert_eq!(t.state(), &state);
+            assert!(t.changes.is_empty());
+        }
+        // Left free when nobody waits: the key goes.
+        let mut t = tx(held("a", 1));
+        assert!(t.resign(&mut queue(&[]), b"a"));
+        assert_eq!(t.state(), &LockState::Free);
+        assert_eq!(t.changes, vec![Change::Delete, Change::Notify]);
     }
 
     #[test]
