@@ -12,17 +12,18 @@ use crate::duration;
 /// Exit codes, as `--help` lists them.
 const EXIT_CODES: &str = "\
 Exit codes:
-  the command's    run: its exit status (128+N when signal N killed it)
-  1                the lock was not acquired (-E changes it); release: nothing to release
+  the command's    run, elect: its exit status (128+N when signal N killed it)
+  1                the lock was not acquired (-E changes it); release: nothing to release;
+                   elect: not leading within --wait (-E changes it); leader: nobody leads
   64               usage error
   69               the server cannot be reached, the connection was lost, or it is not ready
   70               internal error of redis-lock
-  75               run: the lock was lost while the command ran
+  75               run: the lock was lost while the command ran; elect: the leadership was lost
   76               an error reply from the server, or the peer is not a Redis server
   77               refused by the server: login, password, ACL permission, database
   78               the lock module is not loaded on the server
   126, 127         run: the command cannot be executed / was not found
-  128+N            run: redis-lock got signal N while waiting";
+  128+N            run, elect: redis-lock got signal N while waiting";
 
 const MAIN_EXAMPLES: &str = "\
 Examples:
@@ -49,6 +50,29 @@ descriptor alone. If redis-lock is killed, the kernel kills the command
 (SIGKILL); processes it started keep the connection, and the server keeps the
 lock, until the last of them exits (as with flock). A lost lock ends the
 command (--on-lost) and redis-lock exits 75.";
+
+const ELECT_EXAMPLES: &str = "\
+Examples:
+  # one scheduler at a time across every host; the next one takes over
+  redis-lock elect scheduler --value \"$(hostname):8080\" -- ./scheduler
+  # a short lease: a killed leader is replaced within 2s; run again after a loss
+  redis-lock elect --lease 2s --again scheduler -- ./scheduler
+
+The command gets LOCK_NAME, LOCK_CANDIDATE, LOCK_TERM and LOCK_TOKEN (the
+term: a fencing token). redis-lock prints to stderr, MS being unix ms:
+  redis-lock: leading NAME term T at MS
+  redis-lock: lost NAME term T at MS (REASON)
+  redis-lock: resigned NAME term T at MS
+A lost leadership (forced, gone, idle, maxhold, moved, demoted, connection,
+deadline) stops the command (SIGTERM, SIGKILL after --grace) and exits 75,
+or campaigns again with --again. When the command exits, or on SIGTERM /
+SIGINT (passed on to it), redis-lock resigns and exits with its status.";
+
+const LEADER_EXAMPLES: &str = "\
+Examples:
+  redis-lock leader scheduler            # CANDIDATE TERM [VALUE], or (none): exit 1
+  redis-lock leader --json scheduler     # {\"candidate\":..,\"term\":..,\"value\":..,\"ttl_ms\":..}
+  redis-lock leader --watch scheduler    # one line now and one per change, until killed";
 
 const STATUS_EXAMPLES: &str = "\
 Examples:
@@ -105,6 +129,12 @@ pub enum Command {
     /// Take the lock(s), run COMMAND while holding them, release, exit with its status.
     #[command(after_help = format!("{RUN_EXAMPLES}\n\n{EXIT_CODES}"))]
     Run(RunArgs),
+    /// Campaign to lead NAME; run COMMAND while leading; resign when it exits.
+    #[command(after_help = format!("{ELECT_EXAMPLES}\n\n{EXIT_CODES}"))]
+    Elect(ElectArgs),
+    /// Print who leads NAME (--watch: and every change).
+    #[command(after_help = LEADER_EXAMPLES)]
+    Leader(LeaderArgs),
     /// Show holder, holds, lease left, token and waiters of each lock.
     #[command(after_help = STATUS_EXAMPLES)]
     Status(StatusArgs),
@@ -276,6 +306,8 @@ pub fn parse_semaphore(s: &str) -> Result<(String, u32), String> {
 
 /// How `redis-lock run` is written, for messages.
 pub const RUN_USAGE: &str = "redis-lock run [OPTIONS] NAME... -- COMMAND [ARGS...]";
+/// How `redis-lock elect` is written, for messages.
+pub const ELECT_USAGE: &str = "redis-lock elect [OPTIONS] NAME -- COMMAND [ARGS...]";
 
 /// A command-line error of clap in one line of our own: what is wrong, and
 /// where the help is. `raw`: the arguments as given (without the program).
@@ -288,18 +320,23 @@ pub fn usage_error(e: &clap::Error, raw: &[String]) -> String {
         .take_while(|a| *a != "--")
         .find(|a| Cli::command().find_subcommand(a.as_str()).is_some())
         .cloned();
-    let is_run = sub.as_deref() == Some("run");
+    let is_run = matches!(sub.as_deref(), Some("run") | Some("elect"));
     let missing: Vec<String> = match e.get(ContextKind::InvalidArg) {
         Some(ContextValue::Strings(v)) => v.clone(),
         Some(ContextValue::String(v)) => vec![v.clone()],
         _ => Vec::new(),
     };
     let no_separator = !raw.iter().any(|a| a == "--");
+    let usage = if sub.as_deref() == Some("elect") {
+        ELECT_USAGE
+    } else {
+        RUN_USAGE
+    };
     if is_run
         && e.kind() == ErrorKind::MissingRequiredArgument
         && missing.iter().any(|m| m.contains("COMMAND"))
     {
-        return format!("the command to run follows --: {RUN_USAGE}");
+        return format!("the command to run follows --: {usage}");
     }
     let mut message = rendered
         .lines()
@@ -310,7 +347,7 @@ pub fn usage_error(e: &clap::Error, raw: &[String]) -> String {
         .trim()
         .to_string();
     if is_run && e.kind() == ErrorKind::UnknownArgument && no_separator {
-        message.push_str(&format!(" (the command to run follows --: {RUN_USAGE})"));
+        message.push_str(&format!(" (the command to run follows --: {usage})"));
         return message;
     }
     let help = match sub {
@@ -325,6 +362,66 @@ pub fn check_owner(owner: &str) -> Result<(), String> {
         return Err("the owner must not be empty".into());
     }
     Ok(())
+}
+
+#[derive(Debug, Args)]
+pub struct ElectArgs {
+    /// Candidate id to campaign as (default: HOST:PID:RANDOM, unique per run).
+    #[arg(long)]
+    pub candidate: Option<String>,
+
+    /// The value to publish while leading (ELECT.LEADER shows it), e.g. this host's address.
+    #[arg(long)]
+    pub value: Option<String>,
+
+    /// Lease of the leadership: a killed leader is replaced within it; a leader stops
+    /// believing it leads half a lease after its last answered PING (sent every lease/4).
+    #[arg(long, value_parser = duration::parse_positive, default_value = "5s")]
+    pub lease: Duration,
+
+    /// Wait at most this long to lead (0 = do not wait). Default: as long as it takes.
+    #[arg(short = 'w', long, value_parser = duration::parse)]
+    pub wait: Option<Duration>,
+
+    /// After a lost leadership, campaign again (instead of exiting 75).
+    #[arg(long)]
+    pub again: bool,
+
+    /// How long after SIGTERM to send SIGKILL to the command when leadership is lost.
+    #[arg(long, visible_alias = "kill-after", value_parser = duration::parse, default_value = "10s")]
+    pub grace: Duration,
+
+    /// Exit code when not leading within --wait.
+    #[arg(short = 'E', long, default_value_t = crate::exit::CONFLICT)]
+    pub conflict_exit_code: u8,
+
+    /// The election.
+    pub name: String,
+
+    /// The command to run while leading, after `--`.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+impl ElectArgs {
+    pub fn wait(&self) -> Wait {
+        match self.wait {
+            Some(d) => Wait::from_duration(d),
+            None => Wait::Forever,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct LeaderArgs {
+    /// The election.
+    pub name: String,
+    /// Print every change (ELECT.OBSERVE), one line each, until killed.
+    #[arg(long)]
+    pub watch: bool,
+    /// One JSON object per line: {"candidate":..,"term":..,"value":..,"ttl_ms":..}.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -73,6 +73,30 @@ pub fn spawn(command: &[OsString], env: &[(&str, String)], keep: Option<i32>) ->
     cmd.spawn()
 }
 
+/// Starts `command` as [`spawn`] does (no descriptor inherited), but as the leader of a
+/// process group of its own (whose id is its pid), so that [`kill_group`] reaches every
+/// process it starts. Off the terminal's foreground group: signals from the terminal reach
+/// redis-lock only, which passes them on.
+pub fn spawn_group(command: &[OsString], env: &[(&str, String)]) -> io::Result<Child> {
+    use std::os::unix::process::CommandExt;
+    let (program, args) = command
+        .split_first()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no command"))?;
+    let mut cmd = Command::new(program);
+    cmd.args(args).process_group(0);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    sys::inherit_and_die_with_parent(&mut cmd, None);
+    cmd.spawn()
+}
+
+/// Sends `signal` to the process group `pgid` (a child started by [`spawn_group`], not
+/// yet reaped, so the group's id is not another's).
+pub fn kill_group(pgid: u32, signal: i32) {
+    sys::kill_group(pgid, signal);
+}
+
 /// Why a command could not be started, in words.
 pub fn spawn_error(e: &io::Error) -> String {
     match e.kind() {

@@ -213,6 +213,11 @@ impl Conn {
         self.fd
     }
 
+    /// The connection itself (for a subscribed session connection).
+    pub fn connection(&mut self) -> &mut redis::Connection {
+        &mut self.con
+    }
+
     /// A new connection to the same node, replacing this one.
     pub fn reconnect(&mut self) -> Result<(), ConnectError> {
         *self = Conn::connect(&self.info)?;

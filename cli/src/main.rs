@@ -1,5 +1,5 @@
-//! redis-lock: run a command while holding a lock of the lock module, and
-//! look at locks and their queues. See docs/cli.md.
+//! redis-lock: run a command while holding a lock of the lock module, or while
+//! leading an election, and look at locks and their queues. See docs/cli.md.
 
 #![deny(unsafe_code)]
 
@@ -8,6 +8,7 @@ mod child;
 mod commands;
 mod conn;
 mod duration;
+mod elect;
 mod exit;
 mod hold;
 mod manage;
@@ -47,6 +48,8 @@ fn main() -> ExitCode {
     let url = cli.url;
     let result = match cli.command {
         Command::Run(a) => run::run(&url, a),
+        Command::Elect(a) => elect::elect(&url, a),
+        Command::Leader(a) => elect::leader(&url, a),
         Command::Status(a) => manage::status(&url, a),
         Command::Top(a) => top::run(&url, a),
         Command::Release(a) => manage::release(&url, a),

@@ -16,6 +16,17 @@ pub fn compose(host: &str, pid: u32, random: u32) -> String {
     format!("{host}:{pid}:{random:08x}")
 }
 
+/// A random 128-bit id in hex: a session's token (`LOCK.SESSION`).
+pub fn token() -> String {
+    format!(
+        "{:08x}{:08x}{:08x}{:08x}",
+        random32(),
+        random32(),
+        random32(),
+        random32()
+    )
+}
+
 fn hostname() -> String {
     match sys::hostname() {
         Some(name) if !name.is_empty() => name,

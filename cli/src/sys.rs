@@ -35,6 +35,19 @@ pub fn kill(pid: u32, signal: i32) {
     }
 }
 
+/// Sends `signal` to every process of group `pgid`; an id out of range is ignored.
+pub fn kill_group(pgid: u32, signal: i32) {
+    if let Ok(pgid) = libc::pid_t::try_from(pgid) {
+        if pgid > 1 {
+            // SAFETY: killpg(2) touches no memory of ours; callers pass the group of a
+            // child they have not reaped, so the id is not another group's.
+            unsafe {
+                libc::killpg(pgid, signal);
+            }
+        }
+    }
+}
+
 /// This host's name, or `None` if it cannot be read.
 pub fn hostname() -> Option<String> {
     let mut buf = [0u8; 256];

@@ -179,7 +179,9 @@ fn names(args: &[String]) -> Vec<&str> {
         let n: usize = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(0);
         return args.iter().skip(2).take(n).map(String::as_str).collect();
     }
-    if (cmd.starts_with("LOCK.") || cmd.starts_with("SEM.")) && cmd != "LOCK.QUEUES" {
+    if (cmd.starts_with("LOCK.") || cmd.starts_with("SEM.") || cmd.starts_with("ELECT."))
+        && cmd != "LOCK.QUEUES"
+    {
         return args.get(1).map(String::as_str).into_iter().collect();
     }
     Vec::new()
@@ -250,6 +252,12 @@ fn semaphore(cmd: &str) -> bool {
     cmd.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("SEM."))
 }
 
+/// Whether `cmd` is an election's (`ELECT.*`), which came with 1.2.0.
+fn election(cmd: &str) -> bool {
+    cmd.get(..6)
+        .is_some_and(|p| p.eq_ignore_ascii_case("ELECT."))
+}
+
 /// An error reply in words; `None` when redis-lock has no words for it.
 fn reply(peer: &Peer, args: &[String], code: &str, detail: &str) -> Option<Failure> {
     let server = &peer.server;
@@ -284,6 +292,10 @@ fn reply(peer: &Peer, args: &[String], code: &str, detail: &str) -> Option<Failu
             "{server} does not know {cmd}: the lock module is not loaded there, or too old to \
              have semaphores"
         )),
+        "ERR" if is_unknown_command(code, detail) && election(cmd) => Failure::NoModule(format!(
+            "{server} does not know {cmd}: the lock module is not loaded there, or older than \
+             1.2.0 (elections)"
+        )),
         "ERR" if is_unknown_command(code, detail) && newer(cmd) => Failure::NoModule(format!(
             "{server} does not know {cmd}: the lock module is not loaded there, or older than \
              1.1.0"
@@ -295,6 +307,10 @@ fn reply(peer: &Peer, args: &[String], code: &str, detail: &str) -> Option<Failu
         "WRONGTYPE" if semaphore(cmd) => Failure::Server(format!(
             "{name} is not a semaphore: the key holds another kind of value"
         )),
+        "WRONGTYPE" if election(cmd) => Failure::Server(format!(
+            "{name} is not an election: the key holds another kind of value (or a read-write lock)"
+        )),
+        "NOTOWNER" if election(cmd) => Failure::Server(format!("{owner} does not lead {name}")),
         "WRONGTYPE" => Failure::Server(if lower.contains("read-write lock") {
             format!("{name} is a read-write lock: use --read or --write")
         } else if lower.contains("exclusive lock") {

@@ -51,12 +51,24 @@
 //! with `LOCK.CANCEL` then `SEM.RELEASE`, re-attach with `SEM.RENEW ... SESSION token`, loss
 //! signals). [`Session::latch`] is a count-down latch (`LATCH.*`).
 //!
+//! # Leader election
+//!
+//! [`Session::election`] is an election (`ELECT.*`): [`Election::campaign`] waits in the
+//! server's FIFO queue until the candidate (a fresh one per campaign, bound to the session)
+//! leads, and returns a [`Leadership`] with its term (a fencing token) and a loss signal
+//! that fires on a loss message, `demoted`, a broken session connection, or the local
+//! deadline (the last answered PING on the session connection sent + lease/2; the session
+//! pings every lease/4 then). [`Election::leader`] and [`Election::observe`] (a long poll)
+//! tell who leads.
+//!
 //! # Faces
 //!
 //! This module is the tokio face; [`blocking`] has the same types for threads.
 
 #[cfg(feature = "session")]
 pub mod blocking;
+#[cfg(feature = "session")]
+mod election;
 mod error;
 #[cfg(feature = "session")]
 mod lock;
@@ -66,10 +78,12 @@ mod sem;
 #[cfg(feature = "session")]
 mod session;
 
+#[cfg(feature = "session")]
+pub use election::{Election, Leadership};
 pub use error::{is_connection_error, is_unknown_command, is_unusable, Error, Result};
 #[cfg(feature = "session")]
 pub use lock::{Hold, Lock, MultiLock, RwLock};
-pub use proto::{Kind, Lost, Reason, Wait};
+pub use proto::{Kind, Leader, Lost, Reason, Wait};
 #[cfg(feature = "session")]
 pub use sem::{Latch, Permits, Semaphore};
 #[cfg(feature = "session")]

@@ -64,6 +64,7 @@ impl Lock {
             lease,
             wait,
             None,
+            None,
         )
         .await
     }
@@ -100,8 +101,9 @@ fn unexpected(v: &redis::Value) -> Error {
     )))
 }
 
-/// Takes a hold: a lock's (`of` a kind of lock) or a semaphore's permits, bound to the
-/// session, waiting as `wait` says; a fresh owner unless `owner` is given (a re-entry).
+/// Takes a hold: a lock's (`of` a kind of lock), a semaphore's permits or an election's
+/// leadership (with `value`), bound to the session, waiting as `wait` says; a fresh owner
+/// unless `owner` is given (a re-entry).
 pub(crate) async fn acquire(
     inner: &Arc<Inner>,
     keys: Vec<String>,
@@ -109,6 +111,7 @@ pub(crate) async fn acquire(
     lease: Duration,
     wait: Wait,
     owner: Option<String>,
+    value: Option<&str>,
 ) -> Result<Hold> {
     inner.check_open()?;
     let first = keys.first().cloned().ok_or_else(|| {
@@ -146,6 +149,7 @@ pub(crate) async fn acquire(
                 binding,
             }
             .args(),
+            Of::Election => proto::elect_campaign(&first, &owner, value, lease, binding, wait),
         };
         let reply = if wait.block_ms().is_none() {
             inner
@@ -160,6 +164,7 @@ pub(crate) async fn acquire(
                 let granted = match of {
                     Of::Lock(_) => proto::acquired(&v),
                     Of::Semaphore { .. } => proto::sem_acquired(&v).map(|n| n.map(|n| vec![n])),
+                    Of::Election => proto::campaigned(&v).map(|n| n.map(|n| vec![n])),
                 };
                 return match granted {
                     Ok(None) => Err(Error::Busy),
@@ -277,7 +282,7 @@ impl Hold {
     pub fn kind(&self) -> Kind {
         match self.of {
             Of::Lock(kind) => kind,
-            Of::Semaphore { .. } => Kind::Exclusive,
+            Of::Semaphore { .. } | Of::Election => Kind::Exclusive,
         }
     }
 
@@ -364,8 +369,19 @@ impl Hold {
             self.lease,
             Wait::No,
             Some(self.owner.clone()),
+            None,
         )
         .await
+    }
+
+    /// The session's state and this hold's id in it (for elections).
+    pub(crate) fn session(&self) -> (&Arc<Inner>, u64) {
+        (&self.inner, self.id)
+    }
+
+    /// Marks the hold as done by its owner (released or resigned): not released when dropped.
+    pub(crate) fn set_done(&mut self) {
+        self.done = true;
     }
 }
 

@@ -227,12 +227,22 @@ pub enum Reason {
     Gone,
     /// `lock.keepalive-max-hold-ms` passed: no more renewals, the hold ends with its lease.
     MaxHold,
+    /// The connection keeping it was silent for longer than the lease: no more renewals,
+    /// the hold ends with its lease (`idle`, elections).
+    Idle,
     /// The key's cluster slot is no longer served by that node.
     Moved,
     /// A re-attach after a reconnect or failover was answered `NOTOWNER`.
     NotOwner,
     /// The session connection was down for longer than the lease: the hold may have ended.
     SessionDown,
+    /// A leadership: the session connection broke (the server may hand over a lease later).
+    ConnectionLost,
+    /// A leadership: the server became a replica (`demoted`).
+    Demoted,
+    /// A leadership: no round trip on the session connection confirmed it in time (the
+    /// local deadline, last successful PING sent + lease/2, passed).
+    Deadline,
     /// A reason word this library does not know (a newer module).
     Other(String),
 }
@@ -243,12 +253,39 @@ impl std::fmt::Display for Reason {
             Reason::Forced => f.write_str("force-released (LOCK.FORCERELEASE)"),
             Reason::Gone => f.write_str("gone: the owner no longer holds it"),
             Reason::MaxHold => f.write_str("held longer than lock.keepalive-max-hold-ms"),
+            Reason::Idle => f.write_str("its connection was silent for longer than the lease"),
             Reason::Moved => f.write_str("its cluster slot moved to another node"),
             Reason::NotOwner => f.write_str("no longer held when re-attached"),
             Reason::SessionDown => {
                 f.write_str("the session connection was down longer than the lease")
             }
+            Reason::ConnectionLost => f.write_str("the session connection broke"),
+            Reason::Demoted => f.write_str("the server became a replica"),
+            Reason::Deadline => {
+                f.write_str("no round trip on the session connection confirmed it in time")
+            }
             Reason::Other(w) => write!(f, "{w}"),
+        }
+    }
+}
+
+impl Reason {
+    /// One word for it: the server's message word (`forced`, `gone`, `idle`, `maxhold`,
+    /// `moved`, `demoted`) or the client's own (`notowner`, `session-down`, `connection`,
+    /// `deadline`).
+    pub fn word(&self) -> &str {
+        match self {
+            Reason::Forced => "forced",
+            Reason::Gone => "gone",
+            Reason::MaxHold => "maxhold",
+            Reason::Idle => "idle",
+            Reason::Moved => "moved",
+            Reason::NotOwner => "notowner",
+            Reason::SessionDown => "session-down",
+            Reason::ConnectionLost => "connection",
+            Reason::Demoted => "demoted",
+            Reason::Deadline => "deadline",
+            Reason::Other(w) => w,
         }
     }
 }
@@ -295,6 +332,7 @@ pub fn message(payload: &[u8]) -> Option<Message> {
         "forced" => Reason::Forced,
         "gone" => Reason::Gone,
         "maxhold" => Reason::MaxHold,
+        "idle" => Reason::Idle,
         "moved" => Reason::Moved,
         other => Reason::Other(other.into()),
     };
@@ -576,6 +614,116 @@ pub fn sem_holders(info: &Value) -> Vec<SemHolder> {
         .collect()
 }
 
+// ---- Leader election (ELECT.*) ----
+
+/// `ELECT.CAMPAIGN key candidate [VALUE value] PX lease (KEEPALIVE | SESSION token) [BLOCK
+/// ms]`: the reply is the term once `candidate` leads, nil if not (yet).
+pub fn elect_campaign(
+    key: &str,
+    candidate: &str,
+    value: Option<&str>,
+    lease: Duration,
+    binding: Binding<'_>,
+    wait: Wait,
+) -> Vec<String> {
+    let mut args = vec!["ELECT.CAMPAIGN".to_string(), key.into(), candidate.into()];
+    if let Some(v) = value {
+        args.push("VALUE".into());
+        args.push(v.into());
+    }
+    args.push("PX".into());
+    args.push(millis(lease).to_string());
+    binding.push(&mut args);
+    if let Some(ms) = wait.block_ms() {
+        args.push("BLOCK".into());
+        args.push(ms.to_string());
+    }
+    args
+}
+
+/// `ELECT.RESIGN key candidate`: 1 if it led, 0 if not; its waits end too.
+pub fn elect_resign(key: &str, candidate: &str) -> Vec<String> {
+    vec!["ELECT.RESIGN".into(), key.into(), candidate.into()]
+}
+
+/// `ELECT.PROCLAIM key candidate value`: the leader's new value; the reply is the term
+/// (`NOTOWNER` if `candidate` does not lead).
+pub fn elect_proclaim(key: &str, candidate: &str, value: &str) -> Vec<String> {
+    vec![
+        "ELECT.PROCLAIM".into(),
+        key.into(),
+        candidate.into(),
+        value.into(),
+    ]
+}
+
+/// `ELECT.LEADER key`.
+pub fn elect_leader(key: &str) -> Vec<String> {
+    vec!["ELECT.LEADER".into(), key.into()]
+}
+
+/// `ELECT.OBSERVE key TERM term [BLOCK ms]`: answered at once if the term now differs from
+/// `term`, else when leadership or the leader's value changes (nil when the wait ran out).
+pub fn elect_observe(key: &str, term: i64, wait: Wait) -> Vec<String> {
+    let mut args = vec![
+        "ELECT.OBSERVE".to_string(),
+        key.into(),
+        "TERM".into(),
+        term.to_string(),
+    ];
+    if let Some(ms) = wait.block_ms() {
+        args.push("BLOCK".into());
+        args.push(ms.to_string());
+    }
+    args
+}
+
+/// `ELECT.CAMPAIGN`'s reply: `Some(term)` once leading, `None` when not (nil).
+pub fn campaigned(v: &Value) -> Result<Option<i64>, Unexpected> {
+    match v {
+        Value::Nil => Ok(None),
+        Value::Int(i) if *i > 0 => Ok(Some(*i)),
+        _ => Err(Unexpected),
+    }
+}
+
+/// Who leads an election, as `ELECT.LEADER` and `ELECT.OBSERVE` answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Leader {
+    /// The leading candidate; `None` when nobody leads (an `ELECT.OBSERVE` reply).
+    pub candidate: Option<String>,
+    /// The term (the leadership's fencing token); 0 when nobody leads.
+    pub term: i64,
+    /// The leader's value, if it gave one.
+    pub value: Option<String>,
+    /// Ms until the current lease ends, -1 for none.
+    pub ttl: i64,
+}
+
+fn text_of(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        Value::SimpleString(s) => Some(s.clone()),
+        Value::VerbatimString { text, .. } => Some(text.clone()),
+        _ => None,
+    }
+}
+
+/// An `ELECT.LEADER` / `ELECT.OBSERVE` reply: `None` for nil (nobody leads; for
+/// `ELECT.OBSERVE`, the wait ran out), else the map (RESP3) or flat array (RESP2).
+pub fn leader(v: &Value) -> Result<Option<Leader>, Unexpected> {
+    if matches!(v, Value::Nil) {
+        return Ok(None);
+    }
+    let term = int_field(v, "term").ok_or(Unexpected)?;
+    Ok(Some(Leader {
+        candidate: field(v, "candidate").and_then(text_of),
+        term,
+        value: field(v, "value").and_then(text_of),
+        ttl: int_field(v, "ttl").unwrap_or(-1),
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -793,5 +941,84 @@ mod tests {
             );
         }
         assert!(sem_holders(&Value::Nil).is_empty());
+    }
+
+    #[test]
+    fn election_commands_and_replies() {
+        let lease = Duration::from_secs(5);
+        assert_eq!(
+            line(&elect_campaign(
+                "sched",
+                "a",
+                Some("10.0.0.5:80"),
+                lease,
+                Binding::Session("t"),
+                Wait::Forever
+            )),
+            "ELECT.CAMPAIGN sched a VALUE 10.0.0.5:80 PX 5000 SESSION t BLOCK 0"
+        );
+        assert_eq!(
+            line(&elect_campaign(
+                "sched",
+                "a",
+                None,
+                lease,
+                Binding::Keepalive,
+                Wait::No
+            )),
+            "ELECT.CAMPAIGN sched a PX 5000 KEEPALIVE"
+        );
+        assert_eq!(line(&elect_resign("s", "a")), "ELECT.RESIGN s a");
+        assert_eq!(line(&elect_proclaim("s", "a", "v")), "ELECT.PROCLAIM s a v");
+        assert_eq!(line(&elect_leader("s")), "ELECT.LEADER s");
+        assert_eq!(
+            line(&elect_observe(
+                "s",
+                7,
+                Wait::For(Duration::from_millis(250))
+            )),
+            "ELECT.OBSERVE s TERM 7 BLOCK 250"
+        );
+        assert_eq!(campaigned(&Value::Nil), Ok(None));
+        assert_eq!(campaigned(&Value::Int(12)), Ok(Some(12)));
+        assert!(campaigned(&Value::Okay).is_err());
+        let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        let resp2 = Value::Array(vec![
+            bulk("candidate"),
+            bulk("a"),
+            bulk("term"),
+            Value::Int(12),
+            bulk("value"),
+            Value::Nil,
+            bulk("ttl"),
+            Value::Int(900),
+        ]);
+        let resp3 = Value::Map(vec![
+            (bulk("candidate"), bulk("a")),
+            (bulk("term"), Value::Int(12)),
+            (bulk("value"), Value::Nil),
+            (bulk("ttl"), Value::Int(900)),
+        ]);
+        for v in [resp2, resp3] {
+            assert_eq!(
+                leader(&v),
+                Ok(Some(Leader {
+                    candidate: Some("a".into()),
+                    term: 12,
+                    value: None,
+                    ttl: 900
+                }))
+            );
+        }
+        assert_eq!(leader(&Value::Nil), Ok(None));
+        assert!(leader(&Value::Int(3)).is_err());
+        assert_eq!(
+            message(b"idle 1 a k"),
+            Some(Message::Lost {
+                reason: Reason::Idle,
+                owner: "a".into(),
+                key: "k".into()
+            })
+        );
     }
 }

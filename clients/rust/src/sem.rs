@@ -84,6 +84,7 @@ impl Semaphore {
             lease,
             wait,
             None,
+            None,
         )
         .await?;
         Ok(Permits { hold })

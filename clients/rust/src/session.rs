@@ -18,9 +18,10 @@ use redis::{
 use tokio::runtime::Handle;
 use tokio::sync::{mpsc, watch};
 
+use crate::election::Election;
 use crate::error::{is_unusable, Error, Result};
 use crate::lock::{Lock, RwLock};
-use crate::proto::{self, Binding, Kind, Lost, Message, Reason};
+use crate::proto::{self, Binding, Kind, Lost, Message, Reason, Wait};
 use crate::sem::{Latch, Semaphore};
 
 /// Where the session connects: one server, a Sentinel-monitored master, or a cluster.
@@ -137,6 +138,9 @@ pub(crate) enum Of {
     Semaphore {
         permits: u32,
     },
+    /// A leadership of an election (`ELECT.*`): the owner is the candidate. Not re-attached
+    /// after a reconnect: a leadership is lost when its session connection breaks.
+    Election,
 }
 
 impl Of {
@@ -148,6 +152,7 @@ impl Of {
             Of::Semaphore { .. } => {
                 proto::sem_release(keys.first().map_or("", String::as_str), owner, None)
             }
+            Of::Election => proto::elect_resign(keys.first().map_or("", String::as_str), owner),
         }
     }
 
@@ -162,6 +167,8 @@ impl Of {
         match self {
             Of::Lock(_) => proto::renew(key, owner, lease, binding),
             Of::Semaphore { .. } => proto::sem_renew(key, owner, lease, binding),
+            // The leader's re-attach (a new lease, the binding moved); see Of::Election.
+            Of::Election => proto::elect_campaign(key, owner, None, lease, binding, Wait::No),
         }
     }
 
@@ -169,7 +176,7 @@ impl Of {
     /// there any more: `NOTOWNER`, and for a semaphore `EXPIRED` too.
     pub fn not_held(self, code: Option<&str>) -> bool {
         match self {
-            Of::Lock(_) => code == Some("NOTOWNER"),
+            Of::Lock(_) | Of::Election => code == Some("NOTOWNER"),
             Of::Semaphore { .. } => proto::Refusal::not_held(code),
         }
     }
@@ -205,6 +212,9 @@ impl From<RedisError> for CallError {
 
 struct NodeState {
     up: watch::Receiver<bool>,
+    /// When the last round trip on the session connection that was answered (a PING, or
+    /// the connection's handshake) was sent.
+    alive: watch::Receiver<Instant>,
 }
 
 /// Idle waiting connections kept per node.
@@ -230,6 +240,9 @@ pub(crate) struct Inner {
     closed: AtomicBool,
     shutdown: watch::Sender<bool>,
     lost: watch::Sender<Option<Lost>>,
+    /// How often the session connections are pinged: `opts.ping_interval`, or less for an
+    /// election's lease (a quarter of it).
+    ping_every: watch::Sender<Duration>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -287,6 +300,24 @@ impl Inner {
 
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::SeqCst)
+    }
+
+    /// Pings the session connections at least every `every` from now on.
+    pub fn ping_at_least_every(&self, every: Duration) {
+        let every = every.max(Duration::from_millis(10));
+        self.ping_every.send_if_modified(|now| {
+            let lower = every < *now;
+            if lower {
+                *now = every;
+            }
+            lower
+        });
+    }
+
+    /// When the last answered round trip on `node`'s session connection was sent, as a
+    /// watch channel (`None` if the session has no connection there).
+    pub fn alive(&self, node: &str) -> Option<watch::Receiver<Instant>> {
+        lock(&self.nodes).get(node).map(|n| n.alive.clone())
     }
 
     fn is_cluster(&self) -> bool {
@@ -546,6 +577,12 @@ impl Inner {
         let hold = lock(&self.holds)
             .get(&id)
             .map(|e| (e.keys.clone(), e.owner.clone(), e.of, e.lease));
+        if let Some((keys, _, Of::Election, _)) = &hold {
+            // The session connection the leadership was bound to may be the one that broke.
+            let key = keys.first().cloned().unwrap_or_default();
+            self.lose_id(id, &key, Reason::ConnectionLost);
+            return;
+        }
         if let Some((keys, owner, of, lease)) = hold {
             for key in &keys {
                 self.reattach_one(id, key, &owner, of, lease).await;
@@ -577,7 +614,7 @@ impl Inner {
     async fn reattach(&self, node: &str) {
         let holds: Vec<(u64, Vec<String>, String, Of, Duration)> = lock(&self.holds)
             .iter()
-            .filter(|(_, e)| e.node == node)
+            .filter(|(_, e)| e.node == node && e.of != Of::Election)
             .map(|(id, e)| (*id, e.keys.clone(), e.owner.clone(), e.of, e.lease))
             .collect();
         for (id, keys, owner, of, lease) in holds {
@@ -636,8 +673,35 @@ impl Inner {
         }
     }
 
+    /// Every leadership on `node`: its session connection broke or was demoted.
+    fn lose_elections(&self, node: &str, reason: Reason) {
+        let gone: Vec<Entry> = {
+            let mut holds = lock(&self.holds);
+            let ids: Vec<u64> = holds
+                .iter()
+                .filter(|(_, e)| e.node == node && e.of == Of::Election)
+                .map(|(id, _)| *id)
+                .collect();
+            ids.iter().filter_map(|id| holds.remove(id)).collect()
+        };
+        for e in gone {
+            let key = e.keys.first().cloned().unwrap_or_default();
+            self.signal(e, &key, reason.clone());
+        }
+    }
+
+    /// Signals hold `id` lost (if it is still kept) and forgets it.
+    pub fn lose_hold(&self, id: u64, key: &str, reason: Reason) {
+        self.lose_id(id, key, reason);
+    }
+
     pub fn forget(&self, id: u64) -> Option<Entry> {
         lock(&self.holds).remove(&id)
+    }
+
+    /// The node hold `id` is on, if it is still kept.
+    pub fn node_of_hold(&self, id: u64) -> Option<String> {
+        lock(&self.holds).get(&id).map(|e| e.node.clone())
     }
 
     pub fn holds_entry(&self, id: u64) -> bool {
@@ -652,6 +716,7 @@ impl Inner {
 
     /// Opens the session connection: `CLIENT SETNAME`, `LOCK.SESSION token`, `SUBSCRIBE`.
     async fn connect_session(&self, node: &str) -> Result<SessionConn> {
+        let sent = Instant::now();
         let (tx, rx) = mpsc::unbounded_channel::<PushInfo>();
         let timeout = self.opts.ping_interval.max(Duration::from_secs(1));
         let mut con = self
@@ -685,7 +750,7 @@ impl Inner {
             }
         }
         con.subscribe(proto::channel(&self.token)).await?;
-        Ok(SessionConn { con, rx })
+        Ok(SessionConn { con, rx, sent })
     }
 
     /// Makes sure a session connection is open on `node` (a cluster opens one per node on
@@ -700,10 +765,24 @@ impl Inner {
         }
         let first = self.connect_session(node).await?;
         let (up_tx, up_rx) = watch::channel(true);
-        lock(&self.nodes).insert(node.to_string(), NodeState { up: up_rx });
+        let (alive_tx, alive_rx) = watch::channel(first.sent);
+        lock(&self.nodes).insert(
+            node.to_string(),
+            NodeState {
+                up: up_rx,
+                alive: alive_rx,
+            },
+        );
         self.generation.fetch_add(1, Ordering::SeqCst);
-        self.handle
-            .spawn(keep(self.clone(), node.to_string(), first, up_tx));
+        self.handle.spawn(keep(
+            self.clone(),
+            node.to_string(),
+            first,
+            Signals {
+                up: up_tx,
+                alive: alive_tx,
+            },
+        ));
         Ok(())
     }
 
@@ -856,6 +935,15 @@ impl Drop for CancelGuard {
 pub(crate) struct SessionConn {
     con: MultiplexedConnection,
     rx: mpsc::UnboundedReceiver<PushInfo>,
+    /// When its handshake was sent.
+    sent: Instant,
+}
+
+/// What the task keeping a node's session connection tells: whether it is up, and when the
+/// last answered round trip on it was sent.
+struct Signals {
+    up: watch::Sender<bool>,
+    alive: watch::Sender<Instant>,
 }
 
 enum End {
@@ -866,7 +954,8 @@ enum End {
 
 /// Keeps the session connection of `node`: pings it, reconnects and re-attaches every hold
 /// when it drops, and signals losses.
-async fn keep(inner: Arc<Inner>, node: String, first: SessionConn, up: watch::Sender<bool>) {
+async fn keep(inner: Arc<Inner>, node: String, first: SessionConn, signals: Signals) {
+    let Signals { up, alive } = signals;
     let mut shutdown = inner.shutdown.subscribe();
     let mut conn = Some(first);
     let mut last_ok = Instant::now();
@@ -880,14 +969,18 @@ async fn keep(inner: Arc<Inner>, node: String, first: SessionConn, up: watch::Se
             }
             reattach = true;
             up.send_replace(true);
+            alive.send_replace(c.sent);
             last_ok = Instant::now();
             backoff = Duration::from_millis(20);
-            let end = run(&inner, c, &mut last_ok, &mut shutdown).await;
+            let end = run(&inner, c, &mut last_ok, &alive, &mut shutdown).await;
             up.send_replace(false);
             match end {
                 End::Shutdown => return,
-                End::Demoted => inner.invalidate(&node),
-                End::Dropped => {}
+                End::Demoted => {
+                    inner.lose_elections(&node, Reason::Demoted);
+                    inner.invalidate(&node)
+                }
+                End::Dropped => inner.lose_elections(&node, Reason::ConnectionLost),
             }
         }
         if *shutdown.borrow() {
@@ -912,13 +1005,19 @@ async fn run(
     inner: &Inner,
     c: SessionConn,
     last_ok: &mut Instant,
+    alive: &watch::Sender<Instant>,
     shutdown: &mut watch::Receiver<bool>,
 ) -> End {
-    let SessionConn { mut con, mut rx } = c;
-    let mut tick = tokio::time::interval(inner.opts.ping_interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let SessionConn {
+        mut con, mut rx, ..
+    } = c;
+    let mut every = inner.ping_every.subscribe();
+    let mut last_ping = tokio::time::Instant::now();
     loop {
+        let next_ping = last_ping + *every.borrow_and_update();
         tokio::select! {
+            // A shorter interval asked for (an election): the next ping is due sooner.
+            _ = every.changed() => {}
             _ = shutdown.changed() => return End::Shutdown,
             msg = rx.recv() => match msg {
                 None => return End::Dropped,
@@ -941,9 +1040,14 @@ async fn run(
                 }
                 Some(_) => {}
             },
-            _ = tick.tick() => {
+            _ = tokio::time::sleep_until(next_ping) => {
+                let sent = Instant::now();
+                last_ping = tokio::time::Instant::now();
                 match redis::cmd("PING").query_async::<Value>(&mut con).await {
-                    Ok(_) => *last_ok = Instant::now(),
+                    Ok(_) => {
+                        *last_ok = Instant::now();
+                        alive.send_replace(sent);
+                    }
                     Err(_) => return End::Dropped,
                 }
             }
@@ -973,6 +1077,7 @@ impl Session {
         };
         let (shutdown, _) = watch::channel(false);
         let (lost, _) = watch::channel(None);
+        let (ping_every, _) = watch::channel(opts.ping_interval);
         let inner = Arc::new(Inner {
             token: random_token(),
             opts,
@@ -991,6 +1096,7 @@ impl Session {
             closed: AtomicBool::new(false),
             shutdown,
             lost,
+            ping_every,
         });
         if inner.is_cluster() {
             inner.refresh_slots().await;
@@ -1033,6 +1139,11 @@ impl Session {
     /// [`Semaphore::acquire`] takes a permit bound to this session.
     pub fn semaphore(&self, key: impl Into<String>) -> Semaphore {
         Semaphore::new(self.inner.clone(), key.into())
+    }
+
+    /// An election on `key` (`ELECT.*`): [`Election::campaign`] leads it in turn.
+    pub fn election(&self, key: impl Into<String>) -> Election {
+        Election::new(self.inner.clone(), key.into())
     }
 
     /// A count-down latch on `key` (`LATCH.*`).
