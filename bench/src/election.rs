@@ -644,6 +644,25 @@ struct Sample {
     old_stop_ms: Option<f64>,
 }
 
+/// The wall-clock unix ms a line states (`... at MS ...`): redis-lock's
+/// `lost`/`resigned` lines say when it stopped believing it leads, which
+/// may be before it printed them; so do the candidates of candidate.rs.
+fn stated_ms(text: &str) -> Option<u128> {
+    text.split(" at ")
+        .nth(1)?
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
+
+fn unix_ms() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0)
+}
+
 fn ms_since(t0: Instant, t: Instant) -> f64 {
     t.saturating_duration_since(t0).as_secs_f64() * 1000.0
 }
@@ -704,12 +723,17 @@ fn sample(env: &Env, system: System, fault: Fault, i: usize) -> io::Result<Sampl
             Instant::now()
         }
     };
+    // The fault on the wall clock, for the times the old leader states.
+    let t0_wall = unix_ms() as f64 - t0.elapsed().as_secs_f64() * 1000.0;
     let got = standby.wait_line(t0 + system.limit(), |l| leads(system, l));
     // The old leader's own word, if it says it stopped (at most 1 s more).
     let old_stop = got.and_then(|t| {
-        leader
-            .wait_line(t.max(Instant::now()) + Duration::from_secs(1), stops)
-            .map(|s| ms_since(t0, s))
+        let arrived = leader.wait_line(t.max(Instant::now()) + Duration::from_secs(1), stops)?;
+        let line = leader.lines.iter().find(|l| l.at == arrived)?;
+        Some(match stated_ms(&line.text) {
+            Some(ms) => ms as f64 - t0_wall,
+            None => ms_since(t0, arrived),
+        })
     });
     if fault == Fault::Cut {
         env.netns.as_ref().expect("netns").heal()?;
@@ -969,4 +993,19 @@ pub async fn s14(opts: &Opts, started: Instant) -> io::Result<Section> {
                           "renew_deadline_ms": K8S_RENEW_MS, "retry_ms": K8S_RETRY_MS},
                           "cells": cells});
     Ok(section)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_stated_time() {
+        assert_eq!(
+            stated_ms("redis-lock: lost s14 term 7 at 1764185000123 (deadline)"),
+            Some(1_764_185_000_123)
+        );
+        assert_eq!(stated_ms("resigned at 12"), Some(12));
+        assert_eq!(stated_ms("waiting"), None);
+    }
 }
