@@ -40,8 +40,12 @@ const K8S_LEASE_MS: u64 = 15_000;
 const K8S_RENEW_MS: u64 = 10_000;
 const K8S_RETRY_MS: u64 = 2000;
 /// Time the standby is left waiting before the fault (its keep-alives and
-/// first polls run).
+/// first polls run), plus a random part of up to `PHASE`: a leader renews
+/// on a period (the module every L/2, etcd's keep-alives every TTL/3,
+/// client-go every RetryPeriod) that would otherwise fall at the same place
+/// before the fault in every sample.
 const SETTLE: Duration = Duration::from_millis(300);
+const PHASE: Duration = Duration::from_millis(2000);
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum System {
@@ -656,6 +660,21 @@ fn stated_ms(text: &str) -> Option<u128> {
         .ok()
 }
 
+/// A number in [0, 1), different each call (xorshift seeded by the clock).
+fn random_unit() -> f64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static STATE: AtomicU64 = AtomicU64::new(0);
+    let mut x = STATE.load(Ordering::Relaxed);
+    if x == 0 {
+        x = (unix_ms() as u64) | 1;
+    }
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    STATE.store(x, Ordering::Relaxed);
+    (x >> 11) as f64 / (1u64 << 53) as f64
+}
+
 fn unix_ms() -> u128 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -699,7 +718,7 @@ fn sample(env: &Env, system: System, fault: Fault, i: usize) -> io::Result<Sampl
         }
         thread::sleep(Duration::from_millis(10));
     }
-    thread::sleep(SETTLE);
+    thread::sleep(SETTLE + PHASE.mul_f64(random_unit()));
     standby.drain();
     if standby.lines.iter().any(|l| leads(system, l)) {
         return Err(io::Error::other(
