@@ -38,7 +38,8 @@ const USAGE: &str = "\
 lock-bench: benchmark of the lock module against Redisson's protocol, spin locks and raw SET NX
 
 usage: lock-bench [options]
-  --quick                 smoke run: 1 repetition, short runs, smaller S1b/S4/S6
+  --quick                 smoke run: 1 repetition, short runs, smaller S1b/S4/S6, S14 without
+                          its slow cells (etcdctl and k8s-lease kill9/cut)
   --only S2,lease-expiry  run only these scenarios, by tag or name: S1 uncontended,
                           S1b pipelined-acquires, S2 hot-lock, S3 lease-expiry, S4 scale,
                           S5 moderate-contention, S6 no-tax, S7 read-write, S8 multi-lock,
