@@ -524,6 +524,9 @@ struct Env {
     netns: Option<Netns>,
     cli: PathBuf,
     etcdctl: Option<PathBuf>,
+    /// As given (`--etcd`, `--etcdctl`), for the skip lines.
+    etcd_bin: String,
+    etcdctl_bin: String,
     exe: PathBuf,
 }
 
@@ -801,10 +804,13 @@ fn unavailable(env: &Env, system: System) -> Option<String> {
             }
             None
         }
-        System::Etcdctl if env.etcdctl.is_none() => Some("etcdctl not found".into()),
-        System::Etcdctl | System::EtcdLease if env.etcd.is_none() => {
-            Some("etcd not found or did not start".into())
+        System::Etcdctl if env.etcdctl.is_none() => {
+            Some(format!("etcdctl ({}) not found", env.etcdctl_bin))
         }
+        System::Etcdctl | System::EtcdLease if env.etcd.is_none() => Some(format!(
+            "etcd ({}) not found or did not start",
+            env.etcd_bin
+        )),
         _ => None,
     }
 }
@@ -891,6 +897,8 @@ pub async fn s14(opts: &Opts, started: Instant) -> io::Result<Section> {
         netns,
         cli: opts.cli.clone(),
         etcdctl: find(&opts.etcdctl),
+        etcd_bin: opts.etcd.clone(),
+        etcdctl_bin: opts.etcdctl.clone(),
         exe: std::env::current_exe()?,
     };
     section.line(
@@ -908,7 +916,7 @@ pub async fn s14(opts: &Opts, started: Instant) -> io::Result<Section> {
         "median",
         "min",
         "max",
-        "old leader stopped (median, after the fault)"
+        "old leader stopped believing (median after the fault, by its own ms stamp)"
     ));
     let mut cells = Vec::new();
     let mut module_max = std::collections::HashMap::new();
