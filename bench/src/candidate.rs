@@ -52,6 +52,7 @@ fn say(line: &str) {
 pub fn main(flag: &str, args: &[String]) -> i32 {
     let r = match flag {
         "--s14-child" => child(args),
+        "--s14-probe" => probe(args),
         "--s14-candidate" => match args.first().map(String::as_str) {
             Some("etcd") => etcd_candidate(&args[1..]),
             Some("k8s") => k8s_candidate(&args[1..]),
@@ -82,6 +83,25 @@ fn child(args: &[String]) -> io::Result<i32> {
         thread::sleep(Duration::from_millis(100));
     }
     Ok(0)
+}
+
+/// `--s14-probe ADDR`: exits 0 once a TCP connection to ADDR succeeds
+/// (within 10 s), 1 otherwise: run in the network namespace after a cut is
+/// healed, so that the next sample's leader does not meet a neighbour
+/// entry the cut left failed ("no route to host").
+fn probe(args: &[String]) -> io::Result<i32> {
+    let addr: SocketAddr = args
+        .first()
+        .and_then(|a| a.parse().ok())
+        .ok_or_else(|| io::Error::other("--s14-probe IP:PORT"))?;
+    let end = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < end {
+        if TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_ok() {
+            return Ok(0);
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+    Ok(1)
 }
 
 // ---------------------------------------------------------------- HTTP/JSON

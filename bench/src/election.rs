@@ -548,6 +548,27 @@ impl Env {
         }
     }
 
+    /// Ends the cut, and waits until the namespace reaches the server again.
+    fn heal(&self) -> io::Result<()> {
+        let ns = self.netns.as_ref().expect("netns");
+        ns.heal()?;
+        let ok = Command::new("ip")
+            .args(["netns", "exec", &ns.name])
+            .arg(&self.exe)
+            .arg("--s14-probe")
+            .arg(self.redis_addr(true))
+            .stdin(Stdio::null())
+            .status()?
+            .success();
+        if ok {
+            Ok(())
+        } else {
+            Err(io::Error::other(
+                "the namespace did not reach the server within 10 s after the cut was healed",
+            ))
+        }
+    }
+
     fn argv(&self, system: System, name: &str, who: &str, in_ns: bool) -> Vec<String> {
         let exe = self.exe.display().to_string();
         let mut argv: Vec<String> = Vec::new();
@@ -758,7 +779,7 @@ fn sample(env: &Env, system: System, fault: Fault, i: usize) -> io::Result<Sampl
         })
     });
     if fault == Fault::Cut {
-        env.netns.as_ref().expect("netns").heal()?;
+        env.heal()?;
     }
     let handover = got.map(|t| ms_since(t0, t));
     leader.stop(Duration::ZERO);

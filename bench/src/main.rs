@@ -740,7 +740,7 @@ fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
     if let Some(flag) = argv
         .get(1)
-        .filter(|f| *f == "--s14-child" || *f == "--s14-candidate")
+        .filter(|f| ["--s14-child", "--s14-candidate", "--s14-probe"].contains(&f.as_str()))
     {
         return ExitCode::from(candidate::main(flag, &argv[2..]) as u8);
     }
