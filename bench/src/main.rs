@@ -4,9 +4,11 @@
 //! the same run, and prints a table with every bar (see bench/README.md).
 
 mod benchmark;
+mod candidate;
 mod chart;
 mod cli_cost;
 mod compare;
+mod election;
 mod expiry;
 mod keepalive;
 mod keepalive_floor;
@@ -36,15 +38,17 @@ const USAGE: &str = "\
 lock-bench: benchmark of the lock module against Redisson's protocol, spin locks and raw SET NX
 
 usage: lock-bench [options]
-  --quick                 smoke run: 1 repetition, short runs, smaller S1b/S4/S6
+  --quick                 smoke run: 1 repetition, short runs, smaller S1b/S4/S6, S14 without
+                          its slow cells (etcdctl and k8s-lease kill9/cut)
   --only S2,lease-expiry  run only these scenarios, by tag or name: S1 uncontended,
                           S1b pipelined-acquires, S2 hot-lock, S3 lease-expiry, S4 scale,
                           S5 moderate-contention, S6 no-tax, S7 read-write, S8 multi-lock,
                           S9 keepalive-renewals, S10 cli-cost, S11 keepalive-floor,
-                          S12 semaphore, S13 latch
+                          S12 semaphore, S13 latch, S14 election
   --reps N                repetitions of every measurement (default: S1/S5/S1b 7, S2/S3/S4/S7/S8 5,
                           S4 memory 3, S6 9, S9 3 renewal periods, S10 5, S11 1 run of 30 s
-                          (5 s with --quick), S12 3, S13 7 rounds; median reported)
+                          (5 s with --quick), S12 3, S13 7 rounds; S14 samples per cell: 5,
+                          2 for etcdctl's kill -9 and cut, 3 for k8s-lease; median reported)
   --warmup SECS           warm-up before each measured run (default 0.3, 0.2 with --quick)
   --measure SECS          length of each measured run (default 1, 0.5 with --quick; S8's redisson
                           runs 4.5 s longer: its MultiLock tryLock wait)
@@ -59,12 +63,15 @@ usage: lock-bench [options]
                           module-fence,redisson,spin-10ms,spin-100ms,raw; blpop = S2's reference:
                           Redis's own BLPOP/RPUSH hand-off, no module)
   --s2-clients LIST       S2 client counts (default 1,4,16,64,256)
+  --systems LIST          S14's systems (module,etcd-lease,etcdctl,k8s-lease; default all)
+  --faults LIST           S14's faults (clean,kill9,cut; default all; cut needs root)
+  --etcd PATH, --etcdctl PATH  for S14 (default etcd, etcdctl from PATH; skipped when absent)
   --compare-models        measure tokio tasks vs blocking threads as the client model, then exit
   -h, --help";
 
 /// Every scenario, in the order they run: its tag and a name saying what it
 /// measures.
-const SCENARIOS: [(&str, &str); 14] = [
+const SCENARIOS: [(&str, &str); 15] = [
     ("S1", "uncontended"),
     ("S1b", "pipelined-acquires"),
     ("S2", "hot-lock"),
@@ -79,6 +86,7 @@ const SCENARIOS: [(&str, &str); 14] = [
     ("S11", "keepalive-floor"),
     ("S12", "semaphore"),
     ("S13", "latch"),
+    ("S14", "election"),
 ];
 
 /// The name of scenario `tag`.
@@ -142,6 +150,11 @@ pub struct Opts {
     pub s4_locks: u64,
     pub s4_waiters: usize,
     pub s4_releases: usize,
+    /// S14's systems and faults (None: all).
+    pub systems: Option<Vec<String>>,
+    pub faults: Option<Vec<String>>,
+    pub etcd: String,
+    pub etcdctl: String,
 }
 
 impl Opts {
@@ -179,6 +192,10 @@ fn parse_args() -> Result<Opts, String> {
     let mut compare_models = false;
     let mut protocols = None;
     let mut s2_clients = vec![1, 4, 16, 64, 256];
+    let mut systems = None;
+    let mut faults = None;
+    let mut etcd = "etcd".to_string();
+    let mut etcdctl = "etcdctl".to_string();
     fn value(args: &mut impl Iterator<Item = String>, name: &str) -> Result<String, String> {
         args.next().ok_or_else(|| format!("{name} needs a value"))
     }
@@ -255,6 +272,25 @@ fn parse_args() -> Result<Opts, String> {
                     .collect::<Option<Vec<_>>>()
                     .ok_or_else(|| format!("--s2-clients: not a list of positive integers: {v}"))?;
             }
+            "--systems" | "--faults" => {
+                let v = value(&mut args, &a)?;
+                let list: Vec<String> = v.split(',').map(|s| s.trim().to_string()).collect();
+                let known: Vec<&str> = if a == "--systems" {
+                    election::SYSTEMS.iter().map(|s| s.name()).collect()
+                } else {
+                    election::FAULTS.iter().map(|f| f.name()).collect()
+                };
+                if let Some(bad) = list.iter().find(|x| !known.contains(&x.as_str())) {
+                    return Err(format!("{a}: unknown {bad} (one of {})", known.join(",")));
+                }
+                if a == "--systems" {
+                    systems = Some(list);
+                } else {
+                    faults = Some(list);
+                }
+            }
+            "--etcd" => etcd = value(&mut args, &a)?,
+            "--etcdctl" => etcdctl = value(&mut args, &a)?,
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown option {other}")),
         }
@@ -293,6 +329,10 @@ fn parse_args() -> Result<Opts, String> {
         s4_locks: if quick { 200_000 } else { 1_000_000 },
         s4_waiters: 10_000,
         s4_releases: if quick { 50 } else { 200 },
+        systems,
+        faults,
+        etcd,
+        etcdctl,
     })
 }
 
@@ -487,7 +527,7 @@ fn header(opts: &Opts, date: &str, load_before: &str) -> Header {
          server:   {redis}\n\
          module:   {}\n\
          pinning:  {}\n\
-         runs:     every figure is the median of repeated runs (S1 {}, S1b {}, S2 {}, S3 {}, S4 {}/{}, S5 {}, S6 {}, S7 {}, S8 {}, S9 {}, S10 {}, S11 {}, S12 {}, S13 {}; all runs in latest.json); \
+         runs:     every figure is the median of repeated runs (S1 {}, S1b {}, S2 {}, S3 {}, S4 {}/{}, S5 {}, S6 {}, S7 {}, S8 {}, S9 {}, S10 {}, S11 {}, S12 {}, S13 {}, S14 {}; all runs in latest.json); \
          throughput runs {:.1} s measured after {:.1} s warm-up{}\n\
          clients:  one tokio current_thread runtime (one core), a task per client, own RESP2 codec over TCP_NODELAY sockets;\n          \
          Redisson simulated as processes of {} threads (one pub/sub connection per process); spin retries after 10 ms / 100 ms\n",
@@ -509,6 +549,11 @@ fn header(opts: &Opts, date: &str, load_before: &str) -> Header {
         opts.reps(REPS_S11),
         opts.reps(REPS_S12),
         opts.reps(REPS_S13),
+        match opts.reps_given {
+            Some(n) => n.to_string(),
+            None if opts.quick => "1 per fast cell".to_string(),
+            None => "5 per cell, fewer for slow cells".to_string(),
+        },
         opts.measure.as_secs_f64(),
         opts.warmup.as_secs_f64(),
         if opts.quick { " (--quick)" } else { "" },
@@ -587,6 +632,9 @@ async fn run(opts: Opts) -> io::Result<bool> {
         let result: io::Result<Section> = async {
             if id == "S6" {
                 return benchmark::s6(&opts, started).await;
+            }
+            if id == "S14" {
+                return election::s14(&opts, started).await;
             }
             let ctx = Ctx::new(&opts, id, started).await?;
             let section = match id {
@@ -688,6 +736,14 @@ async fn run(opts: Opts) -> io::Result<bool> {
 }
 
 fn main() -> ExitCode {
+    // The processes S14 starts (candidate.rs).
+    let argv: Vec<String> = std::env::args().collect();
+    if let Some(flag) = argv
+        .get(1)
+        .filter(|f| ["--s14-child", "--s14-candidate", "--s14-probe"].contains(&f.as_str()))
+    {
+        return ExitCode::from(candidate::main(flag, &argv[2..]) as u8);
+    }
     let opts = match parse_args() {
         Ok(o) => o,
         Err(e) => {

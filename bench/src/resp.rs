@@ -229,7 +229,7 @@ impl ReadBuf {
         }
     }
 
-    fn read_sync<R: Read>(&mut self, r: &mut R) -> io::Result<Reply> {
+    pub fn read_sync<R: Read>(&mut self, r: &mut R) -> io::Result<Reply> {
         loop {
             if let Some(reply) = self.take()? {
                 return Ok(reply);

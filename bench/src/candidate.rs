@@ -1,0 +1,702 @@
+//! The processes S14 starts besides `redis-lock elect` and `etcdctl elect`:
+//! `lock-bench --s14-candidate etcd ...` (an election candidate on etcd's
+//! v3 HTTP/JSON gateway, with a lease of its own TTL), `lock-bench
+//! --s14-candidate k8s ...` (client-go's leaderelection loop against a
+//! record in Redis, plain commands) and `lock-bench --s14-child PID` (the
+//! command `redis-lock elect` runs while leading). Each candidate prints
+//! `leading` on stdout the moment it leads, `lost ...` on stderr when it
+//! stops believing it leads for any reason but its own exit, `resigned` on
+//! stderr after a clean exit (SIGTERM). Plain std code, one process each.
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::{json, Value};
+
+use crate::resp::{self, ReadBuf, Reply};
+
+static TERM: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_term(_: libc::c_int) {
+    TERM.store(true, Ordering::SeqCst);
+}
+
+fn catch_sigterm() {
+    // SAFETY: the handler only stores to an atomic (async-signal-safe).
+    unsafe {
+        libc::signal(
+            libc::SIGTERM,
+            on_term as extern "C" fn(libc::c_int) as libc::sighandler_t,
+        );
+    }
+}
+
+fn unix_ms() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0)
+}
+
+fn say(line: &str) {
+    let mut out = io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+/// Entry point of the hidden subcommands; `args` after the flag.
+pub fn main(flag: &str, args: &[String]) -> i32 {
+    let r = match flag {
+        "--s14-child" => child(args),
+        "--s14-probe" => probe(args),
+        "--s14-candidate" => match args.first().map(String::as_str) {
+            Some("etcd") => etcd_candidate(&args[1..]),
+            Some("k8s") => k8s_candidate(&args[1..]),
+            _ => Err(io::Error::other("--s14-candidate etcd|k8s ...")),
+        },
+        _ => Err(io::Error::other("unknown subcommand")),
+    };
+    match r {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("lock-bench {flag}: {e}");
+            1
+        }
+    }
+}
+
+/// The command run while leading: prints `started <pid>` and stays until
+/// SIGTERM/SIGKILL or until the benchmark (pid `args[0]`) is gone, so that
+/// nothing outlives a benchmark killed without cleaning up.
+fn child(args: &[String]) -> io::Result<i32> {
+    let bench: libc::pid_t = args
+        .first()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| io::Error::other("--s14-child BENCH_PID"))?;
+    say(&format!("started {} at {}", std::process::id(), unix_ms()));
+    // SAFETY: kill with signal 0 only checks that the process exists.
+    while unsafe { libc::kill(bench, 0) } == 0 {
+        thread::sleep(Duration::from_millis(100));
+    }
+    Ok(0)
+}
+
+/// `--s14-probe ADDR`: exits 0 once a TCP connection to ADDR succeeds
+/// (within 10 s), 1 otherwise: run in the network namespace after a cut is
+/// healed, so that the next sample's leader does not meet a neighbour
+/// entry the cut left failed ("no route to host").
+fn probe(args: &[String]) -> io::Result<i32> {
+    let addr: SocketAddr = args
+        .first()
+        .and_then(|a| a.parse().ok())
+        .ok_or_else(|| io::Error::other("--s14-probe IP:PORT"))?;
+    let end = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < end {
+        if TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_ok() {
+            return Ok(0);
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+    Ok(1)
+}
+
+// ---------------------------------------------------------------- HTTP/JSON
+
+/// One POST of a JSON body over HTTP/1.1 (`Connection: close`), the reply's
+/// body as JSON (its first value: a streaming endpoint answers
+/// `{"result": ...}` objects one after another). `timeout` bounds connect,
+/// each write and each read; `None` waits for ever (campaign).
+pub fn http_post(
+    addr: &str,
+    path: &str,
+    body: &Value,
+    timeout: Option<Duration>,
+) -> io::Result<Value> {
+    let sock: SocketAddr = addr
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| io::Error::other(format!("no address for {addr}")))?;
+    let mut s = match timeout {
+        Some(t) => TcpStream::connect_timeout(&sock, t)?,
+        None => TcpStream::connect(sock)?,
+    };
+    s.set_nodelay(true)?;
+    s.set_read_timeout(timeout)?;
+    s.set_write_timeout(timeout)?;
+    let payload = body.to_string();
+    let req = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
+        payload.len()
+    );
+    s.write_all(req.as_bytes())?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| io::Error::other(format!("{path}: no HTTP header in reply")))?;
+    let head = String::from_utf8_lossy(&raw[..split]).to_ascii_lowercase();
+    let mut data = raw[split + 4..].to_vec();
+    if head.contains("transfer-encoding: chunked") {
+        data = dechunk(&data)?;
+    }
+    let status = head.split_whitespace().nth(1).unwrap_or("");
+    if status != "200" {
+        return Err(io::Error::other(format!(
+            "{path}: HTTP {status}: {}",
+            String::from_utf8_lossy(&data)
+        )));
+    }
+    serde_json::Deserializer::from_slice(&data)
+        .into_iter::<Value>()
+        .next()
+        .unwrap_or(Ok(Value::Null))
+        .map_err(|e| io::Error::other(format!("{path}: {e}")))
+}
+
+fn dechunk(mut b: &[u8]) -> io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    loop {
+        let Some(eol) = b.windows(2).position(|w| w == b"\r\n") else {
+            return Ok(out);
+        };
+        let size_text = String::from_utf8_lossy(&b[..eol]);
+        let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
+            .map_err(|_| io::Error::other("bad chunk size"))?;
+        b = &b[eol + 2..];
+        if size == 0 || b.len() < size {
+            out.extend_from_slice(&b[..size.min(b.len())]);
+            return Ok(out);
+        }
+        out.extend_from_slice(&b[..size]);
+        b = b.get(size + 2..).unwrap_or(&[]);
+    }
+}
+
+pub fn b64(data: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for c in data.chunks(3) {
+        let n = (u32::from(c[0]) << 16)
+            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
+            | u32::from(*c.get(2).unwrap_or(&0));
+        for i in 0..4 {
+            if i <= c.len() {
+                out.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// The key range of everything under `prefix` (etcd's `range_end`).
+pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0]
+}
+
+/// Keys under `prefix` in etcd (`count_only`).
+pub fn etcd_count(addr: &str, prefix: &str) -> io::Result<u64> {
+    let r = http_post(
+        addr,
+        "/v3/kv/range",
+        &json!({"key": b64(prefix.as_bytes()), "range_end": b64(&prefix_end(prefix.as_bytes())),
+                "count_only": true}),
+        Some(Duration::from_secs(5)),
+    )?;
+    Ok(int_field(&r, "count").unwrap_or(0))
+}
+
+/// An int64 of the gateway's JSON (a string) or a plain number.
+fn int_field(v: &Value, name: &str) -> Option<u64> {
+    match v.get(name)? {
+        Value::String(s) => s.parse().ok(),
+        Value::Number(n) => n.as_u64(),
+        _ => None,
+    }
+}
+
+/// `--s14-candidate etcd ADDR NAME PROPOSAL TTL_S`: grants a lease of
+/// TTL_S, keeps it alive every TTL/3 (its own thread, from the start: a
+/// waiting candidate's key lives on the lease too), campaigns
+/// (`/v3/election/campaign` answers once this candidate leads), prints
+/// `leading`. On SIGTERM it resigns (`/v3/election/resign`). A lease whose
+/// keep-alives fail for TTL (as clientv3's session sees it) or that the
+/// server reports gone (TTL 0) ends its leadership: `lost`, exit 75.
+fn etcd_candidate(args: &[String]) -> io::Result<i32> {
+    let [addr, name, proposal, ttl] = args else {
+        return Err(io::Error::other("etcd ADDR NAME PROPOSAL TTL_S"));
+    };
+    let ttl: u64 = ttl.parse().map_err(|_| io::Error::other("TTL_S"))?;
+    catch_sigterm();
+    let short = Some(Duration::from_secs(ttl.max(1)));
+    let grant = http_post(addr, "/v3/lease/grant", &json!({ "TTL": ttl }), short)?;
+    let lease =
+        int_field(&grant, "ID").ok_or_else(|| io::Error::other(format!("grant: {grant}")))?;
+    let started = Instant::now();
+    // Milliseconds since `started` of the last keep-alive sent that the
+    // server answered with a live lease; u64::MAX: the lease is gone.
+    let last_ok = Arc::new(AtomicU64::new(0));
+    {
+        let (addr, last_ok) = (addr.clone(), last_ok.clone());
+        thread::spawn(move || loop {
+            let sent = started.elapsed().as_millis() as u64;
+            if let Ok(r) = http_post(&addr, "/v3/lease/keepalive", &json!({ "ID": lease }), short) {
+                let left = r.get("result").and_then(|x| int_field(x, "TTL"));
+                if left.unwrap_or(0) == 0 {
+                    last_ok.store(u64::MAX, Ordering::SeqCst);
+                    return;
+                }
+                last_ok.fetch_max(sent, Ordering::SeqCst);
+            }
+            let next = Duration::from_millis(ttl * 1000 / 3);
+            thread::sleep(next.saturating_sub(Duration::from_millis(
+                started.elapsed().as_millis() as u64 - sent,
+            )));
+        });
+    }
+    let won = http_post(
+        addr,
+        "/v3/election/campaign",
+        &json!({"name": b64(name.as_bytes()), "lease": lease,
+                "value": b64(proposal.as_bytes())}),
+        None,
+    )?;
+    let leader = won
+        .get("leader")
+        .cloned()
+        .ok_or_else(|| io::Error::other(format!("campaign: {won}")))?;
+    say(&format!("leading {proposal} at {}", unix_ms()));
+    loop {
+        if TERM.load(Ordering::SeqCst) {
+            http_post(
+                addr,
+                "/v3/election/resign",
+                &json!({ "leader": leader }),
+                short,
+            )?;
+            eprintln!("resigned at {}", unix_ms());
+            return Ok(0);
+        }
+        let ok = last_ok.load(Ordering::SeqCst);
+        let now = started.elapsed().as_millis() as u64;
+        if ok == u64::MAX || now > ok + ttl * 1000 {
+            eprintln!(
+                "lost at {} ({})",
+                unix_ms(),
+                if ok == u64::MAX {
+                    "lease gone"
+                } else {
+                    "no keep-alive answered for the TTL"
+                }
+            );
+            return Ok(75);
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+// ------------------------------------------------------ client-go, on Redis
+
+/// A Redis connection with timeouts (a request that gets no answer in
+/// time fails and the connection is dropped; the next request reconnects).
+struct Redis {
+    addr: String,
+    timeout: Duration,
+    conn: Option<(TcpStream, ReadBuf)>,
+}
+
+impl Redis {
+    fn cmd(&mut self, args: &[&[u8]]) -> io::Result<Reply> {
+        let r = self.try_cmd(args);
+        if r.is_err() {
+            self.conn = None;
+        }
+        r
+    }
+
+    fn try_cmd(&mut self, args: &[&[u8]]) -> io::Result<Reply> {
+        if self.conn.is_none() {
+            let sock: SocketAddr = self
+                .addr
+                .to_socket_addrs()?
+                .next()
+                .ok_or_else(|| io::Error::other("no address"))?;
+            let s = TcpStream::connect_timeout(&sock, self.timeout)?;
+            s.set_nodelay(true)?;
+            s.set_read_timeout(Some(self.timeout))?;
+            s.set_write_timeout(Some(self.timeout))?;
+            self.conn = Some((s, ReadBuf::default()));
+        }
+        let (s, buf) = self.conn.as_mut().expect("connected");
+        s.write_all(&resp::command(args))?;
+        match buf.read_sync(s)? {
+            Reply::Error(e) => Err(io::Error::other(e)),
+            r => Ok(r),
+        }
+    }
+}
+
+/// client-go's `LeaderElectionRecord`, with the object's resourceVersion.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Record {
+    version: u64,
+    holder: String,
+    lease_s: u64,
+    acquire_ms: u128,
+    renew_ms: u128,
+    transitions: u64,
+}
+
+impl Record {
+    fn encode(&self) -> Vec<u8> {
+        json!({"resourceVersion": self.version, "holderIdentity": self.holder,
+               "leaseDurationSeconds": self.lease_s, "acquireTime": self.acquire_ms as u64,
+               "renewTime": self.renew_ms as u64, "leaderTransitions": self.transitions})
+        .to_string()
+        .into_bytes()
+    }
+
+    fn decode(raw: &[u8]) -> io::Result<Record> {
+        let v: Value = serde_json::from_slice(raw).map_err(io::Error::other)?;
+        let n = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
+        Ok(Record {
+            version: n("resourceVersion"),
+            holder: v
+                .get("holderIdentity")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+            lease_s: n("leaseDurationSeconds"),
+            acquire_ms: u128::from(n("acquireTime")),
+            renew_ms: u128::from(n("renewTime")),
+            transitions: n("leaderTransitions"),
+        })
+    }
+}
+
+/// client-go's `LeaderElector` (k8s.io/client-go/tools/leaderelection),
+/// its resource lock a Redis string holding the record: Get = `GET`,
+/// Create = `SET NX`, Update = compare-and-set on the resourceVersion of
+/// the object last read or written (`WATCH`, `GET`, `MULTI`, `SET`, `EXEC`).
+struct Elector {
+    redis: Redis,
+    key: String,
+    id: String,
+    lease: Duration,
+    /// The resource version this elector last read or wrote (the object
+    /// client-go's lock keeps for Update).
+    known: Option<u64>,
+    observed: Record,
+    observed_raw: Vec<u8>,
+    observed_time: Instant,
+}
+
+impl Elector {
+    fn is_leader(&self) -> bool {
+        self.observed.holder == self.id
+    }
+
+    fn lease_valid(&self, now: Instant) -> bool {
+        self.observed_time + Duration::from_secs(self.observed.lease_s) > now
+    }
+
+    fn set_observed(&mut self, r: Record) {
+        self.observed = r;
+        self.observed_time = Instant::now();
+    }
+
+    fn get(&mut self) -> io::Result<Option<(Record, Vec<u8>)>> {
+        match self.redis.cmd(&[b"GET", self.key.as_bytes()])? {
+            Reply::Bulk(raw) => {
+                let r = Record::decode(&raw)?;
+                self.known = Some(r.version);
+                Ok(Some((r, raw)))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn create(&mut self, mut r: Record) -> io::Result<Record> {
+        r.version = 1;
+        match self
+            .redis
+            .cmd(&[b"SET", self.key.as_bytes(), &r.encode(), b"NX"])?
+        {
+            Reply::Status(_) => {
+                self.known = Some(1);
+                Ok(r)
+            }
+            _ => Err(io::Error::other("conflict (exists)")),
+        }
+    }
+
+    fn update(&mut self, mut r: Record) -> io::Result<Record> {
+        let known = self
+            .known
+            .ok_or_else(|| io::Error::other("update before get"))?;
+        let key = self.key.clone();
+        self.redis.cmd(&[b"WATCH", key.as_bytes()])?;
+        let current = match self.redis.cmd(&[b"GET", key.as_bytes()])? {
+            Reply::Bulk(raw) => Record::decode(&raw)?.version,
+            _ => 0,
+        };
+        if current != known {
+            self.redis.cmd(&[b"UNWATCH"])?;
+            return Err(io::Error::other("conflict (resourceVersion)"));
+        }
+        r.version = known + 1;
+        self.redis.cmd(&[b"MULTI"])?;
+        self.redis.cmd(&[b"SET", key.as_bytes(), &r.encode()])?;
+        match self.redis.cmd(&[b"EXEC"])? {
+            Reply::Array(_) => {
+                self.known = Some(r.version);
+                Ok(r)
+            }
+            _ => Err(io::Error::other("conflict (EXEC)")),
+        }
+    }
+
+    /// `tryAcquireOrRenew`.
+    fn try_acquire_or_renew(&mut self) -> bool {
+        let now = Instant::now();
+        let mut rec = Record {
+            holder: self.id.clone(),
+            lease_s: self.lease.as_secs(),
+            acquire_ms: unix_ms(),
+            renew_ms: unix_ms(),
+            ..Record::default()
+        };
+        // 1. Fast path: the leader updates optimistically.
+        if self.is_leader() && self.lease_valid(now) {
+            rec.acquire_ms = self.observed.acquire_ms;
+            rec.transitions = self.observed.transitions;
+            if let Ok(r) = self.update(rec.clone()) {
+                self.set_observed(r);
+                return true;
+            }
+        }
+        // 2. Get or create.
+        let (old, raw) = match self.get() {
+            Err(_) => return false,
+            Ok(None) => {
+                return match self.create(rec) {
+                    Ok(r) => {
+                        self.set_observed(r);
+                        true
+                    }
+                    Err(_) => false,
+                }
+            }
+            Ok(Some(x)) => x,
+        };
+        // 3. Observe a change of the record; someone else's valid lease wins.
+        if raw != self.observed_raw {
+            self.set_observed(old.clone());
+            self.observed_raw = raw;
+        }
+        if !old.holder.is_empty() && self.lease_valid(now) && !self.is_leader() {
+            return false;
+        }
+        // 4. Take over or renew.
+        if self.is_leader() {
+            rec.acquire_ms = old.acquire_ms;
+            rec.transitions = old.transitions;
+        } else {
+            rec.transitions = old.transitions + 1;
+        }
+        match self.update(rec) {
+            Ok(r) => {
+                self.set_observed(r);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// `release` (ReleaseOnCancel): an empty holder with a 1 s lease.
+    fn release(&mut self) -> bool {
+        if !self.is_leader() {
+            return true;
+        }
+        let rec = Record {
+            holder: String::new(),
+            lease_s: 1,
+            acquire_ms: unix_ms(),
+            renew_ms: unix_ms(),
+            transitions: self.observed.transitions,
+            ..Record::default()
+        };
+        match self.update(rec) {
+            Ok(r) => {
+                self.set_observed(r);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+/// Sleeps `d`, waking early on SIGTERM; true if SIGTERM came.
+fn sleep_or_term(d: Duration) -> bool {
+    let end = Instant::now() + d;
+    while Instant::now() < end {
+        if TERM.load(Ordering::SeqCst) {
+            return true;
+        }
+        thread::sleep(Duration::from_millis(5).min(end - Instant::now()));
+    }
+    TERM.load(Ordering::SeqCst)
+}
+
+/// A random factor in [0, 1) (xorshift seeded from the clock and pid).
+fn unit_random(state: &mut u64) -> f64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    (*state >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// `--s14-candidate k8s ADDR KEY ID LEASE_MS RENEW_DEADLINE_MS RETRY_MS`:
+/// client-go's `LeaderElector.Run` with `ReleaseOnCancel`: acquire =
+/// `wait.JitterUntil(tryAcquireOrRenew, RetryPeriod, 1.2, sliding)` until
+/// it succeeds; then renew = `wait.Until(PollImmediateUntil(RetryPeriod,
+/// tryAcquireOrRenew, RenewDeadline), RetryPeriod)`: a round that has not
+/// renewed within RenewDeadline ends the leadership (`lost`, exit 75);
+/// SIGTERM cancels the context: release, `resigned`, exit 0.
+fn k8s_candidate(args: &[String]) -> io::Result<i32> {
+    let [addr, key, id, lease, renew, retry] = args else {
+        return Err(io::Error::other(
+            "k8s ADDR KEY ID LEASE_MS RENEW_DEADLINE_MS RETRY_MS",
+        ));
+    };
+    let ms = |s: &String| {
+        s.parse::<u64>()
+            .map(Duration::from_millis)
+            .map_err(|_| io::Error::other(format!("not ms: {s}")))
+    };
+    let (lease, renew, retry) = (ms(lease)?, ms(renew)?, ms(retry)?);
+    catch_sigterm();
+    let mut rng = (unix_ms() as u64) ^ (u64::from(std::process::id()) << 32) | 1;
+    let mut el = Elector {
+        // A request is bounded by the retry period (client-go's requests by
+        // the renew context's deadline and the HTTP client's timeout).
+        redis: Redis {
+            addr: addr.clone(),
+            timeout: retry,
+            conn: None,
+        },
+        key: key.clone(),
+        id: id.clone(),
+        lease,
+        known: None,
+        observed: Record::default(),
+        observed_raw: Vec::new(),
+        observed_time: Instant::now(),
+    };
+    // acquire
+    let mut said_waiting = false;
+    loop {
+        if el.try_acquire_or_renew() {
+            break;
+        }
+        if !said_waiting {
+            eprintln!("waiting");
+            said_waiting = true;
+        }
+        let jittered = retry.mul_f64(1.0 + 1.2 * unit_random(&mut rng));
+        if sleep_or_term(jittered) {
+            return Ok(0);
+        }
+    }
+    say(&format!("leading {id} at {}", unix_ms()));
+    // renew
+    loop {
+        let deadline = Instant::now() + renew;
+        let mut renewed = false;
+        loop {
+            if TERM.load(Ordering::SeqCst) {
+                break;
+            }
+            if el.try_acquire_or_renew() {
+                renewed = true;
+                break;
+            }
+            let next = Instant::now() + retry;
+            if next >= deadline {
+                sleep_or_term(deadline.saturating_duration_since(Instant::now()));
+                break;
+            }
+            if sleep_or_term(retry) {
+                break;
+            }
+        }
+        if TERM.load(Ordering::SeqCst) {
+            el.release();
+            eprintln!("resigned at {}", unix_ms());
+            return Ok(0);
+        }
+        if !renewed {
+            eprintln!(
+                "lost at {} (not renewed within the renew deadline)",
+                unix_ms()
+            );
+            el.release();
+            return Ok(75);
+        }
+        if sleep_or_term(retry) {
+            el.release();
+            eprintln!("resigned at {}", unix_ms());
+            return Ok(0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_and_prefix_end() {
+        assert_eq!(b64(b""), "");
+        assert_eq!(b64(b"f"), "Zg==");
+        assert_eq!(b64(b"fo"), "Zm8=");
+        assert_eq!(b64(b"foo"), "Zm9v");
+        assert_eq!(b64(b"foob"), "Zm9vYg==");
+        assert_eq!(prefix_end(b"ab/"), b"ab0".to_vec());
+        assert_eq!(prefix_end(b"a\xff"), b"b".to_vec());
+    }
+
+    #[test]
+    fn dechunks() {
+        assert_eq!(
+            dechunk(b"4\r\nWiki\r\n5\r\npedia\r\n0\r\n\r\n").unwrap(),
+            b"Wikipedia".to_vec()
+        );
+    }
+
+    #[test]
+    fn record_round_trips() {
+        let r = Record {
+            version: 3,
+            holder: "a".into(),
+            lease_s: 15,
+            acquire_ms: 1,
+            renew_ms: 2,
+            transitions: 4,
+        };
+        assert_eq!(Record::decode(&r.encode()).unwrap(), r);
+    }
+}
