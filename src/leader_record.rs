@@ -17,7 +17,7 @@ use redis_module::{Context, RedisString};
 
 use crate::ffi::{self, Field, Key, KeyKind, Native};
 use crate::store::{self, notify_own};
-use lock_rules::election::{current_leader, Leader};
+use lock_rules::election::{current_leader, Leader, NotARecord};
 use lock_rules::error::LockError;
 use lock_rules::keys::leader_key;
 use lock_rules::state::LockState;
@@ -102,11 +102,11 @@ impl<'c> Record<'c> {
 }
 
 /// What `key` holds: nothing, a record, or `Err` for a key that is not one.
-fn read_record(key: &Key) -> Result<Option<Leader>, ()> {
+fn read_record(key: &Key) -> Result<Option<Leader>, NotARecord> {
     match key.kind() {
         KeyKind::Empty => Ok(None),
         KeyKind::Hash => Leader::from_record_hash(&key.hash_fields()),
-        _ => Err(()),
+        _ => Err(NotARecord),
     }
 }
 
@@ -117,7 +117,7 @@ pub fn check_writable(ctx: &Context, election: &[u8]) -> Result<(), LockError> {
     let record = leader_key(election);
     let name = ffi::string(ctx, &record);
     match Key::open(ctx, &name, false).map(|key| read_record(&key)) {
-        Some(Err(())) => Err(LockError::not_a_leader_record(&record)),
+        Some(Err(NotARecord)) => Err(LockError::not_a_leader_record(&record)),
         _ => Ok(()),
     }
 }

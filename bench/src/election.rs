@@ -1032,9 +1032,9 @@ pub async fn s14(opts: &Opts, started: Instant) -> io::Result<Section> {
     }
     if let Some(&m) = module_max.get("cut") {
         section.bars.push(Bar::at_most_ms(
-            "module network cut: slowest <= 2.5 L + 1 s (+100 ms)",
+            "module network cut: slowest <= 1.5 L + 2 s (+100 ms)",
             m,
-            2.5 * l + 1000.0 + 100.0,
+            1.5 * l + 2000.0 + 100.0,
         ));
     }
     section.json = json!({"lease_ms": LEASE_MS, "k8s": {"lease_ms": K8S_LEASE_MS,

@@ -14,6 +14,10 @@ pub const CANDIDATE: &[u8] = b"candidate";
 pub const TERM: &[u8] = b"term";
 pub const VALUE: &[u8] = b"value";
 
+/// A key at a leader record's name that is not one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NotARecord;
+
 /// Who leads, as the leader record says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Leader {
@@ -40,7 +44,7 @@ impl Leader {
     /// hash), `Ok(Some)` a record, `Err` anything else (a lock, a hash with
     /// other fields: a key of the user's that happens to have that name,
     /// which the module must neither read as a record nor overwrite).
-    pub fn from_record_hash(fields: &[(Vec<u8>, Vec<u8>)]) -> Result<Option<Leader>, ()> {
+    pub fn from_record_hash(fields: &[(Vec<u8>, Vec<u8>)]) -> Result<Option<Leader>, NotARecord> {
         if fields.is_empty() {
             return Ok(None);
         }
@@ -49,7 +53,7 @@ impl Leader {
             .all(|(f, _)| [CANDIDATE, TERM, VALUE].contains(&&f[..]));
         match Leader::from_fields(fields) {
             Some(leader) if ours => Ok(Some(leader)),
-            _ => Err(()),
+            _ => Err(NotARecord),
         }
     }
 
@@ -140,10 +144,10 @@ mod tests {
         assert_eq!(Leader::from_record_hash(&[]), Ok(None));
         // A lock (owner -> holds), a record with a field of someone else's.
         let lock = vec![(b"a".to_vec(), b"1".to_vec())];
-        assert_eq!(Leader::from_record_hash(&lock), Err(()));
+        assert_eq!(Leader::from_record_hash(&lock), Err(NotARecord));
         let mut more = owned(record("a", 1, None).fields());
         more.push((b"other".to_vec(), b"x".to_vec()));
-        assert_eq!(Leader::from_record_hash(&more), Err(()));
+        assert_eq!(Leader::from_record_hash(&more), Err(NotARecord));
     }
 
     #[test]
