@@ -1,4 +1,4 @@
-//! Callers blocked in LATCH.AWAIT, by latch: blocking them, answering them
+//! Callers blocked in LATCH.AWAIT, by latch (a `waitlist.rs` list): blocking them, answering them
 //! all when their latch opens (its count reached zero: LATCH.COUNTDOWN, or
 //! Redisson's count-down script, seen by its `incrby` event) or ends
 //! without opening (`GONE`: deleted, expired, evicted, flushed, overwritten
@@ -22,6 +22,7 @@ use redis_module::Context;
 
 use crate::ffi::{self, BlockHandler, BlockedClient, Key, KeyKind, TimerHandler, TimerId};
 use crate::sync;
+use crate::waitlist::{self, Name, Waitlist};
 use crate::writable::{writable, Writable};
 use lock_rules::args::{Wait, MAX_DURATION_MS};
 use lock_rules::error::LockError;
@@ -39,76 +40,55 @@ pub enum LatchReply {
 }
 
 type Handle = BlockedClient<LatchReply>;
-type LatchName = (i32, Vec<u8>);
+type LatchName = Name;
 
-struct Waiter {
-    latch: LatchName,
-    bc: Handle,
-    timer: Option<TimerId>,
-}
-
-#[derive(Default)]
-struct Latches {
-    /// Each latch's waiters, in the order they came.
-    by_latch: HashMap<LatchName, Vec<u64>>,
-    waiters: HashMap<u64, Waiter>,
-    handles: HashMap<Handle, u64>,
-    /// The timer at each awaited latch's expiry, and when it fires.
-    expiry_timers: HashMap<LatchName, (TimerId, i64)>,
-    /// Expiry timer jobs, back to their latch.
-    expiry_jobs: HashMap<u64, LatchName>,
-    next: u64,
-}
-
-static LATCHES: LazyLock<Mutex<Latches>> = LazyLock::new(Mutex::default);
-/// Latches with waiters, as of the last change: keyspace events on a
+/// The callers awaiting each latch, in the order they came.
+static WAITING: LazyLock<Mutex<Waitlist<LatchReply, ()>>> = LazyLock::new(Mutex::default);
+/// Callers awaiting a latch, as of the last change: keyspace events on a
 /// server where nobody awaits a latch skip the mutex.
 static AWAITED: AtomicUsize = AtomicUsize::new(0);
 
-fn latches() -> MutexGuard<'static, Latches> {
-    sync::lock(&LATCHES)
+fn awaiting() -> MutexGuard<'static, Waitlist<LatchReply, ()>> {
+    sync::lock(&WAITING)
 }
 
-impl Latches {
-    fn publish_count(&self) {
-        AWAITED.store(self.by_latch.len(), Relaxed);
-    }
+fn publish_count() {
+    AWAITED.store(awaiting().len(), Relaxed);
+}
 
-    /// Takes one waiter out; its BLOCK timer, if any, to be stopped.
-    fn remove(&mut self, id: u64) -> Option<Waiter> {
-        let waiter = self.waiters.remove(&id)?;
-        self.handles.remove(&waiter.bc);
-        if let Some(ids) = self.by_latch.get_mut(&waiter.latch) {
-            ids.retain(|&w| w != id);
-            if ids.is_empty() {
-                self.by_latch.remove(&waiter.latch);
-                self.drop_expiry_timer(&waiter.latch);
-            }
-        }
-        self.publish_count();
-        Some(waiter)
-    }
+/// The timer at each awaited latch's expiry.
+#[derive(Default)]
+struct ExpiryTimers {
+    /// Each latch's timer, and when it fires.
+    by_latch: HashMap<LatchName, (TimerId, i64)>,
+    /// Timer jobs, back to their latch.
+    jobs: HashMap<u64, LatchName>,
+    next: u64,
+}
 
-    /// Takes every waiter of `latch` out.
-    fn take_all(&mut self, latch: &LatchName) -> Vec<Waiter> {
-        let ids = self.by_latch.remove(latch).unwrap_or_default();
-        self.drop_expiry_timer(latch);
-        let out = ids
-            .into_iter()
-            .filter_map(|id| {
-                let waiter = self.waiters.remove(&id)?;
-                self.handles.remove(&waiter.bc);
-                Some(waiter)
-            })
-            .collect();
-        self.publish_count();
-        out
-    }
+static EXPIRY: LazyLock<Mutex<ExpiryTimers>> = LazyLock::new(Mutex::default);
 
-    fn drop_expiry_timer(&mut self, latch: &LatchName) -> Option<TimerId> {
-        let (id, _) = self.expiry_timers.remove(latch)?;
-        self.expiry_jobs.retain(|_, l| l != latch);
+fn expiry() -> MutexGuard<'static, ExpiryTimers> {
+    sync::lock(&EXPIRY)
+}
+
+impl ExpiryTimers {
+    fn drop_timer(&mut self, latch: &LatchName) -> Option<TimerId> {
+        let (id, _) = self.by_latch.remove(latch)?;
+        self.jobs.retain(|_, l| l != latch);
         Some(id)
+    }
+}
+
+/// Whether anyone awaits `latch`.
+fn awaited(latch: &LatchName) -> bool {
+    awaiting().waiting_on(latch) > 0
+}
+
+/// Stops the expiry timer of a latch nobody awaits any more.
+fn forget_expiry(ctx: &Context, latch: &LatchName) {
+    if let Some(id) = expiry().drop_timer(latch) {
+        ffi::stop_timer(ctx, id);
     }
 }
 
@@ -121,73 +101,43 @@ pub fn block(
     wait: Wait,
     expires_at: Option<i64>,
 ) -> Result<(), LockError> {
-    let bc = ffi::block_client::<Blocked>(ctx)
-        .ok_or_else(|| LockError::internal("the server refused to block the client"))?;
     let latch: LatchName = (db, key.to_vec());
-    let mut l = latches();
-    l.next += 1;
-    let id = l.next;
-    let timer = match wait {
-        Wait::Forever => None,
-        Wait::Millis(ms) => ffi::create_timer::<BlockTimeout>(ctx, ms.min(MAX_DURATION_MS), id),
-    };
-    l.by_latch.entry(latch.clone()).or_default().push(id);
-    l.handles.insert(bc, id);
-    l.waiters.insert(
-        id,
-        Waiter {
-            latch: latch.clone(),
-            bc,
-            timer,
-        },
-    );
-    l.publish_count();
+    waitlist::block::<Blocked, BlockTimeout, _>(ctx, &WAITING, latch.clone(), wait, ())?;
+    publish_count();
     if let Some(at) = expires_at {
-        arm_expiry_timer(ctx, &mut l, latch, at);
+        arm_expiry_timer(ctx, latch, at);
     }
     Ok(())
 }
 
 /// A timer just past the latch's deadline, unless one fires by then.
-fn arm_expiry_timer(ctx: &Context, l: &mut Latches, latch: LatchName, at: i64) {
+fn arm_expiry_timer(ctx: &Context, latch: LatchName, at: i64) {
     let fires_at = at.saturating_add(1);
-    if l.expiry_timers
-        .get(&latch)
-        .is_some_and(|&(_, t)| t <= fires_at)
-    {
+    let mut e = expiry();
+    if e.by_latch.get(&latch).is_some_and(|&(_, t)| t <= fires_at) {
         return;
     }
-    l.next += 1;
-    let job = l.next;
+    e.next += 1;
+    let job = e.next;
     let delay = fires_at
         .saturating_sub(ffi::now_ms())
         .clamp(0, MAX_DURATION_MS);
     let Some(id) = ffi::create_timer::<LatchExpiry>(ctx, delay, job) else {
         return;
     };
-    if let Some(old) = l.drop_expiry_timer(&latch) {
+    if let Some(old) = e.drop_timer(&latch) {
         ffi::stop_timer(ctx, old);
     }
-    l.expiry_timers.insert(latch.clone(), (id, fires_at));
-    l.expiry_jobs.insert(job, latch);
+    e.by_latch.insert(latch.clone(), (id, fires_at));
+    e.jobs.insert(job, latch);
 }
 
 /// Answers every waiter of the latch, and stops their timers.
 fn answer_all(ctx: &Context, latch: &LatchName, reply: impl Fn() -> LatchReply) {
-    let (waiters, expiry) = {
-        let mut l = latches();
-        let expiry = l.expiry_timers.get(latch).map(|&(id, _)| id);
-        (l.take_all(latch), expiry)
-    };
-    if let Some(id) = expiry {
-        ffi::stop_timer(ctx, id);
-    }
-    for waiter in waiters {
-        if let Some(id) = waiter.timer {
-            ffi::stop_timer(ctx, id);
-        }
-        ffi::unblock(waiter.bc, Some(reply()));
-    }
+    let answered = awaiting().take(latch, |_| true);
+    publish_count();
+    forget_expiry(ctx, latch);
+    waitlist::answer(ctx, answered, reply);
 }
 
 /// The latch opened (LATCH.COUNTDOWN reached zero): its waiters hear `0`.
@@ -209,7 +159,7 @@ pub fn key_event(ctx: &Context, db: i32, event: &[u8], key: &[u8]) {
         return;
     }
     let latch: LatchName = (db, key.to_vec());
-    if !latches().by_latch.contains_key(&latch) {
+    if !awaited(&latch) {
         return;
     }
     match event {
@@ -231,9 +181,8 @@ fn watch_expiry(ctx: &Context, latch: LatchName) {
     let Some(at) = Key::open(ctx, &name, false).and_then(|key| key.expires_at()) else {
         return;
     };
-    let mut l = latches();
-    if l.by_latch.contains_key(&latch) {
-        arm_expiry_timer(ctx, &mut l, latch, at);
+    if awaited(&latch) {
+        arm_expiry_timer(ctx, latch, at);
     }
 }
 
@@ -283,9 +232,8 @@ fn awaited_in(dbs: impl Fn(i32) -> bool) -> Vec<LatchName> {
     if AWAITED.load(Relaxed) == 0 {
         return Vec::new();
     }
-    latches()
-        .by_latch
-        .keys()
+    awaiting()
+        .names()
         .filter(|(db, _)| dbs(*db))
         .cloned()
         .collect()
@@ -296,10 +244,7 @@ pub fn waiting(db: i32, key: &[u8]) -> usize {
     if AWAITED.load(Relaxed) == 0 {
         return 0;
     }
-    latches()
-        .by_latch
-        .get(&(db, key.to_vec()))
-        .map_or(0, Vec::len)
+    awaiting().waiting_on(&(db, key.to_vec()))
 }
 
 /// The server's side of a LATCH.AWAIT caller.
@@ -334,27 +279,26 @@ impl BlockHandler for Blocked {
 }
 
 fn leave(ctx: &Context, bc: Handle) -> bool {
-    let waiter = {
-        let mut l = latches();
-        let Some(id) = l.handles.get(&bc).copied() else {
-            return false;
-        };
-        l.remove(id)
+    let Some((waiter, last)) = waitlist::leave(ctx, &WAITING, bc) else {
+        return false;
     };
-    if let Some(id) = waiter.as_ref().and_then(|w| w.timer) {
-        ffi::stop_timer(ctx, id);
+    publish_count();
+    if last {
+        forget_expiry(ctx, &waiter.name);
     }
-    waiter.is_some()
+    true
 }
 
 /// A waiter's BLOCK time ran out.
 struct BlockTimeout;
 
 impl TimerHandler for BlockTimeout {
-    fn fire(_ctx: &Context, id: u64) {
-        let waiter = latches().remove(id);
-        if let Some(waiter) = waiter {
-            ffi::unblock(waiter.bc, Some(LatchReply::TimedOut));
+    fn fire(ctx: &Context, id: u64) {
+        if let Some((latch, last)) = waitlist::timed_out(&WAITING, id, LatchReply::TimedOut) {
+            publish_count();
+            if last {
+                forget_expiry(ctx, &latch);
+            }
         }
     }
 }
@@ -371,27 +315,25 @@ struct LatchExpiry;
 impl TimerHandler for LatchExpiry {
     fn fire(ctx: &Context, job: u64) {
         let latch = {
-            let mut l = latches();
-            let Some(latch) = l.expiry_jobs.remove(&job) else {
+            let mut e = expiry();
+            let Some(latch) = e.jobs.remove(&job) else {
                 return;
             };
-            l.expiry_timers.remove(&latch);
+            e.by_latch.remove(&latch);
             latch
         };
         if writable(ctx) != Writable::Now || !ffi::select_db(ctx, latch.0) {
-            let mut l = latches();
-            if l.by_latch.contains_key(&latch) {
+            if awaited(&latch) {
                 let retry = ffi::now_ms() + RETRY_MS;
-                arm_expiry_timer(ctx, &mut l, latch, retry);
+                arm_expiry_timer(ctx, latch, retry);
             }
             return;
         }
         let name = ffi::string(ctx, &latch.1);
         let deadline = Key::open(ctx, &name, false).and_then(|key| key.expires_at());
         if let Some(at) = deadline {
-            let mut l = latches();
-            if l.by_latch.contains_key(&latch) {
-                arm_expiry_timer(ctx, &mut l, latch, at);
+            if awaited(&latch) {
+                arm_expiry_timer(ctx, latch, at);
             }
         }
     }

@@ -60,6 +60,7 @@ mod stats;
 mod store;
 mod sync;
 mod waiters;
+mod waitlist;
 mod writable;
 
 mod module {

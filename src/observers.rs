@@ -1,29 +1,28 @@
-//! Callers blocked in ELECT.OBSERVE, by election: blocking them, answering
-//! those to whom the leadership now differs from the term they saw (from
-//! `elections.rs`, when it hands a leadership on, ends it, or its value
-//! changes), their BLOCK time (one timer per observer), the server's
-//! callbacks for them (CLIENT UNBLOCK, disconnect), and a master's demotion.
+//! Callers blocked in ELECT.OBSERVE, by election (a `waitlist.rs` list):
+//! blocking them, answering those to whom the leadership now differs from
+//! the term they saw (from `elections.rs`, when it hands a leadership on,
+//! ends it, or its value changes), their BLOCK time, the server's callbacks
+//! for them (CLIENT UNBLOCK, disconnect), and a master's demotion.
 //! Answering writes nothing.
 //!
 //! Offers: [`Name`], [`ObserveReply`], [`block`], [`answer`], [`demoted`],
 //! [`count`], [`Blocked`].
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use redis_module::Context;
 
-use crate::ffi::{self, BlockHandler, BlockedClient, TimerHandler, TimerId};
+use crate::ffi::{self, BlockHandler, BlockedClient, TimerHandler};
 use crate::leader_record::{reply_fields, Seen};
 use crate::sync;
-use lock_rules::args::{Wait, MAX_DURATION_MS};
+pub use crate::waitlist::Name;
+use crate::waitlist::{self, Waitlist};
+use lock_rules::args::Wait;
 use lock_rules::election::{observer_answered, Leader};
 use lock_rules::error::LockError;
 use lock_rules::lock_id::LockId;
 
-/// An election: its db and key.
-pub type Name = (i32, Vec<u8>);
 type Handle = BlockedClient<ObserveReply>;
 
 /// What an ELECT.OBSERVE caller is told.
@@ -36,47 +35,17 @@ pub enum ObserveReply {
     Failed(String),
 }
 
-struct Observer {
-    election: Name,
-    seen_term: i64,
-    bc: Handle,
-    timer: Option<TimerId>,
-}
-
-#[derive(Default)]
-struct Observers {
-    /// Each election's observers, in the order they came.
-    observed: HashMap<Name, Vec<u64>>,
-    waiting: HashMap<u64, Observer>,
-    handles: HashMap<Handle, u64>,
-    next: u64,
-}
-
-static OBSERVERS: LazyLock<Mutex<Observers>> = LazyLock::new(Mutex::default);
+/// The observers, each with the term it saw.
+static OBSERVERS: LazyLock<Mutex<Waitlist<ObserveReply, i64>>> = LazyLock::new(Mutex::default);
 /// Observers blocked now: elections with none skip the mutex.
 static COUNT: AtomicUsize = AtomicUsize::new(0);
 
-fn observers() -> MutexGuard<'static, Observers> {
+fn observers() -> MutexGuard<'static, Waitlist<ObserveReply, i64>> {
     sync::lock(&OBSERVERS)
 }
 
-impl Observers {
-    fn publish_count(&self) {
-        COUNT.store(self.waiting.len(), Relaxed);
-    }
-
-    fn remove(&mut self, id: u64) -> Option<Observer> {
-        let observer = self.waiting.remove(&id)?;
-        self.handles.remove(&observer.bc);
-        if let Some(ids) = self.observed.get_mut(&observer.election) {
-            ids.retain(|&o| o != id);
-            if ids.is_empty() {
-                self.observed.remove(&observer.election);
-            }
-        }
-        self.publish_count();
-        Some(observer)
-    }
+fn publish_count() {
+    COUNT.store(observers().len(), Relaxed);
 }
 
 /// Blocks an ELECT.OBSERVE caller that saw `seen_term` of `lock` until the
@@ -87,28 +56,9 @@ pub fn block(
     seen_term: i64,
     wait: Wait,
 ) -> Result<(), LockError> {
-    let bc = ffi::block_client::<Blocked>(ctx)
-        .ok_or_else(|| LockError::internal("the server refused to block the client"))?;
-    let mut o = observers();
-    o.next += 1;
-    let id = o.next;
-    let timer = match wait {
-        Wait::Forever => None,
-        Wait::Millis(ms) => ffi::create_timer::<BlockTimeout>(ctx, ms.min(MAX_DURATION_MS), id),
-    };
     let election = (lock.db, lock.key.to_vec());
-    o.observed.entry(election.clone()).or_default().push(id);
-    o.handles.insert(bc, id);
-    o.waiting.insert(
-        id,
-        Observer {
-            election,
-            seen_term,
-            bc,
-            timer,
-        },
-    );
-    o.publish_count();
+    waitlist::block::<Blocked, BlockTimeout, _>(ctx, &OBSERVERS, election, wait, seen_term)?;
+    publish_count();
     Ok(())
 }
 
@@ -119,26 +69,11 @@ pub fn answer(ctx: &Context, election: &Name, now: &Option<Seen>, all: bool) {
         return;
     }
     let term = Leader::term_of(now.as_ref().map(|s| &s.leader));
-    let answered: Vec<Observer> = {
-        let mut o = observers();
-        let ids: Vec<u64> = o.observed.get(election).cloned().unwrap_or_default();
-        ids.into_iter()
-            .filter(|id| {
-                o.waiting
-                    .get(id)
-                    .is_some_and(|o| all || observer_answered(term, o.seen_term))
-            })
-            .collect::<Vec<_>>()
-            .into_iter()
-            .filter_map(|id| o.remove(id))
-            .collect()
-    };
-    for observer in answered {
-        if let Some(timer) = observer.timer {
-            ffi::stop_timer(ctx, timer);
-        }
-        ffi::unblock(observer.bc, Some(ObserveReply::Changed(now.clone())));
-    }
+    let answered = observers().take(election, |seen_term| {
+        all || observer_answered(term, *seen_term)
+    });
+    publish_count();
+    waitlist::answer(ctx, answered, || ObserveReply::Changed(now.clone()));
 }
 
 /// The server became a replica: observers are answered as Redis answers
@@ -148,17 +83,9 @@ pub fn demoted(ctx: &Context) {
         return;
     }
     let error = LockError::demoted().to_string();
-    let all: Vec<Observer> = {
-        let mut o = observers();
-        let ids: Vec<u64> = o.waiting.keys().copied().collect();
-        ids.into_iter().filter_map(|id| o.remove(id)).collect()
-    };
-    for observer in all {
-        if let Some(timer) = observer.timer {
-            ffi::stop_timer(ctx, timer);
-        }
-        ffi::unblock(observer.bc, Some(ObserveReply::Failed(error.clone())));
-    }
+    let everyone = observers().take_everyone();
+    publish_count();
+    waitlist::answer(ctx, everyone, || ObserveReply::Failed(error.clone()));
 }
 
 /// How many callers are blocked in ELECT.OBSERVE.
@@ -182,14 +109,16 @@ impl BlockHandler for Blocked {
 
     fn timeout(ctx: &Context, bc: Handle) {
         // CLIENT UNBLOCK <id> [TIMEOUT].
-        if leave(ctx, bc) {
+        if waitlist::leave(ctx, &OBSERVERS, bc).is_some() {
+            publish_count();
             ffi::reply_null(ctx);
             ffi::unblock(bc, None);
         }
     }
 
     fn disconnect(ctx: &Context, bc: Handle) {
-        if leave(ctx, bc) {
+        if waitlist::leave(ctx, &OBSERVERS, bc).is_some() {
+            publish_count();
             ffi::unblock(bc, None);
         }
     }
@@ -197,28 +126,13 @@ impl BlockHandler for Blocked {
     fn free(_ctx: &Context, _answer: Box<ObserveReply>, _client_gone: bool) {}
 }
 
-fn leave(ctx: &Context, bc: Handle) -> bool {
-    let observer = {
-        let mut o = observers();
-        let Some(id) = o.handles.get(&bc).copied() else {
-            return false;
-        };
-        o.remove(id)
-    };
-    if let Some(timer) = observer.as_ref().and_then(|o| o.timer) {
-        ffi::stop_timer(ctx, timer);
-    }
-    observer.is_some()
-}
-
 /// An observer's BLOCK time ran out.
 struct BlockTimeout;
 
 impl TimerHandler for BlockTimeout {
     fn fire(_ctx: &Context, id: u64) {
-        let observer = observers().remove(id);
-        if let Some(observer) = observer {
-            ffi::unblock(observer.bc, Some(ObserveReply::TimedOut));
+        if waitlist::timed_out(&OBSERVERS, id, ObserveReply::TimedOut).is_some() {
+            publish_count();
         }
     }
 }

@@ -191,35 +191,6 @@ fn assert_nobody_leads(con: &mut Connection, key: &str) {
     assert_eq!(leader(con, key), None);
 }
 
-/// A session connection: named, then subscribed to its loss channel.
-struct Session {
-    con: Connection,
-}
-
-impl Session {
-    fn open(server: &Server, token: &str) -> Session {
-        let mut con = server.client();
-        assert_eq!(q::<String>(&mut con, &["LOCK.SESSION", token]), "OK");
-        send(
-            &mut con,
-            &["SUBSCRIBE", &format!("__lock__:session:{token}")],
-        );
-        recv(&mut con).expect("subscribed");
-        // Far less than a renewal's half lease in the tests that read it
-        // (60 s leases): a message that came only at a renewal times out.
-        con.set_read_timeout(Some(Duration::from_secs(10)))
-            .expect("read timeout");
-        Session { con }
-    }
-
-    fn next_message(&mut self) -> String {
-        match recv(&mut self.con).expect("a message on the session's channel") {
-            Value::Array(items) if items.len() == 3 => text(&items[2]),
-            other => panic!("not a pub/sub message: {other:?}"),
-        }
-    }
-}
-
 /// Sends `ELECT.OBSERVE key <opts>` on a new connection and waits until the
 /// server counts `observers` callers blocked in it.
 fn observer(server: &Server, key: &str, opts: &[&str], observers: i64) -> Connection {

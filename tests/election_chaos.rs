@@ -16,6 +16,7 @@
 //! a loaded machine.
 
 mod common;
+use common::netns::{self, Netns};
 use common::*;
 
 use std::io::{BufRead, BufReader};
@@ -602,106 +603,16 @@ fn leaders_killed_stopped_and_resigning_hand_over_safely_and_in_time() {
     assert_eq!(server.stat("elections_won"), 5, "lock_elections_won");
 }
 
-/// A network namespace joined by a veth pair: the server listens on the
-/// host side, a candidate runs inside, and taking the inside link down cuts
-/// it off without closing its connections.
-struct Netns {
-    name: String,
-    host_if: String,
-    inner_if: String,
-    host_ip: String,
-}
-
-impl Netns {
-    fn create() -> Result<Netns, String> {
-        let pid = std::process::id();
-        let out = Command::new("ip")
-            .args(["-4", "-o", "addr", "show"])
-            .output()
-            .map_err(|e| format!("ip: {e}"))?;
-        let taken = String::from_utf8_lossy(&out.stdout).into_owned();
-        // 10.212.x (tests/keepalive.rs uses 10.213, tests/failover.rs
-        // 10.214 and up).
-        let net = (0..250)
-            .map(|k| format!("10.212.{}", (pid as usize + k) % 250))
-            .find(|net| !taken.contains(&format!(" {net}.")))
-            .ok_or("no free 10.212.x.0/24")?;
-        let ns = Netns {
-            name: format!("lockel{pid}"),
-            host_if: format!("leh{pid}"),
-            inner_if: format!("len{pid}"),
-            host_ip: format!("{net}.1"),
-        };
-        ip(&["netns", "add", &ns.name])?;
-        ip(&[
-            "link",
-            "add",
-            &ns.host_if,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &ns.inner_if,
-        ])?;
-        ip(&["link", "set", &ns.inner_if, "netns", &ns.name])?;
-        ip(&[
-            "addr",
-            "add",
-            &format!("{}/24", ns.host_ip),
-            "dev",
-            &ns.host_if,
-        ])?;
-        ip(&["link", "set", &ns.host_if, "up"])?;
-        ip(&[
-            "-n",
-            &ns.name,
-            "addr",
-            "add",
-            &format!("{net}.2/24"),
-            "dev",
-            &ns.inner_if,
-        ])?;
-        ip(&["-n", &ns.name, "link", "set", &ns.inner_if, "up"])?;
-        ip(&["-n", &ns.name, "link", "set", "lo", "up"])?;
-        Ok(ns)
-    }
-
-    /// The inside of the link goes down: the candidate's packets go nowhere.
-    fn cut(&self) {
-        ip(&["-n", &self.name, "link", "set", &self.inner_if, "down"]).expect("cut the link");
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = ip(&["link", "del", &self.host_if]);
-        let _ = ip(&["netns", "del", &self.name]);
-    }
-}
-
-/// Whether network namespaces can be made here (root, `ip` installed);
-/// why not otherwise.
-fn netns_unavailable() -> Option<String> {
-    // SAFETY: a plain query.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root".into());
-    }
-    match Command::new("ip").arg("-V").output() {
-        Ok(out) if out.status.success() => None,
-        _ => Some("no `ip` (iproute2)".into()),
-    }
-}
-
 /// The leader is cut off by the network (its link down: no FIN, no RST):
 /// it stops believing it leads half a lease after its last answered PING,
 /// and the next candidate leads within 1.5 leases + 2 s, after that.
 #[test]
 fn a_leader_cut_off_by_the_network_hands_over_safely_and_in_time() {
-    if let Some(why) = netns_unavailable() {
+    if let Some(why) = netns::unavailable() {
         eprintln!("SKIPPED: the network-cut case needs network namespaces ({why})");
         return;
     }
-    let ns = Netns::create().expect("a network namespace (root, ip present)");
+    let ns = Netns::create("10.212", "lkel").expect("a network namespace (root, ip present)");
     let mut config = Config::default().arg("protected-mode", "no");
     // Later than the harness's own --bind 127.0.0.1, so this one counts.
     config

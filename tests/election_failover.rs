@@ -19,7 +19,7 @@
 
 mod common;
 
-use common::sentinel::{self, Sentinels, MASTER_NAME, PATIENCE_SETTLE};
+use common::sentinel::Sentinels;
 use common::*;
 
 use std::collections::HashMap;
@@ -43,43 +43,11 @@ fn leader(con: &mut Connection) -> HashMap<String, String> {
     }
 }
 
-fn text(v: &Value) -> String {
-    match v {
-        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
-        Value::SimpleString(s) => s.clone(),
-        Value::Int(n) => n.to_string(),
-        Value::Nil => "(nil)".into(),
-        other => panic!("not text: {other:?}"),
-    }
-}
-
 fn int(v: redis::RedisResult<Value>, what: &str) -> i64 {
     match v {
         Ok(Value::Int(n)) => n,
         other => panic!("{what}: {other:?}"),
     }
-}
-
-/// A pub/sub message's payload.
-fn message(con: &mut Connection) -> String {
-    match recv(con).expect("a message on the session's channel") {
-        Value::Array(items) if items.len() == 3 => text(&items[2]),
-        other => panic!("not a pub/sub message: {other:?}"),
-    }
-}
-
-/// A session connection: named, then subscribed to its loss channel.
-fn session(server: &Server, token: &str) -> Connection {
-    let mut con = server.client();
-    assert_eq!(q::<String>(&mut con, &["LOCK.SESSION", token]), "OK");
-    send(
-        &mut con,
-        &["SUBSCRIBE", &format!("__lock__:session:{token}")],
-    );
-    recv(&mut con).expect("subscribed");
-    con.set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("read timeout");
-    con
 }
 
 #[test]
@@ -94,7 +62,7 @@ fn a_leadership_survives_a_sentinel_failover_and_is_reattached() {
     let sentinels = Sentinels::start(1, old, 1);
 
     // a leads on the old master with its session there; b waits.
-    let mut s_old = session(old, "sa");
+    let mut s_old = Session::open(old, "sa");
     let mut a = old.client();
     let t1: i64 = q(
         &mut a,
@@ -139,27 +107,10 @@ fn a_leadership_survives_a_sentinel_failover_and_is_reattached() {
     assert_eq!(on_replica["candidate"], "a");
     assert_eq!(on_replica["term"], t1.to_string());
     assert_eq!(on_replica["value"], "10.0.0.5:80");
-    let mut sentinel =
-        sentinel::connect(sentinels.nodes[0].addr(), Duration::from_secs(5)).expect("sentinel");
-    wait_until("the sentinel to start a failover", || {
-        match raw(&mut sentinel, &["SENTINEL", "FAILOVER", MASTER_NAME]) {
-            Ok(_) => true,
-            Err(e) => {
-                let refusal = error_line(&e);
-                assert!(refusal.starts_with("NOGOODSLAVE"), "{refusal}");
-                false
-            }
-        }
-    });
-    let promoted = sentinels.wait_for_new_master(old.socket_addr(), PATIENCE_SETTLE);
-    assert_eq!(promoted, new.socket_addr());
-    let _: () = q(
-        &mut on_old,
-        &["REPLICAOF", &new.host().to_string(), &new.port.to_string()],
-    );
+    sentinels.force_failover(old, new);
 
     // The old master is a replica: a's session hears it, b's wait ends.
-    assert_eq!(message(&mut s_old), "demoted");
+    assert_eq!(s_old.next_message(), "demoted");
     let unblocked = recv_error(&mut b);
     assert!(unblocked.starts_with("UNBLOCKED"), "b: {unblocked}");
 
@@ -171,7 +122,7 @@ fn a_leadership_survives_a_sentinel_failover_and_is_reattached() {
     assert_eq!(kept["value"], "10.0.0.5:80");
 
     // a re-attaches there: the same term, one hold, its session now there.
-    let mut s_new = session(new, "sa2");
+    let mut s_new = Session::open(new, "sa2");
     let mut a2 = new.client();
     let again = q::<i64>(
         &mut a2,
@@ -230,9 +181,10 @@ fn a_leadership_survives_a_sentinel_failover_and_is_reattached() {
     assert_eq!(seen["term"], t2.to_string());
     // a resigned: its session on the new master hears nothing of a loss.
     s_new
+        .con
         .set_read_timeout(Some(Duration::from_millis(200)))
         .expect("timeout");
-    assert!(recv(&mut s_new).is_err(), "a's session heard a loss");
+    assert!(recv(&mut s_new.con).is_err(), "a's session heard a loss");
 
     // b resigns: nothing left of the election on either server.
     assert_eq!(q::<i64>(&mut b2, &["ELECT.RESIGN", KEY, "b"]), 1);

@@ -12,6 +12,7 @@
 
 mod common;
 use common::dataset::{aof_matches, replica_matches};
+use common::netns::Netns;
 use common::*;
 
 use std::io::Write;
@@ -737,73 +738,6 @@ fn after_a_promotion_the_holder_reattaches_on_the_new_master() {
     );
 }
 
-/// A network namespace with a veth pair: the server listens on the host
-/// side, a client runs on the other, and taking the link down cuts the
-/// client off without closing its connection.
-struct Netns {
-    name: String,
-    host_if: String,
-    host_ip: String,
-}
-
-impl Netns {
-    fn create() -> Result<Netns, String> {
-        let pid = std::process::id();
-        let net = format!("10.213.{}", pid % 250);
-        let ns = Netns {
-            name: format!("lockns{pid}"),
-            host_if: format!("lkh{pid}"),
-            host_ip: format!("{net}.1"),
-        };
-        let peer = format!("lkn{pid}");
-        ip(&["netns", "add", &ns.name])?;
-        ip(&[
-            "link",
-            "add",
-            &ns.host_if,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &peer,
-        ])?;
-        ip(&["link", "set", &peer, "netns", &ns.name])?;
-        ip(&[
-            "addr",
-            "add",
-            &format!("{}/24", ns.host_ip),
-            "dev",
-            &ns.host_if,
-        ])?;
-        ip(&["link", "set", &ns.host_if, "up"])?;
-        let inside = |args: &[&str]| {
-            let mut all = vec!["netns", "exec", ns.name.as_str(), "ip"];
-            all.extend_from_slice(args);
-            ip(&all)
-        };
-        inside(&["addr", "add", &format!("{net}.2/24"), "dev", &peer])?;
-        inside(&["link", "set", &peer, "up"])?;
-        inside(&["link", "set", "lo", "up"])?;
-        Ok(ns)
-    }
-
-    /// Takes the client's side of the link down: its packets go nowhere.
-    fn cut(&self) {
-        let peer = format!("lkn{}", std::process::id());
-        ip(&[
-            "netns", "exec", &self.name, "ip", "link", "set", &peer, "down",
-        ])
-        .expect("cut the link");
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = ip(&["link", "del", &self.host_if]);
-        let _ = ip(&["netns", "del", &self.name]);
-    }
-}
-
 /// A holder cut off by the network (no FIN, no RST: its host is gone as
 /// far as the server can tell) loses the lock within
 /// lock.keepalive-dead-peer-ms plus one lease: the kernel closes the
@@ -811,7 +745,7 @@ impl Drop for Netns {
 /// runs out. Until then the server goes on renewing.
 #[test]
 fn a_holder_cut_off_by_the_network_loses_the_lock_within_the_dead_peer_bound() {
-    let ns = match Netns::create() {
+    let ns = match Netns::create("10.213", "lk") {
         Ok(ns) => ns,
         Err(e) => {
             eprintln!("network namespaces cannot be made here ({e}): network-cut test skipped");

@@ -22,11 +22,11 @@ mod common;
 #[path = "common/semaphore.rs"]
 mod semaphore;
 
-use common::sentinel::{self, Sentinels, MASTER_NAME, PATIENCE_SETTLE};
+use common::sentinel::Sentinels;
 use common::*;
 use semaphore::{sem_info, SemInfo};
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use redis::{Connection, Value};
 
@@ -138,28 +138,7 @@ fn kept_permits_survive_a_sentinel_failover_and_are_reattached() {
     });
     assert_holds(&info(&mut on_new), &[("a", 2), ("b", 1)], "replica");
 
-    let mut sentinel =
-        sentinel::connect(sentinels.nodes[0].addr(), Duration::from_secs(5)).expect("sentinel");
-    // Refused (NOGOODSLAVE) until the sentinel has its own link to the
-    // replica and a fresh INFO of it, which comes a moment after it learns
-    // of it from the master.
-    wait_until("the sentinel to start a failover", || {
-        match raw(&mut sentinel, &["SENTINEL", "FAILOVER", MASTER_NAME]) {
-            Ok(_) => true,
-            Err(e) => {
-                let refusal = error_line(&e);
-                assert!(refusal.starts_with("NOGOODSLAVE"), "{refusal}");
-                false
-            }
-        }
-    });
-    let promoted = sentinels.wait_for_new_master(old.socket_addr(), PATIENCE_SETTLE);
-    assert_eq!(promoted, new.socket_addr());
-    // What Sentinel does later (see above), without its client kill.
-    let _: () = q(
-        &mut on_old,
-        &["REPLICAOF", &new.host().to_string(), &new.port.to_string()],
-    );
+    sentinels.force_failover(old, new);
 
     // The new master has every permit, none kept alive (no connection of
     // theirs is there), and lets nobody take more.

@@ -8,38 +8,6 @@
 mod common;
 use common::*;
 
-use std::time::Duration;
-
-/// A session connection: named, then subscribed to its channel.
-struct Session {
-    con: Connection,
-    id: i64,
-}
-
-impl Session {
-    fn open(server: &Server, token: &str) -> Session {
-        let mut con = server.client();
-        let id = client_id(&mut con);
-        assert_eq!(q::<String>(&mut con, &["LOCK.SESSION", token]), "OK");
-        send(
-            &mut con,
-            &["SUBSCRIBE", &format!("__lock__:session:{token}")],
-        );
-        recv(&mut con).expect("subscribed");
-        con.set_read_timeout(Some(Duration::from_secs(10)))
-            .expect("read timeout");
-        Session { con, id }
-    }
-
-    /// The next message on the session's channel (10 s at most).
-    fn next_message(&mut self) -> String {
-        match recv(&mut self.con).expect("a message on the session's channel") {
-            Value::Array(items) if items.len() == 3 => text(&items[2]),
-            other => panic!("not a pub/sub message: {other:?}"),
-        }
-    }
-}
-
 fn keepalive_client(con: &mut Connection, key: &str) -> Option<i64> {
     lock_field(con, key, "keepalive_client").and_then(|c| c.parse().ok())
 }

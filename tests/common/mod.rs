@@ -20,6 +20,7 @@ pub use redis::{Connection, Value};
 pub mod cluster_client;
 pub mod commands;
 pub mod dataset;
+pub mod netns;
 pub mod sentinel;
 
 /// Generous bound for anything a test waits for; reached only on failure.
@@ -1098,4 +1099,35 @@ pub fn wait_ready(
     let _ = child.kill();
     let _ = child.wait();
     Err(format!("not ready in time: {}", log()))
+}
+
+/// A session connection (`LOCK.SESSION token`), then subscribed to its
+/// loss channel `__lock__:session:<token>`; `id` is its client id.
+pub struct Session {
+    pub con: Connection,
+    pub id: i64,
+}
+
+impl Session {
+    pub fn open(server: &Server, token: &str) -> Session {
+        let mut con = server.client();
+        let id = client_id(&mut con);
+        assert_eq!(q::<String>(&mut con, &["LOCK.SESSION", token]), "OK");
+        send(
+            &mut con,
+            &["SUBSCRIBE", &format!("__lock__:session:{token}")],
+        );
+        recv(&mut con).expect("subscribed");
+        con.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .expect("read timeout");
+        Session { con, id }
+    }
+
+    /// The next message on the session's channel (10 s at most).
+    pub fn next_message(&mut self) -> String {
+        match recv(&mut self.con).expect("a message on the session's channel") {
+            Value::Array(items) if items.len() == 3 => text(&items[2]),
+            other => panic!("not a pub/sub message: {other:?}"),
+        }
+    }
 }

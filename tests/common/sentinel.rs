@@ -293,6 +293,32 @@ impl Sentinels {
         new
     }
 
+    /// `SENTINEL FAILOVER` on the first sentinel (retried while it answers
+    /// NOGOODSLAVE: it needs its own fresh INFO of the replica first), then
+    /// waits until `new` is the master the sentinels name, and makes `old`
+    /// its replica at once (Sentinel does it only about 10 s later, with a
+    /// `CLIENT KILL TYPE normal` that would close the old master's clients
+    /// before their answers are written).
+    pub fn force_failover(&self, old: &Server, new: &Server) {
+        let mut sentinel = connect(self.nodes[0].addr(), Duration::from_secs(5)).expect("sentinel");
+        super::wait_until("the sentinel to start a failover", || {
+            match super::raw(&mut sentinel, &["SENTINEL", "FAILOVER", MASTER_NAME]) {
+                Ok(_) => true,
+                Err(e) => {
+                    let refusal = super::error_line(&e);
+                    assert!(refusal.starts_with("NOGOODSLAVE"), "{refusal}");
+                    false
+                }
+            }
+        });
+        let promoted = self.wait_for_new_master(old.socket_addr(), PATIENCE_SETTLE);
+        assert_eq!(promoted, new.socket_addr());
+        let _: () = super::q(
+            &mut old.client(),
+            &["REPLICAOF", &new.host().to_string(), &new.port.to_string()],
+        );
+    }
+
     /// Waits until each of `replicas` has been told to replicate `master`
     /// (its role and master address say so; it may still be syncing): once
     /// Sentinel has reconfigured them, none can attach to the old master

@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use crate::error::{Error, Result};
 use crate::lock::{self, Hold};
 use crate::proto::{self, Leader, Lost, Reason, Wait};
-use crate::session::{Inner, Of, WAIT_MARGIN};
+use crate::session::{Inner, Of};
 
 fn unexpected(what: &str, v: &Value) -> Error {
     Error::Other(RedisError::from((
@@ -112,54 +112,11 @@ impl Election {
         let v = if wait.block_ms().is_none() {
             self.inner.command(&args, Some(&self.key)).await?
         } else {
-            self.blocking_call(&args, wait).await?
+            self.inner
+                .waiting_call(&self.key, &args, wait, "ELECT.OBSERVE")
+                .await?
         };
         proto::leader(&v).map_err(|_| unexpected("ELECT.OBSERVE", &v))
-    }
-
-    /// A waiting command on a waiting connection of the key's node, following `MOVED`. The
-    /// connection goes back to the pool only once answered: dropped mid-wait, it is closed.
-    async fn blocking_call(&self, args: &[String], wait: Wait) -> Result<Value> {
-        let mut node = self.inner.node_of(&self.key);
-        let cmd = proto::cmd(args);
-        for _ in 0..5 {
-            let mut wc = self.inner.checkout(&node).await?;
-            let send = wc.con.send_packed_command(&cmd);
-            let reply = match wait {
-                Wait::For(d) => match tokio::time::timeout(d + WAIT_MARGIN, send).await {
-                    Ok(r) => r,
-                    Err(_) => {
-                        return Err(Error::Unavailable(RedisError::from((
-                            redis::ErrorKind::Io,
-                            "no reply to ELECT.OBSERVE in time",
-                        ))))
-                    }
-                },
-                _ => send.await,
-            }
-            .and_then(Value::extract_error);
-            match reply {
-                Ok(v) => {
-                    self.inner.checkin(&node, wc);
-                    return Ok(v);
-                }
-                Err(e) if crate::is_unusable(&e) => return Err(e.into()),
-                Err(e) => {
-                    self.inner.checkin(&node, wc);
-                    match e.redirect_node() {
-                        Some((addr, _)) if e.code() == Some("MOVED") => {
-                            self.inner.moved(&self.key, addr);
-                            node = addr.to_string();
-                        }
-                        _ => return Err(e.into()),
-                    }
-                }
-            }
-        }
-        Err(Error::Unavailable(RedisError::from((
-            redis::ErrorKind::Io,
-            "too many redirections",
-        ))))
     }
 }
 

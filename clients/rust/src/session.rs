@@ -324,6 +324,59 @@ impl Inner {
         matches!(self.backend, Backend::Cluster { .. })
     }
 
+    /// A waiting command (`command`: LATCH.AWAIT, ELECT.OBSERVE) with `BLOCK`, on a waiting
+    /// connection of `key`'s node, following `MOVED`. The connection goes back to the pool
+    /// only once answered: dropped mid-wait, it is closed, which ends the wait in the server.
+    pub async fn waiting_call(
+        &self,
+        key: &str,
+        args: &[String],
+        wait: Wait,
+        command: &str,
+    ) -> Result<Value> {
+        let mut node = self.node_of(key);
+        let cmd = proto::cmd(args);
+        for _ in 0..5 {
+            let mut wc = self.checkout(&node).await?;
+            let send = wc.con.send_packed_command(&cmd);
+            let reply = match wait {
+                Wait::For(d) => match tokio::time::timeout(d + WAIT_MARGIN, send).await {
+                    Ok(r) => r,
+                    Err(_) => {
+                        return Err(Error::Unavailable(RedisError::from((
+                            redis::ErrorKind::Io,
+                            "no reply in time",
+                            command.to_string(),
+                        ))))
+                    }
+                },
+                _ => send.await,
+            }
+            .and_then(Value::extract_error);
+            match reply {
+                Ok(v) => {
+                    self.checkin(&node, wc);
+                    return Ok(v);
+                }
+                Err(e) if crate::is_unusable(&e) => return Err(e.into()),
+                Err(e) => {
+                    self.checkin(&node, wc);
+                    match e.redirect_node() {
+                        Some((addr, _)) if e.code() == Some("MOVED") => {
+                            self.moved(key, addr);
+                            node = addr.to_string();
+                        }
+                        _ => return Err(e.into()),
+                    }
+                }
+            }
+        }
+        Err(Error::Unavailable(RedisError::from((
+            redis::ErrorKind::Io,
+            "too many redirections",
+        ))))
+    }
+
     /// The node serving `key`: "" outside a cluster, else `host:port` (from the slot map).
     pub fn node_of(&self, key: &str) -> String {
         if !self.is_cluster() {
