@@ -52,27 +52,15 @@ class _Campaign:
             self.lost_reason = reason
 
 
-class Leadership:
-    """This process leads ``name``: what :meth:`Election.campaign` returns.
-
-    ``term`` is the leadership's fencing token (terms only grow, also across
-    failovers): pass it to what the leader writes to.  ``lost`` is a
-    :class:`threading.Event`, set when the leadership is lost, with
-    ``lost_reason`` saying why: ``forced`` (``LOCK.FORCERELEASE``), ``gone``
-    (the lock was deleted, overwritten or expired), ``idle`` (the server heard
-    nothing from the session connection for a lease), ``maxhold``, ``moved``,
-    ``demoted`` (the server became a replica), ``connection`` (the session
-    connection dropped), ``deadline`` (no PING answered within half a lease:
-    the server may hand over from then on), ``notowner`` (a ``proclaim`` was
-    refused).  A lost leadership is resigned in the background, so that the
-    next candidate leads at once.  A context manager: leaving it resigns.
-    """
+class _LeadershipState:
+    """What the sync and asyncio leaderships share: the handle's fields, the
+    local deadline and the checks made on it."""
 
     leads = True
 
-    def __init__(self, election, candidate, term, value, node, lease_s, deadline, on_lost):
+    def __init__(self, election, session, candidate, term, value, node, lease_s, deadline, lost, on_lost):
         self.election = election
-        self.session = election.session
+        self.session = session
         self.name = election.name
         self.candidate = candidate
         self.term = term
@@ -81,11 +69,10 @@ class Leadership:
         self.lease = lease_s
         #: monotonic time until which this process may believe it leads
         self.deadline = deadline
-        self.lost = threading.Event()
+        self.lost = lost
         self.lost_reason = None
         self.resigned = False
         self._on_lost = on_lost
-        self._mu = threading.Lock()
 
     @property
     def key(self):
@@ -106,6 +93,56 @@ class Leadership:
                 f"leadership of {self.name!r} (term {self.term}) ended: {self.lost_reason or 'resigned'}"
             )
 
+    def _extend_belief(self, sent):
+        d = sent + self.lease / 2
+        if d > self.deadline:
+            self.deadline = d
+
+    def _proclaimed(self, value, term):
+        self.value = value if isinstance(value, str) else c._text(value)
+        return int(term)
+
+    def _mark_lost(self, reason):
+        raise NotImplementedError
+
+    def __repr__(self):
+        state = "leads" if self.lost_reason is None and not self.resigned else (self.lost_reason or "resigned")
+        return f"<Leadership {self.name!r} candidate={self.candidate} term={self.term} {state}>"
+
+
+def campaign_args(name, candidate, value, lease_ms, token, block):
+    """``ELECT.CAMPAIGN name candidate [VALUE v] PX lease SESSION token [BLOCK ms]``."""
+    args = ["ELECT.CAMPAIGN", name, candidate]
+    if value is not None:
+        args += ["VALUE", value]
+    args += ["PX", lease_ms, "SESSION", token]
+    if block is not None:
+        args += ["BLOCK", block]
+    return args
+
+
+class Leadership(_LeadershipState):
+    """This process leads ``name``: what :meth:`Election.campaign` returns.
+
+    ``term`` is the leadership's fencing token (terms only grow, also across
+    failovers): pass it to what the leader writes to.  ``lost`` is a
+    :class:`threading.Event`, set when the leadership is lost, with
+    ``lost_reason`` saying why: ``forced`` (``LOCK.FORCERELEASE``), ``gone``
+    (the lock was deleted, overwritten or expired), ``idle`` (the server heard
+    nothing from the session connection for a lease), ``maxhold``, ``moved``,
+    ``demoted`` (the server became a replica), ``connection`` (the session
+    connection dropped), ``deadline`` (no PING answered within half a lease:
+    the server may hand over from then on), ``notowner`` (a ``proclaim`` was
+    refused).  A lost leadership is resigned in the background, so that the
+    next candidate leads at once.  A context manager: leaving it resigns.
+    """
+
+    def __init__(self, election, candidate, term, value, node, lease_s, deadline, on_lost):
+        super().__init__(
+            election, election.session, candidate, term, value, node, lease_s, deadline, threading.Event(), on_lost
+        )
+        self._mu = threading.Lock()
+
     def proclaim(self, value):
         """Set the leader's value (``ELECT.PROCLAIM``); observers see it.
         Returns the term.  :class:`NotOwnerError` (and the leadership marked
@@ -116,8 +153,7 @@ class Leadership:
         except NotOwnerError:
             self._mark_lost("notowner")
             raise
-        self.value = value if isinstance(value, str) else c._text(value)
-        return int(term)
+        return self._proclaimed(value, term)
 
     def resign(self):
         """Leave the election (``ELECT.RESIGN``): the next candidate leads at
@@ -135,11 +171,6 @@ class Leadership:
             self.session._pending_add(args)  # retried at the session's PINGs
             raise
         return led and self.lost_reason is None
-
-    def _extend_belief(self, sent):
-        d = sent + self.lease / 2
-        if d > self.deadline:
-            self.deadline = d
 
     def _mark_lost(self, reason):
         with self._mu:
@@ -168,10 +199,6 @@ class Leadership:
         except UnavailableError:
             pass  # resigned in the background as a lost one would be
         return False
-
-    def __repr__(self):
-        state = "leads" if self.lost_reason is None and not self.resigned else (self.lost_reason or "resigned")
-        return f"<Leadership {self.name!r} candidate={self.candidate} term={self.term} {state}>"
 
 
 class Election:
@@ -275,13 +302,7 @@ class Election:
         return leadership
 
     def _campaign_args(self, candidate, value, block):
-        args = ["ELECT.CAMPAIGN", self.name, candidate]
-        if value is not None:
-            args += ["VALUE", value]
-        args += ["PX", self.lease_ms, "SESSION", self.session.token]
-        if block is not None:
-            args += ["BLOCK", block]
-        return args
+        return campaign_args(self.name, candidate, value, self.lease_ms, self.session.token, block)
 
     def _blocking(self, args, block, candidate):
         s = self.session

@@ -8,7 +8,7 @@ import time
 import redis.exceptions as rex
 
 from .. import _common as c
-from .._election import Leader, _Campaign, _leader
+from .._election import Leader, _Campaign, _leader, _LeadershipState, campaign_args
 from ..errors import BusyError, LostError, NotOwnerError, UnavailableError
 from . import _FOREVER, Session, _get_conn, _release_conn, blocking_call
 
@@ -17,43 +17,15 @@ __all__ = ["Election", "Leadership", "Leader", "Observer"]
 log = logging.getLogger("redis_lock_client")
 
 
-class Leadership:
+class Leadership(_LeadershipState):
     """See the sync :class:`redis_lock_client.Leadership`; ``lost`` is an
     :class:`asyncio.Event`, ``proclaim`` and ``resign`` are coroutines, and it
     is an async context manager (leaving it resigns)."""
 
-    leads = True
-
     def __init__(self, election, candidate, term, value, node, lease_s, deadline, on_lost):
-        self.election = election
-        self.session = election._session
-        self.name = election.name
-        self.candidate = candidate
-        self.term = term
-        self.value = value
-        self.node = node
-        self.lease = lease_s
-        self.deadline = deadline
-        self.lost = asyncio.Event()
-        self.lost_reason = None
-        self.resigned = False
-        self._on_lost = on_lost
-
-    key = property(lambda self: self.name)
-
-    @property
-    def is_leader(self):
-        """True while neither lost nor resigned and the local deadline has
-        not passed (checked now: look before acting)."""
-        if self.lost_reason is None and not self.resigned and time.monotonic() >= self.deadline:
-            self._mark_lost("deadline")
-        return self.lost_reason is None and not self.resigned
-
-    def check(self):
-        if not self.is_leader:
-            raise LostError(
-                f"leadership of {self.name!r} (term {self.term}) ended: {self.lost_reason or 'resigned'}"
-            )
+        super().__init__(
+            election, election._session, candidate, term, value, node, lease_s, deadline, asyncio.Event(), on_lost
+        )
 
     async def proclaim(self, value):
         self.check()
@@ -62,8 +34,7 @@ class Leadership:
         except NotOwnerError:
             self._mark_lost("notowner")
             raise
-        self.value = value if isinstance(value, str) else c._text(value)
-        return int(term)
+        return self._proclaimed(value, term)
 
     async def resign(self):
         if self.resigned:
@@ -77,11 +48,6 @@ class Leadership:
             self.session._pending.append(args)  # retried at the session's PINGs
             raise
         return led and self.lost_reason is None
-
-    def _extend_belief(self, sent):
-        d = sent + self.lease / 2
-        if d > self.deadline:
-            self.deadline = d
 
     def _mark_lost(self, reason):
         if self.lost_reason is not None or self.resigned:
@@ -109,10 +75,6 @@ class Leadership:
         except UnavailableError:
             pass
         return False
-
-    def __repr__(self):
-        state = "leads" if self.lost_reason is None and not self.resigned else (self.lost_reason or "resigned")
-        return f"<Leadership {self.name!r} candidate={self.candidate} term={self.term} {state}>"
 
 
 class Election:
@@ -203,13 +165,7 @@ class Election:
         return leadership
 
     def _campaign_args(self, session, candidate, value, block):
-        args = ["ELECT.CAMPAIGN", self.name, candidate]
-        if value is not None:
-            args += ["VALUE", value]
-        args += ["PX", self.lease_ms, "SESSION", session.token]
-        if block is not None:
-            args += ["BLOCK", block]
-        return args
+        return campaign_args(self.name, candidate, value, self.lease_ms, session.token, block)
 
     async def leader(self):
         try:
