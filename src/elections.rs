@@ -33,7 +33,7 @@
 //! [`recheck`], [`recheck_later`], [`of_key`], [`known_in`], [`heard_from`].
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
@@ -47,7 +47,7 @@ use crate::store::{self, LockKey};
 use crate::waiters::Waiter;
 use crate::{deferred, sync};
 use lock_rules::election::{holder, Leader};
-use lock_rules::keepalive::ClientId;
+use lock_rules::keepalive::Binding;
 use lock_rules::keys::elections_of_leader_key;
 use lock_rules::lock_id::LockId;
 use lock_rules::server_text::client_idle_seconds;
@@ -59,6 +59,10 @@ struct Elections {
     /// dbs they were used in (a lookup by the key's bytes allocates
     /// nothing: every lock's commit asks once an election exists).
     known: HashMap<Vec<u8>, Vec<i32>>,
+    /// The leaderships granted to a campaign here, by name and candidate:
+    /// only they are renewed under the liveness rule, and only their
+    /// bindings end when their record goes.
+    leaderships: HashSet<(Name, Vec<u8>)>,
     /// Elections whose observers to answer from the next [`Recheck`].
     to_recheck: Vec<LockId<'static>>,
     recheck_armed: bool,
@@ -98,8 +102,8 @@ impl Elections {
     }
 }
 
-/// `lock` is an election: an ELECT.* command names it (and has the
-/// keyspace events it needs listened to).
+/// `lock` is an election: ELECT.CAMPAIGN (or PROCLAIM) names it. Known
+/// until nobody leads it and nobody campaigns for it ([`forget`]).
 pub fn note(lock: &LockId<'_>) {
     let mut e = elections();
     if !e.is_known(lock.db, &lock.key) {
@@ -109,8 +113,46 @@ pub fn note(lock: &LockId<'_>) {
     }
 }
 
+/// `lock` was left free in a commit (nobody leads it, and no candidate
+/// waits: one would have been handed it): it is no longer known, so names
+/// campaigned for once cost nothing after.
+fn forget(lock: &LockId<'_>) {
+    let mut e = elections();
+    let emptied = match e.known.get_mut(&lock.key[..]) {
+        Some(dbs) => {
+            dbs.retain(|db| *db != lock.db);
+            dbs.is_empty()
+        }
+        None => false,
+    };
+    if emptied {
+        e.known.remove(&lock.key[..]);
+    }
+}
+
+/// Whether commits of `lock` concern an election: it is known, or
+/// observers wait on it.
 pub fn is_election(lock: &LockId<'_>) -> bool {
-    LENGTHS.load(Relaxed) & length_bit(&lock.key) != 0 && elections().is_known(lock.db, &lock.key)
+    (LENGTHS.load(Relaxed) & length_bit(&lock.key) != 0 && elections().is_known(lock.db, &lock.key))
+        || observers::watching(lock)
+}
+
+/// Whether `owner` leads `lock` by a campaign granted on this server.
+pub fn is_leadership(lock: &LockId<'_>, owner: &[u8]) -> bool {
+    ANY.load(Relaxed)
+        && elections()
+            .leaderships
+            .contains(&(name_of(lock), owner.to_vec()))
+}
+
+fn set_leadership(lock: &LockId<'_>, owner: &[u8], leads: bool) {
+    let entry = (name_of(lock), owner.to_vec());
+    let mut e = elections();
+    if leads {
+        e.leaderships.insert(entry);
+    } else {
+        e.leaderships.remove(&entry);
+    }
 }
 
 /// A transition of `lock` was committed to `key` (called before its wakes
@@ -127,59 +169,64 @@ pub fn committed(ctx: &Context, lock: &LockId<'_>, key: &LockKey, tx: &Transitio
     };
     let before = record.read();
     let holder = holder(tx.state());
-    // A candidate handed the lock: a fenced grant (a campaign always is;
-    // a LOCK.ACQUIRE caller without FENCE has no term, and leads nothing).
+    // A candidate handed the lock: a campaign's grant (a LOCK.ACQUIRE
+    // caller handed an election's lock leads nothing).
     let handed = holder.and_then(|candidate| {
         tx.wakes.iter().find_map(|wake| {
             let request = &wake.waiter.request;
-            match wake.verdict {
-                Verdict::Granted(term)
-                    if &*request.owner == candidate && request.fence && !wake.held =>
+            match (&wake.verdict, &request.campaign) {
+                (Verdict::Granted(term), Some(campaign))
+                    if &*request.owner == candidate && !wake.held =>
                 {
                     Some(Leader {
                         candidate: candidate.to_vec(),
-                        term,
-                        value: request.value.as_deref().map(<[u8]>::to_vec),
+                        term: *term,
+                        value: campaign.value.as_deref().map(<[u8]>::to_vec),
                     })
                 }
                 _ => None,
             }
         })
     });
-    let changed = match (&handed, holder) {
-        (Some(leader), _) => {
-            record.write(ctx, leader, key.expires_at());
-            Stats::bump(&STATS.elections_won);
-            true
+    let kept = before
+        .as_ref()
+        .is_some_and(|l| Some(&l.candidate[..]) == holder);
+    if let Some(leader) = &handed {
+        record.write(ctx, leader, key.expires_at());
+        Stats::bump(&STATS.elections_won);
+    } else if kept {
+        // Renewed, re-entered: the record keeps the lock's expiry.
+        if let Some(at) = key.expires_at() {
+            record.expire_at(ctx, at);
         }
-        (None, Some(candidate)) if before.as_ref().is_some_and(|l| l.candidate == candidate) => {
-            // Renewed, re-entered: the record keeps the lock's expiry.
-            if let Some(at) = key.expires_at() {
-                record.expire_at(ctx, at);
-            }
-            false
-        }
+    } else {
         // Left free, or taken at once (ELECT.CAMPAIGN then writes the
         // record, `began`; a LOCK.ACQUIRE caller leads nothing): a record
         // naming someone else goes.
-        (None, _) => {
-            let existed = record.exists();
-            record.delete(ctx);
-            existed
-        }
-    };
+        record.delete(ctx);
+    }
     drop(record);
-    if let Some(before) = before.filter(|l| Some(&l.candidate[..]) != holder) {
+    if let Some(before) = before.filter(|_| !kept) {
+        set_leadership(lock, &before.candidate, false);
         check_soon(ctx, name_of(lock), Some(before.candidate));
     }
-    if changed {
-        let now = handed.map(|leader| Seen {
-            ttl_ms: key
+    match handed {
+        Some(leader) => {
+            set_leadership(lock, &leader.candidate, true);
+            let ttl_ms = key
                 .expires_at()
-                .map_or(-1, |at| (at - ffi::now_ms()).max(0)),
-            leader,
-        });
-        observers::answer(ctx, &name_of(lock), &now, false);
+                .map_or(-1, |at| (at - ffi::now_ms()).max(0));
+            observers::answer(ctx, &name_of(lock), &Some(Seen { leader, ttl_ms }));
+        }
+        // What observers hear is read once the command is done (a
+        // campaign granted at once has its record written by then).
+        None if !kept => {
+            if holder.is_none() {
+                forget(lock);
+            }
+            check_soon(ctx, name_of(lock), None);
+        }
+        None => {}
     }
 }
 
@@ -195,6 +242,7 @@ pub fn began(ctx: &Context, lock: &LockId<'_>, lock_name: &RedisString, leader: 
         if let Some(at) = expires_at {
             record.expire_at(ctx, at);
         }
+        set_leadership(lock, &leader.candidate, true);
         return;
     }
     let new_term = before.as_ref().map(|l| l.term) != Some(leader.term);
@@ -203,13 +251,9 @@ pub fn began(ctx: &Context, lock: &LockId<'_>, lock_name: &RedisString, leader: 
     if new_term {
         Stats::bump(&STATS.elections_won);
     }
+    set_leadership(lock, &leader.candidate, true);
     let ttl_ms = expires_at.map_or(-1, |at| (at - ffi::now_ms()).max(0));
-    observers::answer(
-        ctx,
-        &name_of(lock),
-        &Some(Seen { leader, ttl_ms }),
-        !new_term,
-    );
+    observers::answer(ctx, &name_of(lock), &Some(Seen { leader, ttl_ms }));
 }
 
 /// Looks at `election` again, after the command: on a master in the drain
@@ -227,9 +271,8 @@ pub fn recheck(ctx: &Context, election: &LockId<'_>, writes: bool) {
         return;
     }
     let name = ffi::string(ctx, &election.key);
-    let Ok(now) = read_leader(ctx, &name) else {
-        return;
-    };
+    // A key of another type: nobody leads (its waiters hear WRONGTYPE).
+    let now = read_leader(ctx, &name).unwrap_or(None);
     if writes && now.is_none() {
         // Nobody leads by the record (deleted lock, flushed, expired,
         // taken outside ELECT.*): it goes.
@@ -237,7 +280,7 @@ pub fn recheck(ctx: &Context, election: &LockId<'_>, writes: bool) {
             record.delete(ctx);
         }
     }
-    observers::answer(ctx, &name_of(election), &now, false);
+    observers::answer(ctx, &name_of(election), &now);
 }
 
 /// Looks at `election` again for its observers only, in a 0 ms timer: on a
@@ -275,47 +318,47 @@ impl TimerHandler for Recheck {
 /// The elections that a keyspace event on `key` concerns: `key` itself,
 /// or the election whose record it is, if known here.
 pub fn of_key(db: i32, key: &[u8]) -> Vec<LockId<'static>> {
-    if !ANY.load(Relaxed) {
+    if !ANY.load(Relaxed) && observers::count() == 0 {
         return Vec::new();
     }
-    let e = elections();
     let mut names: Vec<&[u8]> = elections_of_leader_key(key);
     names.push(key);
     names
         .into_iter()
-        .filter(|n| e.is_known(db, n))
         .map(|n| lock_of(&(db, n.to_vec())))
+        .filter(is_election)
         .collect()
 }
 
 /// The elections known in `dbs` (-1: all).
 pub fn known_in(dbs: &[i32]) -> Vec<LockId<'static>> {
-    if !ANY.load(Relaxed) {
-        return Vec::new();
+    let in_dbs = |db: &i32| dbs.contains(&-1) || dbs.contains(db);
+    let mut names: HashSet<Name> = observers::observed(in_dbs);
+    if ANY.load(Relaxed) {
+        let e = elections();
+        for (key, known_dbs) in &e.known {
+            names.extend(
+                known_dbs
+                    .iter()
+                    .filter(|db| in_dbs(db))
+                    .map(|db| (*db, key.clone())),
+            );
+        }
     }
-    elections()
-        .known
-        .iter()
-        .flat_map(|(key, in_dbs)| in_dbs.iter().map(move |db| (*db, key.clone())))
-        .filter(|(db, _)| dbs.contains(&-1) || dbs.contains(db))
-        .map(|name| lock_of(&name))
-        .collect()
+    names.iter().map(lock_of).collect()
 }
 
-/// Whether the connection `client`, which keeps a leadership of `lock`
-/// renewed with `lease_ms` since `since_ms`, was heard from within that
-/// lease (see `lock_rules::election::heard_within_lease`), or was granted
-/// it less than a lease ago (a candidate that waited long in BLOCK said
-/// nothing meanwhile). Locks that are not elections, and a connection the
-/// server cannot describe, are renewed.
-pub fn heard_from(
-    ctx: &Context,
-    lock: &LockId<'_>,
-    client: ClientId,
-    lease_ms: i64,
-    since_ms: i64,
-) -> bool {
-    if !is_election(lock) || ffi::now_ms().saturating_sub(since_ms) < lease_ms {
+/// Whether the connection of `binding`, which keeps `owner`'s hold of
+/// `lock` renewed, may renew it: a hold that is not a leadership granted
+/// by a campaign here always; a leadership if its connection was heard
+/// from within the lease (see `lock_rules::election::heard_within_lease`:
+/// Redis counts a reply written to it as heard, so a leader's session
+/// connection must carry nothing else), or was granted it less than a
+/// lease ago (a candidate that waited long in BLOCK said nothing
+/// meanwhile). A connection the server cannot describe is renewed.
+pub fn heard_from(ctx: &Context, lock: &LockId<'_>, owner: &[u8], binding: &Binding) -> bool {
+    let (client, lease_ms) = (binding.client, binding.lease_ms);
+    if !is_leadership(lock, owner) || ffi::now_ms().saturating_sub(binding.since_ms) < lease_ms {
         return true;
     }
     let line = ctx

@@ -27,11 +27,12 @@ use redis_module::{Context, ContextFlags};
 use crate::deferred::{self, Work};
 use crate::ffi::{self, KeyspaceHandler, ServerEventHandler};
 use crate::handoff::{self, Origin};
+use crate::semaphore_handoff;
 use crate::sessions;
 use crate::stats::{Stats, STATS};
 use crate::store::{self, Placement};
 use crate::waiters::{registry, Grant};
-use crate::{blocking, elections, holds, keepalive, latches, observers, semaphore_handoff};
+use crate::{blocking, elections, holds, keepalive, latches, leader_record, observers};
 use crate::{replication, server_settings};
 use lock_rules::error::LockError;
 use lock_rules::keys::semaphores_of_permits_key;
@@ -49,11 +50,16 @@ pub fn drain(ctx: &Context, work: Work) {
     }
     let mut looked_at = HashSet::new();
     for (election, leader) in work.elections {
-        if !ffi::select_db(ctx, election.db) || !placement.serves(&election.key) {
+        if !ffi::select_db(ctx, election.db) {
+            continue;
+        }
+        if !placement.serves(&election.key) {
+            let name = (election.db, election.key.to_vec());
+            observers::fail(ctx, &name, &LockError::slot_not_served());
             continue;
         }
         if let Some(leader) = leader {
-            lost_unless_held(ctx, &election, &leader);
+            lost_unless_held(ctx, &placement, &election, &leader);
         }
         if looked_at.insert(election.clone()) {
             elections::recheck(ctx, &election, true);
@@ -64,8 +70,10 @@ pub fn drain(ctx: &Context, work: Work) {
 /// Ends the binding of `leader`, who led `election`, unless it still holds
 /// it: it lost without its doing (its lock deleted, flushed, overwritten,
 /// handed on after its lease ran out), and its session hears `gone`. A
-/// release or a forced release unbound it in its own command.
-fn lost_unless_held(ctx: &Context, election: &LockId<'_>, leader: &[u8]) {
+/// release or a forced release unbound it in its own command. A leader
+/// that holds the lock but whose record is gone (deleted, expired apart
+/// from the lock) leads nothing anyone can see: its leadership ends too.
+fn lost_unless_held(ctx: &Context, placement: &Placement, election: &LockId<'_>, leader: &[u8]) {
     if keepalive::client_of(election, leader).is_none() {
         return;
     }
@@ -76,6 +84,15 @@ fn lost_unless_held(ctx: &Context, election: &LockId<'_>, leader: &[u8]) {
         .is_some_and(|(state, _)| state.held_by(leader));
     if !holds {
         keepalive::end(ctx, election, leader, LossReason::Gone);
+        return;
+    }
+    let recorded = leader_record::read_leader(ctx, &name)
+        .ok()
+        .flatten()
+        .is_some_and(|seen| seen.leader.candidate == leader);
+    if !recorded && elections::is_leadership(election, leader) {
+        keepalive::end(ctx, election, leader, LossReason::Gone);
+        keepalive::resign_leadership(ctx, placement, election, leader);
     }
 }
 

@@ -334,13 +334,7 @@ fn renew_due(ctx: &Context) {
         let over = max_hold > 0 && now.saturating_sub(binding.since_ms) >= max_hold;
         let renewed = if over {
             Err(LossReason::MaxHold)
-        } else if !elections::heard_from(
-            ctx,
-            &due.hold.lock(),
-            binding.client,
-            binding.lease_ms,
-            binding.since_ms,
-        ) {
+        } else if !elections::heard_from(ctx, &due.hold.lock(), due.hold.owner(), &binding) {
             Err(LossReason::Idle)
         } else {
             renew(ctx, &placement, &due.hold, binding.lease_ms)
@@ -361,27 +355,28 @@ fn renew_due(ctx: &Context) {
             let hold = &due.hold;
             lost(ctx, binding.client, reason, &hold.lock(), hold.owner());
             if reason == LossReason::Idle {
-                end_silent_leadership(ctx, &placement, hold);
+                resign_leadership(ctx, &placement, &hold.lock(), hold.owner());
             }
         }
     }
 }
 
-/// An election's leader not heard from within its lease has stopped
-/// believing it leads (its own deadline, half a lease after the last PING
-/// it had answered, is past: see `lock_rules::election`): its leadership
-/// ends now rather than at its lease end, and the next candidate leads.
-fn end_silent_leadership(ctx: &Context, placement: &Placement, hold: &Hold) {
-    if !ffi::select_db(ctx, hold.db) || !placement.serves(hold.key()) {
+/// Ends `owner`'s leadership of `lock` now (its binding ended already, its
+/// session told why), and the next candidate leads: an election's leader
+/// not heard from within its lease has stopped believing it leads (its own
+/// deadline, half a lease after the last PING it had answered, is past:
+/// see `lock_rules::election`), and one whose leader record was deleted
+/// leads nothing anyone can see.
+pub fn resign_leadership(ctx: &Context, placement: &Placement, lock: &LockId<'_>, owner: &[u8]) {
+    if !ffi::select_db(ctx, lock.db) || !placement.serves(&lock.key) {
         return;
     }
-    let name = ffi::string(ctx, hold.key());
-    let lock = hold.lock();
-    let Ok((key, mut tx)) = handoff::begin(ctx, &name, &lock, Origin::Event) else {
+    let name = ffi::string(ctx, &lock.key);
+    let Ok((key, mut tx)) = handoff::begin(ctx, &name, lock, Origin::Event) else {
         return;
     };
-    if let Ok(true) = with_queue(&lock, |queue| tx.resign(queue, hold.owner())) {
-        handoff::commit(ctx, &lock, &key, tx);
+    if let Ok(true) = with_queue(lock, |queue| tx.resign(queue, owner)) {
+        handoff::commit(ctx, lock, &key, tx);
     }
 }
 

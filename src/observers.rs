@@ -5,8 +5,8 @@
 //! for them (CLIENT UNBLOCK, disconnect), and a master's demotion.
 //! Answering writes nothing.
 //!
-//! Offers: [`Name`], [`ObserveReply`], [`block`], [`answer`], [`demoted`],
-//! [`count`], [`Blocked`].
+//! Offers: [`Name`], [`ObserveReply`], [`block`], [`answer`], [`fail`],
+//! [`watching`], [`observed`], [`demoted`], [`count`], [`Blocked`].
 
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{LazyLock, Mutex, MutexGuard};
@@ -35,12 +35,22 @@ pub enum ObserveReply {
     Failed(String),
 }
 
-/// The observers, each with the term it saw.
-static OBSERVERS: LazyLock<Mutex<Waitlist<ObserveReply, i64>>> = LazyLock::new(Mutex::default);
+/// What an observer saw: the term (0: nobody led) and the leader's value.
+type SeenTerm = (i64, Option<Vec<u8>>);
+
+fn seen_of(now: &Option<Seen>) -> SeenTerm {
+    match now {
+        Some(s) => (s.leader.term, s.leader.value.clone()),
+        None => (Leader::term_of(None), None),
+    }
+}
+
+/// The observers, each with what it saw.
+static OBSERVERS: LazyLock<Mutex<Waitlist<ObserveReply, SeenTerm>>> = LazyLock::new(Mutex::default);
 /// Observers blocked now: elections with none skip the mutex.
 static COUNT: AtomicUsize = AtomicUsize::new(0);
 
-fn observers() -> MutexGuard<'static, Waitlist<ObserveReply, i64>> {
+fn observers() -> MutexGuard<'static, Waitlist<ObserveReply, SeenTerm>> {
     sync::lock(&OBSERVERS)
 }
 
@@ -48,32 +58,62 @@ fn publish_count() {
     COUNT.store(observers().len(), Relaxed);
 }
 
-/// Blocks an ELECT.OBSERVE caller that saw `seen_term` of `lock` until the
-/// leadership differs, the leader's value changes, or `wait` runs out.
+/// Blocks an ELECT.OBSERVE caller of `lock`, where `now` leads (in the
+/// term the caller saw), until the leadership or its value differs, or
+/// `wait` runs out.
 pub fn block(
     ctx: &Context,
     lock: &LockId<'_>,
-    seen_term: i64,
+    now: &Option<Seen>,
     wait: Wait,
 ) -> Result<(), LockError> {
     let election = (lock.db, lock.key.to_vec());
-    waitlist::block::<Blocked, BlockTimeout, _>(ctx, &OBSERVERS, election, wait, seen_term)?;
+    waitlist::block::<Blocked, BlockTimeout, _>(ctx, &OBSERVERS, election, wait, seen_of(now))?;
     publish_count();
     Ok(())
 }
 
 /// Answers the observers of `election` to whom `now` differs from what they
-/// saw (all of them with `all`: the leader's value changed).
-pub fn answer(ctx: &Context, election: &Name, now: &Option<Seen>, all: bool) {
+/// saw: another term, or another value.
+pub fn answer(ctx: &Context, election: &Name, now: &Option<Seen>) {
     if COUNT.load(Relaxed) == 0 {
         return;
     }
-    let term = Leader::term_of(now.as_ref().map(|s| &s.leader));
-    let answered = observers().take(election, |seen_term| {
-        all || observer_answered(term, *seen_term)
+    let (term, value) = seen_of(now);
+    let answered = observers().take(election, |(seen_term, seen_value)| {
+        observer_answered(term, *seen_term) || value != *seen_value
     });
     publish_count();
     waitlist::answer(ctx, answered, || ObserveReply::Changed(now.clone()));
+}
+
+/// Answers every observer of `election` with `error` (its slot is no
+/// longer this node's).
+pub fn fail(ctx: &Context, election: &Name, error: &LockError) {
+    if COUNT.load(Relaxed) == 0 {
+        return;
+    }
+    let answered = observers().take(election, |_| true);
+    publish_count();
+    let error = error.to_string();
+    waitlist::answer(ctx, answered, || ObserveReply::Failed(error.clone()));
+}
+
+/// The elections observed in the dbs `in_dbs` picks.
+pub fn observed(in_dbs: impl Fn(&i32) -> bool) -> std::collections::HashSet<Name> {
+    if COUNT.load(Relaxed) == 0 {
+        return Default::default();
+    }
+    observers()
+        .names()
+        .filter(|(db, _)| in_dbs(db))
+        .cloned()
+        .collect()
+}
+
+/// Whether anyone observes `lock`.
+pub fn watching(lock: &LockId<'_>) -> bool {
+    COUNT.load(Relaxed) > 0 && observers().waiting_on(&(lock.db, lock.key.to_vec())) > 0
 }
 
 /// The server became a replica: observers are answered as Redis answers

@@ -157,6 +157,6 @@ pub fn request(owner: &[u8], lease_ms: i64, fence: bool, permits: u32) -> Reques
         fence,
         kind: LockKind::Permits(permits),
         keepalive: None,
-        value: None,
+        campaign: None,
     }
 }

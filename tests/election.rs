@@ -204,6 +204,12 @@ fn observer(server: &Server, key: &str, opts: &[&str], observers: i64) -> Connec
     c
 }
 
+/// `ELECT.OBSERVE key TERM 1` without BLOCK (a term no leadership has):
+/// the leadership now, the nobody map when nobody leads.
+fn observe_now(c: &mut Connection, key: &str) -> Option<Leader> {
+    parse_leader(q(c, &["ELECT.OBSERVE", key, "TERM", "1"]), false)
+}
+
 fn observed(c: &mut Connection) -> Option<Leader> {
     parse_leader(recv(c).expect("OBSERVE's reply"), false)
 }
@@ -633,6 +639,20 @@ fn a_silent_session_connection_loses_its_leadership_and_the_next_leads() {
     assert!(server.stat("keepalive_min_lease_ms") <= lease);
     let px = lease.to_string();
 
+    // A plain lock kept alive by a silent connection, observed with
+    // ELECT.OBSERVE: observing makes it no leadership, so the liveness rule
+    // never applies to it.
+    let mut plain = server.client();
+    assert_eq!(
+        q::<i64>(
+            &mut plain,
+            &["LOCK.ACQUIRE", "plain", "worker", "PX", &px, "KEEPALIVE"]
+        ),
+        1
+    );
+    assert_eq!(observe_now(&mut con, "plain"), Some(nobody()));
+    let _plain_observer = observer(&server, "plain", &["TERM", "0", "BLOCK", "0"], 1);
+
     let mut kept = Session::open(&server, "kept");
     let mut k = server.client();
     let tk = campaign(&mut k, "busy", "k", &["PX", &px, "SESSION", "kept"]).expect("k leads");
@@ -677,6 +697,10 @@ fn a_silent_session_connection_loses_its_leadership_and_the_next_leads() {
     );
     assert_eq!(silent.next_message(), "idle 1 s quiet");
     assert_leads(&mut con, "quiet", "next", tn, None);
+    // Silent for as long, the plain lock is still held, kept alive.
+    assert_eq!(q::<String>(&mut con, &["HGET", "plain", "worker"]), "1");
+    assert!(q::<i64>(&mut con, &["PTTL", "plain"]) > 0);
+    assert!(!exists(&mut con, &record_key("plain")));
     assert!(server.stat("elections_lost") >= 1);
 
     // The pinging session's leader still leads, renewed meanwhile; its
@@ -716,6 +740,47 @@ fn a_silent_session_connection_loses_its_leadership_and_the_next_leads() {
 /// key of another type (WRONGTYPE); a name whose record would hash to
 /// another slot (CROSSSLOT); any ELECT write on a replica (READONLY), where
 /// LEADER answers as the master does.
+/// The leader record is the leadership's face: deleting it alone (the lock
+/// left) ends the leadership, its leader hears `gone` and the next
+/// candidate leads; observers of a lock overwritten by another type are
+/// answered (nobody) once its record expires with the lease it had;
+/// observers hear a PROCLAIM (another value, the same term).
+#[test]
+fn a_deleted_record_ends_its_leadership_and_observers_hear_every_change() {
+    let server = Server::start();
+    let mut con = server.client();
+    let mut session = Session::open(&server, "rs");
+    let mut a = server.client();
+    let t = campaign(&mut a, "rec", "a", &["PX", "60000", "SESSION", "rs"]).expect("a leads");
+    let mut b = queue_candidate(
+        &server,
+        &mut con,
+        "rec",
+        "b",
+        &["PX", "60000", "KEEPALIVE", "BLOCK", "0"],
+        1,
+    );
+    let mut watcher = observer(&server, "rec", &["TERM", &t.to_string(), "BLOCK", "0"], 1);
+    assert_eq!(q::<i64>(&mut con, &["ELECT.PROCLAIM", "rec", "a", "v2"]), t);
+    let seen = observed(&mut watcher).expect("a leadership");
+    assert_eq!((seen.term, seen.value.as_deref()), (t, Some("v2")));
+
+    assert_eq!(q::<i64>(&mut con, &["DEL", &record_key("rec")]), 1);
+    assert_eq!(session.next_message(), "gone 1 a rec");
+    let tb = term_of_reply(&mut b);
+    assert!(tb > t);
+    assert_leads(&mut con, "rec", "b", tb, None);
+    assert_eq!(q::<i64>(&mut con, &["ELECT.RESIGN", "rec", "b"]), 1);
+    assert_nobody_leads(&mut con, "rec");
+
+    // Overwritten by SET: the observer is answered when the record expires.
+    let t = campaign(&mut a, "over", "a", &["PX", "1000", "KEEPALIVE"]).expect("a leads");
+    let mut watcher = observer(&server, "over", &["TERM", &t.to_string(), "BLOCK", "0"], 1);
+    q::<()>(&mut con, &["SET", "over", "x"]);
+    assert_eq!(observed(&mut watcher), Some(nobody()));
+    assert_eq!(server.stat("election_observers"), 0);
+}
+
 #[test]
 fn errors_by_code() {
     let server = Server::start();
@@ -889,7 +954,22 @@ fn a_replica_and_the_aof_agree_with_the_master_after_hand_offs() {
     );
     assert_eq!(q::<i64>(&mut con, &["ELECT.RESIGN", k, "a"]), 1);
     let t2 = term_of_reply(&mut b);
+    // An observer on the replica hears the PROCLAIM (the same term, another
+    // value) from the replicated record.
+    wait_until("the replica has b's record", || {
+        leader(&mut replica.client(), k).is_some_and(|l| l.term == t2)
+    });
+    let mut on_replica = replica.client();
+    send(
+        &mut on_replica,
+        &["ELECT.OBSERVE", k, "TERM", &t2.to_string(), "BLOCK", "0"],
+    );
+    wait_until("the replica's observer blocked", || {
+        replica.stat("election_observers") == 1
+    });
     assert_eq!(q::<i64>(&mut con, &["ELECT.PROCLAIM", k, "b", "vb2"]), t2);
+    let seen = observed(&mut on_replica).expect("b leads");
+    assert_eq!((seen.term, seen.value.as_deref()), (t2, Some("vb2")));
     assert_eq!(q::<i64>(&mut con, &["LOCK.FORCERELEASE", k]), 1);
     let t3 = term_of_reply(&mut c);
     assert!(t1 < t2 && t2 < t3);

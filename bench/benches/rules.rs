@@ -20,7 +20,7 @@ fn req(owner: &str) -> Request {
         fence: false,
         kind: LockKind::Exclusive,
         keepalive: None,
-        value: None,
+        campaign: None,
     }
 }
 

@@ -625,7 +625,7 @@ mod tests {
                 fence,
                 kind: crate::request::LockKind::Exclusive,
                 keepalive: None,
-                value: None,
+                campaign: None,
             },
             bc: bc(n),
             deadline: None,
@@ -813,7 +813,7 @@ mod tests {
         let read = Waiter {
             request: Request {
                 kind: LockKind::Read,
-                value: None,
+                campaign: None,
                 keepalive: Some(crate::request::KeepAlive::Caller),
                 ..waiter(1, false).request
             },

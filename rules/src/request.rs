@@ -78,8 +78,15 @@ pub struct Request {
     /// look at this; the server layer binds the hold when it answers the
     /// caller).
     pub keepalive: Option<KeepAlive>,
-    /// ELECT.CAMPAIGN's `VALUE`: written to the leader record when the
-    /// candidate starts leading.
+    /// An ELECT.CAMPAIGN's: once granted, the candidate leads (the shell
+    /// writes its leader record).
+    pub campaign: Option<Campaign>,
+}
+
+/// What a campaign asks for beside the lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Campaign {
+    /// `VALUE`: written to the leader record when the candidate leads.
     pub value: Option<Box<[u8]>>,
 }
 

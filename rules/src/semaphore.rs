@@ -608,7 +608,7 @@ mod tests {
             fence: false,
             kind: LockKind::Permits(n),
             keepalive: None,
-            value: None,
+            campaign: None,
         }
     }
 
@@ -879,7 +879,7 @@ mod tests {
             lease_ms: 0,
             fence: false,
             kind: LockKind::Permits(n),
-            value: None,
+            campaign: None,
             keepalive: None,
         };
         assert_eq!(t.acquire(&mut q, &take(1), false), Ok(Acquisition::Now(1)));

@@ -22,7 +22,7 @@ use lock_rules::args::{parse_campaign_options, parse_observe_options};
 use lock_rules::election::{holder, observer_answered, Leader};
 use lock_rules::error::LockError;
 use lock_rules::keys::leader_key_in_slot;
-use lock_rules::request::LockKind;
+use lock_rules::request::{Campaign, LockKind};
 
 const CANDIDATE: ArgDoc = arg(c"candidate", ArgKind::String);
 
@@ -126,7 +126,6 @@ fn record_name(ctx: &Context, name: &RedisString, write: bool) -> Result<Vec<u8>
     let record = leader_key_in_slot(name.as_slice())?;
     if write {
         may_write(ctx, &record, "leader record key")?;
-        leader_record::check_writable(ctx, name.as_slice())?;
     } else if !ffi::may_read_key(ctx, &record) {
         return Err(LockError::no_permission("leader record key", &record));
     }
@@ -149,7 +148,10 @@ fn campaign(ctx: &Context, args: &[RedisString]) -> RedisResult {
             &options,
             LockKind::Exclusive,
         )?;
-        request.value = value.map(Vec::into_boxed_slice);
+        leader_record::check_writable(ctx, name.as_slice())?;
+        request.campaign = Some(Campaign {
+            value: value.map(Vec::into_boxed_slice),
+        });
         let lock = lock_id(ctx, name);
         let (key, mut tx) = begin(ctx, name, &lock, Origin::caller(owner, true))?;
         elections::note(&lock);
@@ -157,7 +159,11 @@ fn campaign(ctx: &Context, args: &[RedisString]) -> RedisResult {
         let leader = |term| Leader {
             candidate: owner.as_slice().to_vec(),
             term,
-            value: request.value.as_deref().map(<[u8]>::to_vec),
+            value: request
+                .campaign
+                .as_ref()
+                .and_then(|c| c.value.as_deref())
+                .map(<[u8]>::to_vec),
         };
         if holder(tx.state()) == Some(owner.as_slice()) {
             // The leader campaigns again (a re-attach after a failover, or
@@ -201,8 +207,12 @@ fn resign(ctx: &Context, args: &[RedisString]) -> RedisResult {
         record_name(ctx, name, true)?;
         let lock = lock_id(ctx, name);
         let (key, mut tx) = begin(ctx, name, &lock, Origin::caller(owner, false))?;
-        elections::note(&lock);
-        events::watch_for_waiters(ctx);
+        leader_record::check_writable(ctx, name.as_slice())?;
+        if holder(tx.state()) == Some(owner.as_slice()) {
+            // Its leadership ends here: the record goes with it (a name
+            // not known on this server since a failover included).
+            elections::note(&lock);
+        }
         blocking::cancel(ctx, &lock, owner.as_slice());
         let led = with_queue(&lock, |queue| tx.resign(queue, owner.as_slice()))?;
         if led {
@@ -222,6 +232,7 @@ fn proclaim(ctx: &Context, args: &[RedisString]) -> RedisResult {
         record_name(ctx, name, true)?;
         // A write: refused on a replica as the other writes are.
         Origin::caller(owner, false).parts(ctx)?;
+        leader_record::check_writable(ctx, name.as_slice())?;
         let lock = lock_id(ctx, name);
         elections::note(&lock);
         events::watch_for_waiters(ctx);
@@ -262,7 +273,6 @@ fn observe(ctx: &Context, args: &[RedisString]) -> RedisResult {
         let (seen_term, wait) = parse_observe_options(options)?;
         record_name(ctx, name, false)?;
         let lock = lock_id(ctx, name);
-        elections::note(&lock);
         events::watch_for_waiters(ctx);
         let now = leader_record::read_leader(ctx, name)?;
         let term = Leader::term_of(now.as_ref().map(|s| &s.leader));
@@ -280,7 +290,7 @@ fn observe(ctx: &Context, args: &[RedisString]) -> RedisResult {
                     // writes.
                     events::watch_hashes(ctx);
                 }
-                observers::block(ctx, &lock, seen_term, wait)?;
+                observers::block(ctx, &lock, &now, wait)?;
                 Ok(RedisValue::NoReply)
             }
             None => Ok(RedisValue::Null),

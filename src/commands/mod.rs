@@ -245,7 +245,7 @@ fn acquire_request(
         fence: options.fence,
         kind,
         keepalive: options.keepalive.clone(),
-        value: None,
+        campaign: None,
     };
     let wait = options
         .wait

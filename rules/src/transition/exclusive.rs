@@ -199,7 +199,7 @@ mod tests {
             fence: false,
             kind: LockKind::Exclusive,
             keepalive: None,
-            value: None,
+            campaign: None,
         }
     }
 

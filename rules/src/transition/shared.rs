@@ -284,7 +284,7 @@ mod tests {
             fence: false,
             kind,
             keepalive: None,
-            value: None,
+            campaign: None,
         }
     }
 
