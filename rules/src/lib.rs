@@ -13,11 +13,13 @@
 //! connection names which session token, and the loss messages); beside the
 //! locks, `semaphore` (permits, in Redisson's layout) and `latch` (count-down
 //! latches) and `election` (the leader record, long polls, a leader's
-//! liveness).
+//! liveness); `deadlock` (the waits-for graph over owners and the cycle a
+//! new wait would close; the server layer does not consult it yet).
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod args;
+pub mod deadlock;
 pub mod election;
 pub mod error;
 pub mod holds;
