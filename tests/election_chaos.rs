@@ -521,7 +521,8 @@ fn check_history(server: &Server, candidates: &[&Candidate], seen: &[Seen]) {
 }
 
 /// kill -9, SIGSTOP (then SIGCONT) and a resign, one after the other, with
-/// candidates queued behind the leader each time.
+/// candidates queued behind the leader each time; and kill -9 of a
+/// candidate still waiting.
 #[test]
 fn leaders_killed_stopped_and_resigning_hand_over_safely_and_in_time() {
     let server = Server::start();
@@ -565,6 +566,12 @@ fn leaders_killed_stopped_and_resigning_hand_over_safely_and_in_time() {
     );
     assert_eq!(c2.exit_code(), LOST_EXIT, "c2: {}", c2.stderr());
     let mut c5 = queue(&url, &mut con, "c5", 2);
+    // kill -9 of a candidate still waiting: the kernel closes its
+    // connections, it leaves the queue at once and never leads.
+    let mut cw = queue(&url, &mut con, "cw", 3);
+    cw.kill9();
+    wait_for_waiters(&mut con, NAME, 2);
+    assert!(!cw.stderr().contains("leading"), "cw: {}", cw.stderr());
 
     // SIGTERM: c3 resigns, c4 leads at once.
     let asked_at = now_ms();
@@ -596,7 +603,7 @@ fn leaders_killed_stopped_and_resigning_hand_over_safely_and_in_time() {
     }
 
     let seen = observer.finish();
-    check_history(&server, &[&c1, &c2, &c3, &c4, &c5], &seen);
+    check_history(&server, &[&c1, &c2, &c3, &c4, &c5, &cw], &seen);
     // c2's (stopped: `idle`) was ended by the server while kept alive;
     // c1's (killed) ended with its connection, nobody to tell: not counted.
     assert_eq!(server.stat("elections_lost"), 1, "lock_elections_lost");
