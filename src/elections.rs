@@ -34,7 +34,7 @@
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use redis_module::{Context, RedisString};
@@ -69,12 +69,10 @@ struct Elections {
 }
 
 static ELECTIONS: LazyLock<Mutex<Elections>> = LazyLock::new(Mutex::default);
-/// Whether any name is known as an election: the commits of other locks
-/// skip the mutex.
-static ANY: AtomicBool = AtomicBool::new(false);
-/// Bit `len % 64` is set for the length of every name known as an
-/// election: a commit of a lock whose name's length has no bit set (most
-/// locks, beside a few elections) skips the mutex and the lookup.
+/// Bit `len % 64` is set for the length of every name ever known as an
+/// election here (0: none ever was): a commit or a KEEPALIVE renewal of a
+/// lock whose name's length has no bit set (most locks, beside a few
+/// elections) skips the mutex and the lookup.
 static LENGTHS: AtomicU64 = AtomicU64::new(0);
 
 fn length_bit(key: &[u8]) -> u64 {
@@ -109,7 +107,6 @@ pub fn note(lock: &LockId<'_>) {
     if !e.is_known(lock.db, &lock.key) {
         e.known.entry(lock.key.to_vec()).or_default().push(lock.db);
         LENGTHS.fetch_or(length_bit(&lock.key), Relaxed);
-        ANY.store(true, Relaxed);
     }
 }
 
@@ -139,7 +136,7 @@ pub fn is_election(lock: &LockId<'_>) -> bool {
 
 /// Whether `owner` leads `lock` by a campaign granted on this server.
 pub fn is_leadership(lock: &LockId<'_>, owner: &[u8]) -> bool {
-    ANY.load(Relaxed)
+    LENGTHS.load(Relaxed) & length_bit(&lock.key) != 0
         && elections()
             .leaderships
             .contains(&(name_of(lock), owner.to_vec()))
@@ -318,7 +315,7 @@ impl TimerHandler for Recheck {
 /// The elections that a keyspace event on `key` concerns: `key` itself,
 /// or the election whose record it is, if known here.
 pub fn of_key(db: i32, key: &[u8]) -> Vec<LockId<'static>> {
-    if !ANY.load(Relaxed) && observers::count() == 0 {
+    if LENGTHS.load(Relaxed) == 0 && observers::count() == 0 {
         return Vec::new();
     }
     let mut names: Vec<&[u8]> = elections_of_leader_key(key);
@@ -334,7 +331,7 @@ pub fn of_key(db: i32, key: &[u8]) -> Vec<LockId<'static>> {
 pub fn known_in(dbs: &[i32]) -> Vec<LockId<'static>> {
     let in_dbs = |db: &i32| dbs.contains(&-1) || dbs.contains(db);
     let mut names: HashSet<Name> = observers::observed(in_dbs);
-    if ANY.load(Relaxed) {
+    if LENGTHS.load(Relaxed) != 0 {
         let e = elections();
         for (key, known_dbs) in &e.known {
             names.extend(

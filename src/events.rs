@@ -78,19 +78,21 @@ fn lost_unless_held(ctx: &Context, placement: &Placement, election: &LockId<'_>,
         return;
     }
     let name = ffi::string(ctx, &election.key);
+    // The common case, read once: the record names it, and it holds the lock.
+    let recorded = leader_record::read_leader(ctx, &name)
+        .ok()
+        .flatten()
+        .is_some_and(|seen| seen.leader.candidate == leader);
+    if recorded {
+        return;
+    }
     let holds = store::read_only(ctx, &name)
         .ok()
         .flatten()
         .is_some_and(|(state, _)| state.held_by(leader));
     if !holds {
         keepalive::end(ctx, election, leader, LossReason::Gone);
-        return;
-    }
-    let recorded = leader_record::read_leader(ctx, &name)
-        .ok()
-        .flatten()
-        .is_some_and(|seen| seen.leader.candidate == leader);
-    if !recorded && elections::is_leadership(election, leader) {
+    } else if elections::is_leadership(election, leader) {
         keepalive::end(ctx, election, leader, LossReason::Gone);
         keepalive::resign_leadership(ctx, placement, election, leader);
     }

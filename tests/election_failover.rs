@@ -43,13 +43,6 @@ fn leader(con: &mut Connection) -> HashMap<String, String> {
     }
 }
 
-fn int(v: redis::RedisResult<Value>, what: &str) -> i64 {
-    match v {
-        Ok(Value::Int(n)) => n,
-        other => panic!("{what}: {other:?}"),
-    }
-}
-
 #[test]
 fn a_leadership_survives_a_sentinel_failover_and_is_reattached() {
     let started = Instant::now();
@@ -168,7 +161,7 @@ fn a_leadership_survives_a_sentinel_failover_and_is_reattached() {
     );
     wait_until("b queued on the new master", || new.stat("waiters") == 1);
     assert_eq!(q::<i64>(&mut a2, &["ELECT.RESIGN", KEY, "a"]), 1);
-    let t2 = int(recv(&mut b2), "b's term");
+    let t2 = int_reply(recv(&mut b2), "b's term");
     assert!(t2 > t1, "{t2} after {t1}");
     let seen: HashMap<String, String> = match recv(&mut observer).expect("the observer's answer") {
         Value::Array(items) => items

@@ -76,13 +76,6 @@ fn assert_nil(v: redis::RedisResult<Value>) {
     assert!(matches!(v, Ok(Value::Nil)), "a grab got {v:?}");
 }
 
-fn int(v: redis::RedisResult<Value>, what: &str) -> i64 {
-    match v {
-        Ok(Value::Int(n)) => n,
-        other => panic!("{what}: {other:?}"),
-    }
-}
-
 #[test]
 fn kept_permits_survive_a_sentinel_failover_and_are_reattached() {
     let started = Instant::now();
@@ -213,7 +206,7 @@ fn kept_permits_survive_a_sentinel_failover_and_are_reattached() {
     });
     assert_nil(raw(&mut on_new, &grab));
     assert_eq!(q::<i64>(&mut b2, &["SEM.RELEASE", KEY, "b"]), 0);
-    let token_w = int(recv(&mut w2), "w on the new master");
+    let token_w = int_reply(recv(&mut w2), "w on the new master");
     assert!(token_w > token_b, "{token_w} after {token_b}");
     assert_holds(&info(&mut on_new), &[("a", 2), ("w", 1)], "w served");
     assert_nil(raw(&mut on_new, &grab));

@@ -1131,3 +1131,12 @@ impl Session {
         }
     }
 }
+
+/// An integer reply (read with [`recv`] or [`raw`]), `what` naming it when
+/// it is not one.
+pub fn int_reply(v: redis::RedisResult<Value>, what: &str) -> i64 {
+    match v {
+        Ok(Value::Int(n)) => n,
+        other => panic!("{what}: {other:?}"),
+    }
+}

@@ -105,6 +105,25 @@ class _LeadershipState:
     def _mark_lost(self, reason):
         raise NotImplementedError
 
+    def _lost_now(self):
+        """After ``lost_reason`` is set: the event, the session's books, what
+        is left of it on the server (a leadership no longer renewed, or bound
+        to a connection that is gone) resigned now rather than at its lease's
+        end, and the callbacks."""
+        self.lost.set()
+        self.session._elections_remove(self)
+        self.session._resign_soon(self.name, self.candidate, self.lease)
+        for cb in (self._on_lost, self.election._on_lost):
+            if cb is None:
+                continue
+            try:
+                self._run_callback(cb)
+            except Exception:  # noqa: BLE001
+                log.exception("on_lost callback failed")
+
+    def _run_callback(self, cb):
+        cb(self)
+
     def __repr__(self):
         state = "leads" if self.lost_reason is None and not self.resigned else (self.lost_reason or "resigned")
         return f"<Leadership {self.name!r} candidate={self.candidate} term={self.term} {state}>"
@@ -177,18 +196,7 @@ class Leadership(_LeadershipState):
             if self.lost_reason is not None or self.resigned:
                 return
             self.lost_reason = reason
-        self.lost.set()
-        self.session._elections_remove(self)
-        # what is left of it on the server (a leadership no longer renewed,
-        # or bound to a connection that is gone) goes now, not at its lease's end
-        self.session._resign_soon(self.name, self.candidate, self.lease)
-        for cb in (self._on_lost, self.election._on_lost):
-            if cb is None:
-                continue
-            try:
-                cb(self)
-            except Exception:  # noqa: BLE001
-                log.exception("on_lost callback failed")
+        self._lost_now()
 
     def __enter__(self):
         return self

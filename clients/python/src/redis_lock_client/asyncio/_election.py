@@ -2,7 +2,6 @@
 
 import asyncio
 import inspect
-import logging
 import time
 
 import redis.exceptions as rex
@@ -14,7 +13,6 @@ from . import _FOREVER, Session, _get_conn, _release_conn, blocking_call
 
 __all__ = ["Election", "Leadership", "Leader", "Observer"]
 
-log = logging.getLogger("redis_lock_client")
 
 
 class Leadership(_LeadershipState):
@@ -53,18 +51,12 @@ class Leadership(_LeadershipState):
         if self.lost_reason is not None or self.resigned:
             return
         self.lost_reason = reason
-        self.lost.set()
-        self.session._elections_remove(self)
-        self.session._resign_soon(self.name, self.candidate, self.lease)
-        for cb in (self._on_lost, self.election._on_lost):
-            if cb is None:
-                continue
-            try:
-                r = cb(self)
-                if inspect.isawaitable(r):
-                    asyncio.ensure_future(r)
-            except Exception:  # noqa: BLE001
-                log.exception("on_lost callback failed")
+        self._lost_now()
+
+    def _run_callback(self, cb):
+        r = cb(self)
+        if inspect.isawaitable(r):
+            asyncio.ensure_future(r)
 
     async def __aenter__(self):
         return self
