@@ -7,9 +7,9 @@
 //!   the session's with SESSION (or
 //!   a binding's lease replaced by a re-entry, or a stale one dropped), and
 //!   the events its hold needs listened to;
-//! - a wait: the caller blocked at the tail of the lock's queue (a
-//!   multi-lock caller, one entry in each key's), with a timer at the lease
-//!   end it waits for;
+//! - a wait: unless it would close a cycle of waits (`DEADLOCK`), the
+//!   caller blocked at the tail of the lock's queue (a multi-lock caller,
+//!   one entry in each key's), with a timer at the lease end it waits for;
 //! - busy without BLOCK: nil.
 //!
 //! And LOCK.RENEW's binding: a re-attach with KEEPALIVE, or the lease a hold
@@ -22,8 +22,9 @@ use redis_module::{Context, RedisString, RedisValue};
 use crate::keepalive;
 use crate::store::{self, LockKey};
 use crate::waiters::{with_queue, Registry, Waiter};
-use crate::{blocking, events, handoff, lease};
+use crate::{blocking, deadlocks, events, handoff, lease};
 use lock_rules::args::Wait;
+use lock_rules::deadlock::lock_holders;
 use lock_rules::error::LockError;
 use lock_rules::lock_id::LockId;
 use lock_rules::multilock::{take_all, AllOrNone};
@@ -47,6 +48,11 @@ pub fn acquire(
     }
     let acquired = with_queue(lock, |queue| tx.acquire(queue, request, wait.is_some()))?;
     let next_end = tx.next_end();
+    // Whom the caller would wait for, as the rules left the lock.
+    let holders = match (&acquired, wait) {
+        (Ok(Acquisition::Wait), Some(_)) => lock_holders(tx.state(), tx.now_ms()),
+        _ => Vec::new(),
+    };
     handoff::commit(ctx, lock, &key, tx);
     match (acquired?, wait) {
         (Acquisition::Now(reply), _) => {
@@ -54,6 +60,7 @@ pub fn acquire(
             Ok(RedisValue::Integer(reply))
         }
         (Acquisition::Wait, Some(wait)) => {
+            deadlocks::check(ctx, &request.owner, &[(lock.clone(), holders)])?;
             let lease_end = lease::earliest(next_end, lease_end(ctx, key));
             enqueue(
                 ctx,
@@ -114,6 +121,14 @@ pub fn acquire_all(
         ),
     };
     let locks: Vec<LockId<'static>> = opened.iter().map(|(lock, _, _)| lock.to_owned()).collect();
+    // Whom the caller would wait for on each key, as the rules left it.
+    let wanted: Vec<(LockId<'static>, Vec<Vec<u8>>)> = match (&decision, wait) {
+        (AllOrNone::Busy, Some(_)) => opened
+            .iter()
+            .map(|(lock, _, tx)| (lock.to_owned(), lock_holders(tx.state(), tx.now_ms())))
+            .collect(),
+        _ => Vec::new(),
+    };
     let names: Vec<&RedisString> = opened.iter().map(|(_, key, _)| key.name()).collect();
     // Whatever the decision, every transition is committed: a settle may
     // have handed a key on, and its waiter must hear.
@@ -129,6 +144,7 @@ pub fn acquire_all(
         }
         (AllOrNone::Refused(e), _) => Err(e),
         (AllOrNone::Busy, Some(wait)) => {
+            deadlocks::check(ctx, &request.owner, &wanted)?;
             // Read after the commits: a hand-off among them moved a deadline.
             let lease_ends: Vec<Option<i64>> = names
                 .iter()

@@ -47,9 +47,10 @@ static REDISSON_NOTIFY: AtomicBool = AtomicBool::new(true);
 static KEEPALIVE_DEAD_PEER_MS: AtomicI64 = AtomicI64::new(DEFAULT_DEAD_PEER_MS);
 static KEEPALIVE_MAX_HOLD_MS: AtomicI64 = AtomicI64::new(0);
 static TOKEN_TTL_MS: AtomicI64 = AtomicI64::new(DEFAULT_TOKEN_TTL_MS);
+static DEADLOCK_DETECTION: AtomicBool = AtomicBool::new(true);
 
 /// Every setting, in the order of the docs.
-pub static SETTINGS: [Setting; 5] = [
+pub static SETTINGS: [Setting; 6] = [
     // The lease of an acquire (or renewal) without PX/EX.
     Setting {
         name: c"default-lease-ms",
@@ -108,6 +109,16 @@ pub static SETTINGS: [Setting; 5] = [
             max: MAX_DURATION_MS,
         },
     },
+    // Check each wait against the waits-for graph before queueing it, and
+    // refuse one that would close a cycle with DEADLOCK. Off, a cycle waits
+    // until a BLOCK time or a lease ends it.
+    Setting {
+        name: c"deadlock-detection",
+        kind: Kind::YesNo {
+            cell: &DEADLOCK_DETECTION,
+            default: true,
+        },
+    },
 ];
 
 pub fn default_lease_ms() -> i64 {
@@ -128,6 +139,10 @@ pub fn keepalive_max_hold_ms() -> i64 {
 
 pub fn token_ttl_ms() -> i64 {
     TOKEN_TTL_MS.load(Relaxed)
+}
+
+pub fn deadlock_detection() -> bool {
+    DEADLOCK_DETECTION.load(Relaxed)
 }
 
 impl Setting {

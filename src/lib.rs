@@ -39,6 +39,7 @@ mod blocking;
 mod clock;
 mod commands;
 mod config;
+mod deadlocks;
 mod deferred;
 mod elections;
 mod events;

@@ -42,6 +42,8 @@ pub struct Stats {
     /// Leaderships the server ended while their leader kept them alive, the
     /// leader told why (forced, gone, idle, maxhold, moved).
     pub elections_lost: AtomicU64,
+    /// Waits refused with DEADLOCK: each would have closed a cycle.
+    pub deadlocks: AtomicU64,
 }
 
 pub static STATS: Stats = Stats {
@@ -63,6 +65,7 @@ pub static STATS: Stats = Stats {
     latches_opened: AtomicU64::new(0),
     elections_won: AtomicU64::new(0),
     elections_lost: AtomicU64::new(0),
+    deadlocks: AtomicU64::new(0),
 };
 
 impl Stats {
@@ -97,7 +100,7 @@ impl Stats {
     }
 
     /// Name and value of every counter, in INFO order.
-    pub fn fields(&self) -> [(&'static str, u64); 18] {
+    pub fn fields(&self) -> [(&'static str, u64); 19] {
         [
             ("acquired", self.acquired.load(Relaxed)),
             ("reentered", self.reentered.load(Relaxed)),
@@ -132,6 +135,7 @@ impl Stats {
             ("latches_opened", self.latches_opened.load(Relaxed)),
             ("elections_won", self.elections_won.load(Relaxed)),
             ("elections_lost", self.elections_lost.load(Relaxed)),
+            ("deadlocks", self.deadlocks.load(Relaxed)),
         ]
     }
 }

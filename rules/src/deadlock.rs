@@ -17,8 +17,12 @@
 //! and, past the bound, finds nothing rather than stall the server.
 
 use std::collections::{HashMap, HashSet};
+use std::fmt::Write as _;
 
+use crate::error::{printable, LockError};
 use crate::lock_id::LockId;
+use crate::semaphore::{owner_of, SemaphoreState};
+use crate::state::LockState;
 
 /// Owners visited before the search gives up (finds no cycle).
 pub const MAX_VISITS: usize = 10_000;
@@ -42,6 +46,97 @@ pub struct Step {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cycle {
     pub steps: Vec<Step>,
+}
+
+/// Steps named in full in a DEADLOCK reply; a longer cycle is cut short
+/// there (its length is still given).
+pub const STEPS_NAMED: usize = 16;
+
+impl Cycle {
+    /// The `DEADLOCK` error answered to the caller that would close it:
+    /// each step as "owner waits for key held by next owner", so the lock
+    /// order to fix can be read off the reply.
+    pub fn error(&self) -> LockError {
+        let n = self.steps.len();
+        let db = self.steps.first().map_or(0, |s| s.lock.db);
+        let mut text = format!("this wait would close a cycle of {n}:");
+        for (i, step) in self.steps.iter().enumerate().take(STEPS_NAMED) {
+            let next = &self.steps[(i + 1) % n].owner;
+            let _ = write!(
+                text,
+                "{} '{}' waits for '{}'",
+                if i == 0 { "" } else { "," },
+                printable(&step.owner),
+                printable(&step.lock.key)
+            );
+            if step.lock.db != db {
+                let _ = write!(text, " (db {})", step.lock.db);
+            }
+            let _ = write!(text, " held by '{}'", printable(next));
+        }
+        if n > STEPS_NAMED {
+            let _ = write!(text, ", and {} more", n - STEPS_NAMED);
+        }
+        LockError::deadlock(text)
+    }
+}
+
+/// Who a caller waiting for a lock in `state` waits for at `now_ms`: its
+/// exclusive owner, or a read-write lock's writer and readers whose leases
+/// have not run out (a reader whose every lease key is gone holds nothing,
+/// whatever its field says, and is reclaimed at the next transition).
+pub fn lock_holders(state: &LockState, now_ms: i64) -> Vec<Vec<u8>> {
+    match state {
+        LockState::Free => Vec::new(),
+        LockState::Held { owner, .. } => vec![owner.to_vec()],
+        LockState::Shared(rw) => {
+            let mut holders = Vec::new();
+            if let Some((writer, _)) = &rw.writer {
+                if rw.write_until.is_none_or(|until| until >= now_ms) {
+                    holders.push(writer.to_vec());
+                }
+            }
+            for reader in &rw.readers {
+                let live = !reader.expired() && reader.lease_end().is_none_or(|end| end >= now_ms);
+                if live && !holders.iter().any(|h| h[..] == reader.owner[..]) {
+                    holders.push(reader.owner.to_vec());
+                }
+            }
+            holders
+        }
+    }
+}
+
+/// Who a caller waiting for permits of a semaphore in `state` waits for:
+/// the one owner holding every live permit, if there is one. With several
+/// holders any one of them could free what the caller needs, so a cycle
+/// through one of them is no deadlock; a Redisson permit's id names no
+/// owner. Either way the semaphore leads nowhere (no false `DEADLOCK`).
+pub fn semaphore_holders(state: &SemaphoreState, now_ms: i64) -> Vec<Vec<u8>> {
+    let mut sole: Option<&[u8]> = None;
+    for permit in state.permits.iter().filter(|p| p.until >= now_ms) {
+        match (owner_of(&permit.id), sole) {
+            (Some((owner, _)), None) => sole = Some(owner),
+            (Some((owner, _)), Some(first)) if owner == first => {}
+            _ => return Vec::new(),
+        }
+    }
+    sole.map(|owner| vec![owner.to_vec()]).unwrap_or_default()
+}
+
+/// Every owner holding a live permit of a semaphore in `state`, each once
+/// (what LOCK.WAITERS shows its waiters wait for; Redisson's permits name
+/// no owner and are not listed).
+pub fn permit_owners(state: &SemaphoreState, now_ms: i64) -> Vec<Vec<u8>> {
+    let mut owners: Vec<Vec<u8>> = Vec::new();
+    for permit in state.permits.iter().filter(|p| p.until >= now_ms) {
+        if let Some((owner, _)) = owner_of(&permit.id) {
+            if !owners.iter().any(|o| o[..] == *owner) {
+                owners.push(owner.to_vec());
+            }
+        }
+    }
+    owners
 }
 
 /// The cycle `caller` would close by waiting for `wanted` (each of the
@@ -280,5 +375,110 @@ mod tests {
             .waits("a", "y")
             .waits("b", "x");
         assert_eq!(cycle_closed_by(&g, b"c", &[lock("x")]), None);
+    }
+
+    #[test]
+    fn the_reply_names_each_step_and_cuts_a_long_ring_short() {
+        let g = Graph::default()
+            .holds("a", "x")
+            .holds("b", "y")
+            .waits("a", "y");
+        let e = cycle_closed_by(&g, b"b", &[lock("x")]).unwrap().error();
+        assert_eq!(e.code(), "DEADLOCK");
+        assert_eq!(
+            e.to_string(),
+            "DEADLOCK this wait would close a cycle of 2: 'b' waits for 'x' held by 'a', 'a' waits for 'y' held by 'b'"
+        );
+        let ring = Cycle {
+            steps: (0..40)
+                .map(|i| Step {
+                    owner: format!("o{i}").into_bytes(),
+                    lock: LockId {
+                        db: i32::from(i == 1),
+                        key: Cow::Owned(format!("l{i}").into_bytes()),
+                    },
+                })
+                .collect(),
+        };
+        let text = ring.error().to_string();
+        assert!(text.contains("cycle of 40:"));
+        assert!(text.contains("'o1' waits for 'l1' (db 1) held by 'o2'"));
+        assert!(text.ends_with("'o15' waits for 'l15' held by 'o16', and 24 more"));
+        assert!(!text.contains('\n'));
+    }
+
+    #[test]
+    fn holders_are_who_holds_now() {
+        use crate::read_write::{ReadWriteHolds, Reader};
+        let owner = |s: &str| -> crate::request::FieldName { s.as_bytes().into() };
+        assert!(lock_holders(&LockState::Free, 0).is_empty());
+        let held = LockState::Held {
+            owner: owner("a"),
+            holds: 2,
+        };
+        assert_eq!(lock_holders(&held, 0), vec![b"a".to_vec()]);
+        // A writer that also reads is one holder; a reader whose every
+        // lease key is gone, or whose lease ended, holds nothing.
+        let reader = |o: &str, leases: Vec<Option<i64>>| Reader {
+            owner: owner(o),
+            holds: i64::try_from(leases.len()).unwrap(),
+            leases,
+        };
+        let rw = ReadWriteHolds {
+            writer: Some((owner("w"), 1)),
+            readers: vec![
+                reader("w", vec![Some(500)]),
+                reader("r1", vec![Some(500)]),
+                reader("gone", vec![None]),
+                reader("ended", vec![Some(50)]),
+            ],
+            expires_at: Some(500),
+            write_until: Some(500),
+        };
+        assert_eq!(
+            lock_holders(&LockState::Shared(rw.clone()), 100),
+            vec![b"w".to_vec(), b"r1".to_vec()]
+        );
+        let ended_writer = ReadWriteHolds {
+            write_until: Some(50),
+            ..rw
+        };
+        assert_eq!(
+            lock_holders(&LockState::Shared(ended_writer), 100),
+            vec![b"w".to_vec(), b"r1".to_vec()]
+        );
+    }
+
+    #[test]
+    fn a_semaphore_leads_to_its_holder_only_when_it_has_one() {
+        use crate::semaphore::{permit_id, Permit};
+        let permit = |owner: &[u8], i, until| Permit {
+            id: permit_id(owner, i),
+            until,
+        };
+        let state = |permits| SemaphoreState {
+            available: Some(0),
+            permits,
+        };
+        let one = state(vec![permit(b"a", 1, 500), permit(b"a", 2, 500)]);
+        assert_eq!(semaphore_holders(&one, 100), vec![b"a".to_vec()]);
+        // Two holders: either could free a permit. A permit whose lease
+        // ended is nobody's.
+        let two = state(vec![permit(b"a", 1, 500), permit(b"b", 1, 500)]);
+        assert!(semaphore_holders(&two, 100).is_empty());
+        let one_live = state(vec![permit(b"a", 1, 500), permit(b"b", 1, 50)]);
+        assert_eq!(semaphore_holders(&one_live, 100), vec![b"a".to_vec()]);
+        // A Redisson permit's id names no owner.
+        let redisson = state(vec![
+            permit(b"a", 1, 500),
+            Permit {
+                id: b"3f2a9c".to_vec(),
+                until: 500,
+            },
+        ]);
+        assert!(semaphore_holders(&redisson, 100).is_empty());
+        assert_eq!(permit_owners(&redisson, 100), vec![b"a".to_vec()]);
+        assert_eq!(permit_owners(&two, 100), vec![b"a".to_vec(), b"b".to_vec()]);
+        assert!(semaphore_holders(&state(Vec::new()), 100).is_empty());
     }
 }

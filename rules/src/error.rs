@@ -69,6 +69,11 @@ impl LockError {
         )
     }
 
+    /// A wait that would close a cycle of waits (`why` names it).
+    pub fn deadlock(why: impl Into<String>) -> Self {
+        Self::new("DEADLOCK", why)
+    }
+
     /// LOCK.RELEASE without READ or WRITE by an owner holding both.
     pub fn ambiguous_release() -> Self {
         Self::new(

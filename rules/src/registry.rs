@@ -16,7 +16,7 @@ use crate::args::Limit;
 use crate::ids::IdMap;
 use crate::lock_id::LockId;
 use crate::queue::{Fifo, WaiterId};
-use crate::request::{LockKind, Queued, Request};
+use crate::request::{FieldName, LockKind, Queued, Request};
 use crate::transition::Wake;
 
 /// A server timer's id, as the server hands it out.
@@ -66,6 +66,8 @@ pub struct WaiterView<'r> {
     pub request: &'r Request,
     /// A LOCK.MACQUIRE caller (its request's kind is the exclusive lock).
     pub multi: bool,
+    /// Its multi-lock caller, to list every key it waits for.
+    pub group: Option<GroupId>,
     pub queued_at: Instant,
     /// The end of its BLOCK time; `None` for BLOCK 0.
     pub deadline: Option<Instant>,
@@ -178,6 +180,10 @@ pub struct Registry<H> {
     /// Each multi-lock caller's request and entries, first entry first.
     groups: IdMap<GroupId, Group>,
     deadlines: BTreeSet<(Instant, WaiterId)>,
+    /// Each owner's queue entries (the waits-for graph's edges out of it):
+    /// the deadlock check asks what an owner waits for, and a scan of every
+    /// queue would cost each new wait the whole registry.
+    by_owner: HashMap<FieldName, BTreeSet<WaiterId>>,
     pub wait_timer: Option<WaitTimer>,
     next_serial: u64,
 }
@@ -222,6 +228,7 @@ impl<H> Default for Registry<H> {
             lease_jobs: IdMap::default(),
             groups: IdMap::default(),
             deadlines: BTreeSet::new(),
+            by_owner: HashMap::new(),
             wait_timer: None,
             next_serial: 0,
         }
@@ -290,7 +297,12 @@ impl<H: Copy + Eq + Hash> Registry<H> {
         };
         let (bc, fence, deadline) = (waiter.bc, waiter.request.fence, waiter.deadline);
         let first_entry = waiter.group.is_none_or(|g| g == id);
+        // A SEM.TAKE caller has no owner: nobody can wait for it.
+        let owner = (!waiter.request.owner.is_empty()).then(|| waiter.request.owner.clone());
         if queue.fifo.push_back(id, waiter) {
+            if let Some(owner) = owner {
+                self.by_owner.entry(owner).or_default().insert(id);
+            }
             queue.fenced += usize::from(fence);
             if first_entry {
                 self.handles.insert(bc, id);
@@ -345,6 +357,33 @@ impl<H: Copy + Eq + Hash> Registry<H> {
         })
     }
 
+    /// Whether `owner` waits for anything (has a queue entry anywhere).
+    pub fn owner_waits(&self, owner: &[u8]) -> bool {
+        self.by_owner.contains_key(owner)
+    }
+
+    /// The locks `owner` waits for now: one per queue entry it has (each
+    /// key of a multi-lock caller's; more than one caller when an owner id
+    /// is shared), each once, in the order first queued.
+    pub fn waits_of(&self, owner: &[u8]) -> Vec<LockId<'static>> {
+        let mut locks: Vec<LockId<'static>> = Vec::new();
+        for id in self.by_owner.get(owner).into_iter().flatten() {
+            if let Some(lock) = self.locations.get(id) {
+                if !locks.contains(lock) {
+                    locks.push(lock.clone());
+                }
+            }
+        }
+        locks
+    }
+
+    /// Every key a multi-lock caller waits for, in the order named.
+    pub fn group_locks(&self, group: GroupId) -> Vec<LockId<'static>> {
+        self.groups.get(&group).map_or_else(Vec::new, |g| {
+            g.members.iter().map(|(lock, _)| lock.clone()).collect()
+        })
+    }
+
     /// The callers queued for `lock`, first in line first, at most `limit`.
     pub fn waiters(&self, lock: &LockId<'_>, limit: Limit) -> Vec<WaiterView<'_>> {
         let Some(queue) = self.queue(lock) else {
@@ -359,6 +398,7 @@ impl<H: Copy + Eq + Hash> Registry<H> {
                 WaiterView {
                     request: &w.request,
                     multi: w.group.is_some(),
+                    group: w.group,
                     queued_at: w.queued_at,
                     deadline: group.map_or(w.deadline, |g| g.deadline),
                 }
@@ -490,6 +530,12 @@ impl<H: Copy + Eq + Hash> Registry<H> {
         self.locations.remove(&id);
         if forget_handle {
             self.handles.remove(&waiter.bc);
+        }
+        if let Some(ids) = self.by_owner.get_mut(&waiter.request.owner) {
+            ids.remove(&id);
+            if ids.is_empty() {
+                self.by_owner.remove(&waiter.request.owner);
+            }
         }
         if let Some(at) = waiter.deadline {
             self.deadlines.remove(&(at, id));
@@ -714,6 +760,59 @@ mod tests {
         assert_eq!(r.waiter_of(bc(1)), None);
         // No queue: rules see an empty one.
         assert_eq!(r.with_queue(&lock("x"), |q| q.len()), 0);
+    }
+
+    #[test]
+    fn what_an_owner_waits_for_follows_its_entries_in_and_out() {
+        let mut r = Registry::<usize>::default();
+        assert!(!r.owner_waits(b"o1"));
+        r.enqueue(&lock("k"), 1, waiter(1, false));
+        // An owner id shared by two callers: both waits, each lock once.
+        r.enqueue(
+            &lock("j"),
+            2,
+            Waiter {
+                bc: bc(2),
+                ..waiter(1, false)
+            },
+        );
+        r.enqueue(
+            &lock("k"),
+            3,
+            Waiter {
+                bc: bc(3),
+                ..waiter(1, false)
+            },
+        );
+        r.enqueue_group(&[lock("a"), lock("b")], &[4, 5], waiter(7, false));
+        assert!(r.owner_waits(b"o1"));
+        assert_eq!(r.waits_of(b"o1"), vec![lock("k"), lock("j")]);
+        assert_eq!(r.waits_of(b"o7"), vec![lock("a"), lock("b")]);
+        assert_eq!(r.group_locks(4), vec![lock("a"), lock("b")]);
+        assert_eq!(r.waits_of(b"o9"), Vec::<LockId<'static>>::new());
+        // Removed (a timeout), popped and woken, taken as a group: gone.
+        let _ = r.remove(1).unwrap();
+        assert_eq!(r.waits_of(b"o1"), vec![lock("j"), lock("k")]);
+        let (id, w) = r.with_queue(&lock("j"), |q| q.pop_front()).unwrap();
+        let wake = Wake {
+            id,
+            waiter: w,
+            verdict: crate::transition::Verdict::Granted(1),
+            held: false,
+        };
+        let _ = r.forget_woken(&lock("j"), &[wake]);
+        assert_eq!(r.waits_of(b"o1"), vec![lock("k")]);
+        let _ = r.take_group(4).unwrap();
+        assert!(!r.owner_waits(b"o7"));
+        assert!(r.group_locks(4).is_empty());
+        let _ = r.remove(3).unwrap();
+        assert!(!r.owner_waits(b"o1"));
+        assert!(r.by_owner.is_empty());
+        // A SEM.TAKE caller has no owner and is no one's edge.
+        let mut anonymous = waiter(8, false);
+        anonymous.request.owner = b"".as_slice().into();
+        r.enqueue(&lock("s"), 9, anonymous);
+        assert!(r.by_owner.is_empty());
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! (who waits for a lock or a semaphore, first in line first) and LOCK.QUEUES (which locks
 //! of the selected database have callers waiting, longest wait first).
 
+use std::collections::HashMap;
 use std::time::Instant;
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
@@ -11,10 +12,11 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 use super::{command, lock_id, option, run, Command, KEY};
 use crate::ffi::{self, ArgDoc, ArgKind, CommandSpec, Field, KeyArgs, KEY_RO_ACCESS};
 use crate::waiters::{anyone_waits, registry};
-use crate::{keepalive, semaphore_key, store};
+use crate::{deadlocks, keepalive, semaphore_key, store};
 use lock_rules::args::parse_view_options;
 use lock_rules::error::LockError;
 use lock_rules::keepalive::ClientId;
+use lock_rules::lock_id::LockId;
 use lock_rules::registry::{longest_waiting_first, QueueView};
 use lock_rules::request::FieldName;
 use lock_rules::state::LockState;
@@ -148,6 +150,8 @@ struct Shown {
     timeout: i64,
     /// The permits a semaphore caller asked for.
     permits: Option<u32>,
+    /// Every key of a multi-lock caller (none for one key).
+    keys: Vec<LockId<'static>>,
 }
 
 fn waiters(ctx: &Context, args: &[RedisString]) -> RedisResult {
@@ -164,10 +168,12 @@ fn waiters(ctx: &Context, args: &[RedisString]) -> RedisResult {
         let lock = lock_id(ctx, name);
         let shown: Vec<Shown> = if anyone_waits() {
             let now = Instant::now();
-            registry()?
+            let registry = registry()?;
+            registry
                 .waiters(&lock, limit)
                 .into_iter()
                 .map(|w| Shown {
+                    keys: w.group.map(|g| registry.group_locks(g)).unwrap_or_default(),
                     owner: w.request.owner.clone(),
                     kind: w.kind(),
                     waited: w.waited_ms(now),
@@ -181,9 +187,39 @@ fn waiters(ctx: &Context, args: &[RedisString]) -> RedisResult {
         } else {
             Vec::new()
         };
-        let maps: Vec<Vec<(&str, Field)>> = shown
+        // Whom each waits for: the holders of its key, or of each key of a
+        // multi-lock caller (each read once), itself left out.
+        let mut holders: HashMap<LockId<'static>, Vec<Vec<u8>>> = HashMap::new();
+        let mut holders_of = |l: &LockId<'_>| {
+            holders
+                .entry(l.to_owned())
+                .or_insert_with(|| deadlocks::holders(ctx, &l.key))
+                .clone()
+        };
+        let waits_for: Vec<Vec<Vec<u8>>> = shown
             .iter()
             .map(|w| {
+                let mut owners: Vec<Vec<u8>> = Vec::new();
+                let here = [lock.to_owned()];
+                let keys = if w.keys.is_empty() {
+                    &here[..]
+                } else {
+                    &w.keys[..]
+                };
+                for key in keys {
+                    for h in holders_of(key) {
+                        if h[..] != w.owner[..] && !owners.contains(&h) {
+                            owners.push(h);
+                        }
+                    }
+                }
+                owners
+            })
+            .collect();
+        let maps: Vec<Vec<(&str, Field)>> = shown
+            .iter()
+            .zip(&waits_for)
+            .map(|(w, waits_for)| {
                 let mut fields = vec![
                     ("owner", Field::Bulk(&w.owner)),
                     ("kind", Field::Bulk(w.kind.as_bytes())),
@@ -196,6 +232,8 @@ fn waiters(ctx: &Context, args: &[RedisString]) -> RedisResult {
                 if let Some(n) = w.permits {
                     fields.push(("permits", Field::Int(i64::from(n))));
                 }
+                let waits_for = waits_for.iter().map(Vec::as_slice).collect();
+                fields.push(("waits_for", Field::Bulks(waits_for)));
                 fields
             })
             .collect();

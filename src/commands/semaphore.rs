@@ -23,11 +23,12 @@ use crate::handoff::Origin;
 use crate::semaphore_handoff::{self as handoff, Transition};
 use crate::semaphore_key;
 use crate::waiters::{registry, with_queue, Waiter};
-use crate::{config, events, keepalive};
+use crate::{config, deadlocks, events, keepalive};
 use lock_rules::args::{
     parse_amount, parse_permits_option, parse_renew_options, parse_semaphore_acquire_options,
     parse_take_options, Wait,
 };
+use lock_rules::deadlock::semaphore_holders;
 use lock_rules::error::LockError;
 use lock_rules::keys::permits_key_in_slot;
 use lock_rules::lock_id::LockId;
@@ -278,6 +279,11 @@ fn take_permits(
     }
     let acquired = with_queue(&lock, |queue| tx.acquire(queue, request, wait.is_some()))?;
     let next_end = tx.next_end();
+    // Whom the caller would wait for, as the rules left the semaphore.
+    let holders = match (&acquired, wait) {
+        (Ok(Acquisition::Wait), Some(_)) if owned => semaphore_holders(tx.state(), tx.now_ms()),
+        _ => Vec::new(),
+    };
     handoff::commit(ctx, &lock, &keys, tx);
     drop(keys);
     match (acquired?, wait) {
@@ -288,6 +294,7 @@ fn take_permits(
             Ok(RedisValue::Integer(reply))
         }
         (Acquisition::Wait, Some(wait)) => {
+            deadlocks::check(ctx, &request.owner, &[(lock.clone(), holders)])?;
             enqueue(ctx, &lock, request, wait, next_end)?;
             Ok(RedisValue::NoReply)
         }

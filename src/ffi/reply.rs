@@ -54,6 +54,8 @@ pub enum Field<'a> {
     Counts(Vec<(&'a [u8], i64)>),
     /// A nested array of maps.
     Maps(Vec<Vec<(&'a str, Field<'a>)>>),
+    /// A nested array of strings.
+    Bulks(Vec<&'a [u8]>),
 }
 
 /// A map header (RESP3) or the array header of `len` flat pairs (RESP2).
@@ -85,6 +87,16 @@ pub fn reply_map(ctx: &Context, fields: &[(&str, Field)]) {
             Field::Bulk(b) => reply_bulk(ctx, b),
             Field::Null => reply_null(ctx),
             Field::Maps(maps) => reply_maps(ctx, maps),
+            Field::Bulks(items) => match api!(RedisModule_ReplyWithArray) {
+                Some(array) => {
+                    // SAFETY: ctx may reply; exactly `len` strings follow.
+                    unsafe { array(ctx.ctx, items.len() as std::ffi::c_long) };
+                    for item in items {
+                        reply_bulk(ctx, item);
+                    }
+                }
+                None => reply_null(ctx),
+            },
             Field::Counts(counts) => {
                 if reply_map_header(ctx, counts.len()) {
                     for (name, n) in counts {
