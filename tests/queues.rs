@@ -63,7 +63,7 @@ fn bulk(entry: &Entry, name: &str) -> String {
     }
 }
 
-const WAITER_FIELDS: [&str; 7] = [
+const WAITER_FIELDS: [&str; 8] = [
     "owner",
     "kind",
     "waited",
@@ -71,6 +71,7 @@ const WAITER_FIELDS: [&str; 7] = [
     "keepalive",
     "fence",
     "timeout",
+    "waits_for",
 ];
 const QUEUE_FIELDS: [&str; 5] = ["key", "waiters", "longest_wait", "owner", "ttl"];
 
@@ -84,6 +85,14 @@ fn waiters_of(con: &mut Connection, key: &str, count: Option<&str>) -> Vec<Entry
         assert_eq!(names(e), WAITER_FIELDS, "{e:?}");
     }
     all
+}
+
+/// The owners a waiter waits for (`waits_for`).
+fn waits_for(entry: &Entry) -> Vec<String> {
+    match get(entry, "waits_for") {
+        Value::Array(owners) => owners.iter().map(text).collect(),
+        other => panic!("waits_for is not an array: {other:?}"),
+    }
 }
 
 fn owners(entries: &[Entry], field: &str) -> Vec<String> {
@@ -278,6 +287,9 @@ fn waiters_of_read_write_and_multi_locks() {
     assert_eq!(owners(&rw, "kind"), ["read", "write"]);
     assert_eq!(int(&rw[1], "lease"), 900);
     assert_eq!(int(&rw[1], "fence"), 1);
+    // Both wait for the writer holding the lock.
+    assert_eq!(waits_for(&rw[0]), ["writer"]);
+    assert_eq!(waits_for(&rw[1]), ["writer"]);
 
     // A multi-lock caller is queued on each of its keys, held or free,
     // with its deadline on every one.
@@ -305,6 +317,9 @@ fn waiters_of_read_write_and_multi_locks() {
         let e = waiters_of(&mut con, key, None);
         assert_eq!(owners(&e, "owner"), ["m"], "{key}");
         assert_eq!(owners(&e, "kind"), ["multi"], "{key}");
+        // On each key, it waits for the holders of all its keys: y is
+        // free, x held.
+        assert_eq!(waits_for(&e[0]), ["holder"], "{key}");
         assert_eq!(int(&e[0], "lease"), 4000);
         let left = int(&e[0], "timeout");
         assert!(
