@@ -42,12 +42,15 @@ pub fn check(
     }
     {
         // The common case ends here: no holder of what the caller wants
-        // waits for anything (a hot lock's holder is busy, not waiting).
+        // waits for anything (a hot lock's holder is busy, not waiting),
+        // and no multi-lock caller is first in line for it.
         let registry = registry()?;
-        let holders_wait = wanted
-            .iter()
-            .flat_map(|(_, holders)| holders)
-            .any(|h| h[..] != *caller && registry.owner_waits(h));
+        let holders_wait = wanted.iter().any(|(lock, holders)| {
+            registry.group_at_head(lock).is_some()
+                || holders
+                    .iter()
+                    .any(|h| h[..] != *caller && registry.owner_waits(h))
+        });
         if !holders_wait {
             return Ok(());
         }
@@ -68,11 +71,19 @@ pub fn check(
     }
 }
 
-/// Who holds the lock or semaphore `name` of the selected database now
-/// (LOCK.WAITERS: whom its waiters wait for): a semaphore's every permit
-/// owner, not only the sole one the search follows.
-pub fn holders(ctx: &Context, name: &[u8]) -> Vec<Vec<u8>> {
-    read_holders(ctx, name, permit_owners)
+/// Whom the callers queued for `lock` (of the selected database) wait for
+/// now (LOCK.WAITERS): its holders (a semaphore's every permit owner, not
+/// only the sole one the search follows), and a multi-lock caller first in
+/// line.
+pub fn holders(ctx: &Context, lock: &LockId<'_>) -> Vec<Vec<u8>> {
+    let mut holders = read_holders(ctx, &lock.key, permit_owners);
+    let first = registry().ok().and_then(|r| r.group_owner_at_head(lock));
+    if let Some(first) = first {
+        if !holders.iter().any(|h| h[..] == first[..]) {
+            holders.push(first.to_vec());
+        }
+    }
+    holders
 }
 
 /// The graph read from this server: the registry for waits, the keys for
@@ -89,6 +100,13 @@ impl WaitsFor for ServerGraph<'_, '_> {
         // Taken for the one lookup: opening keys (below) may run a
         // keyspace-event callback that takes it too.
         registry().map_or_else(|_| Vec::new(), |r| r.waits_of(owner))
+    }
+
+    fn first_in_line(&self, lock: &LockId<'_>) -> Option<Vec<u8>> {
+        let registry = registry().ok()?;
+        registry
+            .group_owner_at_head(lock)
+            .map(|owner| owner.to_vec())
     }
 
     fn holders_of(&self, lock: &LockId<'_>) -> Vec<Vec<u8>> {

@@ -247,6 +247,27 @@ fn read_write_multi_lock_and_semaphore_edges() {
     assert_eq!(q::<i64>(&mut a, &["LOCK.RELEASE", "k1", "a"]), 0);
     assert!(matches!(recv(&mut m_waits).unwrap(), Value::Array(_)));
 
+    // Behind a multi-lock caller first in line, a caller waits for it even
+    // while the lock is free (kept for it until its other keys are).
+    let mut x = server.client();
+    acquire(&mut x, "kx", "x", &["PX", "60000"]);
+    let mut m2_waits = waiting(
+        &server,
+        &mut con,
+        &["LOCK.MACQUIRE", "2", "free", "kx", "m2", "BLOCK", "0"],
+        "free",
+        1,
+    );
+    assert!(!exists(&mut con, "free"));
+    let e = err(&mut x, &["LOCK.ACQUIRE", "free", "x", "BLOCK", "0"]);
+    assert_eq!(
+        cycle_of(&e),
+        [step("x", "free", "m2"), step("m2", "kx", "x")]
+    );
+    assert!(e.contains("'x' waits for 'free' behind 'm2'"), "{e}");
+    assert_eq!(q::<i64>(&mut x, &["LOCK.RELEASE", "kx", "x"]), 0);
+    assert!(matches!(recv(&mut m2_waits).unwrap(), Value::Array(_)));
+
     // A semaphore whose permits one owner holds leads to that owner.
     let mut p = server.client();
     let mut s = server.client();
@@ -282,7 +303,7 @@ fn read_write_multi_lock_and_semaphore_edges() {
     assert_eq!(q::<i64>(&mut s, &["LOCK.RELEASE", "l", "s"]), 0);
     assert_eq!(recv(&mut p_waits).unwrap(), Value::Int(1));
 
-    assert_eq!(deadlocks(&server), start + 3);
+    assert_eq!(deadlocks(&server), start + 4);
 }
 
 #[test]

@@ -32,14 +32,24 @@ pub const MAX_VISITS: usize = 10_000;
 pub trait WaitsFor {
     fn waits_of(&self, owner: &[u8]) -> Vec<LockId<'static>>;
     fn holders_of(&self, lock: &LockId<'_>) -> Vec<Vec<u8>>;
+    /// The owner of the multi-lock caller first in line for `lock`, if one
+    /// is: nobody queued behind it is served before it, so each of them
+    /// waits for it too, even while the lock is free (reserved for it until
+    /// its other keys are). Any other first in line is served as soon as
+    /// the holders let go, so waiting for the holders says it all.
+    fn first_in_line(&self, _lock: &LockId<'_>) -> Option<Vec<u8>> {
+        None
+    }
 }
 
 /// One edge of a cycle: `owner` waits for `lock`, held by the next step's
-/// owner (the last step's lock is held by the first step's owner).
+/// owner (the last step's lock by the first step's owner), or, `behind`,
+/// queued first for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Step {
     pub owner: Vec<u8>,
     pub lock: LockId<'static>,
+    pub behind: bool,
 }
 
 /// The cycle a wait would close, starting with the caller's own step.
@@ -72,7 +82,8 @@ impl Cycle {
             if step.lock.db != db {
                 let _ = write!(text, " (db {})", step.lock.db);
             }
-            let _ = write!(text, " held by '{}'", printable(next));
+            let how = if step.behind { "behind" } else { "held by" };
+            let _ = write!(text, " {how} '{}'", printable(next));
         }
         if n > STEPS_NAMED {
             let _ = write!(text, ", and {} more", n - STEPS_NAMED);
@@ -147,64 +158,89 @@ pub fn cycle_closed_by(
     caller: &[u8],
     wanted: &[LockId<'_>],
 ) -> Option<Cycle> {
-    // Breadth first over owners; `came_from[o]` = (previous owner, the lock
-    // by which the previous owner waits for `o`).
-    let mut came_from: HashMap<Vec<u8>, (Vec<u8>, LockId<'static>)> = HashMap::new();
+    // Breadth first over owners; `came_from[o]` = the step by which the
+    // previous owner waits for `o`.
+    let mut came_from: HashMap<Vec<u8>, Step> = HashMap::new();
     let mut seen: HashSet<Vec<u8>> = HashSet::new();
     let mut frontier: Vec<Vec<u8>> = Vec::new();
     for lock in wanted {
-        for holder in graph.holders_of(lock) {
-            if holder == caller {
+        for (next, behind) in successors(graph, lock) {
+            if next == caller {
                 // The caller holds what it wants: a re-entry, not a wait;
                 // what the rules do with it is not the graph's business.
                 continue;
             }
-            if seen.insert(holder.clone()) {
-                came_from.insert(holder.clone(), (caller.to_vec(), lock.to_owned()));
-                frontier.push(holder);
+            if seen.insert(next.clone()) {
+                let step = Step {
+                    owner: caller.to_vec(),
+                    lock: lock.to_owned(),
+                    behind,
+                };
+                came_from.insert(next.clone(), step);
+                frontier.push(next);
             }
         }
     }
     let mut visits = 0;
     while !frontier.is_empty() {
-        let mut next = Vec::new();
+        let mut further = Vec::new();
         for owner in frontier {
             visits += 1;
             if visits > MAX_VISITS {
                 return None;
             }
             for lock in graph.waits_of(&owner) {
-                for holder in graph.holders_of(&lock) {
-                    if holder == caller {
-                        return Some(unwind(&came_from, caller, owner, lock));
+                for (next, behind) in successors(graph, &lock) {
+                    if next == caller {
+                        let last = Step {
+                            owner,
+                            lock,
+                            behind,
+                        };
+                        return Some(unwind(&came_from, caller, last));
                     }
-                    if holder != owner && seen.insert(holder.clone()) {
-                        came_from.insert(holder.clone(), (owner.clone(), lock.clone()));
-                        next.push(holder);
+                    if next != owner && seen.insert(next.clone()) {
+                        let step = Step {
+                            owner: owner.clone(),
+                            lock: lock.clone(),
+                            behind,
+                        };
+                        came_from.insert(next.clone(), step);
+                        further.push(next);
                     }
                 }
             }
         }
-        frontier = next;
+        frontier = further;
     }
     None
 }
 
-/// The cycle ending with `last` waiting for `lock`, held by the caller,
-/// walked back to the caller's own step.
-fn unwind(
-    came_from: &HashMap<Vec<u8>, (Vec<u8>, LockId<'static>)>,
-    caller: &[u8],
-    last: Vec<u8>,
-    lock: LockId<'static>,
-) -> Cycle {
-    let mut steps = vec![Step { owner: last, lock }];
-    while let Some((previous, lock)) = came_from.get(&steps[steps.len() - 1].owner) {
-        steps.push(Step {
-            owner: previous.clone(),
-            lock: lock.clone(),
-        });
-        if previous == caller {
+/// Whom a caller waiting for `lock` waits for: its holders, then the
+/// multi-lock caller first in line if that is someone else (`true`: the
+/// caller is behind it, not waiting for its hold).
+fn successors(graph: &impl WaitsFor, lock: &LockId<'_>) -> Vec<(Vec<u8>, bool)> {
+    let mut next: Vec<(Vec<u8>, bool)> = graph
+        .holders_of(lock)
+        .into_iter()
+        .map(|holder| (holder, false))
+        .collect();
+    if let Some(first) = graph.first_in_line(lock) {
+        if !next.iter().any(|(holder, _)| *holder == first) {
+            next.push((first, true));
+        }
+    }
+    next
+}
+
+/// The cycle ending with `last`, whose lock the caller holds (or is first
+/// in line for), walked back to the caller's own step.
+fn unwind(came_from: &HashMap<Vec<u8>, Step>, caller: &[u8], last: Step) -> Cycle {
+    let mut steps = vec![last];
+    while let Some(step) = came_from.get(&steps[steps.len() - 1].owner) {
+        let at_caller = step.owner == caller;
+        steps.push(step.clone());
+        if at_caller {
             break;
         }
     }
@@ -222,6 +258,7 @@ mod tests {
     struct Graph {
         waits: HashMap<Vec<u8>, Vec<LockId<'static>>>,
         holds: HashMap<LockId<'static>, Vec<Vec<u8>>>,
+        firsts: HashMap<LockId<'static>, Vec<u8>>,
         lookups: std::cell::Cell<usize>,
     }
 
@@ -239,6 +276,12 @@ mod tests {
                 .or_default()
                 .push(owner.as_bytes().to_vec());
             self
+        }
+
+        /// A multi-lock caller `owner` first in line for `name`.
+        fn first(mut self, owner: &str, name: &str) -> Self {
+            self.firsts.insert(lock(name), owner.as_bytes().to_vec());
+            self.waits(owner, name)
         }
 
         fn waits(mut self, owner: &str, name: &str) -> Self {
@@ -259,6 +302,11 @@ mod tests {
         fn holders_of(&self, lock: &LockId<'_>) -> Vec<Vec<u8>> {
             self.lookups.set(self.lookups.get() + 1);
             self.holds.get(lock).cloned().unwrap_or_default()
+        }
+
+        fn first_in_line(&self, lock: &LockId<'_>) -> Option<Vec<u8>> {
+            self.lookups.set(self.lookups.get() + 1);
+            self.firsts.get(lock).cloned()
         }
     }
 
@@ -341,6 +389,31 @@ mod tests {
     }
 
     #[test]
+    fn a_caller_behind_a_multi_lock_caller_waits_for_it_even_on_a_free_lock() {
+        // m waits for k (held by x) and for l (free, but m is first in
+        // line there): x waiting for l waits behind m.
+        let g = Graph::default()
+            .holds("x", "k")
+            .first("m", "l")
+            .waits("m", "k");
+        let cycle = cycle_closed_by(&g, b"x", &[lock("l")]).expect("behind m");
+        assert_eq!(steps(&cycle), [pair("x", "l"), pair("m", "k")]);
+        assert!(cycle.steps[0].behind && !cycle.steps[1].behind);
+        assert!(cycle
+            .error()
+            .to_string()
+            .contains("'x' waits for 'l' behind 'm', 'm' waits for 'k' held by 'x'"));
+        // A holder that is also first in line is one edge, by its hold.
+        let g = Graph::default()
+            .holds("x", "k")
+            .holds("m", "l")
+            .first("m", "l")
+            .waits("m", "k");
+        let cycle = cycle_closed_by(&g, b"x", &[lock("l")]).expect("held by m");
+        assert!(!cycle.steps[0].behind);
+    }
+
+    #[test]
     fn a_wait_that_ended_is_no_edge() {
         // b waited for x and left (timed out): the graph no longer says so.
         let g = Graph::default().holds("a", "x").holds("b", "y");
@@ -362,7 +435,8 @@ mod tests {
             g = g.waits(&format!("w{i}"), "x");
         }
         assert_eq!(cycle_closed_by(&g, b"new", &[lock("x")]), None);
-        assert_eq!(g.lookups.get(), 2);
+        // x's holders and first in line, and what h waits for (nothing).
+        assert_eq!(g.lookups.get(), 3);
     }
 
     #[test]
@@ -392,6 +466,7 @@ mod tests {
         let ring = Cycle {
             steps: (0..40)
                 .map(|i| Step {
+                    behind: false,
                     owner: format!("o{i}").into_bytes(),
                     lock: LockId {
                         db: i32::from(i == 1),

@@ -428,6 +428,13 @@ impl<H: Copy + Eq + Hash> Registry<H> {
         self.queue(lock)?.fifo.front().and_then(|(_, w)| w.group)
     }
 
+    /// The owner of the multi-lock caller first in line for `lock`, if it
+    /// is one (whoever is queued behind it waits for it too).
+    pub fn group_owner_at_head(&self, lock: &LockId<'_>) -> Option<FieldName> {
+        let group = self.groups.get(&self.group_at_head(lock)?)?;
+        Some(group.request.owner.clone())
+    }
+
     /// A multi-lock caller's entries and request, and for each entry
     /// whether it heads its queue.
     pub fn group(&self, group: GroupId) -> Option<(Request, Vec<(LockId<'static>, bool)>)> {
@@ -789,6 +796,11 @@ mod tests {
         assert_eq!(r.waits_of(b"o1"), vec![lock("k"), lock("j")]);
         assert_eq!(r.waits_of(b"o7"), vec![lock("a"), lock("b")]);
         assert_eq!(r.group_locks(4), vec![lock("a"), lock("b")]);
+        assert_eq!(
+            r.group_owner_at_head(&lock("b")).as_deref(),
+            Some(&b"o7"[..])
+        );
+        assert_eq!(r.group_owner_at_head(&lock("k")), None);
         assert_eq!(r.waits_of(b"o9"), Vec::<LockId<'static>>::new());
         // Removed (a timeout), popped and woken, taken as a group: gone.
         let _ = r.remove(1).unwrap();

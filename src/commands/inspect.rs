@@ -193,7 +193,7 @@ fn waiters(ctx: &Context, args: &[RedisString]) -> RedisResult {
         let mut holders_of = |l: &LockId<'_>| {
             holders
                 .entry(l.to_owned())
-                .or_insert_with(|| deadlocks::holders(ctx, &l.key))
+                .or_insert_with(|| deadlocks::holders(ctx, l))
                 .clone()
         };
         let waits_for: Vec<Vec<Vec<u8>>> = shown
