@@ -212,6 +212,7 @@ pub fn enqueue(
     blocking::block_caller(ctx, request.clone(), wait, |reg, waiter| {
         place(reg, locks, waiter)
     })?;
+    deadlocks::check_later(ctx, &request.owner, locks);
     for (lock, lease_end) in locks.iter().zip(lease_ends) {
         lease::ensure_lease_timer(ctx, lock, || *lease_end);
     }

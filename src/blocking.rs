@@ -145,6 +145,24 @@ fn keep_alive(ctx: &Context, grants: &[Grant]) {
 /// one (its timeout, a Ctrl-C) can then release whatever the owner was
 /// handed before, knowing nothing more comes.
 pub fn cancel(ctx: &Context, lock: &LockId<'_>, owner: &[u8]) -> usize {
+    end_waits(ctx, lock, owner, || {
+        Stats::bump(&STATS.wait_cancels);
+        BlockedReply::TimedOut
+    })
+}
+
+/// Takes every wait of `owner` on `lock` out of its queue, as
+/// [`cancel`] does, and answers each the error line `error` instead.
+pub fn fail(ctx: &Context, lock: &LockId<'_>, owner: &[u8], error: &str) -> usize {
+    end_waits(ctx, lock, owner, || BlockedReply::Failed(error.to_string()))
+}
+
+fn end_waits(
+    ctx: &Context,
+    lock: &LockId<'_>,
+    owner: &[u8],
+    reply: impl Fn() -> BlockedReply,
+) -> usize {
     let removed: Vec<_> = match registry() {
         Ok(mut reg) => {
             let ids = reg.waiters_of(lock, owner);
@@ -155,8 +173,7 @@ pub fn cancel(ctx: &Context, lock: &LockId<'_>, owner: &[u8]) -> usize {
     let n = removed.len();
     for (waiter, released) in removed {
         deferred::after_queue_change(ctx, released);
-        Stats::bump(&STATS.wait_cancels);
-        ffi::unblock(waiter.bc, Some(BlockedReply::TimedOut));
+        ffi::unblock(waiter.bc, Some(reply()));
     }
     n
 }

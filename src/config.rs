@@ -47,7 +47,7 @@ static REDISSON_NOTIFY: AtomicBool = AtomicBool::new(true);
 static KEEPALIVE_DEAD_PEER_MS: AtomicI64 = AtomicI64::new(DEFAULT_DEAD_PEER_MS);
 static KEEPALIVE_MAX_HOLD_MS: AtomicI64 = AtomicI64::new(0);
 static TOKEN_TTL_MS: AtomicI64 = AtomicI64::new(DEFAULT_TOKEN_TTL_MS);
-static DEADLOCK_DETECTION: AtomicBool = AtomicBool::new(true);
+static DEADLOCK_CHECK_MS: AtomicI64 = AtomicI64::new(0);
 
 /// Every setting, in the order of the docs.
 pub static SETTINGS: [Setting; 6] = [
@@ -109,14 +109,17 @@ pub static SETTINGS: [Setting; 6] = [
             max: MAX_DURATION_MS,
         },
     },
-    // Check each wait against the waits-for graph before queueing it, and
-    // refuse one that would close a cycle with DEADLOCK. Off, a cycle waits
-    // until a BLOCK time or a lease ends it.
+    // When a wait is checked against the waits-for graph: 0, before it is
+    // queued; N, once it has lasted N ms (PostgreSQL's deadlock_timeout);
+    // -1, never (a cycle waits until a BLOCK time or a lease ends it). A
+    // wait that would close a cycle is answered DEADLOCK.
     Setting {
-        name: c"deadlock-detection",
-        kind: Kind::YesNo {
-            cell: &DEADLOCK_DETECTION,
-            default: true,
+        name: c"deadlock-check-ms",
+        kind: Kind::Integer {
+            cell: &DEADLOCK_CHECK_MS,
+            default: 0,
+            min: -1,
+            max: 86_400_000,
         },
     },
 ];
@@ -141,8 +144,8 @@ pub fn token_ttl_ms() -> i64 {
     TOKEN_TTL_MS.load(Relaxed)
 }
 
-pub fn deadlock_detection() -> bool {
-    DEADLOCK_DETECTION.load(Relaxed)
+pub fn deadlock_check_ms() -> i64 {
+    DEADLOCK_CHECK_MS.load(Relaxed)
 }
 
 impl Setting {

@@ -357,16 +357,10 @@ fn no_cycle_no_deadlock_and_the_setting_turns_it_off() {
 
     // Off: a real cycle (b waits for x... held by a, who waits for y held
     // by b) is queued, and only its BLOCK time ends it.
-    let _: () = q(
-        &mut con,
-        &["CONFIG", "SET", "lock.deadlock-detection", "no"],
-    );
+    let _: () = q(&mut con, &["CONFIG", "SET", "lock.deadlock-check-ms", "-1"]);
     assert_eq!(acquire(&mut b, "x", "b", &["BLOCK", "50"]), Value::Nil);
     assert_eq!(deadlocks(&server), 0);
-    let _: () = q(
-        &mut con,
-        &["CONFIG", "SET", "lock.deadlock-detection", "yes"],
-    );
+    let _: () = q(&mut con, &["CONFIG", "SET", "lock.deadlock-check-ms", "0"]);
     assert!(err(&mut b, &["LOCK.ACQUIRE", "x", "b", "BLOCK", "0"]).starts_with("DEADLOCK "));
     assert_eq!(deadlocks(&server), 1);
 
@@ -377,4 +371,51 @@ fn no_cycle_no_deadlock_and_the_setting_turns_it_off() {
     assert_eq!(recv(&mut a_waits).unwrap(), Value::Int(1));
     assert_eq!(q::<i64>(&mut a, &["LOCK.RELEASE", "y", "a"]), 0);
     assert_eq!(recv(&mut c_waits).unwrap(), Value::Int(1));
+}
+
+#[test]
+fn with_a_delay_a_wait_is_queued_and_checked_once_it_has_lasted_it() {
+    let server = Server::start();
+    let mut con = server.client();
+    let _: () = q(
+        &mut con,
+        &["CONFIG", "SET", "lock.deadlock-check-ms", "100"],
+    );
+    let mut a = server.client();
+    let mut b = server.client();
+    acquire(&mut a, "x", "a", &["PX", "60000"]);
+    acquire(&mut b, "y", "b", &["PX", "60000"]);
+
+    // A wait that ends before its check is not checked: no cycle then.
+    assert_eq!(acquire(&mut a, "y", "a", &["BLOCK", "20"]), Value::Nil);
+
+    // Both waits are queued; the first of them checked after the cycle
+    // closed is taken out of its queue with DEADLOCK.
+    send(&mut a, &["LOCK.ACQUIRE", "y", "a", "BLOCK", "0"]);
+    wait_queued(&mut con, "y", 1);
+    send(&mut b, &["LOCK.ACQUIRE", "x", "b", "BLOCK", "0"]);
+    wait_queued(&mut con, "x", 1);
+    wait_until("a deadlock found by a delayed check", || {
+        deadlocks(&server) == 1
+    });
+    // The victim left its queue; the other did not.
+    let a_left = queued(&mut con, "y") == 0;
+    assert_ne!(a_left, queued(&mut con, "x") == 0);
+    let (mut victim, mut other, held, owner, next) = if a_left {
+        (a, b, "x", "a", "b")
+    } else {
+        (b, a, "y", "b", "a")
+    };
+    let e = recv_error(&mut victim);
+    let cycle = cycle_of(&e);
+    assert_eq!(cycle.len(), 2, "{e}");
+    assert_eq!(
+        (cycle[0].0.as_str(), cycle[0].2.as_str()),
+        (owner, next),
+        "{e}"
+    );
+    // The other waits on, and is served once the victim lets go.
+    assert_eq!(q::<i64>(&mut victim, &["LOCK.RELEASE", held, owner]), 0);
+    assert_eq!(recv(&mut other).unwrap(), Value::Int(1));
+    assert_eq!(deadlocks(&server), 1);
 }
