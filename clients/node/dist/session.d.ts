@@ -216,9 +216,11 @@ export declare class Session extends EventEmitter {
     unregister(hold: Bindable): void;
     /**
      * @internal An owner given to an acquire must hold a lock (not permits) bound to this session
-     * now, and be the owner this Lock object already holds as (`current`), if it holds.
+     * now, none of `keys` yet (that is a re-entry; and a cancelled wait's cleanup, a release as the
+     * owner, must not drop a hold it already has), and be the owner this Lock object (or its
+     * read-write lock's other side) holds as (`current`), if it holds.
      */
-    checkOwner(owner: string, current: string | undefined): void;
+    checkOwner(owner: string, keys: string[], current: string | undefined): void;
     /** @internal */
     bindingsOn(node: string): Binding[];
     /** @internal Marks every hold of a binding lost. */

@@ -740,9 +740,11 @@ class Session extends node_events_1.EventEmitter {
     }
     /**
      * @internal An owner given to an acquire must hold a lock (not permits) bound to this session
-     * now, and be the owner this Lock object already holds as (`current`), if it holds.
+     * now, none of `keys` yet (that is a re-entry; and a cancelled wait's cleanup, a release as the
+     * owner, must not drop a hold it already has), and be the owner this Lock object (or its
+     * read-write lock's other side) holds as (`current`), if it holds.
      */
-    checkOwner(owner, current) {
+    checkOwner(owner, keys, current) {
         if (current !== undefined && current !== owner)
             throw new errors_1.LockError(`this lock object holds as owner '${current}': it cannot also hold as '${owner}'`);
         let held = false;
@@ -751,6 +753,8 @@ class Session extends node_events_1.EventEmitter {
                 continue;
             if (b.sem)
                 throw new errors_1.LockError(`owner '${owner}' holds semaphore permits: pass the owner of a lock's hold`);
+            if (keys.includes(b.key))
+                throw new errors_1.LockError(`owner '${owner}' already holds '${b.key}': re-enter instead`);
             held = true;
         }
         if (!held)
@@ -1069,7 +1073,7 @@ class Lock {
             const leaseMs = opts.leaseMs ?? this.s.leaseMs;
             const held = this.hold;
             if (opts.owner !== undefined)
-                this.s.checkOwner(opts.owner, held?.owner ?? (this.slot.holds > 0 ? this.slot.owner : undefined));
+                this.s.checkOwner(opts.owner, this.keys, held?.owner ?? (this.slot.holds > 0 ? this.slot.owner : undefined));
             const owner = held ? held.owner : opts.owner !== undefined ? this.slot.use(opts.owner) : this.slot.take();
             const reply = await this.s.acquireRaw({
                 kind: this.kind,

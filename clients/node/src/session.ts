@@ -843,15 +843,18 @@ export class Session extends EventEmitter {
 
   /**
    * @internal An owner given to an acquire must hold a lock (not permits) bound to this session
-   * now, and be the owner this Lock object already holds as (`current`), if it holds.
+   * now, none of `keys` yet (that is a re-entry; and a cancelled wait's cleanup, a release as the
+   * owner, must not drop a hold it already has), and be the owner this Lock object (or its
+   * read-write lock's other side) holds as (`current`), if it holds.
    */
-  checkOwner(owner: string, current: string | undefined): void {
+  checkOwner(owner: string, keys: string[], current: string | undefined): void {
     if (current !== undefined && current !== owner)
       throw new LockError(`this lock object holds as owner '${current}': it cannot also hold as '${owner}'`);
     let held = false;
     for (const b of this.bindings.values()) {
       if (b.owner !== owner) continue;
       if (b.sem) throw new LockError(`owner '${owner}' holds semaphore permits: pass the owner of a lock's hold`);
+      if (keys.includes(b.key)) throw new LockError(`owner '${owner}' already holds '${b.key}': re-enter instead`);
       held = true;
     }
     if (!held) throw new LockError(`owner '${owner}' holds nothing in this session: pass the owner of a live hold`);
@@ -1163,7 +1166,8 @@ export class Lock {
     try {
       const leaseMs = opts.leaseMs ?? this.s.leaseMs;
       const held = this.hold;
-      if (opts.owner !== undefined) this.s.checkOwner(opts.owner, held?.owner ?? (this.slot.holds > 0 ? this.slot.owner : undefined));
+      if (opts.owner !== undefined)
+        this.s.checkOwner(opts.owner, this.keys, held?.owner ?? (this.slot.holds > 0 ? this.slot.owner : undefined));
       const owner = held ? held.owner : opts.owner !== undefined ? this.slot.use(opts.owner) : this.slot.take();
       const reply = await this.s.acquireRaw({
         kind: this.kind,

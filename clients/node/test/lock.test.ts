@@ -245,6 +245,7 @@ for (const kind of CLIENT_KINDS) {
       for (const part of [`'${x}'`, `'${y}'`, a.owner, b.owner]) assert.ok(err.message.includes(part), err.message);
       assert.equal((await waiters(admin, x)).length, 0);
       await assert.rejects(session.lock(fresh()).acquire({ timeoutMs: 0, owner: "nobody" }), /holds nothing/);
+      await assert.rejects(session.lock(x).acquire({ timeoutMs: 0, owner: a.owner }), /already holds/);
       await b.release();
       const ay = await aWaits;
       assert.equal(ay.owner, a.owner);

@@ -304,6 +304,8 @@ def test_wait_closing_a_cycle_is_refused(r):
         assert waiters(r, "x") == 0 and info(r, "y")["owner"].decode() == b.owner
         with pytest.raises(LockError):
             session.lock("z").acquire(timeout=0, owner="not-a-holder")
+        with pytest.raises(LockError):
+            session.lock("x").acquire(timeout=0, owner=a.owner)  # a re-entry, not a second lock
         b.release()
         t.join(5)
         assert got and got[0].owner == a.owner and info(r, "y")["owner"].decode() == a.owner

@@ -74,6 +74,8 @@ impl Lock {
     /// owner holding `hold`'s keys while it waits for this lock, and refuses a wait that
     /// would close a cycle of waits at once with [`Error::Deadlock`] (its message names each
     /// step: owner, key, next owner); `hold` is kept. The new hold is released on its own.
+    /// Refused (`Error::Other`) for a hold of another session or of a semaphore, and when the
+    /// owner already holds one of this lock's keys (that is [`Hold::reenter`]).
     pub async fn acquire_as(&self, hold: &Hold, wait: Wait) -> Result<Hold> {
         if !Arc::ptr_eq(&self.inner, &hold.inner) || !matches!(hold.of, Of::Lock(_)) {
             return Err(Error::Other(RedisError::from((
@@ -86,6 +88,14 @@ impl Lock {
         }
         if !self.inner.holds_entry(hold.id) {
             return Err(Error::NotOwner);
+        }
+        if self.inner.owner_holds_any(&hold.owner, &self.keys) {
+            // A re-entry (Hold::reenter), not a second lock: and a cancelled wait's cleanup
+            // (a release as this owner) must not drop a hold it already has.
+            return Err(Error::Other(RedisError::from((
+                redis::ErrorKind::InvalidClientConfig,
+                "acquire_as: the owner already holds one of these keys (use Hold::reenter)",
+            ))));
         }
         let lease = self.lease.unwrap_or(self.inner.opts.lease);
         acquire(

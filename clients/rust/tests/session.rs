@@ -581,6 +581,9 @@ async fn a_wait_closing_a_cycle_is_refused_and_the_other_served() {
     }
     assert_eq!(waiters_of(&mut con, "x"), 0);
     assert_eq!(owner_of(&mut con, "y").as_deref(), Some(b_owner.as_str()));
+    // The owner's own key again is a re-entry (Hold::reenter), not acquire_as.
+    let again = session.lock("y").acquire_as(&b, Wait::No).await;
+    assert!(matches!(again, Err(Error::Other(_))), "{again:?}");
     b.release().await.unwrap();
     let (r, a) = tokio::time::timeout(common::PATIENCE, a_waits)
         .await

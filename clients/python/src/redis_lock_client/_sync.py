@@ -124,14 +124,18 @@ def blocking_call(client, cluster, args, block, cleanup_args, on_cleanup_failed,
     return reply
 
 
-def _check_owner(by_owner, owner):
+def _check_owner(by_owner, owner, keys):
     """An explicit owner must be one of the session's live holds' (a lock's,
-    not a semaphore's): the session re-attaches and releases by owner."""
+    not a semaphore's), holding none of ``keys`` yet (that is a re-entry; and
+    a cancelled wait's cleanup, a release as the owner, must not drop a hold
+    it already has)."""
     hs = by_owner.get(owner)
     if not hs:
         raise LockError(f"owner {owner!r} holds nothing in this session: pass the owner of a live hold")
     if any(h.kind == "s" for h in hs):
         raise LockError(f"owner {owner!r} holds semaphore permits: pass the owner of a lock's hold")
+    if any(k in h.keys for h in hs for k in keys):
+        raise LockError(f"owner {owner!r} already holds one of {list(keys)!r}: re-enter instead")
 
 
 class Hold:
@@ -549,7 +553,7 @@ class Session:
         reg = (kind, keys, tk)
         with self._lock:
             if owner is not None:
-                _check_owner(self._by_owner, owner)
+                _check_owner(self._by_owner, owner, keys)
             h = self._mine.get(reg)
             if h is not None and h.count > 0 and h.lost_reason is None and owner in (None, h.owner):
                 h.count += 1

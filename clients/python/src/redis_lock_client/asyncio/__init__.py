@@ -463,7 +463,7 @@ class Session:
         task = asyncio.current_task()
         reg = (kind, keys, id(task))
         if owner is not None:
-            _check_owner(self._by_owner, owner)
+            _check_owner(self._by_owner, owner, keys)
         h = self._mine.get(reg)
         if (h is not None and h._task is task and h.count > 0 and h.lost_reason is None
                 and owner in (None, h.owner)):
