@@ -22,6 +22,8 @@ Exit codes:
   76               an error reply from the server, or the peer is not a Redis server
   77               refused by the server: login, password, ACL permission, database
   78               the lock module is not loaded on the server
+  79               run, elect: the server refused the wait (DEADLOCK: it would close a
+                   cycle of waits); not acquired, the command not run
   126, 127         run: the command cannot be executed / was not found
   128+N            run, elect: redis-lock got signal N while waiting";
 

@@ -25,6 +25,13 @@ pub const SERVER_ERROR: u8 = 76;
 pub const REFUSED: u8 = 77;
 /// The server does not have the lock module loaded (EX_CONFIG).
 pub const NO_MODULE: u8 = 78;
+/// The server refused the wait with `DEADLOCK`: it would close a cycle of
+/// waits (or a read-write upgrade would wait for its own read holds). Not
+/// acquired, the command not run. sysexits(3) has no code for it (its
+/// EX_TEMPFAIL, 75, already means a lost lock): the one right after its
+/// last, so that redis-lock's own failures stay one block (64-79) that
+/// commands seldom use themselves.
+pub const DEADLOCK: u8 = 79;
 /// The command was found but could not be run (as shells answer).
 pub const CANNOT_EXECUTE: u8 = 126;
 /// The command was not found (as shells answer).
@@ -39,6 +46,7 @@ pub enum Failure {
     Refused(String),
     Server(String),
     NoModule(String),
+    Deadlock(String),
     Internal(String),
     /// Exit with this code, after having said why (or with nothing to say).
     Code(u8),
@@ -52,6 +60,7 @@ impl Failure {
             Failure::Refused(_) => REFUSED,
             Failure::Server(_) => SERVER_ERROR,
             Failure::NoModule(_) => NO_MODULE,
+            Failure::Deadlock(_) => DEADLOCK,
             Failure::Internal(_) => SOFTWARE,
             Failure::Code(code) => *code,
         }
@@ -65,6 +74,7 @@ impl Failure {
             | Failure::Refused(m)
             | Failure::Server(m)
             | Failure::NoModule(m)
+            | Failure::Deadlock(m)
             | Failure::Internal(m) => Some(m),
             Failure::Code(_) => None,
         }
@@ -139,6 +149,7 @@ mod tests {
             SERVER_ERROR,
             REFUSED,
             NO_MODULE,
+            DEADLOCK,
             CANNOT_EXECUTE,
             NOT_FOUND,
         ];
@@ -152,6 +163,7 @@ mod tests {
         assert_eq!(Failure::Server("x".into()).code(), 76);
         assert_eq!(Failure::Refused("x".into()).code(), 77);
         assert_eq!(Failure::NoModule("x".into()).code(), 78);
+        assert_eq!(Failure::Deadlock("x".into()).code(), 79);
         assert_eq!(Failure::Code(42).code(), 42);
         assert_eq!(Failure::Code(42).message(), None);
     }

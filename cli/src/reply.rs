@@ -47,11 +47,12 @@ impl Fields {
         self.get(name).and_then(Fields::parse)
     }
 
-    /// Every field as JSON, nested maps as objects.
+    /// Every field as JSON, nested maps as objects; `waits_for` (`LOCK.WAITERS`: the owners
+    /// a waiter waits for) is a list, even of an even length.
     pub fn to_json(&self) -> serde_json::Map<String, serde_json::Value> {
         self.0
             .iter()
-            .map(|(k, v)| (k.clone(), to_json(v, true)))
+            .map(|(k, v)| (k.clone(), to_json(v, k != "waits_for")))
             .collect()
     }
 }

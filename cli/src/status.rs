@@ -114,7 +114,9 @@ fn holders(info: &Fields) -> String {
 }
 
 fn queue_table(queue: &[Fields]) -> String {
-    let mut rows = vec![[
+    // WAITS FOR: the owners each waiter waits for (a module with deadlock detection says).
+    let waits_for = queue.iter().any(|w| w.get("waits_for").is_some());
+    let mut rows = vec![vec![
         "#".to_string(),
         "OWNER".into(),
         "KIND".into(),
@@ -123,6 +125,9 @@ fn queue_table(queue: &[Fields]) -> String {
         "GIVES UP IN".into(),
         "OPTIONS".into(),
     ]];
+    if waits_for {
+        rows[0].push("WAITS FOR".into());
+    }
     for (i, w) in queue.iter().enumerate() {
         let mut opts = Vec::new();
         if w.int("keepalive") == Some(1) {
@@ -131,7 +136,7 @@ fn queue_table(queue: &[Fields]) -> String {
         if w.int("fence") == Some(1) {
             opts.push("fence");
         }
-        rows.push([
+        let mut row = vec![
             (i + 1).to_string(),
             w.text("owner").unwrap_or_default(),
             w.text("kind").unwrap_or_default(),
@@ -143,9 +148,24 @@ fn queue_table(queue: &[Fields]) -> String {
                 None => "-".into(),
             },
             opts.join(" "),
-        ]);
+        ];
+        if waits_for {
+            let owners: Vec<String> = w
+                .get("waits_for")
+                .map(reply::items)
+                .unwrap_or_default()
+                .iter()
+                .filter_map(reply::text)
+                .collect();
+            row.push(if owners.is_empty() {
+                "-".into()
+            } else {
+                owners.join(", ")
+            });
+        }
+        rows.push(row);
     }
-    let widths: Vec<usize> = (0..7)
+    let widths: Vec<usize> = (0..rows[0].len())
         .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
         .collect();
     rows.iter()
@@ -236,6 +256,10 @@ mod tests {
                     ("keepalive", Value::Int(1)),
                     ("fence", Value::Int(0)),
                     ("timeout", Value::Int(-1)),
+                    (
+                        "waits_for",
+                        Value::Array(vec![bulk("web-1:812:0a"), bulk("web-2:77:1b")]),
+                    ),
                 ]))]),
             },
             LockStatus {
@@ -270,11 +294,12 @@ mod tests {
         );
         assert_eq!(
             lines[1],
-            "    #  OWNER     KIND       WAITED  LEASE   GIVES UP IN  OPTIONS"
+            "    #  OWNER     KIND       WAITED  LEASE   GIVES UP IN  OPTIONS    WAITS FOR"
         );
         assert_eq!(
             lines[2],
-            "    1  worker-b  exclusive  1.2 s   30.0 s  never        keepalive"
+            "    1  worker-b  exclusive  1.2 s   30.0 s  never        keepalive  \
+             web-1:812:0a, web-2:77:1b"
         );
         assert_eq!(
             lines[3],
@@ -290,6 +315,11 @@ mod tests {
         assert_eq!(j["job"]["token"], 1795587852864000i64);
         assert_eq!(j["job"]["queue"][0]["owner"], "worker-b");
         assert_eq!(j["job"]["queue"][0]["timeout"], -1);
+        // A list of owners, not a RESP2 map (two entries would read as one pair).
+        assert_eq!(
+            j["job"]["queue"][0]["waits_for"],
+            json!(["web-1:812:0a", "web-2:77:1b"])
+        );
         assert_eq!(j["report"]["readers"]["r2"], 2);
         assert!(j["report"].get("queue").is_none());
         assert_eq!(j["idle"], json!({"queue": []}));

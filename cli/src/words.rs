@@ -330,9 +330,11 @@ fn reply(peer: &Peer, args: &[String], code: &str, detail: &str) -> Option<Failu
             "{name}: the lock's other keys hash to another slot of the cluster: use a name \
              without '{{' or with a non-empty {{hash tag}}"
         )),
-        "DEADLOCK" => Failure::Server(format!(
-            "{owner} holds read holds of {name} and others read it too: the write lock would \
-             wait for its own read holds"
+        // A cycle of waits (each step named by the server), or a read-write upgrade beside
+        // other readers: the server's own words, which name what redis-lock cannot know.
+        "DEADLOCK" => Failure::Deadlock(format!(
+            "not waiting for {name}: the server refused the wait, it would deadlock: {}",
+            first_line(detail)
         )),
         "NOTOWNER" => Failure::Server(format!("{owner} holds no hold of {name}")),
         "READONLY" => Failure::Server(format!(

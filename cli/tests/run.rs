@@ -80,6 +80,50 @@ fn busy_lock_gives_the_conflict_code() {
 }
 
 #[test]
+fn nested_runs_in_opposite_orders_the_second_wait_is_refused_with_deadlock() {
+    // Two runs, each holding one lock and running an inner run of the other lock as the
+    // same owner (--owner "$LOCK_OWNER": the server sees one owner holding one lock and
+    // waiting for the other). Chain 1 waits for B first; chain 2's wait for A would close
+    // the cycle: refused at once, exit 79, its command not run, B released when chain 2
+    // ends, and chain 1's inner run served then.
+    let s = Server::start();
+    let mut con = s.client();
+    let dir = scratch();
+    let f = |name: &str| dir.join(name);
+    let chain = |inner: &str, n: &str| {
+        format!(
+            "touch {held}; while [ ! -e {go} ]; do sleep 0.01; done; \
+             exec {bin} run -q --owner \"$LOCK_OWNER\" {inner} -- touch {ran} 2> {err}",
+            held = path(&f(&format!("held{n}"))),
+            go = path(&f(&format!("go{n}"))),
+            bin = util::BIN,
+            ran = path(&f(&format!("ran{n}"))),
+            err = path(&f(&format!("err{n}"))),
+        )
+    };
+    let mut one = Runner::start(&s, &["run", "-q", "A", "--", "sh", "-c", &chain("B", "1")]);
+    let mut two = Runner::start(&s, &["run", "-q", "B", "--", "sh", "-c", &chain("A", "2")]);
+    wait_file(&f("held1"));
+    wait_file(&f("held2"));
+    fs::write(f("go1"), "").unwrap();
+    wait_for_waiters(&mut con, "B", 1);
+    fs::write(f("go2"), "").unwrap();
+    assert_eq!(two.wait_code(), 79, "{}", read(&f("err2")));
+    let err = read(&f("err2"));
+    assert_eq!(err.lines().count(), 1, "{err:?}");
+    assert!(
+        err.starts_with("redis-lock: not waiting for A: "),
+        "{err:?}"
+    );
+    assert!(err.contains("'A'") && err.contains("'B'"), "{err:?}");
+    assert!(!f("ran2").exists(), "the refused run ran its command");
+    assert_eq!(one.wait_code(), 0, "{}", read(&f("err1")));
+    assert!(f("ran1").exists());
+    assert_eq!(read(&f("err1")), "");
+    assert!(lock_info(&mut con, "A").is_empty() && lock_info(&mut con, "B").is_empty());
+}
+
+#[test]
 fn the_commands_status_passes_through() {
     let s = Server::start();
     assert_eq!(code(&s, &["run", "job", "--", "true"]), 0);

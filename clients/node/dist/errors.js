@@ -31,7 +31,12 @@ class NotOwnerError extends LockError {
     }
 }
 exports.NotOwnerError = NotOwnerError;
-/** The module answered `DEADLOCK` (a reader asking for the write hold beside other readers). */
+/**
+ * The module refused a wait that could never end (`DEADLOCK`): it would close a cycle of waits (the
+ * message names each step: owner, key, next owner), or a reader asked for the write hold beside other
+ * readers. The caller was not queued and keeps what it held: release, then take the locks again in
+ * one fixed order.
+ */
 class DeadlockError extends LockError {
     constructor(message, options) {
         super(message, { ...options, code: "DEADLOCK" });

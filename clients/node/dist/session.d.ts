@@ -18,6 +18,13 @@ export interface AcquireOptions {
     signal?: AbortSignal;
     /** This hold's lease in ms (default: the session's). */
     leaseMs?: number;
+    /**
+     * Wait and hold as this owner: the `owner` of another live lock hold of this session, instead of
+     * a fresh one. The server then sees one owner holding one lock while it waits for this one, and
+     * refuses a wait that would close a cycle of waits at once with `DeadlockError` (the owner keeps
+     * what it holds). Not for semaphores' owners.
+     */
+    owner?: string;
 }
 type Kind = "exclusive" | "read" | "write" | "multi";
 /** What a wait is for: a lock's kinds, a semaphore's permits, a latch opening. */
@@ -207,6 +214,13 @@ export declare class Session extends EventEmitter {
     register(hold: Bindable, node: string, sem?: boolean): void;
     /** @internal */
     unregister(hold: Bindable): void;
+    /**
+     * @internal An owner given to an acquire must hold a lock (not permits) bound to this session
+     * now, none of `keys` yet (that is a re-entry; and a cancelled wait's cleanup, a release as the
+     * owner, must not drop a hold it already has), and be the owner this Lock object (or its
+     * read-write lock's other side) holds as (`current`), if it holds.
+     */
+    checkOwner(owner: string, keys: string[], current: string | undefined): void;
     /** @internal */
     bindingsOn(node: string): Binding[];
     /** @internal Marks every hold of a binding lost. */
@@ -229,6 +243,8 @@ declare class OwnerSlot {
     holds: number;
     constructor(s: Session);
     take(): string;
+    /** An owner given by the caller (checked by Session.checkOwner): kept for the other side of a read-write lock. */
+    use(owner: string): string;
 }
 /**
  * A hold on a lock. `signal` aborts with a `LostError` when the hold is lost. A hold acquired

@@ -738,6 +738,28 @@ class Session extends node_events_1.EventEmitter {
                 this.bindings.delete(b.id);
         }
     }
+    /**
+     * @internal An owner given to an acquire must hold a lock (not permits) bound to this session
+     * now, none of `keys` yet (that is a re-entry; and a cancelled wait's cleanup, a release as the
+     * owner, must not drop a hold it already has), and be the owner this Lock object (or its
+     * read-write lock's other side) holds as (`current`), if it holds.
+     */
+    checkOwner(owner, keys, current) {
+        if (current !== undefined && current !== owner)
+            throw new errors_1.LockError(`this lock object holds as owner '${current}': it cannot also hold as '${owner}'`);
+        let held = false;
+        for (const b of this.bindings.values()) {
+            if (b.owner !== owner)
+                continue;
+            if (b.sem)
+                throw new errors_1.LockError(`owner '${owner}' holds semaphore permits: pass the owner of a lock's hold`);
+            if (keys.includes(b.key))
+                throw new errors_1.LockError(`owner '${owner}' already holds '${b.key}': re-enter instead`);
+            held = true;
+        }
+        if (!held)
+            throw new errors_1.LockError(`owner '${owner}' holds nothing in this session: pass the owner of a live hold`);
+    }
     /** @internal */
     bindingsOn(node) {
         return [...this.bindings.values()].filter((b) => b.node === node);
@@ -848,6 +870,11 @@ class OwnerSlot {
         if (!this.owner || this.holds === 0)
             this.owner = this.s.newOwner();
         return this.owner;
+    }
+    /** An owner given by the caller (checked by Session.checkOwner): kept for the other side of a read-write lock. */
+    use(owner) {
+        this.owner = owner;
+        return owner;
     }
 }
 /**
@@ -1045,7 +1072,9 @@ class Lock {
         try {
             const leaseMs = opts.leaseMs ?? this.s.leaseMs;
             const held = this.hold;
-            const owner = held ? held.owner : this.slot.take();
+            if (opts.owner !== undefined)
+                this.s.checkOwner(opts.owner, this.keys, held?.owner ?? (this.slot.holds > 0 ? this.slot.owner : undefined));
+            const owner = held ? held.owner : opts.owner !== undefined ? this.slot.use(opts.owner) : this.slot.take();
             const reply = await this.s.acquireRaw({
                 kind: this.kind,
                 keys: this.keys,

@@ -24,7 +24,12 @@ export class NotOwnerError extends LockError {
   }
 }
 
-/** The module answered `DEADLOCK` (a reader asking for the write hold beside other readers). */
+/**
+ * The module refused a wait that could never end (`DEADLOCK`): it would close a cycle of waits (the
+ * message names each step: owner, key, next owner), or a reader asked for the write hold beside other
+ * readers. The caller was not queued and keeps what it held: release, then take the locks again in
+ * one fixed order.
+ */
 export class DeadlockError extends LockError {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, { ...options, code: "DEADLOCK" });

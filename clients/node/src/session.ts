@@ -33,6 +33,13 @@ export interface AcquireOptions {
   signal?: AbortSignal;
   /** This hold's lease in ms (default: the session's). */
   leaseMs?: number;
+  /**
+   * Wait and hold as this owner: the `owner` of another live lock hold of this session, instead of
+   * a fresh one. The server then sees one owner holding one lock while it waits for this one, and
+   * refuses a wait that would close a cycle of waits at once with `DeadlockError` (the owner keeps
+   * what it holds). Not for semaphores' owners.
+   */
+  owner?: string;
 }
 
 type Kind = "exclusive" | "read" | "write" | "multi";
@@ -834,6 +841,25 @@ export class Session extends EventEmitter {
     }
   }
 
+  /**
+   * @internal An owner given to an acquire must hold a lock (not permits) bound to this session
+   * now, none of `keys` yet (that is a re-entry; and a cancelled wait's cleanup, a release as the
+   * owner, must not drop a hold it already has), and be the owner this Lock object (or its
+   * read-write lock's other side) holds as (`current`), if it holds.
+   */
+  checkOwner(owner: string, keys: string[], current: string | undefined): void {
+    if (current !== undefined && current !== owner)
+      throw new LockError(`this lock object holds as owner '${current}': it cannot also hold as '${owner}'`);
+    let held = false;
+    for (const b of this.bindings.values()) {
+      if (b.owner !== owner) continue;
+      if (b.sem) throw new LockError(`owner '${owner}' holds semaphore permits: pass the owner of a lock's hold`);
+      if (keys.includes(b.key)) throw new LockError(`owner '${owner}' already holds '${b.key}': re-enter instead`);
+      held = true;
+    }
+    if (!held) throw new LockError(`owner '${owner}' holds nothing in this session: pass the owner of a live hold`);
+  }
+
   /** @internal */
   bindingsOn(node: string): Binding[] {
     return [...this.bindings.values()].filter((b) => b.node === node);
@@ -933,6 +959,11 @@ class OwnerSlot {
   take(): string {
     if (!this.owner || this.holds === 0) this.owner = this.s.newOwner();
     return this.owner;
+  }
+  /** An owner given by the caller (checked by Session.checkOwner): kept for the other side of a read-write lock. */
+  use(owner: string): string {
+    this.owner = owner;
+    return owner;
   }
 }
 
@@ -1135,7 +1166,9 @@ export class Lock {
     try {
       const leaseMs = opts.leaseMs ?? this.s.leaseMs;
       const held = this.hold;
-      const owner = held ? held.owner : this.slot.take();
+      if (opts.owner !== undefined)
+        this.s.checkOwner(opts.owner, this.keys, held?.owner ?? (this.slot.holds > 0 ? this.slot.owner : undefined));
+      const owner = held ? held.owner : opts.owner !== undefined ? this.slot.use(opts.owner) : this.slot.take();
       const reply = await this.s.acquireRaw({
         kind: this.kind,
         keys: this.keys,

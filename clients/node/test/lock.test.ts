@@ -229,6 +229,34 @@ for (const kind of CLIENT_KINDS) {
       }
     });
 
+    it("a wait that would close a cycle of waits is refused with DeadlockError; the other wait is served", async () => {
+      const x = fresh();
+      const y = fresh();
+      const a = await session.lock(x).acquire({ timeoutMs: 0 }); // owner A holds x
+      const b = await session.lock(y).acquire({ timeoutMs: 0 }); // owner B holds y
+      const aWaits = session.lock(y).acquire({ timeoutMs: 10000, owner: a.owner });
+      await waitFor("A queued for y", async () => (await waiters(admin, y)).length === 1);
+      const err = await session
+        .lock(x)
+        .acquire({ timeoutMs: 10000, owner: b.owner })
+        .then(() => assert.fail("B's wait for x was queued"), (e: unknown) => e);
+      assert.ok(err instanceof DeadlockError, String(err));
+      assert.equal(err.code, "DEADLOCK");
+      for (const part of [`'${x}'`, `'${y}'`, a.owner, b.owner]) assert.ok(err.message.includes(part), err.message);
+      assert.equal((await waiters(admin, x)).length, 0);
+      await assert.rejects(session.lock(fresh()).acquire({ timeoutMs: 0, owner: "nobody" }), /holds nothing/);
+      await assert.rejects(session.lock(x).acquire({ timeoutMs: 0, owner: a.owner }), /already holds/);
+      await b.release();
+      const ay = await aWaits;
+      assert.equal(ay.owner, a.owner);
+      assert.equal((await info(admin, y))?.owner, a.owner);
+      await ay.release();
+      assert.equal((await info(admin, x))?.owner, a.owner);
+      await a.release();
+      assert.equal(await info(admin, x), null);
+      assert.equal(await info(admin, y), null);
+    });
+
     it("read-write lock: readers share, the writer excludes, upgrade beside readers is DEADLOCK", async () => {
       const key = fresh();
       const a = session.rwlock(key);

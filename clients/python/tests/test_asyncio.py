@@ -7,7 +7,7 @@ import pytest
 import redis.asyncio as aredis
 from redis.exceptions import LockError, LockNotOwnedError
 
-from redis_lock_client import BusyError, ModuleNotLoadedError, UnavailableError
+from redis_lock_client import BusyError, DeadlockError, ModuleNotLoadedError, UnavailableError
 from redis_lock_client.asyncio import ModuleLock, Session, close_default_session
 
 from conftest import Server, free_port, info, waiters
@@ -150,6 +150,23 @@ async def test_rw_and_multi(r, ar):
         assert len(m.tokens) == 2
         await m.release()
         assert info(r, "a") is None and info(r, "cfg") is None
+
+
+async def test_wait_closing_a_cycle_is_refused(r, ar):
+    async with Session(ar) as session:
+        a = await session.rwlock("x").read_lock().acquire(timeout=0)
+        b = await session.multilock(["y"]).acquire(timeout=0)
+        waiting = asyncio.ensure_future(session.lock("y").acquire(timeout=10, owner=a.owner))
+        await await_for("A queued for y", lambda: waiters(r, "y") == 1)
+        with pytest.raises(DeadlockError) as e:
+            await session.rwlock("x").write_lock().acquire(timeout=10, owner=b.owner)
+        assert "'x'" in str(e.value) and "'y'" in str(e.value)
+        await b.release()
+        got = await asyncio.wait_for(waiting, 5)
+        assert got.owner == a.owner
+        await got.release()
+        await a.release()
+    assert info(r, "x") is None and info(r, "y") is None
 
 
 async def test_module_missing_and_down():

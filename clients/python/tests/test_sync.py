@@ -285,6 +285,36 @@ def test_release_not_owner(r):
         assert hold.lost.is_set()
 
 
+def test_wait_closing_a_cycle_is_refused(r):
+    # Owner A holds x, owner B holds y; A waits for y (as A: owner=); B asking
+    # for x would close the cycle: DeadlockError at once, B keeps y, and A is
+    # served once B lets y go.
+    with Session(r) as session:
+        a = session.lock("x").acquire(timeout=0)
+        b = session.lock("y").acquire(timeout=0)
+        got = []
+        t = threading.Thread(target=lambda: got.append(session.lock("y").acquire(timeout=10, owner=a.owner)))
+        t.start()
+        wait_for("A queued for y", lambda: waiters(r, "y") == 1)
+        with pytest.raises(DeadlockError) as e:
+            session.lock("x").acquire(timeout=10, owner=b.owner)
+        msg = str(e.value)
+        assert msg.startswith("DEADLOCK") and "'x'" in msg and "'y'" in msg, msg
+        assert b.owner in msg and a.owner in msg, msg
+        assert waiters(r, "x") == 0 and info(r, "y")["owner"].decode() == b.owner
+        with pytest.raises(LockError):
+            session.lock("z").acquire(timeout=0, owner="not-a-holder")
+        with pytest.raises(LockError):
+            session.lock("x").acquire(timeout=0, owner=a.owner)  # a re-entry, not a second lock
+        b.release()
+        t.join(5)
+        assert got and got[0].owner == a.owner and info(r, "y")["owner"].decode() == a.owner
+        got[0].release()
+        assert info(r, "x")["owner"].decode() == a.owner  # x untouched by the release of y
+        a.release()
+    assert info(r, "x") is None and info(r, "y") is None
+
+
 def test_close_releases_everything(r):
     session = Session(r)
     session.lock("a").acquire()

@@ -160,6 +160,16 @@ impl Lock {
         })
     }
 
+    /// Acquires as the owner of `hold`: see [`crate::Lock::acquire_as`] ([`crate::Error::Deadlock`]
+    /// when the wait would close a cycle of waits).
+    pub fn acquire_as(&self, hold: &Hold, wait: Wait) -> Result<Hold> {
+        let hold = self.rt.block_on(self.lock.acquire_as(hold.h(), wait))?;
+        Ok(Hold {
+            rt: self.rt.clone(),
+            hold: Some(hold),
+        })
+    }
+
     pub fn kind(&self) -> Kind {
         self.lock.kind()
     }

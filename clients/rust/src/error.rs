@@ -17,7 +17,10 @@ pub enum Error {
     Expired,
     /// `GONE`: the latch expired or was deleted before reaching zero (the detail says which).
     Gone(String),
-    /// `DEADLOCK`: a reader asked for the write lock while other readers hold it.
+    /// `DEADLOCK`: the server refused a wait that could never end: it would close a cycle of
+    /// waits (the message names each step: owner, key, next owner; see [`crate::Lock::acquire_as`]),
+    /// or a reader asked for the write lock while other readers hold it. The caller was not
+    /// queued and keeps what it held: release, then take the locks again in one fixed order.
     Deadlock(String),
     /// The hold was lost (see [`Lost`]) before the operation.
     Lost(Lost),

@@ -68,6 +68,47 @@ impl Lock {
         )
         .await
     }
+
+    /// Acquires the lock as the owner of `hold` (a live hold of another lock of this
+    /// session) instead of a fresh owner, waiting as `wait` says. The server then sees one
+    /// owner holding `hold`'s keys while it waits for this lock, and refuses a wait that
+    /// would close a cycle of waits at once with [`Error::Deadlock`] (its message names each
+    /// step: owner, key, next owner); `hold` is kept. The new hold is released on its own.
+    /// Refused (`Error::Other`) for a hold of another session or of a semaphore, and when the
+    /// owner already holds one of this lock's keys (that is [`Hold::reenter`]).
+    pub async fn acquire_as(&self, hold: &Hold, wait: Wait) -> Result<Hold> {
+        if !Arc::ptr_eq(&self.inner, &hold.inner) || !matches!(hold.of, Of::Lock(_)) {
+            return Err(Error::Other(RedisError::from((
+                redis::ErrorKind::InvalidClientConfig,
+                "acquire_as needs a hold of a lock of the same session",
+            ))));
+        }
+        if let Some(e) = hold.lost_error() {
+            return Err(e);
+        }
+        if !self.inner.holds_entry(hold.id) {
+            return Err(Error::NotOwner);
+        }
+        if self.inner.owner_holds_any(&hold.owner, &self.keys) {
+            // A re-entry (Hold::reenter), not a second lock: and a cancelled wait's cleanup
+            // (a release as this owner) must not drop a hold it already has.
+            return Err(Error::Other(RedisError::from((
+                redis::ErrorKind::InvalidClientConfig,
+                "acquire_as: the owner already holds one of these keys (use Hold::reenter)",
+            ))));
+        }
+        let lease = self.lease.unwrap_or(self.inner.opts.lease);
+        acquire(
+            &self.inner,
+            self.keys.clone(),
+            Of::Lock(self.kind),
+            lease,
+            wait,
+            Some(hold.owner.clone()),
+            None,
+        )
+        .await
+    }
 }
 
 /// A read-write lock: any number of readers, or one writer, first come first served.

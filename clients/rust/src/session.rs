@@ -783,6 +783,13 @@ impl Inner {
         lock(&self.holds).contains_key(&id)
     }
 
+    /// Whether `owner` holds one of `keys` in this session (any of its holds).
+    pub fn owner_holds_any(&self, owner: &str, keys: &[String]) -> bool {
+        lock(&self.holds)
+            .values()
+            .any(|e| e.owner == owner && e.keys.iter().any(|k| keys.contains(k)))
+    }
+
     pub fn set_lease(&self, id: u64, lease: Duration) {
         if let Some(e) = lock(&self.holds).get_mut(&id) {
             e.lease = lease;

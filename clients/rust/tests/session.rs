@@ -547,3 +547,54 @@ async fn a_session_down_longer_than_the_lease_loses_its_holds() {
     );
     assert_eq!(session.holds(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_closing_a_cycle_is_refused_and_the_other_served() {
+    // Owner A holds x, owner B holds y; A waits for y (acquire_as); B asking for x would
+    // close the cycle: Error::Deadlock at once, B keeps y, and A is served once B lets it go.
+    let server = Server::start();
+    let session = Session::open(&client(&server)).await.unwrap();
+    let mut con = server.client();
+    let a = session.lock("x").acquire(Wait::No).await.unwrap();
+    let b = session.lock("y").acquire(Wait::No).await.unwrap();
+    let (a_owner, b_owner) = (a.owner().to_string(), b.owner().to_string());
+    let lock_y = session.lock("y");
+    let a_waits = {
+        let (lock_y, a) = (lock_y.clone(), a);
+        tokio::spawn(async move {
+            let r = lock_y
+                .acquire_as(&a, Wait::For(Duration::from_secs(10)))
+                .await;
+            (r, a)
+        })
+    };
+    eventually("A queued for y", || waiters_of(&mut con, "y") == 1).await;
+    let r = session
+        .lock("x")
+        .acquire_as(&b, Wait::For(Duration::from_secs(10)))
+        .await;
+    let Err(Error::Deadlock(msg)) = r else {
+        panic!("expected Error::Deadlock, got {r:?}");
+    };
+    for part in ["'x'", "'y'", a_owner.as_str(), b_owner.as_str()] {
+        assert!(msg.contains(part), "{part} not in {msg}");
+    }
+    assert_eq!(waiters_of(&mut con, "x"), 0);
+    assert_eq!(owner_of(&mut con, "y").as_deref(), Some(b_owner.as_str()));
+    // The owner's own key again is a re-entry (Hold::reenter), not acquire_as.
+    let again = session.lock("y").acquire_as(&b, Wait::No).await;
+    assert!(matches!(again, Err(Error::Other(_))), "{again:?}");
+    b.release().await.unwrap();
+    let (r, a) = tokio::time::timeout(common::PATIENCE, a_waits)
+        .await
+        .unwrap()
+        .unwrap();
+    let ay = r.unwrap();
+    assert_eq!(ay.owner(), a_owner);
+    assert_eq!(owner_of(&mut con, "y").as_deref(), Some(a_owner.as_str()));
+    ay.release().await.unwrap();
+    assert_eq!(owner_of(&mut con, "x").as_deref(), Some(a_owner.as_str()));
+    a.release().await.unwrap();
+    assert_eq!(owner_of(&mut con, "x"), None);
+    assert_eq!(owner_of(&mut con, "y"), None);
+}

@@ -124,6 +124,20 @@ def blocking_call(client, cluster, args, block, cleanup_args, on_cleanup_failed,
     return reply
 
 
+def _check_owner(by_owner, owner, keys):
+    """An explicit owner must be one of the session's live holds' (a lock's,
+    not a semaphore's), holding none of ``keys`` yet (that is a re-entry; and
+    a cancelled wait's cleanup, a release as the owner, must not drop a hold
+    it already has)."""
+    hs = by_owner.get(owner)
+    if not hs:
+        raise LockError(f"owner {owner!r} holds nothing in this session: pass the owner of a live hold")
+    if any(h.kind == "s" for h in hs):
+        raise LockError(f"owner {owner!r} holds semaphore permits: pass the owner of a lock's hold")
+    if any(k in h.keys for h in hs for k in keys):
+        raise LockError(f"owner {owner!r} already holds one of {list(keys)!r}: re-enter instead")
+
+
 class Hold:
     """One owner's hold of a lock: what ``acquire`` returns.
 
@@ -531,22 +545,24 @@ class Session:
         self.close()
 
     # acquire / release
-    def _acquire(self, kind, keys, timeout):
+    def _acquire(self, kind, keys, timeout, owner=None):
         if self._closed:
             raise LockError("session is closed")
         block = c.block_ms(timeout)
         tk = _thread_key()
         reg = (kind, keys, tk)
         with self._lock:
+            if owner is not None:
+                _check_owner(self._by_owner, owner, keys)
             h = self._mine.get(reg)
-            if h is not None and h.count > 0 and h.lost_reason is None:
+            if h is not None and h.count > 0 and h.lost_reason is None and owner in (None, h.owner):
                 h.count += 1
                 return h
-            owner = self._rw_owner.get((keys[0], tk)) if kind in "rw" else None
-            if owner is not None and owner not in self._by_owner:
-                owner = None  # its holds were lost
-            fresh = owner is None
-            if fresh:
+            if owner is None:
+                owner = self._rw_owner.get((keys[0], tk)) if kind in "rw" else None
+                if owner is not None and owner not in self._by_owner:
+                    owner = None  # its holds were lost
+            if owner is None:
                 owner = f"{self.token}:{next(self._owner_ids)}"
         if self.cluster and kind == "m":
             slots = {self.client.keyslot(k) for k in keys}
@@ -896,14 +912,17 @@ class Session:
     def _reattach_owner(self, owner, keys):
         cmd = self._renew_cmd(owner)
         for key in keys:
+            with self._lock:
+                if not any(key in h.keys for h in self._by_owner.get(owner, ())):
+                    continue  # lost meanwhile (an owner's holds of other keys live on)
             try:
                 self._renew_key(key, owner, self.lease_ms, cmd)
             except NotOwnerError:  # also a semaphore's EXPIRED
                 with self._lock:
-                    hs = list(self._by_owner.get(owner, ()))
+                    hs = [h for h in self._by_owner.get(owner, ()) if key in h.keys]
                 for h in hs:
                     self._mark_lost(h, "notowner")
-                return
+                continue
             except Exception as e:  # noqa: BLE001 - tried again at every PING
                 log.info("re-attach of %r failed: %s", key, e)
                 with self._lock:
@@ -937,10 +956,16 @@ class _Acquirable:
         self.session = session
         self.keys = keys
 
-    def acquire(self, timeout=None):
+    def acquire(self, timeout=None, owner=None):
         """Take the lock: ``timeout=None`` waits forever, ``0`` tries once,
-        ``seconds`` waits that long (then :class:`BusyError`)."""
-        return self.session._acquire(self.kind, self.keys, timeout)
+        ``seconds`` waits that long (then :class:`BusyError`).
+
+        ``owner``: wait and hold as the owner of another of this session's
+        holds (``hold.owner``) instead of a fresh one, so that the server
+        sees one owner holding one lock while it waits for this one: a wait
+        that would close a cycle of waits is then refused at once with
+        :class:`DeadlockError`, and the owner keeps what it holds."""
+        return self.session._acquire(self.kind, self.keys, timeout, owner)
 
     def __enter__(self):
         h = self.acquire()

@@ -33,7 +33,11 @@ class LatchGone(LockError):
 
 
 class DeadlockError(LockError):
-    """A read-write lock's upgrade would wait for its own read holds (``DEADLOCK``)."""
+    """The server refused a wait that could never end (``DEADLOCK``): it would
+    close a cycle of waits (the message names each step: owner, key, next
+    owner), or a read-write lock's upgrade would wait for its own read holds.
+    The caller was not queued and keeps what it held: release, then take the
+    locks again in one fixed order."""
 
 
 class LostError(LockError):

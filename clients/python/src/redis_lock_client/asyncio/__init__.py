@@ -22,7 +22,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from .. import _common as c
-from .._sync import release_args
+from .._sync import _check_owner, release_args
 from ..errors import LockError, LostError, NotOwnerError, UnavailableError
 from .dropin import ModuleLock, close_default_session, default_session
 
@@ -456,18 +456,20 @@ class Session:
         for sc in list(self._conns.values()):
             await sc.close()
 
-    async def _acquire(self, kind, keys, timeout):
+    async def _acquire(self, kind, keys, timeout, owner=None):
         if self._closed:
             raise LockError("session is closed")
         block = c.block_ms(timeout)
         task = asyncio.current_task()
         reg = (kind, keys, id(task))
+        if owner is not None:
+            _check_owner(self._by_owner, owner, keys)
         h = self._mine.get(reg)
-        if h is not None and h._task is task and h.count > 0 and h.lost_reason is None:
+        if (h is not None and h._task is task and h.count > 0 and h.lost_reason is None
+                and owner in (None, h.owner)):
             h.count += 1
             return h
-        owner = None
-        if kind in "rw":
+        if owner is None and kind in "rw":
             entry = self._rw_owner.get((keys[0], id(task)))
             if entry and entry[1] is task and entry[0] in self._by_owner:
                 owner = entry[0]
@@ -760,12 +762,14 @@ class Session:
         hs = self._by_owner.get(owner)
         cmd = "SEM.RENEW" if hs and hs[0].kind == "s" else "LOCK.RENEW"
         for key in keys:
+            if not any(key in h.keys for h in self._by_owner.get(owner, ())):
+                continue  # lost meanwhile (an owner's holds of other keys live on)
             try:
                 await self._renew_key(key, owner, self.lease_ms, cmd)
             except NotOwnerError:  # also a semaphore's EXPIRED
-                for h in list(self._by_owner.get(owner, ())):
+                for h in [h for h in self._by_owner.get(owner, ()) if key in h.keys]:
                     self._mark_lost(h, "notowner")
-                return
+                continue
             except Exception as e:  # noqa: BLE001 - tried again at every PING
                 log.info("re-attach of %r failed: %s", key, e)
                 self._unattached.setdefault(owner, (keys, time.monotonic()))
@@ -790,9 +794,11 @@ class _Acquirable:
         self.kind = kind
         self.keys = keys
 
-    async def acquire(self, timeout=None):
-        """``timeout=None`` waits forever, ``0`` tries once, ``seconds`` then BusyError."""
-        return await self.session._acquire(self.kind, self.keys, timeout)
+    async def acquire(self, timeout=None, owner=None):
+        """``timeout=None`` waits forever, ``0`` tries once, ``seconds`` then BusyError.
+        ``owner``: as the threaded ``acquire`` (the owner of another of this
+        session's holds; a wait closing a cycle raises ``DeadlockError``)."""
+        return await self.session._acquire(self.kind, self.keys, timeout, owner)
 
     async def __aenter__(self):
         h = await self.acquire()
