@@ -313,11 +313,15 @@ async fn a_campaign_that_waited_across_a_session_reconnect_is_bound_to_the_new_c
     .await;
     let before = session_conn(&mut con, b.token());
     let _: i64 = q(&mut con, &["CLIENT", "KILL", "ID", &before]);
-    eventually("b's session connection named again", || {
+    // The session connection names itself (SETNAME), then the session
+    // (LOCK.SESSION), then subscribes: once it has subscribed, a grant is
+    // bound to it. A name alone left a hand-off in between bound to
+    // nothing (seen once under load).
+    eventually("b's session connection named again and subscribed", || {
         let list: String = q(&mut con, &["CLIENT", "LIST"]);
-        list.lines()
-            .any(|l| l.contains(&format!(" name=lock-session:{} ", b.token())))
-            && session_conn(&mut con, b.token()) != before
+        list.lines().any(|l| {
+            l.contains(&format!(" name=lock-session:{} ", b.token())) && l.contains(" sub=1 ")
+        }) && session_conn(&mut con, b.token()) != before
     })
     .await;
     let after = session_conn(&mut con, b.token());
