@@ -1,5 +1,5 @@
 //! Review of deadlock detection (issue 26): reproductions of what the
-//! review found, on real servers. The first three FAIL on main 1cae166
+//! review found, on real servers. The first four FAIL on main 1cae166
 //! (each names the bug in its comment); the rest pass and pin down what the
 //! review checked and found correct. `search_cost_*` is ignored: it prints
 //! how long one wait's check takes in a costly graph (no timed assertion).
@@ -112,6 +112,73 @@ fn a_multi_lock_callers_own_key_is_no_wait_behind_the_first_in_line() {
         recv(&mut c).unwrap(),
         Value::Array(vec![Value::Int(2), Value::Int(1)])
     );
+}
+
+/// FAILS on 1cae166: the same false 'behind' edge, met by a third caller.
+/// C holds k1 and w; g2 (LOCK.MACQUIRE k1 k2) waits for k1; C's own
+/// LOCK.MACQUIRE k1 k3 waits only for k3 (held by z, who waits for
+/// nothing; queued with detection off, since its own check fails as
+/// above). q holds k2 and now waits for w: the search goes w -> C -> k1
+/// "behind g2" -> k2 held by q, and q is refused, although C is served
+/// once z lets go of k3, and then releases w.
+#[test]
+fn a_false_behind_edge_refuses_a_third_callers_wait() {
+    let server = Server::start();
+    let mut con = server.client();
+    let mut c = server.client();
+    let mut z = server.client();
+    let mut g2 = server.client();
+    let mut q_ = server.client();
+    acquire(&mut c, "k1", "C", &["PX", "60000"]);
+    acquire(&mut c, "w", "C", &["PX", "60000"]);
+    acquire(&mut z, "k3", "z", &["PX", "60000"]);
+    acquire(&mut q_, "k2", "q", &["PX", "60000"]);
+    send(
+        &mut g2,
+        &[
+            "LOCK.MACQUIRE",
+            "2",
+            "k1",
+            "k2",
+            "g2",
+            "PX",
+            "60000",
+            "BLOCK",
+            "0",
+        ],
+    );
+    wait_until("g2 queued on k1", || queued(&mut con, "k1") == 1);
+    set_delay(&mut con, "-1");
+    send(
+        &mut c,
+        &[
+            "LOCK.MACQUIRE",
+            "2",
+            "k1",
+            "k3",
+            "C",
+            "PX",
+            "60000",
+            "BLOCK",
+            "0",
+        ],
+    );
+    wait_until("C queued on k3", || queued(&mut con, "k3") == 1);
+    set_delay(&mut con, "0");
+    let before = deadlocks(&server);
+    let reply = raw(
+        &mut q_,
+        &["LOCK.ACQUIRE", "w", "q", "PX", "60000", "BLOCK", "20"],
+    )
+    .map_err(|e| error_line(&e));
+    // C was never stuck: z lets go of k3, C has k1 (a re-entry) and k3.
+    assert_eq!(q::<i64>(&mut z, &["LOCK.RELEASE", "k3", "z"]), 0);
+    assert_eq!(
+        recv(&mut c).unwrap(),
+        Value::Array(vec![Value::Int(2), Value::Int(1)])
+    );
+    assert_eq!(reply, Ok(Value::Nil), "q's wait for w");
+    assert_eq!(deadlocks(&server), before);
 }
 
 /// FAILS on 1cae166: a missed cycle, never found. Queue of l: a (one key),
