@@ -1224,7 +1224,15 @@ fn deadlock_replies_name_real_cycles_and_only_those_under_faults() {
     );
     let started = Instant::now();
     let master = Server::start();
-    let replica = master.start_replica(Config::default());
+    // The replica syncs while the ordered phase runs (its link comes up at
+    // its first replication cron, up to a second after it starts).
+    let mut replica_config = Config::default();
+    replica_config.args.extend([
+        "--replicaof".to_string(),
+        master.host().to_string(),
+        master.port.to_string(),
+    ]);
+    let replica = replica_config.start();
     let mut con = master.client();
     for sem in ["dl:3", "dlp:sem"] {
         assert_eq!(
@@ -1243,7 +1251,9 @@ fn deadlock_replies_name_real_cycles_and_only_those_under_faults() {
     };
 
     // 1. One global order: no cycle, no DEADLOCK.
+    let mut marks = vec![("start", started.elapsed())];
     let mut log = run_phase(&shared, 1, phase_ms, seed);
+    marks.push(("ordered", started.elapsed()));
     let ordered_deadlocks: Vec<&Call> = log
         .calls
         .iter()
@@ -1262,6 +1272,7 @@ fn deadlock_replies_name_real_cycles_and_only_those_under_faults() {
 
     // 2. Random order: cycles, each DEADLOCK checked against the logs.
     log.absorb(run_phase(&shared, 2, phase_ms, seed));
+    marks.push(("random", started.elapsed()));
     let counted = deadlocks(&master);
     assert!(log.anomalies.is_empty(), "anomalies: {:#?}", log.anomalies);
 
@@ -1343,10 +1354,15 @@ fn deadlock_replies_name_real_cycles_and_only_those_under_faults() {
     );
 
     // Nothing left behind: within a lease every lock is free, nobody waits.
+    marks.push(("checked", started.elapsed()));
     wait_until("every lock free and no waiter", || all_free(&mut con));
+    marks.push(("free", started.elapsed()));
 
     // 3. The replica: never a deadlock of its own; a wait that would close
     // a cycle on the master is refused there as a write (READONLY).
+    wait_until("the replica caught up", || {
+        master.replica_caught_up(&replica)
+    });
     assert_eq!(deadlocks(&replica), 0, "lock_deadlocks on the replica");
     let mut a = master.client();
     let mut b = master.client();
@@ -1436,7 +1452,7 @@ fn deadlock_replies_name_real_cycles_and_only_those_under_faults() {
          ({} renewals, {} overstayed leases, {} walked away, {} gave up mid-wait), \
          faults {faults:?}, {} cycle rounds; {replied} DEADLOCK replies checked \
          (cycle lengths {lengths:?}), lock_deadlocks {counted}, {unknown} blocking \
-         calls without a reply; {:.1} s",
+         calls without a reply; {:.1} s ({marks:?})",
         log.ops - ordered_ops,
         log.renewals,
         log.overstayed,
