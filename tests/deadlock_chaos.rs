@@ -1129,20 +1129,28 @@ fn check_cycle(
 /// granted before it was sent; one granted while it was in flight counts
 /// as empty.
 fn check_exclusion(holds: &[Hold], faults: &[Fault]) -> Vec<String> {
+    // Each lock's revocations in the order sent (one fault thread: also
+    // the order answered).
+    let mut revocations: HashMap<&LockRef, Vec<&Fault>> = HashMap::new();
+    for fault in faults {
+        if let Some(lock) = &fault.revoked {
+            revocations.entry(lock).or_default().push(fault);
+        }
+    }
     let mut by_lock: HashMap<&LockRef, Vec<(Duration, Duration, &Hold)>> = HashMap::new();
     for hold in holds {
         let Some((start, mut end)) = hold.claimed() else {
             continue;
         };
-        for fault in faults
-            .iter()
-            .filter(|f| f.revoked.as_ref() == Some(&hold.lock))
-        {
+        let revoked = revocations.get(&hold.lock).map_or(&[][..], |v| &v[..]);
+        // Those answered before the acquire was sent ran before the grant.
+        let first = revoked.partition_point(|f| f.recv < hold.send);
+        for fault in &revoked[first..] {
             if start < fault.send {
                 end = end.min(fault.send);
-            } else if hold.send <= fault.recv {
-                end = start;
+                break;
             }
+            end = start;
         }
         if end > start {
             by_lock
