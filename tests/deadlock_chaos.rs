@@ -15,10 +15,11 @@
 //! the times of all threads compare).
 //!
 //! 1. Ordered phase: every client takes its locks in one global key order
-//!    (a `LOCK.MACQUIRE` covering keys next to each other in it). No cycle
-//!    of waits for holders can form, so no call may be answered
-//!    `DEADLOCK` and `INFO lock` must show `lock_deadlocks:0`; every client
-//!    must have got all its locks at least once.
+//!    (two of the exclusive locks only ever together, with
+//!    `LOCK.MACQUIRE`, as one place of the order: see [`ORDER`]). No cycle
+//!    of waits can form, so no call may be answered `DEADLOCK` and
+//!    `INFO lock` must show `lock_deadlocks:0`; every client must have got
+//!    all its locks at least once.
 //! 2. Random-order phase: the same clients take two locks (or one, then a
 //!    `LOCK.MACQUIRE` of two) in random order, so real cycles form. Beside
 //!    them, three clients run rounds that make a cycle certain: each takes
@@ -32,10 +33,11 @@
 //!    starting with the caller, which asked for the first step's lock; for
 //!    every step, its lock's named holder held it at some moment of the
 //!    call (it asked for it before the reply came, and it was neither
-//!    released nor past its lease before the call was sent), and for every
-//!    step but the caller's, its owner had a `BLOCK` call for that lock
-//!    sent before the caller's reply and answered after the caller's call
-//!    was sent. The `DEADLOCK` replies add up to the rise of
+//!    released nor past its lease before the call was sent), or, for a step
+//!    "behind" a multi-lock caller (a server that names such edges), that
+//!    caller waited with that key; and for every step but the caller's,
+//!    its owner had a `BLOCK` call for that lock sent before the caller's
+//!    reply and answered after the caller's call was sent. The `DEADLOCK` replies add up to the rise of
 //!    `lock_deadlocks`, give or take the blocking calls whose reply was
 //!    lost with their connection.
 //!
@@ -93,6 +95,14 @@ const KEYS: [(&str, Kind); 6] = [
     ("dl:4", Kind::ReadWrite),
     ("dl:5", Kind::Exclusive),
 ];
+
+/// The ordered phase's global order, over `KEYS`: each place one lock, but
+/// one place for two exclusive locks only ever taken together with
+/// `LOCK.MACQUIRE`. A multi-lock caller keeps the free keys it waits on for
+/// itself (nobody overtakes it), so it takes its keys, in effect, in no
+/// order: a lock of its set taken alone by another could close a cycle
+/// (which a server that follows that edge, "behind", rightly refuses).
+const ORDER: [&[usize]; 5] = [&[0], &[1], &[2, 5], &[3], &[4]];
 
 /// A lock: its database and key.
 #[derive(Clone, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
@@ -686,23 +696,28 @@ impl<'s> Client<'s> {
             order.swap(i, self.rng.below(i as u64 + 1) as usize);
         }
         if self.phase == 1 {
-            // Two or three keys in the global order; exclusive keys next to
-            // each other in it may be taken together.
-            let mut keys = order[..2 + self.rng.below(2) as usize].to_vec();
-            keys.sort_unstable();
-            let mut asks: Vec<Ask> = Vec::new();
-            for i in keys {
-                let ask = self.ask_for(i);
-                let merge = ask.mode == Mode::Exclusive
-                    && asks.last().is_some_and(|a| a.mode == Mode::Exclusive)
-                    && self.rng.one_in(2);
-                if merge {
-                    asks.last_mut().expect("last").locks.extend(ask.locks);
-                } else {
-                    asks.push(ask);
-                }
+            // Two or three places of the global order, in its order.
+            let mut places: Vec<usize> = (0..ORDER.len()).collect();
+            for i in (1..places.len()).rev() {
+                places.swap(i, self.rng.below(i as u64 + 1) as usize);
             }
-            asks
+            let mut places = places[..2 + self.rng.below(2) as usize].to_vec();
+            places.sort_unstable();
+            places
+                .into_iter()
+                .map(|place| match *ORDER[place] {
+                    [i, j] => {
+                        // The pair, named in either order.
+                        let (a, b) = if self.rng.one_in(2) { (i, j) } else { (j, i) };
+                        Ask {
+                            mode: Mode::Exclusive,
+                            locks: vec![lock(0, KEYS[a].0), lock(0, KEYS[b].0)],
+                        }
+                    }
+                    [i] => self.ask_for(i),
+                    _ => unreachable!("a place is one lock or the pair"),
+                })
+                .collect()
         } else if self.rng.one_in(3) {
             // One lock, then two exclusive others at once, named in a random
             // order.
@@ -997,13 +1012,21 @@ fn run_phase(shared: &Shared, phase: u8, ms: u64, seed: u64) -> Log {
     log
 }
 
-/// A DEADLOCK reply's steps: (owner, lock, the owner holding it).
-type Steps = Vec<(String, LockRef, String)>;
+/// A DEADLOCK reply's step: `owner` waits for `lock` held by `next`, or
+/// (`behind`) queued on it behind `next`, a multi-lock caller first in line.
+#[derive(Clone, Debug, PartialEq)]
+struct Step {
+    owner: String,
+    lock: LockRef,
+    next: String,
+    behind: bool,
+}
 
 /// Parses `DEADLOCK this wait would close a cycle of N: 'o1' waits for 'k1'
-/// [(db D)] held by 'o2', ...`; `db` is the caller's database (a step in
-/// another names its own). Returns N and the steps named.
-fn parse_cycle(line: &str, db: i64) -> Result<(usize, Steps), String> {
+/// [(db D)] held by 'o2', ...` (or `behind 'o2'`); `db` is the caller's
+/// database (a step in another names its own). Returns N and the steps
+/// named.
+fn parse_cycle(line: &str, db: i64) -> Result<(usize, Vec<Step>), String> {
     let rest = line
         .strip_prefix("DEADLOCK this wait would close a cycle of ")
         .ok_or("no cycle in it")?;
@@ -1028,10 +1051,19 @@ fn parse_cycle(line: &str, db: i64) -> Result<(usize, Steps), String> {
             step_db = d.parse().map_err(|_| format!("db {d:?}"))?;
             rest = after;
         }
-        rest = rest.strip_prefix(" held by ").ok_or("no ' held by '")?;
+        let behind = rest.starts_with(" behind ");
+        rest = rest
+            .strip_prefix(" held by ")
+            .or_else(|| rest.strip_prefix(" behind "))
+            .ok_or("no ' held by ' or ' behind '")?;
         let (next, used) = quoted(rest)?;
         rest = &rest[used..];
-        steps.push((owner, lock(step_db, &key), next));
+        steps.push(Step {
+            owner,
+            lock: lock(step_db, &key),
+            next,
+            behind,
+        });
         match rest.strip_prefix(", ") {
             Some(more) if more.starts_with('\'') => rest = more,
             Some(more) if more.starts_with("and ") => break,
@@ -1040,6 +1072,40 @@ fn parse_cycle(line: &str, db: i64) -> Result<(usize, Steps), String> {
         }
     }
     Ok((n, steps))
+}
+
+/// Whether `owner` had a `BLOCK` call for `wanted` that may have waited at
+/// some moment of `[from, to]` (sent before `to`, answered after `from`).
+fn waited_during(
+    calls_of: &HashMap<&str, Vec<&Call>>,
+    owner: &str,
+    wanted: &LockRef,
+    from: Duration,
+    to: Duration,
+) -> Result<(), String> {
+    let calls = calls_of.get(owner).map_or(&[][..], |c| &c[..]);
+    let waited = calls.iter().any(|c| {
+        c.block && c.locks.contains(wanted) && c.send < to && c.recv.is_none_or(|r| r > from)
+    });
+    if waited {
+        return Ok(());
+    }
+    let calls: Vec<String> = calls
+        .iter()
+        .filter(|c| c.locks.contains(wanted))
+        .map(|c| {
+            format!(
+                "{} at [{:?}, {:?}]: {:?}",
+                c.args.join(" "),
+                c.send,
+                c.recv,
+                c.reply
+            )
+        })
+        .collect();
+    Err(format!(
+        "{owner} did not wait for {wanted:?} during the call: its calls for it {calls:?}"
+    ))
 }
 
 /// Checks one DEADLOCK reply against the logs; `Err` says what it named
@@ -1055,70 +1121,48 @@ fn check_cycle(
     if steps.len() != n {
         return Err(format!("{} steps named of a cycle of {n}", steps.len()));
     }
-    let mut owners: Vec<&str> = steps.iter().map(|(o, _, _)| o.as_str()).collect();
+    let mut owners: Vec<&str> = steps.iter().map(|s| s.owner.as_str()).collect();
     owners.sort_unstable();
     owners.dedup();
     if owners.len() != n || n < 2 {
         return Err("the cycle's owners are not distinct".into());
     }
-    let (first, first_lock, _) = &steps[0];
-    if *first != victim.owner || !victim.locks.contains(first_lock) {
+    if steps[0].owner != victim.owner || !victim.locks.contains(&steps[0].lock) {
         return Err(format!(
-            "its first step is not the caller's wait: {first} for {first_lock:?}"
+            "its first step is not the caller's wait: {:?}",
+            steps[0]
         ));
     }
-    for (i, (owner, wanted, holder)) in steps.iter().enumerate() {
-        if *holder != steps[(i + 1) % n].0 {
+    for (i, step) in steps.iter().enumerate() {
+        let Step {
+            owner,
+            lock: wanted,
+            next,
+            behind,
+        } = step;
+        if *next != steps[(i + 1) % n].owner {
             return Err(format!(
-                "step {i} is held by {holder}, not by the next step's owner"
+                "step {i} leads to {next}, not to the next step's owner"
             ));
         }
-        let held = holds_of.get(holder.as_str()).is_some_and(|holds| {
-            holds
+        if *behind {
+            // `next` is a multi-lock caller waiting on `wanted` too.
+            waited_during(calls_of, next, wanted, from, to)
+                .map_err(|why| format!("step {i} is behind no waiter: {why}"))?;
+        } else {
+            let holds = holds_of.get(next.as_str()).map_or(&[][..], |h| &h[..]);
+            let held = holds
                 .iter()
-                .any(|h| h.lock == *wanted && h.maybe_held_during(from, to))
-        });
-        if !held {
-            let holds: Vec<&&Hold> = holds_of
-                .get(holder.as_str())
-                .into_iter()
-                .flatten()
-                .filter(|h| h.lock == *wanted)
-                .collect();
-            return Err(format!(
-                "{holder} did not hold {wanted:?} during the call: its holds of it {holds:?}"
-            ));
+                .any(|h| h.lock == *wanted && h.maybe_held_during(from, to));
+            if !held {
+                let holds: Vec<&&Hold> = holds.iter().filter(|h| h.lock == *wanted).collect();
+                return Err(format!(
+                    "{next} did not hold {wanted:?} during the call: its holds of it {holds:?}"
+                ));
+            }
         }
-        if i == 0 {
-            continue;
-        }
-        let waited = calls_of.get(owner.as_str()).is_some_and(|calls| {
-            calls.iter().any(|c| {
-                c.block
-                    && c.locks.contains(wanted)
-                    && c.send < to
-                    && c.recv.is_none_or(|recv| recv > from)
-            })
-        });
-        if !waited {
-            let calls: Vec<String> = calls_of
-                .get(owner.as_str())
-                .into_iter()
-                .flatten()
-                .filter(|c| c.locks.contains(wanted))
-                .map(|c| {
-                    format!(
-                        "{} at [{:?}, {:?}]: {:?}",
-                        c.args.join(" "),
-                        c.send,
-                        c.recv,
-                        c.reply
-                    )
-                })
-                .collect();
-            return Err(format!(
-                "{owner} did not wait for {wanted:?} during the call: its calls for it {calls:?}"
-            ));
+        if i > 0 {
+            waited_during(calls_of, owner, wanted, from, to)?;
         }
     }
     Ok(n)
@@ -1422,10 +1466,15 @@ fn deadlock_replies_name_real_cycles_and_only_those_under_faults() {
         let e = err(&mut b, args);
         let (n, steps) = parse_cycle(&e, 0).unwrap_or_else(|why| panic!("{e}: {why}"));
         assert_eq!(n, 2, "{e}");
-        assert_eq!(steps[0].0, "rB", "{e}");
+        assert_eq!(steps[0].owner, "rB", "{e}");
         assert_eq!(
             steps[1],
-            ("rA".into(), lock(0, "dlr:y"), "rB".into()),
+            Step {
+                owner: "rA".into(),
+                lock: lock(0, "dlr:y"),
+                next: "rB".into(),
+                behind: false
+            },
             "{e}"
         );
     }
@@ -1549,6 +1598,21 @@ fn the_cycle_check_refuses_a_cycle_that_was_not_there() {
     let victim = call("b", x.clone(), 20, 21, across);
     assert!(check(&[a_waits], &holds, &victim).is_err());
     let a_waits_1 = call("a", y1.clone(), 10, 50, Reply::Int(1));
-    let holds_1 = [hold("a", x, 100), hold("b", y1, 100)];
+    let holds_1 = [hold("a", x.clone(), 100), hold("b", y1, 100)];
     assert_eq!(check(&[a_waits_1], &holds_1, &victim), Ok(2));
+    // A step behind a multi-lock caller: it waited with that key.
+    let z = lock(0, "z");
+    let behind = deadlock(
+        "3: 'c' waits for 'x' held by 'a', 'a' waits for 'y' behind 'b', 'b' waits for 'z' held by 'c'",
+    );
+    let victim = call("c", x.clone(), 20, 21, behind);
+    let multi = |recv: u64| Call {
+        locks: vec![y.clone(), z.clone()],
+        ..call("b", y.clone(), 5, recv, Reply::Nil)
+    };
+    let holds = [hold("a", x, 100), hold("c", z.clone(), 100)];
+    let a_waits = call("a", y.clone(), 10, 50, Reply::Int(1));
+    assert_eq!(check(&[a_waits.clone(), multi(60)], &holds, &victim), Ok(3));
+    // ... not if its wait had ended before the call.
+    assert!(check(&[a_waits, multi(15)], &holds, &victim).is_err());
 }
