@@ -1337,10 +1337,18 @@ fn deadlock_replies_name_real_cycles_and_only_those_under_faults() {
         holds_of.entry(hold.owner.as_str()).or_default().push(hold);
     }
     let mut replied = 0i64;
+    // Replies naming a step behind a multi-lock caller.
+    let mut behind = 0u64;
     let mut lengths: HashMap<usize, u64> = HashMap::new();
     let mut false_cycles = Vec::new();
     for victim in log.calls.iter().filter(|c| c.reply.deadlock().is_some()) {
         replied += 1;
+        behind += u64::from(
+            victim
+                .reply
+                .deadlock()
+                .is_some_and(|l| l.contains(" behind '")),
+        );
         match check_cycle(victim, &calls_of, &holds_of) {
             Ok(n) => *lengths.entry(n).or_default() += 1,
             Err(why) => false_cycles.push(format!(
@@ -1508,7 +1516,7 @@ fn deadlock_replies_name_real_cycles_and_only_those_under_faults() {
         "deadlock chaos: {ordered_ops} ordered and {} random-order operations \
          ({} renewals, {} overstayed leases, {} walked away, {} gave up mid-wait), \
          faults {faults:?}, {} cycle rounds; {replied} DEADLOCK replies checked \
-         (cycle lengths {lengths:?}), lock_deadlocks {counted}, {unknown} blocking \
+         (cycle lengths {lengths:?}, {behind} with a step behind a multi-lock caller), lock_deadlocks {counted}, {unknown} blocking \
          calls without a reply; {:.1} s ({marks:?})",
         log.ops - ordered_ops,
         log.renewals,
