@@ -37,15 +37,15 @@
 //!    "behind" a multi-lock caller (a server that names such edges), that
 //!    caller waited with that key; and for every step but the caller's,
 //!    its owner had a `BLOCK` call for that lock sent before the caller's
-//!    reply and answered after the caller's call was sent. The `DEADLOCK` replies add up to the rise of
-//!    `lock_deadlocks`, give or take the blocking calls whose reply was
-//!    lost with their connection.
+//!    reply and answered after the caller's call was sent. The `DEADLOCK`
+//!    replies add up to the rise of `lock_deadlocks`, give or take the
+//!    blocking calls whose reply was lost with their connection.
 //!
 //! Throughout, no two owners hold an exclusive lock, a write hold or the
 //! semaphore's permit at once (holds placed in time as tests/chaos.rs does:
 //! from the grant's reply to the earliest of the release's send, the lease's
-//! lower bound and a revocation). A replica follows the master all along:
-//! it never counts a deadlock, and refuses a blocking acquire that would
+//! lower bound and a revocation). A replica follows the master from the
+//! first second on: it never counts a deadlock, and refuses a blocking acquire that would
 //! close a cycle on the master with `READONLY`, where the master answers
 //! `DEADLOCK`. At the end every lock is free and nobody waits.
 //!
