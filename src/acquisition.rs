@@ -24,7 +24,7 @@ use crate::store::{self, LockKey};
 use crate::waiters::{with_queue, Registry, Waiter};
 use crate::{blocking, deadlocks, events, handoff, lease};
 use lock_rules::args::Wait;
-use lock_rules::deadlock::lock_holders;
+use lock_rules::deadlock::{lock_holders, Holders};
 use lock_rules::error::LockError;
 use lock_rules::lock_id::LockId;
 use lock_rules::multilock::{take_all, AllOrNone};
@@ -51,7 +51,7 @@ pub fn acquire(
     // Whom the caller would wait for, as the rules left the lock.
     let holders = match (&acquired, wait) {
         (Ok(Acquisition::Wait), Some(_)) => lock_holders(tx.state(), tx.now_ms()),
-        _ => Vec::new(),
+        _ => Holders::default(),
     };
     handoff::commit(ctx, lock, &key, tx);
     match (acquired?, wait) {
@@ -122,7 +122,7 @@ pub fn acquire_all(
     };
     let locks: Vec<LockId<'static>> = opened.iter().map(|(lock, _, _)| lock.to_owned()).collect();
     // Whom the caller would wait for on each key, as the rules left it.
-    let wanted: Vec<(LockId<'static>, Vec<Vec<u8>>)> = match (&decision, wait) {
+    let wanted: Vec<(LockId<'static>, Holders)> = match (&decision, wait) {
         (AllOrNone::Busy, Some(_)) => opened
             .iter()
             .map(|(lock, _, tx)| (lock.to_owned(), lock_holders(tx.state(), tx.now_ms())))

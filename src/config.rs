@@ -119,7 +119,8 @@ pub static SETTINGS: [Setting; 6] = [
             cell: &DEADLOCK_CHECK_MS,
             default: 0,
             min: -1,
-            max: 86_400_000,
+            // Each wait queued within it is remembered until its check.
+            max: 60_000,
         },
     },
 ];

@@ -1,27 +1,28 @@
 //! Deadlock detection: the waits-for graph as this server has it, and the
-//! check every wait passes before it is queued.
+//! check every wait passes.
 //!
 //! The graph is never stored: the waiter registry says what an owner waits
-//! for (its owner index), the keys say who holds a lock, and the rules'
-//! [`cycle_closed_by`] walks it from the holders of what the caller wants.
-//! A wait that would close a cycle is refused with `DEADLOCK` naming the
-//! cycle (the caller that closes it is the victim, as in PostgreSQL and
-//! InnoDB: the others keep waiting), and counted in `INFO lock`.
+//! for (its owner index) and which multi-lock callers are queued ahead in a
+//! lock's queue, the keys say who holds a lock, and the rules'
+//! [`cycle_closed_by`] walks it from what the caller wants. A wait that
+//! would close a cycle is refused with `DEADLOCK` naming the cycle (the
+//! caller that closes it is the victim, as in PostgreSQL: the others keep
+//! waiting), and counted in `INFO lock`.
 //!
-//! Cost: nothing while nobody waits; otherwise one look in the registry's
-//! owner index for the holders of what the caller wants, which the command
-//! read already. Only when one of them waits too does the search read more
-//! keys (each lock on its path once). A hot lock's queue is never walked.
+//! Cost: nothing while nobody waits; otherwise one look in the registry for
+//! whom the caller would wait for, from the holders the command read
+//! already. Only when one of them waits too does the search read more keys
+//! (each lock it reaches once). A hot lock's queue is never walked.
 //!
 //! With `lock.deadlock-check-ms` N > 0, a wait is queued at once and
 //! checked once it has lasted N ms (PostgreSQL's `deadlock_timeout`): the
-//! waits to check are kept in order of their due time, with one timer at
-//! the first; a wait found to close a cycle then is taken out of its
-//! queue and answered `DEADLOCK`.
+//! waits to check are kept by due time, with one timer at the first; a
+//! wait found to close a cycle then is taken out of its queue and answered
+//! `DEADLOCK`.
 //!
-//! Offers: [`check`], [`check_later`], [`holders`].
+//! Offers: [`check`], [`check_later`], [`holders`], [`waits_for`].
 
-use std::collections::VecDeque;
+use std::collections::BTreeMap;
 use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
@@ -32,14 +33,11 @@ use crate::stats::{Stats, STATS};
 use crate::waiters::{anyone_waits, registry};
 use crate::writable::{writable, Writable};
 use crate::{blocking, config, semaphore_key, store, sync};
-use lock_rules::deadlock::{
-    cycle_closed_by, lock_holders, permit_owners, semaphore_holders, WaitsFor,
-};
+use lock_rules::deadlock::{cycle_closed_by, lock_holders, semaphore_holders, Holders, WaitsFor};
 use lock_rules::error::LockError;
 use lock_rules::lock_id::LockId;
 use lock_rules::registry::TimerId;
 use lock_rules::request::FieldName;
-use lock_rules::semaphore::SemaphoreState;
 
 /// Refuses `caller`'s wait for `wanted` (each lock with its holders as the
 /// command just read them) with `DEADLOCK` if it would close a cycle.
@@ -48,34 +46,30 @@ use lock_rules::semaphore::SemaphoreState;
 pub fn check(
     ctx: &Context,
     caller: &[u8],
-    wanted: &[(LockId<'_>, Vec<Vec<u8>>)],
+    wanted: &[(LockId<'_>, Holders)],
 ) -> Result<(), LockError> {
     if caller.is_empty() || !anyone_waits() || config::deadlock_check_ms() != 0 {
         return Ok(());
     }
     {
-        // The common case ends here: no holder of what the caller wants
+        // The common case ends here: nobody the caller would wait for
         // waits for anything (a hot lock's holder is busy, not waiting),
-        // and no multi-lock caller is first in line for it.
+        // and no multi-lock caller is queued for what it wants.
         let registry = registry()?;
-        let holders_wait = wanted.iter().any(|(lock, holders)| {
-            registry.group_at_head(lock).is_some()
+        let may_close = wanted.iter().any(|(lock, holders)| {
+            registry.multi_ahead(lock, caller).is_some()
                 || holders
-                    .iter()
-                    .any(|h| h[..] != *caller && registry.owner_waits(h))
+                    .waited_for_by(caller)
+                    .into_iter()
+                    .any(|holder| registry.owner_waits(holder))
         });
-        if !holders_wait {
+        if !may_close {
             return Ok(());
         }
     }
-    let graph = ServerGraph {
-        ctx,
-        db: ffi::selected_db(ctx),
-        known: wanted,
-    };
+    let graph = ServerGraph::new(ctx, wanted);
     let locks: Vec<LockId<'_>> = wanted.iter().map(|(lock, _)| lock.clone()).collect();
-    let cycle = cycle_closed_by(&graph, caller, &locks);
-    match cycle {
+    match cycle_closed_by(&graph, caller, &locks) {
         Some(cycle) => {
             Stats::bump(&STATS.deadlocks);
             Err(cycle.error())
@@ -84,26 +78,31 @@ pub fn check(
     }
 }
 
+/// The longest `lock.deadlock-check-ms`: every wait queued within it has
+/// an entry until its check is due, so the list stays as long as the
+/// waits of a minute at most.
+pub const MAX_CHECK_DELAY_MS: i64 = 60_000;
+
 /// A wait to check once it has lasted the delay.
 struct Pending {
-    due: Instant,
     owner: FieldName,
     locks: Vec<LockId<'static>>,
 }
 
 #[derive(Default)]
 struct Delayed {
-    /// In the order queued: the delay is one setting, so due times only
-    /// grow (a wait queued just before the setting was lowered is checked
-    /// with those behind it, a little late).
-    queue: VecDeque<Pending>,
-    timer: Option<TimerId>,
+    /// By due time (then arrival): a wait queued after the delay was
+    /// lowered comes due before those queued earlier.
+    due: BTreeMap<(Instant, u64), Pending>,
+    arrivals: u64,
+    /// The timer and when it fires.
+    timer: Option<(TimerId, Instant)>,
 }
 
 static DELAYED: LazyLock<Mutex<Delayed>> = LazyLock::new(Mutex::default);
 
 /// How soon due checks are tried again while the server loads or is paused.
-const RETRY_MS: i64 = 100;
+const RETRY_MS: u64 = 100;
 
 /// `owner` was just queued for `locks` (one key, or each of a multi-lock
 /// caller's): with a delay set, its wait is checked once it has lasted it.
@@ -115,37 +114,49 @@ pub fn check_later(ctx: &Context, owner: &FieldName, locks: &[LockId<'static>]) 
         return;
     }
     let mut delayed = sync::lock(&DELAYED);
-    delayed.queue.push_back(Pending {
-        due: Instant::now() + Duration::from_millis(delay),
-        owner: owner.clone(),
-        locks: locks.to_vec(),
-    });
-    if delayed.timer.is_none() {
-        arm(ctx, &mut delayed);
-    }
+    delayed.arrivals += 1;
+    let at = (
+        Instant::now() + Duration::from_millis(delay),
+        delayed.arrivals,
+    );
+    delayed.due.insert(
+        at,
+        Pending {
+            owner: owner.clone(),
+            locks: locks.to_vec(),
+        },
+    );
+    arm(ctx, &mut delayed, at.0);
 }
 
-/// The timer at the first due wait, if any wait is left to check.
-fn arm(ctx: &Context, delayed: &mut Delayed) {
-    let Some(first) = delayed.queue.front() else {
+/// Makes sure the timer fires by `at`.
+fn arm(ctx: &Context, delayed: &mut Delayed, at: Instant) {
+    if delayed.timer.is_some_and(|(_, fires)| fires <= at) {
         return;
-    };
+    }
     // Whole ms, rounded up: never before the wait has lasted the delay.
-    let ms = first
-        .due
+    let ms = at
         .saturating_duration_since(Instant::now())
         .as_micros()
         .div_ceil(1000);
-    delayed.timer = ffi::create_timer::<DelayedCheck>(ctx, i64::try_from(ms).unwrap_or(0), 0);
+    let ms = u64::try_from(ms)
+        .unwrap_or(u64::MAX)
+        .min(MAX_CHECK_DELAY_MS as u64);
+    let Some(id) = ffi::create_timer::<DelayedCheck>(ctx, ms as i64, 0) else {
+        return;
+    };
+    let fires = Instant::now() + Duration::from_millis(ms);
+    if let Some((old, _)) = delayed.timer.replace((id, fires)) {
+        ffi::stop_timer(ctx, old);
+    }
 }
 
-/// Fires when the first wait queued has lasted the delay: checks every due
-/// wait that is still waiting, then re-arms for the next.
+/// Fires at the first due check: checks every due wait that is still
+/// waiting, then re-arms for the next.
 struct DelayedCheck;
 
 impl TimerHandler for DelayedCheck {
     fn fire(ctx: &Context, _: u64) {
-        let now = Instant::now();
         let due: Vec<Pending> = {
             let mut delayed = sync::lock(&DELAYED);
             delayed.timer = None;
@@ -153,26 +164,34 @@ impl TimerHandler for DelayedCheck {
                 // Loading or paused: keys are not to be touched (a read
                 // may expire one); the cycle, if any, is still there later.
                 Writable::Later => {
-                    delayed.timer = ffi::create_timer::<DelayedCheck>(ctx, RETRY_MS, 0);
+                    let later = Instant::now() + Duration::from_millis(RETRY_MS);
+                    arm(ctx, &mut delayed, later);
                     return;
                 }
                 // A replica has no waiters: they were answered when it
                 // was demoted.
                 Writable::Never => {
-                    delayed.queue.clear();
+                    delayed.due.clear();
                     return;
                 }
                 Writable::Now | Writable::TooFewReplicas => {}
             }
-            let n = delayed.queue.iter().take_while(|p| p.due <= now).count();
-            delayed.queue.drain(..n).collect()
+            let now = Instant::now();
+            let mut due = Vec::new();
+            while let Some(entry) = delayed.due.first_entry() {
+                if entry.key().0 > now {
+                    break;
+                }
+                due.push(entry.remove());
+            }
+            due
         };
         for wait in due {
             check_waiting(ctx, wait);
         }
         let mut delayed = sync::lock(&DELAYED);
-        if delayed.timer.is_none() {
-            arm(ctx, &mut delayed);
+        if let Some(&(next, _)) = delayed.due.keys().next() {
+            arm(ctx, &mut delayed, next);
         }
     }
 }
@@ -193,11 +212,7 @@ fn check_waiting(ctx: &Context, wait: Pending) {
     if wanted.is_empty() {
         return;
     }
-    let graph = ServerGraph {
-        ctx,
-        db: ffi::selected_db(ctx),
-        known: &[],
-    };
+    let graph = ServerGraph::new(ctx, &[]);
     let Some(cycle) = cycle_closed_by(&graph, &wait.owner, &wanted) else {
         return;
     };
@@ -208,28 +223,53 @@ fn check_waiting(ctx: &Context, wait: Pending) {
     }
 }
 
-/// Whom the callers queued for `lock` (of the selected database) wait for
-/// now (LOCK.WAITERS): its holders (a semaphore's every permit owner, not
-/// only the sole one the search follows), and a multi-lock caller first in
-/// line.
-pub fn holders(ctx: &Context, lock: &LockId<'_>) -> Vec<Vec<u8>> {
-    let mut holders = read_holders(ctx, &lock.key, permit_owners);
-    let first = registry().ok().and_then(|r| r.group_owner_at_head(lock));
-    if let Some(first) = first {
-        if !holders.iter().any(|h| h[..] == first[..]) {
-            holders.push(first.to_vec());
-        }
-    }
-    holders
+/// Who holds `lock` (of the selected database) now.
+pub fn holders(ctx: &Context, lock: &LockId<'_>) -> Holders {
+    read_holders(ctx, &lock.key)
 }
 
-/// The graph read from this server: the registry for waits, the keys for
-/// holders (those of the caller's own locks as the command read them).
+/// Whom `owner`, queued for `lock`, waits for now, as LOCK.WAITERS shows
+/// it: the `holders` (nobody if it holds the lock itself; every other
+/// owner holding permits of a semaphore, not only the one the search
+/// follows) and the multi-lock caller queued nearest ahead of it.
+pub fn waits_for(lock: &LockId<'_>, owner: &[u8], holders: &Holders) -> Vec<Vec<u8>> {
+    if !holders.any_one && holders.owners.iter().any(|o| o[..] == *owner) {
+        // A key it holds (a multi-lock caller's): no wait there.
+        return Vec::new();
+    }
+    let mut owners: Vec<Vec<u8>> = holders
+        .owners
+        .iter()
+        .filter(|o| o[..] != *owner)
+        .cloned()
+        .collect();
+    let ahead = registry().ok().and_then(|r| r.multi_ahead(lock, owner));
+    if let Some(ahead) = ahead {
+        if !owners.iter().any(|o| o[..] == ahead[..]) {
+            owners.push(ahead.to_vec());
+        }
+    }
+    owners
+}
+
+/// The graph read from this server: the registry for waits and callers
+/// ahead, the keys for holders (those of the caller's own locks as the
+/// command read them).
 struct ServerGraph<'a, 'k> {
     ctx: &'a Context,
     /// The caller's database, selected again after a lock of another.
     db: i32,
-    known: &'a [(LockId<'k>, Vec<Vec<u8>>)],
+    known: &'a [(LockId<'k>, Holders)],
+}
+
+impl<'a, 'k> ServerGraph<'a, 'k> {
+    fn new(ctx: &'a Context, known: &'a [(LockId<'k>, Holders)]) -> Self {
+        Self {
+            ctx,
+            db: ffi::selected_db(ctx),
+            known,
+        }
+    }
 }
 
 impl WaitsFor for ServerGraph<'_, '_> {
@@ -239,35 +279,29 @@ impl WaitsFor for ServerGraph<'_, '_> {
         registry().map_or_else(|_| Vec::new(), |r| r.waits_of(owner))
     }
 
-    fn first_in_line(&self, lock: &LockId<'_>) -> Option<Vec<u8>> {
-        let registry = registry().ok()?;
-        registry
-            .group_owner_at_head(lock)
-            .map(|owner| owner.to_vec())
-    }
-
-    fn holders_of(&self, lock: &LockId<'_>) -> Vec<Vec<u8>> {
+    fn holders_of(&self, lock: &LockId<'_>) -> Holders {
         if let Some((_, holders)) = self.known.iter().find(|(known, _)| known == lock) {
             return holders.clone();
         }
         if lock.db != self.db && !ffi::select_db(self.ctx, lock.db) {
-            return Vec::new();
+            return Holders::default();
         }
-        let holders = read_holders(self.ctx, &lock.key, semaphore_holders);
+        let holders = read_holders(self.ctx, &lock.key);
         if lock.db != self.db {
             ffi::select_db(self.ctx, self.db);
         }
         holders
     }
+
+    fn multi_ahead(&self, lock: &LockId<'_>, owner: &[u8]) -> Option<Vec<u8>> {
+        let registry = registry().ok()?;
+        registry.multi_ahead(lock, owner).map(|o| o.to_vec())
+    }
 }
 
 /// The holders of the lock or semaphore named `key` in the selected
 /// database; nobody if it is neither (nothing to wait for there).
-fn read_holders(
-    ctx: &Context,
-    key: &[u8],
-    of_semaphore: fn(&SemaphoreState, i64) -> Vec<Vec<u8>>,
-) -> Vec<Vec<u8>> {
+fn read_holders(ctx: &Context, key: &[u8]) -> Holders {
     let name = ffi::string(ctx, key);
     let now_ms = ffi::now_ms();
     match store::read_only(ctx, &name) {
@@ -277,7 +311,7 @@ fn read_holders(
         Ok(None) | Err(_) => semaphore_key::read_only(ctx, &name)
             .ok()
             .flatten()
-            .map(|state| of_semaphore(&state, now_ms))
+            .map(|state| semaphore_holders(&state, now_ms))
             .unwrap_or_default(),
     }
 }

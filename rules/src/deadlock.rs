@@ -2,14 +2,20 @@
 //! a new wait would close.
 //!
 //! An owner that waits for a lock waits for that lock's holders (the
-//! exclusive owner; a read-write lock's readers and writer; a semaphore's
-//! permit holders; each key of a multi-lock caller's). A caller about to
-//! wait closes a cycle when, following "waits for" from the holders of what
-//! it wants, one reaches the caller itself: each of them waits, directly or
-//! not, for the next, and none can go on. The search starts at the holders
-//! of the lock the caller wants and follows only holders, never the other
-//! waiters of a queue: a hot lock with 10,000 waiters whose holder waits for
-//! nothing costs one lookup per new waiter, however long its queue.
+//! exclusive owner; a read-write lock's readers and writer; each key of a
+//! multi-lock caller's), unless it holds the lock itself (a re-entry never
+//! waits), and for the multi-lock caller queued nearest ahead of it, which
+//! is served first. A semaphore is different: any one holder's release may
+//! serve its waiter, so the waiter waits for them only when exactly one
+//! owner other than itself holds permits ([`Holders::any_one`]).
+//!
+//! A caller about to wait closes a cycle when, following "waits for" from
+//! what it wants, one reaches the caller itself: each of them waits,
+//! directly or not, for the next, and none can go on. The search starts at
+//! the lock the caller wants and follows holders and multi-lock callers
+//! ahead, never a queue's other waiters: a hot lock with 10,000 waiters
+//! whose holder waits for nothing costs one lookup per new waiter, however
+//! long its queue. Within one search each lock's holders are read once.
 //!
 //! The graph is read through [`WaitsFor`], which the server layer answers
 //! from its registry (who waits for what) and its keys (who holds what); the
@@ -28,23 +34,71 @@ use crate::state::LockState;
 pub const MAX_VISITS: usize = 10_000;
 
 /// What the search reads of the server: for an owner, the locks it waits
-/// for now; for a lock, who holds it now.
+/// for now; for a lock, who holds it now and who is queued ahead.
 pub trait WaitsFor {
     fn waits_of(&self, owner: &[u8]) -> Vec<LockId<'static>>;
-    fn holders_of(&self, lock: &LockId<'_>) -> Vec<Vec<u8>>;
-    /// The owner of the multi-lock caller first in line for `lock`, if one
-    /// is: nobody queued behind it is served before it, so each of them
-    /// waits for it too, even while the lock is free (reserved for it until
-    /// its other keys are). Any other first in line is served as soon as
-    /// the holders let go, so waiting for the holders says it all.
-    fn first_in_line(&self, _lock: &LockId<'_>) -> Option<Vec<u8>> {
+    fn holders_of(&self, lock: &LockId<'_>) -> Holders;
+    /// The owner of the multi-lock caller queued nearest ahead of `owner`'s
+    /// entry for `lock` (nearest the tail when `owner` is not queued
+    /// there), if any. Nobody behind a multi-lock caller is served before
+    /// it, so each of them waits for it, even while the lock is free (kept
+    /// for it until its other keys are); it waits in turn for the one
+    /// ahead of it. Any other caller ahead is served as soon as the holders
+    /// let go, so waiting for the holders says it all.
+    fn multi_ahead(&self, _lock: &LockId<'_>, _owner: &[u8]) -> Option<Vec<u8>> {
         None
+    }
+}
+
+/// Who holds a lock or a semaphore, as the graph sees them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Holders {
+    pub owners: Vec<Vec<u8>>,
+    /// A semaphore: any one holder's release may serve a waiter, so it
+    /// waits for them only when exactly one owner other than itself holds
+    /// permits, and no permit's holder is unknown.
+    pub any_one: bool,
+    /// Permits whose holder has no owner id (Redisson's).
+    pub unnamed: bool,
+}
+
+impl Holders {
+    pub fn all_of(owners: Vec<Vec<u8>>) -> Self {
+        Self {
+            owners,
+            any_one: false,
+            unnamed: false,
+        }
+    }
+
+    /// Whom `waiter` waits for by waiting here: nobody if it holds a lock
+    /// (a re-entry does not wait).
+    pub fn waited_for_by(&self, waiter: &[u8]) -> Vec<&[u8]> {
+        let mine = self.owners.iter().any(|o| o[..] == *waiter);
+        if !self.any_one {
+            return if mine {
+                Vec::new()
+            } else {
+                self.owners.iter().map(Vec::as_slice).collect()
+            };
+        }
+        let others: Vec<&[u8]> = self
+            .owners
+            .iter()
+            .map(Vec::as_slice)
+            .filter(|o| *o != waiter)
+            .collect();
+        if others.len() == 1 && !self.unnamed {
+            others
+        } else {
+            Vec::new()
+        }
     }
 }
 
 /// One edge of a cycle: `owner` waits for `lock`, held by the next step's
 /// owner (the last step's lock by the first step's owner), or, `behind`,
-/// queued first for it.
+/// queued ahead of it for that lock as a multi-lock caller.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Step {
     pub owner: Vec<u8>,
@@ -92,14 +146,14 @@ impl Cycle {
     }
 }
 
-/// Who a caller waiting for a lock in `state` waits for at `now_ms`: its
-/// exclusive owner, or a read-write lock's writer and readers whose leases
-/// have not run out (a reader whose every lease key is gone holds nothing,
-/// whatever its field says, and is reclaimed at the next transition).
-pub fn lock_holders(state: &LockState, now_ms: i64) -> Vec<Vec<u8>> {
+/// Who holds a lock in `state` at `now_ms`: its exclusive owner, or a
+/// read-write lock's writer and readers whose leases have not run out (a
+/// reader whose every lease key is gone holds nothing, whatever its field
+/// says, and is reclaimed at the next transition).
+pub fn lock_holders(state: &LockState, now_ms: i64) -> Holders {
     match state {
-        LockState::Free => Vec::new(),
-        LockState::Held { owner, .. } => vec![owner.to_vec()],
+        LockState::Free => Holders::default(),
+        LockState::Held { owner, .. } => Holders::all_of(vec![owner.to_vec()]),
         LockState::Shared(rw) => {
             let mut holders = Vec::new();
             if let Some((writer, _)) = &rw.writer {
@@ -113,41 +167,31 @@ pub fn lock_holders(state: &LockState, now_ms: i64) -> Vec<Vec<u8>> {
                     holders.push(reader.owner.to_vec());
                 }
             }
-            holders
+            Holders::all_of(holders)
         }
     }
 }
 
-/// Who a caller waiting for permits of a semaphore in `state` waits for:
-/// the one owner holding every live permit, if there is one. With several
-/// holders any one of them could free what the caller needs, so a cycle
-/// through one of them is no deadlock; a Redisson permit's id names no
-/// owner. Either way the semaphore leads nowhere (no false `DEADLOCK`).
-pub fn semaphore_holders(state: &SemaphoreState, now_ms: i64) -> Vec<Vec<u8>> {
-    let mut sole: Option<&[u8]> = None;
+/// Who holds permits of a semaphore in `state` at `now_ms`: every owner of
+/// a live permit, each once; a Redisson permit's id names no owner
+/// (`unnamed`). A waiter waits for them only as [`Holders::waited_for_by`]
+/// says.
+pub fn semaphore_holders(state: &SemaphoreState, now_ms: i64) -> Holders {
+    let mut holders = Holders {
+        any_one: true,
+        ..Holders::default()
+    };
     for permit in state.permits.iter().filter(|p| p.until >= now_ms) {
-        match (owner_of(&permit.id), sole) {
-            (Some((owner, _)), None) => sole = Some(owner),
-            (Some((owner, _)), Some(first)) if owner == first => {}
-            _ => return Vec::new(),
-        }
-    }
-    sole.map(|owner| vec![owner.to_vec()]).unwrap_or_default()
-}
-
-/// Every owner holding a live permit of a semaphore in `state`, each once
-/// (what LOCK.WAITERS shows its waiters wait for; Redisson's permits name
-/// no owner and are not listed).
-pub fn permit_owners(state: &SemaphoreState, now_ms: i64) -> Vec<Vec<u8>> {
-    let mut owners: Vec<Vec<u8>> = Vec::new();
-    for permit in state.permits.iter().filter(|p| p.until >= now_ms) {
-        if let Some((owner, _)) = owner_of(&permit.id) {
-            if !owners.iter().any(|o| o[..] == *owner) {
-                owners.push(owner.to_vec());
+        match owner_of(&permit.id) {
+            Some((owner, _)) => {
+                if !holders.owners.iter().any(|o| o[..] == *owner) {
+                    holders.owners.push(owner.to_vec());
+                }
             }
+            None => holders.unnamed = true,
         }
     }
-    owners
+    holders
 }
 
 /// The cycle `caller` would close by waiting for `wanted` (each of the
@@ -158,27 +202,18 @@ pub fn cycle_closed_by(
     caller: &[u8],
     wanted: &[LockId<'_>],
 ) -> Option<Cycle> {
-    // Breadth first over owners; `came_from[o]` = the step by which the
-    // previous owner waits for `o`.
-    let mut came_from: HashMap<Vec<u8>, Step> = HashMap::new();
-    let mut seen: HashSet<Vec<u8>> = HashSet::new();
+    let mut search = Search {
+        graph,
+        caller,
+        holders: HashMap::new(),
+        expanded: HashSet::new(),
+        came_from: HashMap::new(),
+        seen: HashSet::new(),
+    };
     let mut frontier: Vec<Vec<u8>> = Vec::new();
     for lock in wanted {
-        for (next, behind) in successors(graph, lock) {
-            if next == caller {
-                // The caller holds what it wants: a re-entry, not a wait;
-                // what the rules do with it is not the graph's business.
-                continue;
-            }
-            if seen.insert(next.clone()) {
-                let step = Step {
-                    owner: caller.to_vec(),
-                    lock: lock.to_owned(),
-                    behind,
-                };
-                came_from.insert(next.clone(), step);
-                frontier.push(next);
-            }
+        if let Some(last) = search.follow(caller, &lock.to_owned(), &mut frontier) {
+            return Some(search.unwind(last));
         }
     }
     let mut visits = 0;
@@ -190,24 +225,8 @@ pub fn cycle_closed_by(
                 return None;
             }
             for lock in graph.waits_of(&owner) {
-                for (next, behind) in successors(graph, &lock) {
-                    if next == caller {
-                        let last = Step {
-                            owner,
-                            lock,
-                            behind,
-                        };
-                        return Some(unwind(&came_from, caller, last));
-                    }
-                    if next != owner && seen.insert(next.clone()) {
-                        let step = Step {
-                            owner: owner.clone(),
-                            lock: lock.clone(),
-                            behind,
-                        };
-                        came_from.insert(next.clone(), step);
-                        further.push(next);
-                    }
+                if let Some(last) = search.follow(&owner, &lock, &mut further) {
+                    return Some(search.unwind(last));
                 }
             }
         }
@@ -216,36 +235,92 @@ pub fn cycle_closed_by(
     None
 }
 
-/// Whom a caller waiting for `lock` waits for: its holders, then the
-/// multi-lock caller first in line if that is someone else (`true`: the
-/// caller is behind it, not waiting for its hold).
-fn successors(graph: &impl WaitsFor, lock: &LockId<'_>) -> Vec<(Vec<u8>, bool)> {
-    let mut next: Vec<(Vec<u8>, bool)> = graph
-        .holders_of(lock)
-        .into_iter()
-        .map(|holder| (holder, false))
-        .collect();
-    if let Some(first) = graph.first_in_line(lock) {
-        if !next.iter().any(|(holder, _)| *holder == first) {
-            next.push((first, true));
-        }
-    }
-    next
+/// One search's state: what it has read and where it has been.
+struct Search<'g, G> {
+    graph: &'g G,
+    caller: &'g [u8],
+    /// Each lock's holders, read once.
+    holders: HashMap<LockId<'static>, Holders>,
+    /// Locks whose holders (all of them waited for) are queued already:
+    /// another waiter of the same lock adds nobody new.
+    expanded: HashSet<LockId<'static>>,
+    /// `came_from[o]` = the step by which the previous owner waits for `o`.
+    came_from: HashMap<Vec<u8>, Step>,
+    seen: HashSet<Vec<u8>>,
 }
 
-/// The cycle ending with `last`, whose lock the caller holds (or is first
-/// in line for), walked back to the caller's own step.
-fn unwind(came_from: &HashMap<Vec<u8>, Step>, caller: &[u8], last: Step) -> Cycle {
-    let mut steps = vec![last];
-    while let Some(step) = came_from.get(&steps[steps.len() - 1].owner) {
-        let at_caller = step.owner == caller;
-        steps.push(step.clone());
-        if at_caller {
-            break;
+impl<G: WaitsFor> Search<'_, G> {
+    /// Queues whom `owner` waits for by waiting for `lock` into `next`; the
+    /// last step, if one of them is the caller.
+    fn follow(
+        &mut self,
+        owner: &[u8],
+        lock: &LockId<'static>,
+        next: &mut Vec<Vec<u8>>,
+    ) -> Option<Step> {
+        let holders = self
+            .holders
+            .entry(lock.clone())
+            .or_insert_with(|| self.graph.holders_of(lock));
+        let held_here = !holders.any_one && holders.owners.iter().any(|o| o[..] == *owner);
+        if held_here {
+            // A re-entry: the owner does not wait here, not even behind a
+            // multi-lock caller.
+            return None;
         }
+        let mut successors: Vec<(Vec<u8>, bool)> = Vec::new();
+        // Every holder, all waited for: once per lock is enough (nobody
+        // new the second time). A semaphore's depend on who waits.
+        if holders.any_one || !self.expanded.contains(lock) {
+            successors.extend(
+                holders
+                    .waited_for_by(owner)
+                    .into_iter()
+                    .map(|o| (o.to_vec(), false)),
+            );
+            if !holders.any_one {
+                self.expanded.insert(lock.clone());
+            }
+        }
+        if let Some(ahead) = self.graph.multi_ahead(lock, owner) {
+            successors.push((ahead, true));
+        }
+        for (successor, behind) in successors {
+            let step = Step {
+                owner: owner.to_vec(),
+                lock: lock.clone(),
+                behind,
+            };
+            if successor == self.caller {
+                if owner == self.caller {
+                    // The caller's own entry (an owner id shared by two
+                    // connections): not a wait for itself.
+                    continue;
+                }
+                return Some(step);
+            }
+            if successor != owner && self.seen.insert(successor.clone()) {
+                self.came_from.insert(successor.clone(), step);
+                next.push(successor);
+            }
+        }
+        None
     }
-    steps.reverse();
-    Cycle { steps }
+
+    /// The cycle ending with `last`, whose lock the caller holds (or is
+    /// queued ahead for), walked back to the caller's own step.
+    fn unwind(&self, last: Step) -> Cycle {
+        let mut steps = vec![last];
+        while let Some(step) = self.came_from.get(&steps[steps.len() - 1].owner) {
+            let at_caller = step.owner == self.caller;
+            steps.push(step.clone());
+            if at_caller || steps.len() > self.came_from.len() + 1 {
+                break;
+            }
+        }
+        steps.reverse();
+        Cycle { steps }
+    }
 }
 
 #[cfg(test)]
@@ -258,7 +333,10 @@ mod tests {
     struct Graph {
         waits: HashMap<Vec<u8>, Vec<LockId<'static>>>,
         holds: HashMap<LockId<'static>, Vec<Vec<u8>>>,
-        firsts: HashMap<LockId<'static>, Vec<u8>>,
+        /// Locks that are semaphores.
+        semaphores: HashSet<LockId<'static>>,
+        /// Multi-lock callers queued for a lock, first in line first.
+        multis: HashMap<LockId<'static>, Vec<Vec<u8>>>,
         lookups: std::cell::Cell<usize>,
     }
 
@@ -278,10 +356,20 @@ mod tests {
             self
         }
 
-        /// A multi-lock caller `owner` first in line for `name`.
-        fn first(mut self, owner: &str, name: &str) -> Self {
-            self.firsts.insert(lock(name), owner.as_bytes().to_vec());
+        /// A multi-lock caller `owner` queued for `name`, behind those
+        /// queued before.
+        fn multi(mut self, owner: &str, name: &str) -> Self {
+            self.multis
+                .entry(lock(name))
+                .or_default()
+                .push(owner.as_bytes().to_vec());
             self.waits(owner, name)
+        }
+
+        /// `name` is a semaphore of which `owner` holds permits.
+        fn permits(mut self, owner: &str, name: &str) -> Self {
+            self.semaphores.insert(lock(name));
+            self.holds(owner, name)
         }
 
         fn waits(mut self, owner: &str, name: &str) -> Self {
@@ -299,14 +387,22 @@ mod tests {
             self.waits.get(owner).cloned().unwrap_or_default()
         }
 
-        fn holders_of(&self, lock: &LockId<'_>) -> Vec<Vec<u8>> {
+        fn holders_of(&self, lock: &LockId<'_>) -> Holders {
             self.lookups.set(self.lookups.get() + 1);
-            self.holds.get(lock).cloned().unwrap_or_default()
+            Holders {
+                owners: self.holds.get(lock).cloned().unwrap_or_default(),
+                any_one: self.semaphores.contains(lock),
+                unnamed: false,
+            }
         }
 
-        fn first_in_line(&self, lock: &LockId<'_>) -> Option<Vec<u8>> {
+        fn multi_ahead(&self, lock: &LockId<'_>, owner: &[u8]) -> Option<Vec<u8>> {
             self.lookups.set(self.lookups.get() + 1);
-            self.firsts.get(lock).cloned()
+            let queue = self.multis.get(lock)?;
+            match queue.iter().position(|o| o[..] == *owner) {
+                Some(at) => at.checked_sub(1).map(|i| queue[i].clone()),
+                None => queue.last().cloned(),
+            }
         }
     }
 
@@ -390,11 +486,11 @@ mod tests {
 
     #[test]
     fn a_caller_behind_a_multi_lock_caller_waits_for_it_even_on_a_free_lock() {
-        // m waits for k (held by x) and for l (free, but m is first in
-        // line there): x waiting for l waits behind m.
+        // m waits for k (held by x) and for l (free, but kept for m): x
+        // waiting for l waits behind m.
         let g = Graph::default()
             .holds("x", "k")
-            .first("m", "l")
+            .multi("m", "l")
             .waits("m", "k");
         let cycle = cycle_closed_by(&g, b"x", &[lock("l")]).expect("behind m");
         assert_eq!(steps(&cycle), [pair("x", "l"), pair("m", "k")]);
@@ -403,14 +499,89 @@ mod tests {
             .error()
             .to_string()
             .contains("'x' waits for 'l' behind 'm', 'm' waits for 'k' held by 'x'"));
-        // A holder that is also first in line is one edge, by its hold.
+        // Not first in line: a waits for l ahead of m, and x behind m
+        // still waits for m, which waits for k.
+        let g = Graph::default()
+            .holds("h", "l")
+            .holds("x", "k")
+            .waits("a", "l")
+            .multi("m", "l")
+            .waits("m", "k");
+        let cycle = cycle_closed_by(&g, b"x", &[lock("l")]).expect("behind m, second");
+        assert_eq!(steps(&cycle), [pair("x", "l"), pair("m", "k")]);
+        // Two multi-lock callers queued: the later waits for the earlier.
         let g = Graph::default()
             .holds("x", "k")
-            .holds("m", "l")
-            .first("m", "l")
-            .waits("m", "k");
-        let cycle = cycle_closed_by(&g, b"x", &[lock("l")]).expect("held by m");
-        assert!(!cycle.steps[0].behind);
+            .multi("m1", "l")
+            .multi("m2", "l")
+            .waits("m1", "k");
+        let cycle = cycle_closed_by(&g, b"x", &[lock("l")]).expect("behind m2, m1");
+        assert_eq!(
+            steps(&cycle),
+            [pair("x", "l"), pair("m2", "l"), pair("m1", "k")]
+        );
+    }
+
+    #[test]
+    fn an_owner_does_not_wait_for_a_lock_it_holds() {
+        // c holds k1 and queues for k1 and k3 as a multi-lock caller
+        // behind g2: on k1 that is a re-entry, no wait behind g2.
+        let g = Graph::default()
+            .holds("c", "k1")
+            .holds("z", "k3")
+            .multi("g2", "k1")
+            .waits("g2", "k2");
+        assert_eq!(cycle_closed_by(&g, b"c", &[lock("k1"), lock("k3")]), None);
+        // Nor does another owner queued so: q waits for w, held by c,
+        // which holds k1 and waits there behind g2, which waits for k2,
+        // held by q. c's entry on k1 is no wait; its wait for k3 (z) is.
+        let g = Graph::default()
+            .holds("c", "k1")
+            .holds("c", "w")
+            .holds("q", "k2")
+            .holds("z", "k3")
+            .multi("g2", "k1")
+            .waits("g2", "k2")
+            .multi("c", "k1")
+            .waits("c", "k3");
+        assert_eq!(cycle_closed_by(&g, b"q", &[lock("w")]), None);
+    }
+
+    #[test]
+    fn a_semaphore_waiter_waits_for_its_one_other_holder_only() {
+        // s has two holders, p and the caller c; p waits for l, held by c:
+        // only p can free a permit for c.
+        let g = Graph::default()
+            .permits("p", "s")
+            .permits("c", "s")
+            .holds("c", "l")
+            .waits("p", "l");
+        let cycle = cycle_closed_by(&g, b"c", &[lock("s")]).expect("through p");
+        assert_eq!(steps(&cycle), [pair("c", "s"), pair("p", "l")]);
+        // With a third holder, r, either p or r could: no cycle.
+        let g = Graph::default()
+            .permits("p", "s")
+            .permits("r", "s")
+            .holds("c", "l")
+            .waits("p", "l");
+        assert_eq!(cycle_closed_by(&g, b"c", &[lock("s")]), None);
+    }
+
+    #[test]
+    fn each_locks_holders_are_read_once_per_search() {
+        // 100 readers of l each wait for m, which 2,000 readers hold; the
+        // caller, holding nothing they want, waits for l: m is read once.
+        let mut g = Graph::default();
+        for i in 0..100 {
+            g = g.holds(&format!("r{i}"), "l").waits(&format!("r{i}"), "m");
+        }
+        for i in 0..2000 {
+            g = g.holds(&format!("m{i}"), "m");
+        }
+        assert_eq!(cycle_closed_by(&g, b"c", &[lock("l")]), None);
+        // l and m read once each; each of the 2,100 owners asked what it
+        // waits for; each (lock, owner) asked who is ahead.
+        assert!(g.lookups.get() < 2 + 2100 + 200, "{}", g.lookups.get());
     }
 
     #[test]
@@ -486,12 +657,16 @@ mod tests {
     fn holders_are_who_holds_now() {
         use crate::read_write::{ReadWriteHolds, Reader};
         let owner = |s: &str| -> crate::request::FieldName { s.as_bytes().into() };
-        assert!(lock_holders(&LockState::Free, 0).is_empty());
+        let owners = |h: Holders| {
+            assert!(!h.any_one && !h.unnamed);
+            h.owners
+        };
+        assert!(owners(lock_holders(&LockState::Free, 0)).is_empty());
         let held = LockState::Held {
             owner: owner("a"),
             holds: 2,
         };
-        assert_eq!(lock_holders(&held, 0), vec![b"a".to_vec()]);
+        assert_eq!(owners(lock_holders(&held, 0)), vec![b"a".to_vec()]);
         // A writer that also reads is one holder; a reader whose every
         // lease key is gone, or whose lease ended, holds nothing.
         let reader = |o: &str, leases: Vec<Option<i64>>| Reader {
@@ -511,7 +686,7 @@ mod tests {
             write_until: Some(500),
         };
         assert_eq!(
-            lock_holders(&LockState::Shared(rw.clone()), 100),
+            owners(lock_holders(&LockState::Shared(rw.clone()), 100)),
             vec![b"w".to_vec(), b"r1".to_vec()]
         );
         let ended_writer = ReadWriteHolds {
@@ -519,13 +694,13 @@ mod tests {
             ..rw
         };
         assert_eq!(
-            lock_holders(&LockState::Shared(ended_writer), 100),
+            owners(lock_holders(&LockState::Shared(ended_writer), 100)),
             vec![b"w".to_vec(), b"r1".to_vec()]
         );
     }
 
     #[test]
-    fn a_semaphore_leads_to_its_holder_only_when_it_has_one() {
+    fn a_semaphore_waiter_waits_for_the_one_other_owner_with_permits() {
         use crate::semaphore::{permit_id, Permit};
         let permit = |owner: &[u8], i, until| Permit {
             id: permit_id(owner, i),
@@ -535,25 +710,49 @@ mod tests {
             available: Some(0),
             permits,
         };
-        let one = state(vec![permit(b"a", 1, 500), permit(b"a", 2, 500)]);
-        assert_eq!(semaphore_holders(&one, 100), vec![b"a".to_vec()]);
-        // Two holders: either could free a permit. A permit whose lease
-        // ended is nobody's.
-        let two = state(vec![permit(b"a", 1, 500), permit(b"b", 1, 500)]);
-        assert!(semaphore_holders(&two, 100).is_empty());
-        let one_live = state(vec![permit(b"a", 1, 500), permit(b"b", 1, 50)]);
-        assert_eq!(semaphore_holders(&one_live, 100), vec![b"a".to_vec()]);
-        // A Redisson permit's id names no owner.
-        let redisson = state(vec![
-            permit(b"a", 1, 500),
-            Permit {
-                id: b"3f2a9c".to_vec(),
-                until: 500,
-            },
-        ]);
-        assert!(semaphore_holders(&redisson, 100).is_empty());
-        assert_eq!(permit_owners(&redisson, 100), vec![b"a".to_vec()]);
-        assert_eq!(permit_owners(&two, 100), vec![b"a".to_vec(), b"b".to_vec()]);
-        assert!(semaphore_holders(&state(Vec::new()), 100).is_empty());
+        let waits = |h: &Holders, who: &[u8]| -> Vec<Vec<u8>> {
+            h.waited_for_by(who)
+                .into_iter()
+                .map(<[u8]>::to_vec)
+                .collect()
+        };
+        let one = semaphore_holders(
+            &state(vec![permit(b"a", 1, 500), permit(b"a", 2, 500)]),
+            100,
+        );
+        assert!(one.any_one && !one.unnamed);
+        assert_eq!(waits(&one, b"c"), vec![b"a".to_vec()]);
+        // Two holders: either could free a permit, but not the waiter's
+        // own. A permit whose lease ended is nobody's.
+        let two = semaphore_holders(
+            &state(vec![permit(b"a", 1, 500), permit(b"b", 1, 500)]),
+            100,
+        );
+        assert_eq!(two.owners, vec![b"a".to_vec(), b"b".to_vec()]);
+        assert!(waits(&two, b"c").is_empty());
+        assert_eq!(waits(&two, b"b"), vec![b"a".to_vec()]);
+        let one_live =
+            semaphore_holders(&state(vec![permit(b"a", 1, 500), permit(b"b", 1, 50)]), 100);
+        assert_eq!(waits(&one_live, b"c"), vec![b"a".to_vec()]);
+        // A Redisson permit's id names no owner: it could be freed by
+        // anyone.
+        let redisson = semaphore_holders(
+            &state(vec![
+                permit(b"a", 1, 500),
+                Permit {
+                    id: b"3f2a9c".to_vec(),
+                    until: 500,
+                },
+            ]),
+            100,
+        );
+        assert!(redisson.unnamed);
+        assert_eq!(redisson.owners, vec![b"a".to_vec()]);
+        assert!(waits(&redisson, b"c").is_empty());
+        assert!(semaphore_holders(&state(Vec::new()), 100).owners.is_empty());
+        // A lock holder does not wait for its own lock (a re-entry).
+        let lock = Holders::all_of(vec![b"a".to_vec(), b"b".to_vec()]);
+        assert!(waits(&lock, b"a").is_empty());
+        assert_eq!(waits(&lock, b"c").len(), 2);
     }
 }

@@ -77,7 +77,6 @@ impl<T> Fifo<T> {
         self.remove(id).map(|v| (id, v))
     }
 
-    #[cfg(test)]
     pub fn get(&self, id: WaiterId) -> Option<&T> {
         self.nodes.get(&id).map(|n| &n.value)
     }

@@ -154,6 +154,9 @@ pub struct LeaseTimer {
 
 struct LockQueue<H> {
     fifo: Fifo<Waiter<H>>,
+    /// The entries of multi-lock callers, in queue order (ids grow with
+    /// arrival): whoever is queued behind one waits for it.
+    multi_entries: BTreeSet<WaiterId>,
     /// Queued waiters that asked for FENCE: serving them needs the token.
     fenced: usize,
     lease_timer: Option<LeaseTimer>,
@@ -212,6 +215,7 @@ impl<H> Default for LockQueue<H> {
     fn default() -> Self {
         Self {
             fifo: Fifo::default(),
+            multi_entries: BTreeSet::new(),
             fenced: 0,
             lease_timer: None,
         }
@@ -299,7 +303,11 @@ impl<H: Copy + Eq + Hash> Registry<H> {
         let first_entry = waiter.group.is_none_or(|g| g == id);
         // A SEM.TAKE caller has no owner: nobody can wait for it.
         let owner = (!waiter.request.owner.is_empty()).then(|| waiter.request.owner.clone());
+        let multi = waiter.group.is_some();
         if queue.fifo.push_back(id, waiter) {
+            if multi {
+                queue.multi_entries.insert(id);
+            }
             if let Some(owner) = owner {
                 self.by_owner.entry(owner).or_default().insert(id);
             }
@@ -428,11 +436,22 @@ impl<H: Copy + Eq + Hash> Registry<H> {
         self.queue(lock)?.fifo.front().and_then(|(_, w)| w.group)
     }
 
-    /// The owner of the multi-lock caller first in line for `lock`, if it
-    /// is one (whoever is queued behind it waits for it too).
-    pub fn group_owner_at_head(&self, lock: &LockId<'_>) -> Option<FieldName> {
-        let group = self.groups.get(&self.group_at_head(lock)?)?;
-        Some(group.request.owner.clone())
+    /// The owner of the multi-lock caller queued nearest ahead of `owner`'s
+    /// first entry for `lock` (nearest the tail if `owner` has none there):
+    /// nobody behind a multi-lock caller is served before it.
+    pub fn multi_ahead(&self, lock: &LockId<'_>, owner: &[u8]) -> Option<FieldName> {
+        let queue = self.queue(lock)?;
+        let own_entry = self
+            .by_owner
+            .get(owner)
+            .into_iter()
+            .flatten()
+            .find(|id| self.locations.get(id).is_some_and(|at| at == lock));
+        let ahead = match own_entry {
+            Some(&entry) => queue.multi_entries.range(..entry).next_back(),
+            None => queue.multi_entries.last(),
+        }?;
+        Some(queue.fifo.get(*ahead)?.request.owner.clone())
     }
 
     /// A multi-lock caller's entries and request, and for each entry
@@ -547,9 +566,12 @@ impl<H: Copy + Eq + Hash> Registry<H> {
         if let Some(at) = waiter.deadline {
             self.deadlines.remove(&(at, id));
         }
-        if waiter.request.fence {
-            if let Some(q) = self.queue_mut(lock) {
+        if let Some(q) = self.queue_mut(lock) {
+            if waiter.request.fence {
                 q.fenced = q.fenced.saturating_sub(1);
+            }
+            if waiter.group.is_some() {
+                q.multi_entries.remove(&id);
             }
         }
     }
@@ -796,11 +818,14 @@ mod tests {
         assert_eq!(r.waits_of(b"o1"), vec![lock("k"), lock("j")]);
         assert_eq!(r.waits_of(b"o7"), vec![lock("a"), lock("b")]);
         assert_eq!(r.group_locks(4), vec![lock("a"), lock("b")]);
+        // o7's multi-lock entry is ahead of whoever queues for b next, not
+        // of itself; nothing on k is a multi-lock entry.
         assert_eq!(
-            r.group_owner_at_head(&lock("b")).as_deref(),
+            r.multi_ahead(&lock("b"), b"o1").as_deref(),
             Some(&b"o7"[..])
         );
-        assert_eq!(r.group_owner_at_head(&lock("k")), None);
+        assert_eq!(r.multi_ahead(&lock("b"), b"o7"), None);
+        assert_eq!(r.multi_ahead(&lock("k"), b"o9"), None);
         assert_eq!(r.waits_of(b"o9"), Vec::<LockId<'static>>::new());
         // Removed (a timeout), popped and woken, taken as a group: gone.
         let _ = r.remove(1).unwrap();

@@ -14,6 +14,7 @@ use crate::ffi::{self, ArgDoc, ArgKind, CommandSpec, Field, KeyArgs, KEY_RO_ACCE
 use crate::waiters::{anyone_waits, registry};
 use crate::{deadlocks, keepalive, semaphore_key, store};
 use lock_rules::args::parse_view_options;
+use lock_rules::deadlock::Holders;
 use lock_rules::error::LockError;
 use lock_rules::keepalive::ClientId;
 use lock_rules::lock_id::LockId;
@@ -187,15 +188,9 @@ fn waiters(ctx: &Context, args: &[RedisString]) -> RedisResult {
         } else {
             Vec::new()
         };
-        // Whom each waits for: the holders of its key, or of each key of a
-        // multi-lock caller (each read once), itself left out.
-        let mut holders: HashMap<LockId<'static>, Vec<Vec<u8>>> = HashMap::new();
-        let mut holders_of = |l: &LockId<'_>| {
-            holders
-                .entry(l.to_owned())
-                .or_insert_with(|| deadlocks::holders(ctx, l))
-                .clone()
-        };
+        // Whom each waits for on its key, or on each key of a multi-lock
+        // caller (each key's holders read once), each owner once.
+        let mut holders: HashMap<LockId<'static>, Holders> = HashMap::new();
         let waits_for: Vec<Vec<Vec<u8>>> = shown
             .iter()
             .map(|w| {
@@ -207,8 +202,11 @@ fn waiters(ctx: &Context, args: &[RedisString]) -> RedisResult {
                     &w.keys[..]
                 };
                 for key in keys {
-                    for h in holders_of(key) {
-                        if h[..] != w.owner[..] && !owners.contains(&h) {
+                    let held = holders
+                        .entry(key.clone())
+                        .or_insert_with(|| deadlocks::holders(ctx, key));
+                    for h in deadlocks::waits_for(key, &w.owner, held) {
+                        if !owners.contains(&h) {
                             owners.push(h);
                         }
                     }

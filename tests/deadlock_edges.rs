@@ -1,8 +1,11 @@
-//! Review of deadlock detection (issue 26): reproductions of what the
-//! review found, on real servers. The first four FAIL on main 1cae166
-//! (each names the bug in its comment); the rest pass and pin down what the
-//! review checked and found correct. `search_cost_*` is ignored: it prints
-//! how long one wait's check takes in a costly graph (no timed assertion).
+//! Deadlock detection's edge cases, each once a bug found in review: a
+//! multi-lock caller's own key is no wait (neither for it nor for those
+//! who wait for it); a caller behind a multi-lock caller queued ahead, first
+//! in line or not, waits for it; lowering `lock.deadlock-check-ms` holds no
+//! later check back; an ended reader lease is no edge and the caller keeps
+//! its database; the owner index forgets every ended multi-lock wait.
+//! `search_cost_*` is ignored: it prints how long one wait's check takes in
+//! a costly graph (run with `-- --ignored --nocapture`; no timed assertion).
 
 mod common;
 use common::*;
@@ -50,7 +53,7 @@ fn reply_within(con: &mut Connection, ms: u64) -> Option<redis::RedisResult<Valu
     }
 }
 
-/// FAILS on 1cae166: a false DEADLOCK. C holds k1 and LOCK.MACQUIREs k1
+/// Once a bug: a false DEADLOCK. C holds k1 and LOCK.MACQUIREs k1
 /// and k3 (k3 held by z, who waits for nothing). On k1 it is a re-entry
 /// ("already the caller's: one more hold, whoever waits"), so the
 /// multi-lock caller g2 first in line on k1 does not hold it back; yet the
@@ -114,7 +117,7 @@ fn a_multi_lock_callers_own_key_is_no_wait_behind_the_first_in_line() {
     );
 }
 
-/// FAILS on 1cae166: the same false 'behind' edge, met by a third caller.
+/// Once a bug: the same false 'behind' edge, met by a third caller.
 /// C holds k1 and w; g2 (LOCK.MACQUIRE k1 k2) waits for k1; C's own
 /// LOCK.MACQUIRE k1 k3 waits only for k3 (held by z, who waits for
 /// nothing; queued with detection off, since its own check fails as
@@ -181,7 +184,7 @@ fn a_false_behind_edge_refuses_a_third_callers_wait() {
     assert_eq!(deadlocks(&server), before);
 }
 
-/// FAILS on 1cae166: a missed cycle, never found. Queue of l: a (one key),
+/// Once a bug: a missed cycle, never found. Queue of l: a (one key),
 /// g (LOCK.MACQUIRE l k), then o, who holds k. o is behind g on l just as
 /// much as if g were first, but only a multi-lock caller *first* in line
 /// is an edge, so o's check finds nothing. Once h and a are done, l stays
@@ -251,7 +254,7 @@ fn a_multi_lock_caller_ahead_but_not_first_in_line_is_waited_for() {
     assert_eq!(victim, "DEADLOCK");
 }
 
-/// FAILS on 1cae166: checks held back by a stale entry. The delayed checks
+/// Once a bug: checks held back by a stale entry. The delayed checks
 /// are one FIFO list (src/deadlocks.rs `Delayed::queue`), taken only while
 /// its front is due, with the timer at the front's due time. A wait
 /// queued under `lock.deadlock-check-ms 60000` that ended after 10 ms
@@ -289,7 +292,7 @@ fn lowering_the_delay_does_not_hold_back_later_checks() {
     );
 }
 
-/// Passes: a reader whose lease ran out (its key kept alive by another
+/// A reader whose lease ran out (its key kept alive by another
 /// reader) is no holder, so a writer behind it is not refused for its
 /// wait; and a check that reads a lock of another database leaves the
 /// caller in its own, with DEADLOCK or without.
@@ -370,7 +373,7 @@ fn ended_reader_leases_are_no_edge_and_the_callers_database_is_kept() {
     );
 }
 
-/// Passes: however a multi-lock caller's wait ends (LOCK.CANCEL of its
+/// However a multi-lock caller's wait ends (LOCK.CANCEL of its
 /// second key, CLIENT UNBLOCK, CLIENT KILL, a delayed check's DEADLOCK),
 /// nothing of it is left in the owner index: a later wait that would
 /// close a cycle through that stale entry is not refused.
