@@ -120,16 +120,8 @@ enum Outcome {
 fn outcome(r: redis::RedisResult<Value>) -> Outcome {
     match r {
         Ok(Value::Int(n)) => Outcome::Int(n),
-        Ok(Value::Array(items)) if items.iter().all(|v| matches!(v, Value::Int(_))) => {
-            Outcome::Ints(
-                items
-                    .iter()
-                    .map(|v| match v {
-                        Value::Int(n) => *n,
-                        _ => 0,
-                    })
-                    .collect(),
-            )
+        Ok(v @ Value::Array(_)) if ints_of(&v).is_some() => {
+            Outcome::Ints(ints_of(&v).unwrap_or_default())
         }
         Ok(Value::Nil) => Outcome::Nil,
         Ok(Value::Okay) => Outcome::Status("OK".into()),

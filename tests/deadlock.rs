@@ -10,14 +10,6 @@
 mod common;
 use common::*;
 
-/// How many callers are queued for `key` (a lock or a semaphore).
-fn queued(con: &mut Connection, key: &str) -> usize {
-    match raw(con, &["LOCK.WAITERS", key, "COUNT", "0"]) {
-        Ok(Value::Array(items)) => items.len(),
-        other => panic!("LOCK.WAITERS {key} replied {other:?}"),
-    }
-}
-
 fn wait_queued(con: &mut Connection, key: &str, n: usize) {
     wait_until(&format!("{n} queued on {key}"), || queued(con, key) == n);
 }

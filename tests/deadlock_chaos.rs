@@ -421,16 +421,8 @@ impl<'s> Client<'s> {
         let recv = shared.now();
         let reply = match reply {
             Ok(Value::Int(n)) => Reply::Int(n),
-            Ok(Value::Array(items)) if items.iter().all(|v| matches!(v, Value::Int(_))) => {
-                Reply::Ints(
-                    items
-                        .iter()
-                        .map(|v| match v {
-                            Value::Int(n) => *n,
-                            _ => 0,
-                        })
-                        .collect(),
-                )
+            Ok(v @ Value::Array(_)) if ints_of(&v).is_some() => {
+                Reply::Ints(ints_of(&v).unwrap_or_default())
             }
             Ok(Value::Nil) => Reply::Nil,
             Ok(Value::Okay) => Reply::Status("OK".into()),

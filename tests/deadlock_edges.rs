@@ -12,19 +12,29 @@ use common::*;
 
 use std::time::{Duration, Instant};
 
-fn queued(con: &mut Connection, key: &str) -> usize {
-    match raw(con, &["LOCK.WAITERS", key, "COUNT", "0"]) {
-        Ok(Value::Array(items)) => items.len(),
-        other => panic!("LOCK.WAITERS {key} replied {other:?}"),
-    }
-}
-
 fn deadlocks(server: &Server) -> i64 {
     server.stat("deadlocks")
 }
 
 fn set_delay(con: &mut Connection, ms: &str) {
     let _: () = q(con, &["CONFIG", "SET", "lock.deadlock-check-ms", ms]);
+}
+
+/// g2 waits for k1 and k2 as one multi-lock caller, first in line on k1.
+fn queue_g2(g2: &mut Connection, con: &mut Connection) {
+    let args = [
+        "LOCK.MACQUIRE",
+        "2",
+        "k1",
+        "k2",
+        "g2",
+        "PX",
+        "60000",
+        "BLOCK",
+        "0",
+    ];
+    send(g2, &args);
+    wait_until("g2 queued on k1", || queued(con, "k1") == 1);
 }
 
 /// Polls `cond` for at most `ms`; whether it came true.
@@ -70,21 +80,7 @@ fn a_multi_lock_callers_own_key_is_no_wait_behind_the_first_in_line() {
     let mut g2 = server.client();
     acquire(&mut c, "k1", "C", &["PX", "60000"]);
     acquire(&mut z, "k3", "z", &["PX", "60000"]);
-    send(
-        &mut g2,
-        &[
-            "LOCK.MACQUIRE",
-            "2",
-            "k1",
-            "k2",
-            "g2",
-            "PX",
-            "60000",
-            "BLOCK",
-            "0",
-        ],
-    );
-    wait_until("g2 queued on k1", || queued(&mut con, "k1") == 1);
+    queue_g2(&mut g2, &mut con);
     let before = deadlocks(&server);
     send(
         &mut c,
@@ -136,21 +132,7 @@ fn a_false_behind_edge_refuses_a_third_callers_wait() {
     acquire(&mut c, "w", "C", &["PX", "60000"]);
     acquire(&mut z, "k3", "z", &["PX", "60000"]);
     acquire(&mut q_, "k2", "q", &["PX", "60000"]);
-    send(
-        &mut g2,
-        &[
-            "LOCK.MACQUIRE",
-            "2",
-            "k1",
-            "k2",
-            "g2",
-            "PX",
-            "60000",
-            "BLOCK",
-            "0",
-        ],
-    );
-    wait_until("g2 queued on k1", || queued(&mut con, "k1") == 1);
+    queue_g2(&mut g2, &mut con);
     set_delay(&mut con, "-1");
     send(
         &mut c,

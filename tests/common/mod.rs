@@ -496,6 +496,30 @@ pub fn recv(con: &mut Connection) -> redis::RedisResult<Value> {
     con.recv_response()
 }
 
+/// The integers of an array reply made only of integers (a reply per key
+/// of LOCK.MACQUIRE / LOCK.MRELEASE); `None` for any other reply.
+pub fn ints_of(v: &Value) -> Option<Vec<i64>> {
+    match v {
+        Value::Array(items) => items
+            .iter()
+            .map(|item| match item {
+                Value::Int(n) => Some(*n),
+                _ => None,
+            })
+            .collect(),
+        _ => None,
+    }
+}
+
+/// How many callers are queued for `key`, a lock or a semaphore
+/// (LOCK.WAITERS ... COUNT 0).
+pub fn queued(con: &mut Connection, key: &str) -> usize {
+    match raw(con, &["LOCK.WAITERS", key, "COUNT", "0"]) {
+        Ok(Value::Array(items)) => items.len(),
+        other => panic!("LOCK.WAITERS {key} replied {other:?}"),
+    }
+}
+
 /// Waits until `n` callers are queued on `key` (LOCK.INFO waiters).
 pub fn wait_for_waiters(con: &mut Connection, key: &str, n: i64) {
     wait_until(&format!("{n} waiters on {key}"), || waiters(con, key) == n);

@@ -56,17 +56,14 @@ impl Lock {
     /// `select!`) closes its waiting connection, ends the wait in the server (`LOCK.CANCEL`)
     /// and releases a grant that crossed the cancel, on the runtime.
     pub async fn acquire(&self, wait: Wait) -> Result<Hold> {
+        self.acquire_owned(wait, None).await
+    }
+
+    /// The acquire, as a fresh owner or as `owner`.
+    async fn acquire_owned(&self, wait: Wait, owner: Option<String>) -> Result<Hold> {
         let lease = self.lease.unwrap_or(self.inner.opts.lease);
-        acquire(
-            &self.inner,
-            self.keys.clone(),
-            Of::Lock(self.kind),
-            lease,
-            wait,
-            None,
-            None,
-        )
-        .await
+        let of = Of::Lock(self.kind);
+        acquire(&self.inner, self.keys.clone(), of, lease, wait, owner, None).await
     }
 
     /// Acquires the lock as the owner of `hold` (a live hold of another lock of this
@@ -97,17 +94,7 @@ impl Lock {
                 "acquire_as: the owner already holds one of these keys (use Hold::reenter)",
             ))));
         }
-        let lease = self.lease.unwrap_or(self.inner.opts.lease);
-        acquire(
-            &self.inner,
-            self.keys.clone(),
-            Of::Lock(self.kind),
-            lease,
-            wait,
-            Some(hold.owner.clone()),
-            None,
-        )
-        .await
+        self.acquire_owned(wait, Some(hold.owner.clone())).await
     }
 }
 
