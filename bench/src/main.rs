@@ -8,6 +8,7 @@ mod candidate;
 mod chart;
 mod cli_cost;
 mod compare;
+mod deadlock;
 mod election;
 mod expiry;
 mod keepalive;
@@ -44,11 +45,12 @@ usage: lock-bench [options]
                           S1b pipelined-acquires, S2 hot-lock, S3 lease-expiry, S4 scale,
                           S5 moderate-contention, S6 no-tax, S7 read-write, S8 multi-lock,
                           S9 keepalive-renewals, S10 cli-cost, S11 keepalive-floor,
-                          S12 semaphore, S13 latch, S14 election
+                          S12 semaphore, S13 latch, S14 election, S15 deadlock-detection
   --reps N                repetitions of every measurement (default: S1/S5/S1b 7, S2/S3/S4/S7/S8 5,
                           S4 memory 3, S6 9, S9 3 renewal periods, S10 5, S11 1 run of 30 s
                           (5 s with --quick), S12 3, S13 7 rounds; S14 samples per cell: 5,
-                          2 for etcdctl's kill -9 and cut, 3 for k8s-lease; median reported)
+                          2 for etcdctl's kill -9 and cut, 3 for k8s-lease; S15 5, its cycles 3;
+                          median reported)
   --warmup SECS           warm-up before each measured run (default 0.3, 0.2 with --quick)
   --measure SECS          length of each measured run (default 1, 0.5 with --quick; S8's redisson
                           runs 4.5 s longer: its MultiLock tryLock wait)
@@ -66,12 +68,14 @@ usage: lock-bench [options]
   --systems LIST          S14's systems (module,etcd-lease,etcdctl,k8s-lease; default all)
   --faults LIST           S14's faults (clean,kill9,cut; default all; cut needs root)
   --etcd PATH, --etcdctl PATH  for S14 (default etcd, etcdctl from PATH; skipped when absent)
+  --s15-baseline PATH     S15 also measures its hot-lock and uncontended cells on a second server
+                          with this module (one built without deadlock detection)
   --compare-models        measure tokio tasks vs blocking threads as the client model, then exit
   -h, --help";
 
 /// Every scenario, in the order they run: its tag and a name saying what it
 /// measures.
-const SCENARIOS: [(&str, &str); 15] = [
+const SCENARIOS: [(&str, &str); 16] = [
     ("S1", "uncontended"),
     ("S1b", "pipelined-acquires"),
     ("S2", "hot-lock"),
@@ -87,6 +91,7 @@ const SCENARIOS: [(&str, &str); 15] = [
     ("S12", "semaphore"),
     ("S13", "latch"),
     ("S14", "election"),
+    ("S15", "deadlock-detection"),
 ];
 
 /// The name of scenario `tag`.
@@ -123,6 +128,10 @@ pub const REPS_S11: usize = 1;
 pub const REPS_S12: usize = 3;
 /// Rounds of 1,000 waiters released at once, per protocol.
 pub const REPS_S13: usize = 7;
+/// S15: runs per setting (detection on, off) of its cost cells, and of its
+/// cycles.
+pub const REPS_S15: usize = 5;
+pub const REPS_S15_CYCLES: usize = 3;
 
 #[derive(Clone, Debug)]
 pub struct Opts {
@@ -155,6 +164,8 @@ pub struct Opts {
     pub faults: Option<Vec<String>>,
     pub etcd: String,
     pub etcdctl: String,
+    /// S15's module without deadlock detection, to compare with.
+    pub s15_baseline: Option<PathBuf>,
 }
 
 impl Opts {
@@ -196,6 +207,7 @@ fn parse_args() -> Result<Opts, String> {
     let mut faults = None;
     let mut etcd = "etcd".to_string();
     let mut etcdctl = "etcdctl".to_string();
+    let mut s15_baseline = None;
     fn value(args: &mut impl Iterator<Item = String>, name: &str) -> Result<String, String> {
         args.next().ok_or_else(|| format!("{name} needs a value"))
     }
@@ -291,6 +303,7 @@ fn parse_args() -> Result<Opts, String> {
             }
             "--etcd" => etcd = value(&mut args, &a)?,
             "--etcdctl" => etcdctl = value(&mut args, &a)?,
+            "--s15-baseline" => s15_baseline = Some(PathBuf::from(value(&mut args, &a)?)),
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown option {other}")),
         }
@@ -333,6 +346,7 @@ fn parse_args() -> Result<Opts, String> {
         faults,
         etcd,
         etcdctl,
+        s15_baseline: s15_baseline.map(|p| server::absolute(&p)),
     })
 }
 
@@ -527,7 +541,7 @@ fn header(opts: &Opts, date: &str, load_before: &str) -> Header {
          server:   {redis}\n\
          module:   {}\n\
          pinning:  {}\n\
-         runs:     every figure is the median of repeated runs (S1 {}, S1b {}, S2 {}, S3 {}, S4 {}/{}, S5 {}, S6 {}, S7 {}, S8 {}, S9 {}, S10 {}, S11 {}, S12 {}, S13 {}, S14 {}; all runs in latest.json); \
+         runs:     every figure is the median of repeated runs (S1 {}, S1b {}, S2 {}, S3 {}, S4 {}/{}, S5 {}, S6 {}, S7 {}, S8 {}, S9 {}, S10 {}, S11 {}, S12 {}, S13 {}, S14 {}, S15 {}/{}; all runs in latest.json); \
          throughput runs {:.1} s measured after {:.1} s warm-up{}\n\
          clients:  one tokio current_thread runtime (one core), a task per client, own RESP2 codec over TCP_NODELAY sockets;\n          \
          Redisson simulated as processes of {} threads (one pub/sub connection per process); spin retries after 10 ms / 100 ms\n",
@@ -554,6 +568,8 @@ fn header(opts: &Opts, date: &str, load_before: &str) -> Header {
             None if opts.quick => "1 per fast cell".to_string(),
             None => "5 per cell, fewer for slow cells".to_string(),
         },
+        opts.reps(REPS_S15),
+        opts.reps(REPS_S15_CYCLES),
         opts.measure.as_secs_f64(),
         opts.warmup.as_secs_f64(),
         if opts.quick { " (--quick)" } else { "" },
@@ -654,6 +670,7 @@ async fn run(opts: Opts) -> io::Result<bool> {
                 "S11" => keepalive_floor::s11(&ctx).await,
                 "S12" => throughput::s12(&ctx).await,
                 "S13" => latch::s13(&ctx).await,
+                "S15" => deadlock::s15(&ctx).await,
                 _ => throughput::s5(&ctx).await,
             };
             let mut ctx = ctx;

@@ -166,7 +166,7 @@ fn absorb(section: &mut Section, r: &LoadResult) {
 /// One run of `proto` with `clients` on `keys` keys (`variant` adjusts the
 /// spec: read-write, multi-lock), measured again while other processes
 /// disturb it.
-async fn measure(
+pub(crate) async fn measure(
     ctx: &Ctx,
     section: &mut Section,
     proto: Proto,
