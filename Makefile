@@ -6,7 +6,7 @@
 # make fuzz  build the module, send 1M random argument vectors to a live server (tests/fuzz.rs; LOCK_FUZZ_SEED to replay)
 # make fmt / make lint / make bench
 # make install  install liblock.so into $(PREFIX)/lib/redis/modules and redis-lock into $(PREFIX)/bin
-# make bench  build module + lock-bench, run every scenario (~25 min, S14's leader hand-overs ~10 of them; BENCH_ARGS=--quick for a smoke run) into bench/results/, then the rules' criterion benchmark,
+# make bench  build module + lock-bench, run every scenario (~27 min, S14's leader hand-overs ~10 of them; BENCH_ARGS=--quick for a smoke run) into bench/results/, then the rules' criterion benchmark,
 #            then each client library's (make bench-clients, ~8 min)
 
 PORT ?= 6379

@@ -50,7 +50,9 @@ pub fn acquire(
     let next_end = tx.next_end();
     // Whom the caller would wait for, as the rules left the lock.
     let holders = match (&acquired, wait) {
-        (Ok(Acquisition::Wait), Some(_)) => lock_holders(tx.state(), tx.now_ms()),
+        (Ok(Acquisition::Wait), Some(_)) if deadlocks::checks_at_wait() => {
+            lock_holders(tx.state(), tx.now_ms())
+        }
         _ => Holders::default(),
     };
     handoff::commit(ctx, lock, &key, tx);
@@ -123,7 +125,7 @@ pub fn acquire_all(
     let locks: Vec<LockId<'static>> = opened.iter().map(|(lock, _, _)| lock.to_owned()).collect();
     // Whom the caller would wait for on each key, as the rules left it.
     let wanted: Vec<(LockId<'static>, Holders)> = match (&decision, wait) {
-        (AllOrNone::Busy, Some(_)) => opened
+        (AllOrNone::Busy, Some(_)) if deadlocks::checks_at_wait() => opened
             .iter()
             .map(|(lock, _, tx)| (lock.to_owned(), lock_holders(tx.state(), tx.now_ms())))
             .collect(),

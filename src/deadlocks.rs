@@ -20,7 +20,7 @@
 //! wait found to close a cycle then is taken out of its queue and answered
 //! `DEADLOCK`.
 //!
-//! Offers: [`check`], [`check_later`], [`holders`], [`waits_for`].
+//! Offers: [`checks_at_wait`], [`check`], [`check_later`], [`holders`], [`waits_for`].
 
 use std::collections::BTreeMap;
 use std::sync::{LazyLock, Mutex};
@@ -38,6 +38,13 @@ use lock_rules::error::LockError;
 use lock_rules::lock_id::LockId;
 use lock_rules::registry::TimerId;
 use lock_rules::request::FieldName;
+
+/// Whether a wait now would be checked before it is queued: detection at
+/// each wait, and someone waiting already (a cycle needs a waiter). The
+/// command reads whom its caller would wait for only then.
+pub fn checks_at_wait() -> bool {
+    config::deadlock_check_ms() == 0 && anyone_waits()
+}
 
 /// Refuses `caller`'s wait for `wanted` (each lock with its holders as the
 /// command just read them) with `DEADLOCK` if it would close a cycle.

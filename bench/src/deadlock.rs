@@ -2,12 +2,14 @@
 //!
 //! Cycles: groups of 2 (pairs) and 3 (triples) owners; each takes its own
 //! lock, then all ask with `BLOCK` for the next one's lock (the last for
-//! the first's). With `lock.deadlock-detection yes` exactly one (the wait
-//! that closes the cycle) is answered `DEADLOCK` at once; it releases its
-//! lock, the others get theirs one after another and release. With `no`
-//! the cycle is broken only by the waits' `BLOCK` timeout (50 ms here). A
-//! group repeats this as fast as it can; cycles resolved per second and
-//! the time until the cycle was broken.
+//! the first's). With detection on (`lock.deadlock-check-ms 0`) exactly
+//! one (the wait that closes the cycle) is answered `DEADLOCK` at once; it
+//! releases its lock, the others get theirs one after another and release.
+//! Off (-1), the cycle is broken only by the waits' `BLOCK` timeout (50 ms
+//! here). With a delay (`lock.deadlock-check-ms 100`), one of them is
+//! answered `DEADLOCK` once its wait has lasted that long. A group repeats
+//! this as fast as it can; cycles resolved per second and the time until
+//! the cycle was broken.
 //!
 //! Cost where there is no cycle, detection on against off, runs
 //! interleaved: a hot lock (16 and 64 clients on one key, the module
@@ -39,6 +41,8 @@ pub const OFF_BLOCK_MS: u64 = 50;
 const ON_BLOCK_MS: u64 = 10_000;
 /// Lease of every hold in the cycles (none outlives its round).
 const LEASE_MS: &[u8] = b"30000";
+/// The delay of the delayed check measured beside the check at each wait.
+const DELAY_MS: i64 = 100;
 /// Waiters parked on one lock for the join cost.
 pub const PARKED: usize = 10_000;
 /// Waiters joining that queue per measurement.
@@ -91,19 +95,18 @@ fn onoff(on: bool) -> &'static str {
     }
 }
 
+/// Detection on (checked at each wait, `lock.deadlock-check-ms 0`) or off
+/// (-1).
 async fn set_detection(admin: &mut Conn, on: bool) -> io::Result<()> {
-    admin
-        .ok(&["CONFIG", "SET", "lock.deadlock-detection", onoff_yes(on)])
-        .await
-        .map(|_| ())
+    set_check_ms(admin, if on { 0 } else { -1 }).await
 }
 
-fn onoff_yes(on: bool) -> &'static str {
-    if on {
-        "yes"
-    } else {
-        "no"
-    }
+async fn set_check_ms(admin: &mut Conn, ms: i64) -> io::Result<()> {
+    let ms = ms.to_string();
+    admin
+        .ok(&["CONFIG", "SET", "lock.deadlock-check-ms", &ms])
+        .await
+        .map(|_| ())
 }
 
 async fn deadlocks_counted(admin: &mut Conn) -> io::Result<i64> {
@@ -344,11 +347,13 @@ async fn cycle_run(
     section: &mut Section,
     admin: &mut Conn,
     shape: Shape,
-    on: bool,
+    check_ms: i64,
     run: usize,
     (warmup, measure): (Duration, Duration),
 ) -> io::Result<CycleRun> {
-    set_detection(admin, on).await?;
+    // Detection on: at each wait (0) or after a delay; off: -1.
+    let on = check_ms >= 0;
+    set_check_ms(admin, check_ms).await?;
     let counted0 = deadlocks_counted(admin).await?;
     let mut groups = Vec::with_capacity(shape.groups);
     for g in 0..shape.groups {
@@ -666,7 +671,16 @@ async fn run_all(
                 let mut attempt = 0;
                 let r = loop {
                     run += 1;
-                    let r = cycle_run(ctx, section, admin, *shape, on, run, (cw, cm)).await?;
+                    let r = cycle_run(
+                        ctx,
+                        section,
+                        admin,
+                        *shape,
+                        if on { 0 } else { -1 },
+                        run,
+                        (cw, cm),
+                    )
+                    .await?;
                     if r.others_cpu <= INTERFERENCE_PCT {
                         break r;
                     }
@@ -907,11 +921,115 @@ async fn run_all(
 
     // 2b. Joining a queue of 10,000.
     let joins = parked_joins(ctx, section, admin, reps).await?;
+
+    // 3. The check after a delay instead of at each wait.
+    let delayed = delayed_check(ctx, section, admin, reps, cycle_reps, (cw, cm)).await?;
+    set_detection(admin, true).await?;
     section.json = json!({
         "off_block_ms": OFF_BLOCK_MS, "on_block_ms": ON_BLOCK_MS,
-        "cycles": cycle_json, "cost": cost_json, "joins": joins,
+        "cycles": cycle_json, "cost": cost_json, "joins": joins, "delayed": delayed,
     });
     Ok(())
+}
+
+/// 3: `lock.deadlock-check-ms DELAY_MS` (PostgreSQL's way): cycles of 1
+/// and 16 pairs broken by a delayed check, and the hot lock of 64 clients
+/// with the delay against the check at each wait, interleaved.
+async fn delayed_check(
+    ctx: &Ctx,
+    section: &mut Section,
+    admin: &mut Conn,
+    reps: usize,
+    cycle_reps: usize,
+    (cw, cm): (Duration, Duration),
+) -> io::Result<Value> {
+    set_check_ms(admin, DELAY_MS).await?;
+    let mut cycle_lines = Vec::new();
+    let mut cycle_json = Vec::new();
+    for shape in [SHAPES[0], SHAPES[2]] {
+        let mut runs = Vec::new();
+        for rep in 0..cycle_reps {
+            let run = 1000 + rep;
+            runs.push(cycle_run(ctx, section, admin, shape, DELAY_MS, run, (cw, cm)).await?);
+        }
+        let rates: Vec<f64> = runs.iter().map(|r| r.rate).collect();
+        let p50 = median(&runs.iter().map(|r| r.broken.p50).collect::<Vec<_>>());
+        let p99 = median(&runs.iter().map(|r| r.broken.p99).collect::<Vec<_>>());
+        cycle_lines.push(format!(
+            "   {:<8} {:>6} {:>11} {:>6.0}% {:>7} ms {:>7} ms",
+            shape.name(),
+            shape.groups,
+            rate(median(&rates)),
+            spread_pct(&rates),
+            ms(p50),
+            ms(p99),
+        ));
+        cycle_json.push(json!({
+            "size": shape.size, "groups": shape.groups, "check_ms": DELAY_MS,
+            "median_cycles_per_s": finite(median(&rates)),
+            "median_broken_p50_ms": finite(p50), "median_broken_p99_ms": finite(p99),
+            "runs": runs.iter().map(CycleRun::json).collect::<Vec<_>>(),
+        }));
+    }
+    // The hot lock: delayed as "on", the check at each wait as "off".
+    let mut cell = Cell {
+        clients: 64,
+        keys: 1,
+        pair: Pair::new(),
+        baseline: Vec::new(),
+    };
+    for rep in 0..reps {
+        for delayed in order(rep) {
+            set_check_ms(admin, if delayed { DELAY_MS } else { 0 }).await?;
+            ctx.progress(&format!(
+                "S15 lock.deadlock-check-ms {}:",
+                if delayed { DELAY_MS } else { 0 }
+            ));
+            let r = measure(ctx, section, &cell).await?;
+            cell.pair.push(delayed, r);
+        }
+    }
+    let of = |f: fn(&LoadResult) -> f64| {
+        Ratio::of(
+            &cell.pair.on.iter().map(f).collect::<Vec<_>>(),
+            &cell.pair.off.iter().map(f).collect::<Vec<_>>(),
+        )
+    };
+    let ratios = [
+        ("acq/s", of(|r| r.rate)),
+        ("acquire us", of(|r| usec(r, "lock.acquire"))),
+        ("server us/acq", of(cpu_per_acq)),
+    ];
+    section.line(format!(
+        "3. the check after a delay (lock.deadlock-check-ms {DELAY_MS}: a caller is queued at once, its wait checked once it has lasted {DELAY_MS} ms) instead of at each wait; cycles as in 1 (BLOCK {ON_BLOCK_MS}: exactly one DEADLOCK per round), {cycle_reps} runs each:"
+    ));
+    section.line(format!(
+        "   {:<8} {:>6} {:>11} {:>7} {:>10} {:>10}",
+        "groups", "x", "cycles/s", "spread", "broken p50", "broken p99"
+    ));
+    for line in cycle_lines {
+        section.line(line);
+    }
+    section.line(format!(
+        "   hot lock 64 cli, delayed / at each wait ({reps} runs each, interleaved): {}",
+        ratios
+            .iter()
+            .map(|(n, r)| format!("{n} {}", r.text()))
+            .collect::<Vec<_>>()
+            .join("; ")
+    ));
+    Ok(json!({
+        "check_ms": DELAY_MS,
+        "cycles": cycle_json,
+        "hot_lock_64": {
+            "delayed": cell.pair.on.iter().map(LoadResult::json).collect::<Vec<_>>(),
+            "at_each_wait": cell.pair.off.iter().map(LoadResult::json).collect::<Vec<_>>(),
+            "delayed_over_at_each_wait": ratios
+                .iter()
+                .map(|(n, r)| (n.to_string(), r.json()))
+                .collect::<serde_json::Map<_, _>>(),
+        },
+    }))
 }
 
 /// 2b: `PARKED` waiters in `BLOCK 0` on one held lock, then `JOINERS`

@@ -281,7 +281,9 @@ fn take_permits(
     let next_end = tx.next_end();
     // Whom the caller would wait for, as the rules left the semaphore.
     let holders = match (&acquired, wait) {
-        (Ok(Acquisition::Wait), Some(_)) if owned => semaphore_holders(tx.state(), tx.now_ms()),
+        (Ok(Acquisition::Wait), Some(_)) if owned && deadlocks::checks_at_wait() => {
+            semaphore_holders(tx.state(), tx.now_ms())
+        }
         _ => Holders::default(),
     };
     handoff::commit(ctx, &lock, &keys, tx);
