@@ -84,10 +84,8 @@ fn waits_for(con: &mut Connection, key: &str) -> Vec<(String, Vec<String>)> {
 fn two_callers_one_answered_deadlock_the_other_served() {
     let server = Server::start();
     let mut con = server.client();
-    let mut a = server.client();
-    let mut b = server.client();
-    acquire(&mut a, "x", "a", &["PX", "60000"]);
-    acquire(&mut b, "y", "b", &["PX", "60000"]);
+    let mut a = holding(&server, "x", "a");
+    let mut b = holding(&server, "y", "b");
     let before = deadlocks(&server);
 
     // a waits for y, held by b: no cycle yet.
@@ -122,11 +120,9 @@ fn two_callers_one_answered_deadlock_the_other_served() {
 fn three_callers_in_a_ring_across_databases() {
     let server = Server::start();
     let mut con = server.client();
-    let mut a = server.client();
-    let mut b = server.client();
+    let mut a = holding(&server, "x", "a");
+    let mut b = holding(&server, "y", "b");
     let mut c = server.client();
-    acquire(&mut a, "x", "a", &["PX", "60000"]);
-    acquire(&mut b, "y", "b", &["PX", "60000"]);
     // c's lock is in database 1.
     let _: () = q(&mut c, &["SELECT", "1"]);
     acquire(&mut c, "z", "c", &["PX", "60000"]);
@@ -176,7 +172,7 @@ fn read_write_multi_lock_and_semaphore_edges() {
     // A writer waits for every reader: r2 waits for m, held by w.
     let mut r1 = server.client();
     let mut r2 = server.client();
-    let mut w = server.client();
+    let mut w = holding(&server, "m", "w");
     assert_eq!(
         q::<i64>(&mut r1, &["LOCK.RACQUIRE", "rw", "r1", "PX", "60000"]),
         1
@@ -185,7 +181,6 @@ fn read_write_multi_lock_and_semaphore_edges() {
         q::<i64>(&mut r2, &["LOCK.RACQUIRE", "rw", "r2", "PX", "60000"]),
         1
     );
-    acquire(&mut w, "m", "w", &["PX", "60000"]);
     let mut r2_waits = waiting(
         &server,
         &mut con,
@@ -204,10 +199,8 @@ fn read_write_multi_lock_and_semaphore_edges() {
     assert_eq!(recv(&mut r2_waits).unwrap(), Value::Int(1));
 
     // A multi-lock caller waits for the holders of each of its keys.
-    let mut a = server.client();
-    let mut c = server.client();
-    acquire(&mut a, "k1", "a", &["PX", "60000"]);
-    acquire(&mut c, "k3", "c", &["PX", "60000"]);
+    let mut a = holding(&server, "k1", "a");
+    let mut c = holding(&server, "k3", "c");
     let mut a_waits = waiting(
         &server,
         &mut con,
@@ -241,8 +234,7 @@ fn read_write_multi_lock_and_semaphore_edges() {
 
     // Behind a multi-lock caller first in line, a caller waits for it even
     // while the lock is free (kept for it until its other keys are).
-    let mut x = server.client();
-    acquire(&mut x, "kx", "x", &["PX", "60000"]);
+    let mut x = holding(&server, "kx", "x");
     let mut m2_waits = waiting(
         &server,
         &mut con,
@@ -262,10 +254,9 @@ fn read_write_multi_lock_and_semaphore_edges() {
 
     // A semaphore whose permits one owner holds leads to that owner.
     let mut p = server.client();
-    let mut s = server.client();
+    let mut s = holding(&server, "l", "s");
     let _: Value = q(&mut con, &["SEM.INIT", "sem", "1"]);
     let _: Value = q(&mut p, &["SEM.ACQUIRE", "sem", "p", "PX", "60000"]);
-    acquire(&mut s, "l", "s", &["PX", "60000"]);
     let mut p_waits = waiting(
         &server,
         &mut con,
@@ -302,12 +293,9 @@ fn read_write_multi_lock_and_semaphore_edges() {
 fn no_cycle_no_deadlock_and_the_setting_turns_it_off() {
     let server = Server::start();
     let mut con = server.client();
-    let mut a = server.client();
-    let mut b = server.client();
-    let mut c = server.client();
-    acquire(&mut a, "x", "a", &["PX", "60000"]);
-    acquire(&mut b, "y", "b", &["PX", "60000"]);
-    acquire(&mut c, "z", "c", &["PX", "60000"]);
+    let mut a = holding(&server, "x", "a");
+    let mut b = holding(&server, "y", "b");
+    holding(&server, "z", "c");
 
     // A chain, not a ring: a waits for y (b), b for z (c).
     let mut a_waits = waiting(
@@ -373,10 +361,8 @@ fn with_a_delay_a_wait_is_queued_and_checked_once_it_has_lasted_it() {
         &mut con,
         &["CONFIG", "SET", "lock.deadlock-check-ms", "100"],
     );
-    let mut a = server.client();
-    let mut b = server.client();
-    acquire(&mut a, "x", "a", &["PX", "60000"]);
-    acquire(&mut b, "y", "b", &["PX", "60000"]);
+    let mut a = holding(&server, "x", "a");
+    let mut b = holding(&server, "y", "b");
 
     // A wait that ends before its check is not checked: no cycle then.
     assert_eq!(acquire(&mut a, "y", "a", &["BLOCK", "20"]), Value::Nil);

@@ -75,11 +75,9 @@ fn reply_within(con: &mut Connection, ms: u64) -> Option<redis::RedisResult<Valu
 fn a_multi_lock_callers_own_key_is_no_wait_behind_the_first_in_line() {
     let server = Server::start();
     let mut con = server.client();
-    let mut c = server.client();
-    let mut z = server.client();
+    let mut c = holding(&server, "k1", "C");
+    let mut z = holding(&server, "k3", "z");
     let mut g2 = server.client();
-    acquire(&mut c, "k1", "C", &["PX", "60000"]);
-    acquire(&mut z, "k3", "z", &["PX", "60000"]);
     queue_g2(&mut g2, &mut con);
     let before = deadlocks(&server);
     send(
@@ -124,14 +122,11 @@ fn a_multi_lock_callers_own_key_is_no_wait_behind_the_first_in_line() {
 fn a_false_behind_edge_refuses_a_third_callers_wait() {
     let server = Server::start();
     let mut con = server.client();
-    let mut c = server.client();
-    let mut z = server.client();
+    let mut c = holding(&server, "k1", "C");
+    let mut z = holding(&server, "k3", "z");
     let mut g2 = server.client();
-    let mut q_ = server.client();
-    acquire(&mut c, "k1", "C", &["PX", "60000"]);
+    let mut q_ = holding(&server, "k2", "q");
     acquire(&mut c, "w", "C", &["PX", "60000"]);
-    acquire(&mut z, "k3", "z", &["PX", "60000"]);
-    acquire(&mut q_, "k2", "q", &["PX", "60000"]);
     queue_g2(&mut g2, &mut con);
     set_delay(&mut con, "-1");
     send(
@@ -179,12 +174,10 @@ fn a_false_behind_edge_refuses_a_third_callers_wait() {
 fn a_multi_lock_caller_ahead_but_not_first_in_line_is_waited_for() {
     let server = Server::start();
     let mut con = server.client();
-    let mut h = server.client();
-    let mut o = server.client();
+    let mut h = holding(&server, "l", "h");
+    let mut o = holding(&server, "k", "o");
     let mut a = server.client();
     let mut g = server.client();
-    acquire(&mut h, "l", "h", &["PX", "60000"]);
-    acquire(&mut o, "k", "o", &["PX", "60000"]);
     send(
         &mut a,
         &["LOCK.ACQUIRE", "l", "a", "PX", "60000", "BLOCK", "0"],
@@ -253,10 +246,8 @@ fn lowering_the_delay_does_not_hold_back_later_checks() {
         Value::Nil
     );
     set_delay(&mut con, "100");
-    let mut a = server.client();
-    let mut b = server.client();
-    acquire(&mut a, "x", "a", &["PX", "60000"]);
-    acquire(&mut b, "y", "b", &["PX", "60000"]);
+    let mut a = holding(&server, "x", "a");
+    let mut b = holding(&server, "y", "b");
     send(
         &mut a,
         &["LOCK.ACQUIRE", "y", "a", "PX", "60000", "BLOCK", "0"],
@@ -284,7 +275,7 @@ fn ended_reader_leases_are_no_edge_and_the_callers_database_is_kept() {
     let mut con = server.client();
     let mut r1 = server.client();
     let mut r2 = server.client();
-    let mut w = server.client();
+    let mut w = holding(&server, "x", "w");
     assert_eq!(
         q::<i64>(&mut r1, &["LOCK.RACQUIRE", "rw", "r1", "PX", "150"]),
         1
@@ -294,7 +285,6 @@ fn ended_reader_leases_are_no_edge_and_the_callers_database_is_kept() {
         q::<i64>(&mut r2, &["LOCK.RACQUIRE", "rw", "r2", "PX", "60000"]),
         1
     );
-    acquire(&mut w, "x", "w", &["PX", "60000"]);
     send(
         &mut r1,
         &["LOCK.ACQUIRE", "x", "r1", "PX", "60000", "BLOCK", "0"],
@@ -319,12 +309,11 @@ fn ended_reader_leases_are_no_edge_and_the_callers_database_is_kept() {
     // Across databases: b (in db 1) closes a cycle through q in db 0.
     let mut a1 = server.client();
     let mut a0 = server.client();
-    let mut b0 = server.client();
+    holding(&server, "q", "B");
     let mut b1 = server.client();
     let _: () = q(&mut a1, &["SELECT", "1"]);
     let _: () = q(&mut b1, &["SELECT", "1"]);
     acquire(&mut a1, "p", "A", &["PX", "60000"]);
-    acquire(&mut b0, "q", "B", &["PX", "60000"]);
     send(
         &mut a0,
         &["LOCK.ACQUIRE", "q", "A", "PX", "60000", "BLOCK", "0"],
@@ -392,10 +381,9 @@ fn the_owner_index_forgets_every_ended_multi_lock_wait() {
         let delayed = how.contains("delayed");
         set_delay(&mut con, if delayed { "50" } else { "0" });
         let mut a = server.client();
-        let mut b = server.client();
+        let mut b = holding(&server, "y", "B");
         let a_id = client_id(&mut a);
         acquire(&mut a, "x", "A", &["PX", "60000"]);
-        acquire(&mut b, "y", "B", &["PX", "60000"]);
         send(
             &mut a,
             &[

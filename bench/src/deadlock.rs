@@ -569,16 +569,6 @@ fn usec(r: &LoadResult, command: &str) -> f64 {
         .map_or(f64::NAN, |c| c.2)
 }
 
-/// CPU time of `pid`'s main thread so far, ms (`/proc/<pid>/schedstat`);
-/// NaN when unknown.
-fn on_cpu_ms(pid: Option<u32>) -> f64 {
-    let Some(pid) = pid else { return f64::NAN };
-    std::fs::read_to_string(format!("/proc/{pid}/schedstat"))
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
-        .map_or(f64::NAN, |ns| ns / 1e6)
-}
-
 /// One measurement of `JOINERS` waiters joining the parked queue.
 #[derive(Clone, Debug)]
 struct Join {
@@ -599,14 +589,14 @@ async fn join_round(
     round: usize,
 ) -> io::Result<Join> {
     admin.ok(&["CONFIG", "RESETSTAT"]).await?;
-    let cpu0 = on_cpu_ms(ctx.server_pid);
+    let cpu0 = crate::server::on_cpu_ms(ctx.server_pid);
     for (i, c) in joiners.iter_mut().enumerate() {
         let owner = format!("s15-j{round}-{i}");
         c.push(&[b"LOCK.ACQUIRE", key, owner.as_bytes(), b"BLOCK", b"0"]);
         c.flush().await?;
     }
     wait_for_waiters(admin, PARKED + joiners.len(), Duration::from_millis(2)).await?;
-    let cpu = on_cpu_ms(ctx.server_pid) - cpu0;
+    let cpu = crate::server::on_cpu_ms(ctx.server_pid) - cpu0;
     let stats = crate::load::commandstats(admin).await?;
     let of = |name: &str| stats.iter().find(|c| c.0 == name);
     let poll_us = of("info").map_or(0.0, |c| c.1 as f64 * c.2);
@@ -688,12 +678,7 @@ async fn run_all(
                         section.disturbed_kept += 1;
                         break r;
                     }
-                    section.discarded.push(r.json());
-                    let waited = crate::server::wait_for_quiet(ctx.server_pid, INTERFERENCE_PCT);
-                    ctx.progress(&format!(
-                        "  other processes were busy: waited {:.1} s for quiet, measuring again",
-                        waited.as_secs_f64()
-                    ));
+                    ctx.measure_again(section, r.json());
                     attempt += 1;
                 };
                 pair.push(on, r);

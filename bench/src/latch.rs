@@ -111,16 +111,6 @@ async fn latch_waiters(admin: &mut Conn, key: &[u8]) -> io::Result<i64> {
     }
 }
 
-/// CPU time of `pid`'s main thread so far, ms (`/proc/<pid>/schedstat`:
-/// time on a CPU in ns); NaN when unknown.
-fn on_cpu_ms(pid: Option<u32>) -> f64 {
-    let Some(pid) = pid else { return f64::NAN };
-    std::fs::read_to_string(format!("/proc/{pid}/schedstat"))
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
-        .map_or(f64::NAN, |ns| ns / 1e6)
-}
-
 fn deadline(secs: u64) -> tokio::time::Instant {
     tokio::time::Instant::now() + Duration::from_secs(secs)
 }
@@ -197,7 +187,7 @@ async fn module_round(
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let cpu0 = on_cpu_ms(server_pid);
+    let cpu0 = crate::server::on_cpu_ms(server_pid);
     let t0 = Instant::now();
     let r = admin.cmd(&[b"LATCH.COUNTDOWN", key]).await?;
     let countdown = Instant::now();
@@ -205,7 +195,7 @@ async fn module_round(
         return Err(err(format!("LATCH.COUNTDOWN answered {r:?}")));
     }
     let done = join_all(tasks, "LATCH.AWAIT").await?;
-    let cpu = on_cpu_ms(server_pid) - cpu0;
+    let cpu = crate::server::on_cpu_ms(server_pid) - cpu0;
     let times: Vec<Instant> = done.iter().map(|(_, at)| *at).collect();
     conns.extend(done.into_iter().map(|(c, _)| c));
     let exists = admin.cmd(&[b"EXISTS", key]).await?;
@@ -310,7 +300,7 @@ async fn redisson_round(
     // Every waiter's SUBSCRIBE was confirmed on its own connection. (Not
     // `PUBSUB NUMSUB`: Valkey 9.1.2 answers it with a wrong number, e.g.
     // 453215406, once a channel has 1,000 subscribers.)
-    let cpu0 = on_cpu_ms(server_pid);
+    let cpu0 = crate::server::on_cpu_ms(server_pid);
     let t0 = Instant::now();
     let r = admin
         .cmd(&[
@@ -328,7 +318,7 @@ async fn redisson_round(
         return Err(err(format!("redisson countDown script answered {r:?}")));
     }
     let mut done = join_all(tasks, "redisson await").await?;
-    let cpu = on_cpu_ms(server_pid) - cpu0;
+    let cpu = crate::server::on_cpu_ms(server_pid) - cpu0;
     let messages: Vec<Instant> = done.iter().map(|d| d.2).collect();
     let times: Vec<Instant> = done.iter().map(|d| d.3).collect();
     // Each waiter unsubscribes once done (Redisson's finally), outside

@@ -425,6 +425,17 @@ impl Ctx {
         eprintln!("[{:>6.1}s] {msg}", self.started.elapsed().as_secs_f64());
     }
 
+    /// A run that other processes disturbed: kept aside (`json`), then
+    /// waits for quiet before it is measured again.
+    pub fn measure_again(&self, section: &mut Section, json: serde_json::Value) {
+        section.discarded.push(json);
+        let waited = crate::server::wait_for_quiet(self.server_pid, report::INTERFERENCE_PCT);
+        self.progress(&format!(
+            "  other processes were busy: waited {:.1} s for quiet, measuring again",
+            waited.as_secs_f64()
+        ));
+    }
+
     /// After a run: the server is alive and no caller is left queued.
     pub async fn settle(&self, section: &mut Section) {
         let deadline = Instant::now() + Duration::from_secs(3);

@@ -377,6 +377,16 @@ pub fn cpu_probe(core: Option<usize>, samples: usize) -> Vec<f64> {
 /// Milliseconds left for waiting on other processes during the whole run.
 static QUIET_BUDGET_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(150_000);
 
+/// CPU time of `pid`'s main thread so far, ms (`/proc/<pid>/schedstat`:
+/// time on a CPU in ns); NaN when unknown.
+pub fn on_cpu_ms(pid: Option<u32>) -> f64 {
+    let Some(pid) = pid else { return f64::NAN };
+    std::fs::read_to_string(format!("/proc/{pid}/schedstat"))
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
+        .map_or(f64::NAN, |ns| ns / 1e6)
+}
+
 /// After a run disturbed by other processes: waits until they use less than
 /// `pct` % of a core over a 250 ms sample, at most 20 s at a time and 150 s
 /// over the whole benchmark. Returns how long it waited.

@@ -229,12 +229,7 @@ pub(crate) async fn measure(
             ));
         }
         if r.others_cpu > INTERFERENCE_PCT && attempt < RETRIES {
-            section.discarded.push(r.json());
-            let waited = crate::server::wait_for_quiet(ctx.server_pid, INTERFERENCE_PCT);
-            ctx.progress(&format!(
-                "  other processes were busy: waited {:.1} s for quiet, measuring again",
-                waited.as_secs_f64()
-            ));
+            ctx.measure_again(section, r.json());
             attempt += 1;
             continue;
         }

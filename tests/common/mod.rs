@@ -582,6 +582,14 @@ pub fn acquire(con: &mut Connection, key: &str, owner: &str, opts: &[&str]) -> V
     q(con, &args)
 }
 
+/// A new client of `server` whose owner `owner` holds `key` (a minute's
+/// lease).
+pub fn holding(server: &Server, key: &str, owner: &str) -> Connection {
+    let mut con = server.client();
+    acquire(&mut con, key, owner, &["PX", "60000"]);
+    con
+}
+
 /// A client for callers that block: it sends a command without reading the
 /// reply. A [`Connection`] (read with [`recv`]), or a test's own client.
 pub trait BlockingClient: Sized {
