@@ -20,7 +20,11 @@
 //! wait found to close a cycle then is taken out of its queue and answered
 //! `DEADLOCK`.
 //!
-//! Offers: [`checks_at_wait`], [`check`], [`check_later`], [`holders`], [`waits_for`].
+//! A semaphore that a release leaves with one holder gives its waiters an
+//! edge no wait made: [`semaphore_changed`] has their waits checked then.
+//!
+//! Offers: [`checks_at_wait`], [`check`], [`check_later`],
+//! [`semaphore_changed`], [`holders`], [`waits_for`].
 
 use std::collections::BTreeMap;
 use std::sync::{LazyLock, Mutex};
@@ -136,6 +140,50 @@ pub fn check_later(ctx: &Context, owner: &FieldName, locks: &[LockId<'static>]) 
     arm(ctx, &mut delayed, at.0);
 }
 
+/// A semaphore transition left semaphore `lock` (of the selected
+/// database) with few holders while callers wait. A waiter waits for the
+/// one other owner holding permits, if there is exactly one: a release or a
+/// lease that left one holder (of two) made that edge with no new wait, so
+/// no check at a wait saw it. When that owner waits too, each such
+/// waiter's wait is checked now, by the delayed-check timer at 0 ms.
+pub fn semaphore_changed(ctx: &Context, lock: &LockId<'_>) {
+    if config::deadlock_check_ms() != 0 {
+        return;
+    }
+    let holders = read_holders(ctx, &lock.key);
+    if holders.unnamed || holders.owners.is_empty() || holders.owners.len() > 2 {
+        return;
+    }
+    let waiting: Vec<FieldName> = {
+        let Ok(registry) = registry() else {
+            return;
+        };
+        if !holders.owners.iter().any(|h| registry.owner_waits(h)) {
+            return;
+        }
+        registry
+            .queued_owners(lock)
+            .into_iter()
+            .filter(|w| {
+                let others = holders.waited_for_by(w);
+                others.len() == 1 && registry.owner_waits(others[0])
+            })
+            .collect()
+    };
+    if waiting.is_empty() {
+        return;
+    }
+    let mut delayed = sync::lock(&DELAYED);
+    let now = Instant::now();
+    for owner in waiting {
+        delayed.arrivals += 1;
+        let at = (now, delayed.arrivals);
+        let locks = vec![lock.to_owned()];
+        delayed.due.insert(at, Pending { owner, locks });
+    }
+    arm(ctx, &mut delayed, now);
+}
+
 /// Makes sure the timer fires by `at`.
 fn arm(ctx: &Context, delayed: &mut Delayed, at: Instant) {
     if delayed.timer.is_some_and(|(_, fires)| fires <= at) {
@@ -203,9 +251,9 @@ impl TimerHandler for DelayedCheck {
     }
 }
 
-/// A wait that has lasted the delay: if it is still waiting (for what it
-/// was queued for) and closes a cycle now, it leaves its queue with
-/// `DEADLOCK`.
+/// A wait that has lasted the delay (or was given a new edge): if it is
+/// still waiting (for what it was queued for) and closes a cycle now, it
+/// leaves its queue with `DEADLOCK`.
 fn check_waiting(ctx: &Context, wait: Pending) {
     if config::deadlock_check_ms() < 0 {
         return;

@@ -1,7 +1,8 @@
 //! Work done after the command, timer or event that found it, in a 0 ms
 //! timer (the drain): locks to look at again (an outside change may have
 //! ended them, or the head of their queue changed), grants whose answer
-//! never reached their waiter, and elections whose leader may have lost.
+//! never reached their waiter, elections whose leader may have lost, and
+//! semaphores whose waiters may wait for a new holder (deadlocks).
 //!
 //! Why not at once: a write inside a keyspace-event callback reaches
 //! replicas and the AOF before the change that caused it (see the module
@@ -16,7 +17,8 @@
 //! depend on it.
 //!
 //! Offers: [`defer_key`], [`defer_lost_grants`], [`defer_election`],
-//! [`settle_now_or_later`], [`after_queue_change`].
+//! [`defer_semaphore_check`], [`settle_now_or_later`],
+//! [`after_queue_change`].
 
 use std::collections::HashSet;
 use std::sync::{LazyLock, Mutex, MutexGuard, OnceLock};
@@ -41,6 +43,10 @@ pub struct Work {
     /// Elections to look at again, each with the candidate that led it
     /// when that may have changed (its binding is checked).
     pub elections: Vec<(LockId<'static>, Option<Vec<u8>>)>,
+    /// Semaphores left with at most two holders while callers wait: a
+    /// waiter may now wait for one of them (a deadlock-check edge no wait
+    /// made).
+    pub semaphores: HashSet<LockId<'static>>,
 }
 
 #[derive(Default)]
@@ -86,6 +92,13 @@ pub fn defer_lost_grants(ctx: &Context, grants: impl IntoIterator<Item = Grant>)
 /// led it) still holds it.
 pub fn defer_election(ctx: &Context, election: LockId<'static>, leader: Option<Vec<u8>>) {
     defer(ctx, |work| work.elections.push((election, leader)));
+}
+
+/// Has the waits for semaphore `lock` checked for deadlocks in the drain.
+pub fn defer_semaphore_check(ctx: &Context, lock: LockId<'static>) {
+    defer(ctx, |work| {
+        work.semaphores.insert(lock);
+    });
 }
 
 /// Looks at `lock` again now if the server may be written, else in the

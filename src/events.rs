@@ -32,7 +32,7 @@ use crate::sessions;
 use crate::stats::{Stats, STATS};
 use crate::store::{self, Placement};
 use crate::waiters::{registry, Grant};
-use crate::{blocking, elections, holds, keepalive, latches, leader_record, observers};
+use crate::{blocking, deadlocks, elections, holds, keepalive, latches, leader_record, observers};
 use crate::{replication, server_settings};
 use lock_rules::error::LockError;
 use lock_rules::keys::semaphores_of_permits_key;
@@ -63,6 +63,11 @@ pub fn drain(ctx: &Context, work: Work) {
         }
         if looked_at.insert(election.clone()) {
             elections::recheck(ctx, &election, true);
+        }
+    }
+    for semaphore in &work.semaphores {
+        if ffi::select_db(ctx, semaphore.db) && placement.serves(&semaphore.key) {
+            deadlocks::semaphore_changed(ctx, semaphore);
         }
     }
 }

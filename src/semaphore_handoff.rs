@@ -15,11 +15,12 @@ use redis_module::{Context, RedisString};
 
 use crate::ffi::{self, Key, KeyKind};
 use crate::handoff::{self, Origin};
-use crate::lease;
 use crate::semaphore_key::SemaphoreKeys;
 use crate::stats::{Stats, STATS};
 use crate::store::Placement;
-use crate::waiters::{registry, Grant, Waiter};
+use crate::waiters::{anyone_waits, registry, Grant, Waiter};
+use crate::{config, deferred, lease};
+use lock_rules::deadlock::semaphore_holders;
 use lock_rules::error::LockError;
 use lock_rules::keys::permits_key;
 use lock_rules::lock_id::LockId;
@@ -48,6 +49,13 @@ pub fn begin<'c>(
 /// given is already written and replicated), then the lease timer if others
 /// still wait.
 pub fn commit(ctx: &Context, lock: &LockId<'_>, keys: &SemaphoreKeys, tx: Transition) {
+    // Left with one or two holders while callers wait (and deadlocks are
+    // checked at each wait): a waiter may now wait for one of them, an
+    // edge no wait made; the drain has those waits checked.
+    let check_waits = config::deadlock_check_ms() == 0 && anyone_waits() && {
+        let holders = semaphore_holders(tx.state(), tx.now_ms());
+        !holders.unnamed && (1..=2).contains(&holders.owners.len())
+    };
     let writes = tx.finish();
     if !writes.is_empty() || writes.notify.is_some() {
         keys.apply(ctx, &writes);
@@ -57,6 +65,13 @@ pub fn commit(ctx: &Context, lock: &LockId<'_>, keys: &SemaphoreKeys, tx: Transi
     let next_end = tx.next_end();
     handoff::deliver(ctx, lock, tx.wakes);
     lease::ensure_lease_timer(ctx, lock, || next_end);
+    if check_waits && queue_len(lock) > 0 {
+        deferred::defer_semaphore_check(ctx, lock.to_owned());
+    }
+}
+
+fn queue_len(lock: &LockId<'_>) -> usize {
+    registry().map_or(0, |r| r.queue_len(lock))
 }
 
 /// Whether the queue of `lock` is a semaphore's: its first waiter asked for

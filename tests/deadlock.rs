@@ -397,3 +397,40 @@ fn with_a_delay_a_wait_is_queued_and_checked_once_it_has_lasted_it() {
     assert_eq!(recv(&mut other).unwrap(), Value::Int(1));
     assert_eq!(deadlocks(&server), 1);
 }
+
+#[test]
+fn a_semaphore_left_with_one_holder_gives_its_waiter_an_edge_that_is_checked() {
+    let server = Server::start();
+    let mut con = server.client();
+    let _: Value = q(&mut con, &["SEM.INIT", "s", "2"]);
+    for owner in ["S", "T"] {
+        let _: Value = q(&mut con, &["SEM.ACQUIRE", "s", owner, "PX", "60000"]);
+    }
+    holding(&server, "L", "X");
+    // X waits for both permits: with two other holders either could free
+    // one, no edge; S waiting for L (held by X) closes nothing yet.
+    let mut x = waiting(
+        &server,
+        &mut con,
+        &["SEM.ACQUIRE", "s", "X", "PERMITS", "2", "BLOCK", "0"],
+        "s",
+        1,
+    );
+    let mut s = waiting(
+        &server,
+        &mut con,
+        &["LOCK.ACQUIRE", "L", "S", "BLOCK", "0"],
+        "L",
+        1,
+    );
+    assert_eq!(deadlocks(&server), 0);
+    // T gives its permit back: X now waits for S alone, who waits for X.
+    let _: Value = q(&mut con, &["SEM.RELEASE", "s", "T"]);
+    let e = recv_error(&mut x);
+    assert_eq!(cycle_of(&e), [step("X", "s", "S"), step("S", "L", "X")]);
+    assert_eq!(deadlocks(&server), 1);
+    assert_eq!(queued(&mut con, "s"), 0);
+    // The victim lets go of L: S is served.
+    assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "L", "X"]), 0);
+    assert_eq!(recv(&mut s).unwrap(), Value::Int(1));
+}

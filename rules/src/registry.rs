@@ -385,6 +385,17 @@ impl<H: Copy + Eq + Hash> Registry<H> {
         locks
     }
 
+    /// The owners queued for `lock`, first in line first, each once.
+    pub fn queued_owners(&self, lock: &LockId<'_>) -> Vec<FieldName> {
+        let mut owners: Vec<FieldName> = Vec::new();
+        for (_, w) in self.queue(lock).into_iter().flat_map(|q| q.fifo.iter()) {
+            if !w.request.owner.is_empty() && !owners.contains(&w.request.owner) {
+                owners.push(w.request.owner.clone());
+            }
+        }
+        owners
+    }
+
     /// Every key a multi-lock caller waits for, in the order named.
     pub fn group_locks(&self, group: GroupId) -> Vec<LockId<'static>> {
         self.groups.get(&group).map_or_else(Vec::new, |g| {
@@ -827,6 +838,10 @@ mod tests {
         assert_eq!(r.multi_ahead(&lock("b"), b"o7"), None);
         assert_eq!(r.multi_ahead(&lock("k"), b"o9"), None);
         assert_eq!(r.waits_of(b"o9"), Vec::<LockId<'static>>::new());
+        // o1 twice on k (a shared id), listed once.
+        let owners = r.queued_owners(&lock("k"));
+        assert_eq!(owners.len(), 1);
+        assert_eq!(&owners[0][..], b"o1");
         // Removed (a timeout), popped and woken, taken as a group: gone.
         let _ = r.remove(1).unwrap();
         assert_eq!(r.waits_of(b"o1"), vec![lock("j"), lock("k")]);
