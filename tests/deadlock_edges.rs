@@ -20,6 +20,19 @@ fn set_delay(con: &mut Connection, ms: &str) {
     let _: () = q(con, &["CONFIG", "SET", "lock.deadlock-check-ms", ms]);
 }
 
+/// C, holding k1, takes k1 (a re-entry) and k3 as one multi-lock caller.
+const C_TAKES_K1_K3: [&str; 9] = [
+    "LOCK.MACQUIRE",
+    "2",
+    "k1",
+    "k3",
+    "C",
+    "PX",
+    "60000",
+    "BLOCK",
+    "0",
+];
+
 /// g2 waits for k1 and k2 as one multi-lock caller, first in line on k1.
 fn queue_g2(g2: &mut Connection, con: &mut Connection) {
     let args = [
@@ -80,20 +93,7 @@ fn a_multi_lock_callers_own_key_is_no_wait_behind_the_first_in_line() {
     let mut g2 = server.client();
     queue_g2(&mut g2, &mut con);
     let before = deadlocks(&server);
-    send(
-        &mut c,
-        &[
-            "LOCK.MACQUIRE",
-            "2",
-            "k1",
-            "k3",
-            "C",
-            "PX",
-            "60000",
-            "BLOCK",
-            "0",
-        ],
-    );
+    send(&mut c, &C_TAKES_K1_K3);
     wait_until("C queued on k3, or refused", || {
         queued(&mut con, "k3") == 1 || deadlocks(&server) > before
     });
@@ -129,20 +129,7 @@ fn a_false_behind_edge_refuses_a_third_callers_wait() {
     acquire(&mut c, "w", "C", &["PX", "60000"]);
     queue_g2(&mut g2, &mut con);
     set_delay(&mut con, "-1");
-    send(
-        &mut c,
-        &[
-            "LOCK.MACQUIRE",
-            "2",
-            "k1",
-            "k3",
-            "C",
-            "PX",
-            "60000",
-            "BLOCK",
-            "0",
-        ],
-    );
+    send(&mut c, &C_TAKES_K1_K3);
     wait_until("C queued on k3", || queued(&mut con, "k3") == 1);
     set_delay(&mut con, "0");
     let before = deadlocks(&server);
