@@ -49,6 +49,11 @@ static KEEPALIVE_MAX_HOLD_MS: AtomicI64 = AtomicI64::new(0);
 static TOKEN_TTL_MS: AtomicI64 = AtomicI64::new(DEFAULT_TOKEN_TTL_MS);
 static DEADLOCK_CHECK_MS: AtomicI64 = AtomicI64::new(0);
 
+/// The longest `lock.deadlock-check-ms`: every wait queued within it is
+/// remembered until its check is due, so the list holds the waits of a
+/// minute at most.
+pub const MAX_DEADLOCK_CHECK_MS: i64 = 60_000;
+
 /// Every setting, in the order of the docs.
 pub static SETTINGS: [Setting; 6] = [
     // The lease of an acquire (or renewal) without PX/EX.
@@ -119,8 +124,7 @@ pub static SETTINGS: [Setting; 6] = [
             cell: &DEADLOCK_CHECK_MS,
             default: 0,
             min: -1,
-            // Each wait queued within it is remembered until its check.
-            max: 60_000,
+            max: MAX_DEADLOCK_CHECK_MS,
         },
     },
 ];

@@ -59,7 +59,7 @@ pub fn check(
     caller: &[u8],
     wanted: &[(LockId<'_>, Holders)],
 ) -> Result<(), LockError> {
-    if caller.is_empty() || !anyone_waits() || config::deadlock_check_ms() != 0 {
+    if caller.is_empty() || !checks_at_wait() {
         return Ok(());
     }
     {
@@ -89,11 +89,6 @@ pub fn check(
     }
 }
 
-/// The longest `lock.deadlock-check-ms`: every wait queued within it has
-/// an entry until its check is due, so the list stays as long as the
-/// waits of a minute at most.
-pub const MAX_CHECK_DELAY_MS: i64 = 60_000;
-
 /// A wait to check once it has lasted the delay.
 struct Pending {
     owner: FieldName,
@@ -110,6 +105,14 @@ struct Delayed {
     timer: Option<(TimerId, Instant)>,
 }
 
+impl Delayed {
+    fn push(&mut self, due: Instant, owner: FieldName, locks: Vec<LockId<'static>>) {
+        self.arrivals += 1;
+        self.due
+            .insert((due, self.arrivals), Pending { owner, locks });
+    }
+}
+
 static DELAYED: LazyLock<Mutex<Delayed>> = LazyLock::new(Mutex::default);
 
 /// How soon due checks are tried again while the server loads or is paused.
@@ -124,20 +127,10 @@ pub fn check_later(ctx: &Context, owner: &FieldName, locks: &[LockId<'static>]) 
     if delay == 0 || owner.is_empty() {
         return;
     }
+    let due = Instant::now() + Duration::from_millis(delay);
     let mut delayed = sync::lock(&DELAYED);
-    delayed.arrivals += 1;
-    let at = (
-        Instant::now() + Duration::from_millis(delay),
-        delayed.arrivals,
-    );
-    delayed.due.insert(
-        at,
-        Pending {
-            owner: owner.clone(),
-            locks: locks.to_vec(),
-        },
-    );
-    arm(ctx, &mut delayed, at.0);
+    delayed.push(due, owner.clone(), locks.to_vec());
+    arm(ctx, &mut delayed, due);
 }
 
 /// A semaphore transition left semaphore `lock` (of the selected
@@ -173,13 +166,10 @@ pub fn semaphore_changed(ctx: &Context, lock: &LockId<'_>) {
     if waiting.is_empty() {
         return;
     }
-    let mut delayed = sync::lock(&DELAYED);
     let now = Instant::now();
+    let mut delayed = sync::lock(&DELAYED);
     for owner in waiting {
-        delayed.arrivals += 1;
-        let at = (now, delayed.arrivals);
-        let locks = vec![lock.to_owned()];
-        delayed.due.insert(at, Pending { owner, locks });
+        delayed.push(now, owner, vec![lock.to_owned()]);
     }
     arm(ctx, &mut delayed, now);
 }
@@ -196,7 +186,7 @@ fn arm(ctx: &Context, delayed: &mut Delayed, at: Instant) {
         .div_ceil(1000);
     let ms = u64::try_from(ms)
         .unwrap_or(u64::MAX)
-        .min(MAX_CHECK_DELAY_MS as u64);
+        .min(config::MAX_DEADLOCK_CHECK_MS as u64);
     let Some(id) = ffi::create_timer::<DelayedCheck>(ctx, ms as i64, 0) else {
         return;
     };

@@ -8,7 +8,7 @@
 //! change hands back what the caller must undo in the server ([`Released`]).
 
 use std::borrow::Cow;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::Hash;
 use std::time::Instant;
 
@@ -387,13 +387,14 @@ impl<H: Copy + Eq + Hash> Registry<H> {
 
     /// The owners queued for `lock`, first in line first, each once.
     pub fn queued_owners(&self, lock: &LockId<'_>) -> Vec<FieldName> {
-        let mut owners: Vec<FieldName> = Vec::new();
-        for (_, w) in self.queue(lock).into_iter().flat_map(|q| q.fifo.iter()) {
-            if !w.request.owner.is_empty() && !owners.contains(&w.request.owner) {
-                owners.push(w.request.owner.clone());
-            }
-        }
-        owners
+        let mut seen: HashSet<&[u8]> = HashSet::new();
+        self.queue(lock)
+            .into_iter()
+            .flat_map(|q| q.fifo.iter())
+            .map(|(_, w)| &w.request.owner)
+            .filter(|owner| !owner.is_empty() && seen.insert(&owner[..]))
+            .cloned()
+            .collect()
     }
 
     /// Every key a multi-lock caller waits for, in the order named.

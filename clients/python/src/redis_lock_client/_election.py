@@ -209,7 +209,27 @@ class Leadership(_LeadershipState):
         return False
 
 
-class Election:
+class _ElectionBase:
+    """What the sync and asyncio elections share: the name, value and
+    lease, and the session given or the client to take one from
+    (``_session_class`` is each one's ``Session``)."""
+
+    _session_class = None
+
+    def __init__(self, client, name, value=None, lease_ms=5000, on_lost=None):
+        if isinstance(client, self._session_class):
+            self._session, self._client = client, None
+        else:
+            self._session, self._client = None, client
+        self.name = name
+        self.value = value
+        self.lease_ms = int(lease_ms)
+        if self.lease_ms < c.MIN_LEASE_MS:
+            raise ValueError(f"lease_ms must be at least {c.MIN_LEASE_MS}")
+        self._on_lost = on_lost
+
+
+class Election(_ElectionBase):
     """The election of a leader for ``name`` (``ELECT.*``).
 
     ``Election(client, name, value=None, lease_ms=5000, on_lost=None)``:
@@ -224,17 +244,7 @@ class Election:
     this election is lost.
     """
 
-    def __init__(self, client, name, value=None, lease_ms=5000, on_lost=None):
-        if isinstance(client, Session):
-            self._session, self._client = client, None
-        else:
-            self._session, self._client = None, client
-        self.name = name
-        self.value = value
-        self.lease_ms = int(lease_ms)
-        if self.lease_ms < c.MIN_LEASE_MS:
-            raise ValueError(f"lease_ms must be at least {c.MIN_LEASE_MS}")
-        self._on_lost = on_lost
+    _session_class = Session
 
     @property
     def session(self):

@@ -7,7 +7,14 @@ import time
 import redis.exceptions as rex
 
 from .. import _common as c
-from .._election import Leader, _Campaign, _leader, _LeadershipState, campaign_args
+from .._election import (
+    Leader,
+    _Campaign,
+    _ElectionBase,
+    _leader,
+    _LeadershipState,
+    campaign_args,
+)
 from ..errors import BusyError, LostError, NotOwnerError, UnavailableError
 from . import _FOREVER, Session, _get_conn, _release_conn, blocking_call
 
@@ -69,24 +76,14 @@ class Leadership(_LeadershipState):
         return False
 
 
-class Election:
+class Election(_ElectionBase):
     """See the sync :class:`redis_lock_client.Election`: ``Election(session
     or client, name, value=None, lease_ms=5000, on_lost=None)`` (a client:
     its asyncio ``default_session``); ``campaign``, ``leader`` are
     coroutines, ``observe()`` an async iterator.  ``on_lost`` may be a
     coroutine function."""
 
-    def __init__(self, client, name, value=None, lease_ms=5000, on_lost=None):
-        if isinstance(client, Session):
-            self._session, self._client = client, None
-        else:
-            self._session, self._client = None, client
-        self.name = name
-        self.value = value
-        self.lease_ms = int(lease_ms)
-        if self.lease_ms < c.MIN_LEASE_MS:
-            raise ValueError(f"lease_ms must be at least {c.MIN_LEASE_MS}")
-        self._on_lost = on_lost
+    _session_class = Session
 
     async def _get_session(self):
         if self._session is None or (self._session._closed and self._client is not None):
