@@ -12,6 +12,10 @@ use std::time::{Duration, Instant};
 use common::{field, lock_info, q, raw, wait_for_waiters, wait_until, waiters, Server};
 use util::{code, held_until, output, path, read, scratch, wait_file, Runner};
 
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
 fn owner_of(con: &mut redis::Connection, key: &str) -> Option<String> {
     field(&lock_info(con, key), "owner")
 }
@@ -79,6 +83,34 @@ fn busy_lock_gives_the_conflict_code() {
     assert_eq!(owner_of(&mut con, "job").as_deref(), Some("other"));
 }
 
+/// A run of `outer` (with `opts`) whose command, once `go<n>` exists in
+/// `dir`, runs `inner` as the same owner (`--owner "$LOCK_OWNER"`: one owner
+/// holding `outer` and waiting for `inner`), touching `ran<n>`; `held<n>`
+/// once it holds `outer`, the inner run's stderr in `err<n>`.
+fn chain_args(
+    dir: &std::path::Path,
+    opts: &[&str],
+    outer: &str,
+    inner: &str,
+    n: &str,
+) -> Vec<String> {
+    let f = |name: &str| path(&dir.join(format!("{name}{n}")));
+    let script = format!(
+        "touch {held}; while [ ! -e {go} ]; do sleep 0.01; done; \
+         exec {bin} run -q --owner \"$LOCK_OWNER\" {inner} -- touch {ran} 2> {err}",
+        held = f("held"),
+        go = f("go"),
+        bin = util::BIN,
+        ran = f("ran"),
+        err = f("err"),
+    );
+    let mut args = vec!["run", "-q"];
+    args.extend_from_slice(opts);
+    args.extend(["--", "sh", "-c", &script]);
+    args.insert(2 + opts.len(), outer);
+    args.into_iter().map(String::from).collect()
+}
+
 #[test]
 fn nested_runs_in_opposite_orders_the_second_wait_is_refused_with_deadlock() {
     // Two runs, each holding one lock and running an inner run of the other lock as the
@@ -90,19 +122,8 @@ fn nested_runs_in_opposite_orders_the_second_wait_is_refused_with_deadlock() {
     let mut con = s.client();
     let dir = scratch();
     let f = |name: &str| dir.join(name);
-    let chain = |inner: &str, n: &str| {
-        format!(
-            "touch {held}; while [ ! -e {go} ]; do sleep 0.01; done; \
-             exec {bin} run -q --owner \"$LOCK_OWNER\" {inner} -- touch {ran} 2> {err}",
-            held = path(&f(&format!("held{n}"))),
-            go = path(&f(&format!("go{n}"))),
-            bin = util::BIN,
-            ran = path(&f(&format!("ran{n}"))),
-            err = path(&f(&format!("err{n}"))),
-        )
-    };
-    let mut one = Runner::start(&s, &["run", "-q", "A", "--", "sh", "-c", &chain("B", "1")]);
-    let mut two = Runner::start(&s, &["run", "-q", "B", "--", "sh", "-c", &chain("A", "2")]);
+    let mut one = Runner::start(&s, &strs(&chain_args(&dir, &[], "A", "B", "1")));
+    let mut two = Runner::start(&s, &strs(&chain_args(&dir, &[], "B", "A", "2")));
     wait_file(&f("held1"));
     wait_file(&f("held2"));
     fs::write(f("go1"), "").unwrap();
@@ -120,6 +141,41 @@ fn nested_runs_in_opposite_orders_the_second_wait_is_refused_with_deadlock() {
     assert_eq!(one.wait_code(), 0, "{}", read(&f("err1")));
     assert!(f("ran1").exists());
     assert_eq!(read(&f("err1")), "");
+    assert!(lock_info(&mut con, "A").is_empty() && lock_info(&mut con, "B").is_empty());
+}
+
+#[test]
+fn a_chain_killed_while_it_waits_closes_no_cycle_and_holds_its_lock_to_its_lease() {
+    // Chain 1 holds A and waits for B as the same owner; kill -9 of its runner (its
+    // command, the inner run, dies with it) ends that wait. Chain 2, holding B, then
+    // waits for A: no DEADLOCK (nobody waits for B any more), A stays chain 1's until
+    // its lease ends (no second holder meanwhile), then chain 2 is served.
+    let s = Server::start();
+    let mut con = s.client();
+    let dir = scratch();
+    let f = |name: &str| dir.join(name);
+    // A 3 s lease: at least 1.5 s of it is left at the kill (renewed at
+    // half), time enough for chain 2 to queue before it ends.
+    let lease = ["--lease", "3s"];
+    let one = Runner::start(&s, &strs(&chain_args(&dir, &lease, "A", "B", "1")));
+    let mut two = Runner::start(&s, &strs(&chain_args(&dir, &lease, "B", "A", "2")));
+    wait_file(&f("held1"));
+    wait_file(&f("held2"));
+    let first = owner_of(&mut con, "A").expect("chain 1 holds A");
+    fs::write(f("go1"), "").unwrap();
+    wait_for_waiters(&mut con, "B", 1);
+    one.signal(libc::SIGKILL);
+    // Its inner run died with it: its wait for B is gone.
+    wait_for_waiters(&mut con, "B", 0);
+    fs::write(f("go2"), "").unwrap();
+    // Queued, not refused; A still the dead chain's, not handed over early.
+    wait_for_waiters(&mut con, "A", 1);
+    assert_eq!(owner_of(&mut con, "A").as_deref(), Some(first.as_str()));
+    assert_eq!(s.stat("deadlocks"), 0);
+    assert_eq!(two.wait_code(), 0, "{}", read(&f("err2")));
+    assert!(f("ran2").exists());
+    assert!(!f("ran1").exists(), "the killed chain's inner command ran");
+    assert_eq!(s.stat("deadlocks"), 0);
     assert!(lock_info(&mut con, "A").is_empty() && lock_info(&mut con, "B").is_empty());
 }
 
