@@ -87,7 +87,8 @@ clean:
 # Starts its own redis-servers on free ports (server on core 0, generator on
 # core 1); see bench/README.md. Options: BENCH_ARGS="--only S2 --reps 5" etc.
 BENCH_ARGS ?=
-bench: deps
+bench:
+	@scripts/deps.sh --bench
 	cargo build --release -p redis-lock -p redis-lock-cli -p lock-bench
 	target/release/lock-bench $(BENCH_ARGS)
 	cargo bench -p lock-bench --bench rules

