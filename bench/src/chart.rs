@@ -1,6 +1,8 @@
 //! chart.svg: S2 (one hot lock) acquisitions/s and p99 wait against client
-//! count, one line per protocol, with the ping floor. SVG text is left to the
-//! viewer's fonts (plotters without a font backend), so no system font is read.
+//! count, one line per protocol, with the ping floor; S16's chart (the same
+//! two panels, one line per system: the module, etcd, ZooKeeper). SVG text is
+//! left to the viewer's fonts (plotters without a font backend), so no system
+//! font is read.
 
 use std::error::Error;
 use std::path::Path;
@@ -8,6 +10,7 @@ use std::path::Path;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
+use crate::peers::PeersChart;
 use crate::throughput::S2Chart;
 
 const COLORS: [RGBColor; 4] = [
@@ -61,6 +64,62 @@ pub fn draw(data: &S2Chart, path: &Path, date: &str) -> Result<(), Box<dyn Error
         (&xs, x_max),
         &rates,
         Some((format!("ping floor ({:.0}/s)", data.ping), data.ping)),
+        &|y| {
+            if *y >= 1000.0 {
+                format!("{:.0}k", y / 1000.0)
+            } else {
+                format!("{y:.0}")
+            }
+        },
+        SeriesLabelPosition::LowerLeft,
+    )?;
+    panel(
+        &right,
+        "p99 wait, ms (log)",
+        (&xs, x_max),
+        &p99s,
+        None,
+        &|y| {
+            if *y >= 1.0 {
+                format!("{y:.0}")
+            } else {
+                format!("{y}")
+            }
+        },
+        SeriesLabelPosition::UpperLeft,
+    )?;
+    root.present()?;
+    Ok(())
+}
+
+/// S16: one hot lock, acquisitions/s and p99 wait against client count, one
+/// line per system.
+pub fn draw_peers(data: &PeersChart, path: &Path, date: &str) -> Result<(), Box<dyn Error>> {
+    let root = SVGBackend::new(path, (1200, 520)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let (title, body) = root.split_vertically(62);
+    title.draw(&Text::new(
+        format!("S16: one hot lock, the module vs etcd and ZooKeeper ({date}; medians)"),
+        (20, 14),
+        ("sans-serif", 18).into_font(),
+    ))?;
+    title.draw(&Text::new(
+        "single node each, same machine, same run; module = no fsync (Redis default), module-always = appendfsync always, \
+         etcd and ZooKeeper fsync each commit",
+        (20, 40),
+        ("sans-serif", 12).into_font(),
+    ))?;
+    let (left, right) = body.split_horizontally(600);
+    let x_max = data.counts.iter().copied().max().unwrap_or(64) as f64 * 1.3;
+    let xs: Vec<f64> = data.counts.iter().map(|&c| c as f64).collect();
+    let rates: Vec<(&str, &[f64])> = data.series.iter().map(|s| (&*s.0, &*s.1)).collect();
+    let p99s: Vec<(&str, &[f64])> = data.series.iter().map(|s| (&*s.0, &*s.2)).collect();
+    panel(
+        &left,
+        "acquisitions/s (log)",
+        (&xs, x_max),
+        &rates,
+        None,
         &|y| {
             if *y >= 1000.0 {
                 format!("{:.0}k", y / 1000.0)

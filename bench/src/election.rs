@@ -17,8 +17,7 @@
 
 use std::fs;
 use std::io::{self, BufRead, BufReader};
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::thread;
@@ -26,7 +25,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::candidate::{etcd_count, http_post};
+use crate::candidate::etcd_count;
+use crate::etcd::{find, Etcd};
 use crate::report::{Bar, Section};
 use crate::resp::{self, Reply, SyncConn};
 use crate::server::{prepare_child, Server, ServerSpec};
@@ -391,129 +391,6 @@ impl Drop for Netns {
 }
 
 // ------------------------------------------------------------------ etcd
-
-fn free_port() -> io::Result<u16> {
-    TcpListener::bind("127.0.0.1:0")?
-        .local_addr()
-        .map(|a| a.port())
-}
-
-/// A binary on PATH (or a path), if it is there.
-fn find(bin: &str) -> Option<PathBuf> {
-    if bin.contains('/') {
-        return Path::new(bin).is_file().then(|| PathBuf::from(bin));
-    }
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join(bin))
-            .find(|p| p.is_file())
-    })
-}
-
-/// A single etcd node on free loopback ports (and on the namespace's host
-/// address, for the cut), its data in a temp dir; killed by PID when dropped.
-struct Etcd {
-    child: Child,
-    dir: PathBuf,
-    port: u16,
-}
-
-impl Etcd {
-    fn start(bin: &Path, also_on: Option<&str>) -> io::Result<Etcd> {
-        let mut last = String::new();
-        for attempt in 0..3 {
-            let (port, peer) = (free_port()?, free_port()?);
-            let dir = std::env::temp_dir().join(format!(
-                "lock-bench-{}-etcd-{attempt}-{port}",
-                std::process::id()
-            ));
-            let _ = fs::remove_dir_all(&dir);
-            fs::create_dir_all(&dir)?;
-            let mut clients = format!("http://127.0.0.1:{port}");
-            if let Some(h) = also_on {
-                clients.push_str(&format!(",http://{h}:{port}"));
-            }
-            let log = fs::File::create(dir.join("etcd.log"))?;
-            let mut cmd = Command::new(bin);
-            cmd.arg("--name")
-                .arg("s14")
-                .arg("--data-dir")
-                .arg(dir.join("data"))
-                .arg("--listen-client-urls")
-                .arg(&clients)
-                .arg("--advertise-client-urls")
-                .arg(format!("http://127.0.0.1:{port}"))
-                .arg("--listen-peer-urls")
-                .arg(format!("http://127.0.0.1:{peer}"))
-                .arg("--initial-advertise-peer-urls")
-                .arg(format!("http://127.0.0.1:{peer}"))
-                .arg("--initial-cluster")
-                .arg(format!("s14=http://127.0.0.1:{peer}"))
-                .arg("--initial-cluster-state")
-                .arg("new")
-                .stdin(Stdio::null())
-                .stdout(log.try_clone()?)
-                .stderr(log);
-            prepare_child(&mut cmd, None);
-            let child = cmd.spawn()?;
-            let mut etcd = Etcd { child, dir, port };
-            let deadline = Instant::now() + Duration::from_secs(15);
-            loop {
-                if let Ok(Some(st)) = etcd.child.try_wait() {
-                    last = format!("exited with {st}: {}", etcd.log_tail());
-                    break;
-                }
-                let status = http_post(
-                    &etcd.addr(),
-                    "/v3/maintenance/status",
-                    &json!({}),
-                    Some(Duration::from_secs(1)),
-                );
-                if status.is_ok() {
-                    return Ok(etcd);
-                }
-                if Instant::now() > deadline {
-                    last = format!("not answering after 15 s: {}", etcd.log_tail());
-                    break;
-                }
-                thread::sleep(Duration::from_millis(50));
-            }
-        }
-        Err(io::Error::other(format!("etcd did not start: {last}")))
-    }
-
-    fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
-    fn log_tail(&self) -> String {
-        let log = fs::read_to_string(self.dir.join("etcd.log")).unwrap_or_default();
-        let lines: Vec<&str> = log.lines().collect();
-        lines[lines.len().saturating_sub(5)..].join("\n")
-    }
-
-    fn version(bin: &Path) -> String {
-        Command::new(bin)
-            .arg("--version")
-            .output()
-            .map(|o| {
-                String::from_utf8_lossy(&o.stdout)
-                    .lines()
-                    .next()
-                    .unwrap_or("")
-                    .to_string()
-            })
-            .unwrap_or_default()
-    }
-}
-
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = fs::remove_dir_all(&self.dir);
-    }
-}
 
 // -------------------------------------------------------------- samples
 
@@ -895,21 +772,23 @@ pub async fn s14(opts: &Opts, started: Instant) -> io::Result<Section> {
             .iter()
             .any(|s| matches!(s, System::Etcdctl | System::EtcdLease)),
     ) {
-        (Some(bin), true) => match Etcd::start(bin, netns.as_ref().map(|n| n.host_ip.as_str())) {
-            Ok(e) => {
-                section.line(format!(
-                    "etcd: {} ({}), one node on 127.0.0.1:{}",
-                    bin.display(),
-                    Etcd::version(bin),
-                    e.port
-                ));
-                Some(e)
+        (Some(bin), true) => {
+            match Etcd::start(bin, netns.as_ref().map(|n| n.host_ip.as_str()), None) {
+                Ok(e) => {
+                    section.line(format!(
+                        "etcd: {} ({}), one node on 127.0.0.1:{}",
+                        bin.display(),
+                        Etcd::version(bin),
+                        e.port
+                    ));
+                    Some(e)
+                }
+                Err(e) => {
+                    section.errors.push(e.to_string());
+                    None
+                }
             }
-            Err(e) => {
-                section.errors.push(e.to_string());
-                None
-            }
-        },
+        }
         _ => None,
     };
     let env = Env {

@@ -10,11 +10,13 @@ mod cli_cost;
 mod compare;
 mod deadlock;
 mod election;
+mod etcd;
 mod expiry;
 mod keepalive;
 mod keepalive_floor;
 mod latch;
 mod load;
+mod peers;
 mod report;
 mod resp;
 mod scale;
@@ -45,12 +47,13 @@ usage: lock-bench [options]
                           S1b pipelined-acquires, S2 hot-lock, S3 lease-expiry, S4 scale,
                           S5 moderate-contention, S6 no-tax, S7 read-write, S8 multi-lock,
                           S9 keepalive-renewals, S10 cli-cost, S11 keepalive-floor,
-                          S12 semaphore, S13 latch, S14 election, S15 deadlock-detection
+                          S12 semaphore, S13 latch, S14 election, S15 deadlock-detection,
+                          S16 peers
   --reps N                repetitions of every measurement (default: S1/S5/S1b 7, S2/S3/S4/S7/S8 5,
                           S4 memory 3, S6 9, S9 3 renewal periods, S10 5, S11 1 run of 30 s
                           (5 s with --quick), S12 3, S13 7 rounds; S14 samples per cell: 5,
                           2 for etcdctl's kill -9 and cut, 3 for k8s-lease; S15 5, its cycles 3;
-                          median reported)
+                          S16 3; median reported)
   --warmup SECS           warm-up before each measured run (default 0.3, 0.2 with --quick)
   --measure SECS          length of each measured run (default 1, 0.5 with --quick; S8's redisson
                           runs 4.5 s longer: its MultiLock tryLock wait)
@@ -67,7 +70,9 @@ usage: lock-bench [options]
   --s2-clients LIST       S2 client counts (default 1,4,16,64,256)
   --systems LIST          S14's systems (module,etcd-lease,etcdctl,k8s-lease; default all)
   --faults LIST           S14's faults (clean,kill9,cut; default all; cut needs root)
-  --etcd PATH, --etcdctl PATH  for S14 (default etcd, etcdctl from PATH; skipped when absent)
+  --etcd PATH, --etcdctl PATH  for S14 and S16 (default etcd, etcdctl from PATH; skipped when absent)
+  --peers LIST            S16's systems (module,module-always,etcd,zookeeper; default all; a peer
+                          not installed is skipped with a line saying so)
   --s15-baseline PATH     S15 also measures its hot-lock and uncontended cells on a second server
                           with this module (one built without deadlock detection)
   --compare-models        measure tokio tasks vs blocking threads as the client model, then exit
@@ -75,7 +80,7 @@ usage: lock-bench [options]
 
 /// Every scenario, in the order they run: its tag and a name saying what it
 /// measures.
-const SCENARIOS: [(&str, &str); 16] = [
+const SCENARIOS: [(&str, &str); 17] = [
     ("S1", "uncontended"),
     ("S1b", "pipelined-acquires"),
     ("S2", "hot-lock"),
@@ -92,6 +97,7 @@ const SCENARIOS: [(&str, &str); 16] = [
     ("S13", "latch"),
     ("S14", "election"),
     ("S15", "deadlock-detection"),
+    ("S16", "peers"),
 ];
 
 /// The name of scenario `tag`.
@@ -132,6 +138,8 @@ pub const REPS_S13: usize = 7;
 /// cycles.
 pub const REPS_S15: usize = 5;
 pub const REPS_S15_CYCLES: usize = 3;
+/// S16: repetitions of every cell (systems interleaved within each).
+pub const REPS_S16: usize = 3;
 
 #[derive(Clone, Debug)]
 pub struct Opts {
@@ -166,6 +174,8 @@ pub struct Opts {
     pub etcdctl: String,
     /// S15's module without deadlock detection, to compare with.
     pub s15_baseline: Option<PathBuf>,
+    /// S16's systems (None: all).
+    pub peers: Option<Vec<String>>,
 }
 
 impl Opts {
@@ -208,6 +218,7 @@ fn parse_args() -> Result<Opts, String> {
     let mut etcd = "etcd".to_string();
     let mut etcdctl = "etcdctl".to_string();
     let mut s15_baseline = None;
+    let mut peers = None;
     fn value(args: &mut impl Iterator<Item = String>, name: &str) -> Result<String, String> {
         args.next().ok_or_else(|| format!("{name} needs a value"))
     }
@@ -304,6 +315,18 @@ fn parse_args() -> Result<Opts, String> {
             "--etcd" => etcd = value(&mut args, &a)?,
             "--etcdctl" => etcdctl = value(&mut args, &a)?,
             "--s15-baseline" => s15_baseline = Some(PathBuf::from(value(&mut args, &a)?)),
+            "--peers" => {
+                let v = value(&mut args, &a)?;
+                let list: Vec<String> = v.split(',').map(|s| s.trim().to_string()).collect();
+                let known: Vec<&str> = peers::SYSTEMS.iter().map(|s| s.name()).collect();
+                if let Some(bad) = list.iter().find(|x| !known.contains(&x.as_str())) {
+                    return Err(format!(
+                        "--peers: unknown {bad} (one of {})",
+                        known.join(",")
+                    ));
+                }
+                peers = Some(list);
+            }
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown option {other}")),
         }
@@ -347,6 +370,7 @@ fn parse_args() -> Result<Opts, String> {
         etcd,
         etcdctl,
         s15_baseline: s15_baseline.map(|p| server::absolute(&p)),
+        peers,
     })
 }
 
@@ -552,7 +576,7 @@ fn header(opts: &Opts, date: &str, load_before: &str) -> Header {
          server:   {redis}\n\
          module:   {}\n\
          pinning:  {}\n\
-         runs:     every figure is the median of repeated runs (S1 {}, S1b {}, S2 {}, S3 {}, S4 {}/{}, S5 {}, S6 {}, S7 {}, S8 {}, S9 {}, S10 {}, S11 {}, S12 {}, S13 {}, S14 {}, S15 {}/{}; all runs in latest.json); \
+         runs:     every figure is the median of repeated runs (S1 {}, S1b {}, S2 {}, S3 {}, S4 {}/{}, S5 {}, S6 {}, S7 {}, S8 {}, S9 {}, S10 {}, S11 {}, S12 {}, S13 {}, S14 {}, S15 {}/{}, S16 {}; all runs in latest.json); \
          throughput runs {:.1} s measured after {:.1} s warm-up{}\n\
          clients:  one tokio current_thread runtime (one core), a task per client, own RESP2 codec over TCP_NODELAY sockets;\n          \
          Redisson simulated as processes of {} threads (one pub/sub connection per process); spin retries after 10 ms / 100 ms\n",
@@ -581,6 +605,7 @@ fn header(opts: &Opts, date: &str, load_before: &str) -> Header {
         },
         opts.reps(REPS_S15),
         opts.reps(REPS_S15_CYCLES),
+        opts.reps(REPS_S16),
         opts.measure.as_secs_f64(),
         opts.warmup.as_secs_f64(),
         if opts.quick { " (--quick)" } else { "" },
@@ -651,6 +676,7 @@ async fn run(opts: Opts) -> io::Result<bool> {
 
     let mut sections: Vec<Section> = Vec::new();
     let mut chart_data = None;
+    let mut peers_chart = None;
     for (id, _) in SCENARIOS {
         if !wanted(&opts, id) {
             continue;
@@ -662,6 +688,11 @@ async fn run(opts: Opts) -> io::Result<bool> {
             }
             if id == "S14" {
                 return election::s14(&opts, started).await;
+            }
+            if id == "S16" {
+                let (s, c) = peers::s16(&opts, started).await?;
+                peers_chart = c;
+                return Ok(s);
             }
             let ctx = Ctx::new(&opts, id, started).await?;
             let section = match id {
@@ -758,6 +789,17 @@ async fn run(opts: Opts) -> io::Result<bool> {
         let p = opts.out.join("chart.svg");
         chart::draw(c, &p, &date).map_err(|e| io::Error::other(format!("chart: {e}")))?;
         files.push("chart.svg");
+    }
+    if let Some(c) = &peers_chart {
+        // chart.svg is S2's when S2 ran.
+        let name = if chart_data.is_some() {
+            "peers.svg"
+        } else {
+            "chart.svg"
+        };
+        chart::draw_peers(c, &opts.out.join(name), &date)
+            .map_err(|e| io::Error::other(format!("chart: {e}")))?;
+        files.push(name);
     }
     eprintln!("wrote {} in {}", files.join(", "), opts.out.display());
     Ok(violations == 0 && errors == 0)

@@ -1,0 +1,260 @@
+//! etcd for the benchmark: a single node on free loopback ports, its data in a
+//! temp dir (S14 and S16 start it the same way), and S16's client side: the
+//! v3 lock service (`Lock` / `Unlock`, a lease per client) and the election
+//! service (`Campaign` / `Resign`) through the `etcd-client` crate (gRPC).
+
+use std::fs;
+use std::io;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use etcd_client::{Client, LeaderKey, LockOptions, ResignOptions};
+use serde_json::json;
+
+use crate::candidate::http_post;
+use crate::server::prepare_child;
+
+/// TTL of each S16 client's lease, granted once when it connects (a run is
+/// far shorter, so no keep-alive is needed; the lease is revoked at the end).
+pub const LEASE_TTL_S: i64 = 30;
+
+fn free_port() -> io::Result<u16> {
+    TcpListener::bind("127.0.0.1:0")?
+        .local_addr()
+        .map(|a| a.port())
+}
+
+/// A binary on PATH (or a path), if it is there.
+pub fn find(bin: &str) -> Option<PathBuf> {
+    if bin.contains('/') {
+        return Path::new(bin).is_file().then(|| PathBuf::from(bin));
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(bin))
+            .find(|p| p.is_file())
+    })
+}
+
+/// A single etcd node on free loopback ports (and on `also_on`, S14's
+/// network namespace's host address, for the cut), its data (and so its
+/// write-ahead log, fsynced as etcd does by default) in a temp dir; pinned to
+/// `core` when given; killed by PID when dropped, and with the benchmark
+/// (`PR_SET_PDEATHSIG`).
+pub struct Etcd {
+    child: Child,
+    dir: PathBuf,
+    pub port: u16,
+}
+
+impl Etcd {
+    pub fn start(bin: &Path, also_on: Option<&str>, core: Option<usize>) -> io::Result<Etcd> {
+        let mut last = String::new();
+        for attempt in 0..3 {
+            let (port, peer) = (free_port()?, free_port()?);
+            let dir = std::env::temp_dir().join(format!(
+                "lock-bench-{}-etcd-{attempt}-{port}",
+                std::process::id()
+            ));
+            let _ = fs::remove_dir_all(&dir);
+            fs::create_dir_all(&dir)?;
+            let mut clients = format!("http://127.0.0.1:{port}");
+            if let Some(h) = also_on {
+                clients.push_str(&format!(",http://{h}:{port}"));
+            }
+            let log = fs::File::create(dir.join("etcd.log"))?;
+            let mut cmd = Command::new(bin);
+            cmd.arg("--name")
+                .arg("bench")
+                .arg("--data-dir")
+                .arg(dir.join("data"))
+                .arg("--listen-client-urls")
+                .arg(&clients)
+                .arg("--advertise-client-urls")
+                .arg(format!("http://127.0.0.1:{port}"))
+                .arg("--listen-peer-urls")
+                .arg(format!("http://127.0.0.1:{peer}"))
+                .arg("--initial-advertise-peer-urls")
+                .arg(format!("http://127.0.0.1:{peer}"))
+                .arg("--initial-cluster")
+                .arg(format!("bench=http://127.0.0.1:{peer}"))
+                .arg("--initial-cluster-state")
+                .arg("new")
+                .stdin(Stdio::null())
+                .stdout(log.try_clone()?)
+                .stderr(log);
+            prepare_child(&mut cmd, core);
+            let child = cmd.spawn()?;
+            let mut etcd = Etcd { child, dir, port };
+            let deadline = Instant::now() + Duration::from_secs(15);
+            loop {
+                if let Ok(Some(st)) = etcd.child.try_wait() {
+                    last = format!("exited with {st}: {}", etcd.log_tail());
+                    break;
+                }
+                let status = http_post(
+                    &etcd.addr(),
+                    "/v3/maintenance/status",
+                    &json!({}),
+                    Some(Duration::from_secs(1)),
+                );
+                if status.is_ok() {
+                    return Ok(etcd);
+                }
+                if Instant::now() > deadline {
+                    last = format!("not answering after 15 s: {}", etcd.log_tail());
+                    break;
+                }
+                thread::sleep(Duration::from_millis(50));
+            }
+        }
+        Err(io::Error::other(format!("etcd did not start: {last}")))
+    }
+
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Still running?
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn log_tail(&self) -> String {
+        let log = fs::read_to_string(self.dir.join("etcd.log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(5)..].join("\n")
+    }
+
+    pub fn version(bin: &Path) -> String {
+        Command::new(bin)
+            .arg("--version")
+            .output()
+            .map(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .to_string()
+            })
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+// ------------------------------------------------------------- the client
+
+fn err(what: &str, e: etcd_client::Error) -> io::Error {
+    io::Error::other(format!("etcd {what}: {e}"))
+}
+
+/// One S16 client: its own gRPC connection (an `etcd_client::Client` of its
+/// own) and its own lease of `LEASE_TTL_S`, granted once; every lock key and
+/// leadership it takes is attached to that lease.
+pub struct EtcdClient {
+    client: Client,
+    lease: i64,
+    /// The key `Lock` answered, while held.
+    held: Option<Vec<u8>>,
+    /// The leadership `Campaign` answered, while leading.
+    leader: Option<LeaderKey>,
+}
+
+impl EtcdClient {
+    pub async fn connect(addr: &str) -> io::Result<EtcdClient> {
+        let mut client = Client::connect([format!("http://{addr}")], None)
+            .await
+            .map_err(|e| err("connect", e))?;
+        let lease = client
+            .lease_grant(LEASE_TTL_S, None)
+            .await
+            .map_err(|e| err("lease grant", e))?
+            .id();
+        Ok(EtcdClient {
+            client,
+            lease,
+            held: None,
+            leader: None,
+        })
+    }
+
+    /// `Lock(name, lease)`: returns once held (etcd queues the caller by
+    /// the revision of its key `name/<lease>` and waits for the keys before
+    /// it to go).
+    pub async fn lock(&mut self, name: &str) -> io::Result<()> {
+        let r = self
+            .client
+            .lock(name, Some(LockOptions::new().with_lease(self.lease)))
+            .await
+            .map_err(|e| err("lock", e))?;
+        if r.key().is_empty() {
+            return Err(io::Error::other("etcd lock answered no key"));
+        }
+        self.held = Some(r.key().to_vec());
+        Ok(())
+    }
+
+    /// `Unlock(key)` of the key the last `lock` answered.
+    pub async fn unlock(&mut self) -> io::Result<()> {
+        let key = self
+            .held
+            .take()
+            .ok_or_else(|| io::Error::other("etcd unlock without a held lock"))?;
+        self.client
+            .unlock(key)
+            .await
+            .map_err(|e| err("unlock", e))?;
+        Ok(())
+    }
+
+    /// `Campaign(name, value, lease)`: returns once leader.
+    pub async fn campaign(&mut self, name: &str) -> io::Result<()> {
+        let mut r = self
+            .client
+            .campaign(name, format!("{:x}", self.lease), self.lease)
+            .await
+            .map_err(|e| err("campaign", e))?;
+        let leader = r
+            .take_leader()
+            .ok_or_else(|| io::Error::other("etcd campaign answered no leader key"))?;
+        self.leader = Some(leader);
+        Ok(())
+    }
+
+    /// `Resign(leader)` of the leadership the last `campaign` answered.
+    pub async fn resign(&mut self) -> io::Result<()> {
+        let leader = self
+            .leader
+            .take()
+            .ok_or_else(|| io::Error::other("etcd resign without a leadership"))?;
+        self.client
+            .resign(Some(ResignOptions::new().with_leader(leader)))
+            .await
+            .map_err(|e| err("resign", e))?;
+        Ok(())
+    }
+
+    /// Revokes the lease: whatever key the client still has (a wait cut off
+    /// at the end of a run) goes with it.
+    pub async fn close(mut self) -> io::Result<()> {
+        self.client
+            .lease_revoke(self.lease)
+            .await
+            .map_err(|e| err("lease revoke", e))?;
+        Ok(())
+    }
+}
