@@ -500,7 +500,11 @@ mod tests {
 
     /// Polls (with a deadline) until `dir` has `n` children.
     async fn until_children(c: &ZkClient, dir: &str, n: usize) {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        until_children_within(c, dir, n, Duration::from_secs(10)).await
+    }
+
+    async fn until_children_within(c: &ZkClient, dir: &str, n: usize, within: Duration) {
+        let deadline = Instant::now() + within;
         while children(c, dir).await.len() != n {
             assert!(Instant::now() < deadline, "{dir}: never {n} children");
             tokio::time::sleep(Duration::from_millis(2)).await;
@@ -587,6 +591,15 @@ mod tests {
         a.unlock().await.unwrap();
         c_task.await.unwrap();
         assert!(children(&watcher, dir).await.is_empty());
+        assert!(a.unlock().await.is_err(), "unlock without a hold");
+
+        // A client dropped while it holds: its session is closed, and the
+        // node goes with it (not after the 6 s session timeout).
+        a.lock("d").await.unwrap();
+        let dir = "/lock-bench/lock/d";
+        assert_eq!(children(&watcher, dir).await.len(), 1);
+        drop(a);
+        until_children_within(&watcher, dir, 0, Duration::from_secs(3)).await;
     }
 
     /// Readers share; a writer waits for the readers before it; a reader
