@@ -341,24 +341,29 @@ impl ZkClient {
             ));
         }
         let dir = format!("{ROOT}/{kind}/{name}");
-        let node = self.create(&dir, marker).await?;
-        let mut guard = DeleteOnDrop {
-            client: &self.client,
-            path: Some(format!("{dir}/{node}")),
-        };
-        self.wait_turn(&dir, &node, marker, waits).await?;
-        Ok(guard.path.take().unwrap_or_default())
-    }
-
-    /// Creates `<dir>/_c_<id><marker><seq>` (ephemeral sequential) and
-    /// returns its name.
-    async fn create(&mut self, dir: &str, marker: &str) -> io::Result<String> {
         self.next_id += 1;
         let protection = format!(
             "_c_{:016x}-{:016x}",
             self.client.session_id().0,
             self.next_id
         );
+        let mut guard = Pending {
+            client: &self.client,
+            dir: &dir,
+            protection: &protection,
+            node: None,
+            done: false,
+        };
+        let node = self.create(&dir, &protection, marker).await?;
+        guard.node = Some(format!("{dir}/{node}"));
+        self.wait_turn(&dir, &node, marker, waits).await?;
+        guard.done = true;
+        Ok(guard.node.take().unwrap_or_default())
+    }
+
+    /// Creates `<dir>/<protection><marker><seq>` (ephemeral sequential) and
+    /// returns its name.
+    async fn create(&self, dir: &str, protection: &str, marker: &str) -> io::Result<String> {
         let prefix = format!("{dir}/{protection}{marker}");
         let opts = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
         let mut made_dir = false;
@@ -378,7 +383,7 @@ impl ZkClient {
                     // The create may have been applied: look for it by its
                     // protection id.
                     let children = self.list(dir).await?;
-                    if let Some(c) = children.into_iter().find(|c| c.starts_with(&protection)) {
+                    if let Some(c) = children.into_iter().find(|c| c.starts_with(protection)) {
                         return Ok(c);
                     }
                 }
@@ -450,18 +455,44 @@ fn sequence(node: &str) -> Option<u64> {
         .flatten()
 }
 
-/// Deletes the node when dropped while armed (a cancelled or failed
-/// acquire). `Client::delete` queues the request when called, so dropping its
-/// future still sends it; the session removes the node at the latest.
-struct DeleteOnDrop<'a> {
+/// Deletes the node of an acquire that did not return it (cancelled or
+/// failed). `Client::delete` queues the request when called, so dropping its
+/// future still sends it. Dropped while the create was in flight, it looks the
+/// node up by its protection id in a task on the current tokio runtime. The
+/// session's close removes the node at the latest.
+struct Pending<'a> {
     client: &'a zk::Client,
-    path: Option<String>,
+    dir: &'a str,
+    protection: &'a str,
+    /// The node's path once created.
+    node: Option<String>,
+    /// The acquire returned the node.
+    done: bool,
 }
 
-impl Drop for DeleteOnDrop<'_> {
+impl Drop for Pending<'_> {
     fn drop(&mut self) {
-        if let Some(path) = self.path.take() {
+        if self.done {
+            return;
+        }
+        if let Some(path) = self.node.take() {
             drop(self.client.delete(&path, None));
+        } else if !std::thread::panicking() {
+            let Ok(rt) = tokio::runtime::Handle::try_current() else {
+                return;
+            };
+            let client = self.client.clone();
+            let dir = self.dir.to_string();
+            let protection = self.protection.to_string();
+            rt.spawn(async move {
+                // After the create on the same session, so it sees the node.
+                let Ok(children) = client.list_children(&dir).await else {
+                    return;
+                };
+                for c in children.iter().filter(|c| c.starts_with(&protection)) {
+                    let _ = client.delete(&format!("{dir}/{c}"), None).await;
+                }
+            });
         }
     }
 }
@@ -600,6 +631,21 @@ mod tests {
         assert_eq!(children(&watcher, dir).await.len(), 1);
         drop(a);
         until_children_within(&watcher, dir, 0, Duration::from_secs(3)).await;
+
+        // An acquire cancelled while its create is in flight: the node it
+        // created is found by its protection id and deleted, so the next
+        // acquire of the same client (whose session stays open) is served.
+        let mut e = cs.pop().unwrap();
+        e.lock("x").await.unwrap();
+        e.unlock().await.unwrap();
+        let r = tokio::time::timeout(Duration::ZERO, e.lock("x")).await;
+        assert!(r.is_err(), "served before its create was answered");
+        tokio::time::timeout(Duration::from_secs(3), e.lock("x"))
+            .await
+            .expect("the cancelled create's node stayed")
+            .unwrap();
+        assert_eq!(children(&watcher, "/lock-bench/lock/x").await.len(), 1);
+        e.unlock().await.unwrap();
     }
 
     /// Readers share; a writer waits for the readers before it; a reader
