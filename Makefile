@@ -6,7 +6,8 @@
 # make fuzz  build the module, send 1M random argument vectors to a live server (tests/fuzz.rs; LOCK_FUZZ_SEED to replay)
 # make fmt / make lint / make bench
 # make install  install liblock.so into $(PREFIX)/lib/redis/modules and redis-lock into $(PREFIX)/bin
-# make bench  build module + lock-bench, run every scenario (~27 min, S14's leader hand-overs ~10 of them; BENCH_ARGS=--quick for a smoke run) into bench/results/, then the rules' criterion benchmark,
+# make bench  build module + lock-bench, run every scenario (~30 min, S14's leader hand-overs ~10 of them, S16's etcd and ZooKeeper
+#            peers ~3; BENCH_ARGS=--quick for a smoke run) into bench/results/, then the rules' criterion benchmark,
 #            then each client library's (make bench-clients, ~8 min)
 
 PORT ?= 6379
@@ -84,8 +85,8 @@ clean:
 	cargo clean
 	rm -rf data
 
-# Starts its own redis-servers on free ports (server on core 0, generator on
-# core 1); see bench/README.md. Options: BENCH_ARGS="--only S2 --reps 5" etc.
+# Starts its own redis-servers (and S16's etcd and ZooKeeper) on free ports
+# (servers on core 0, generator on core 1); see bench/README.md. Options: BENCH_ARGS="--only S2 --reps 5" etc.
 BENCH_ARGS ?=
 bench:
 	@scripts/deps.sh --bench

@@ -23,8 +23,6 @@ mod scale;
 mod server;
 mod stats;
 mod throughput;
-// S16 (issue 27) wires it in; until then only its tests use it.
-#[cfg_attr(not(test), allow(dead_code))]
 mod zookeeper;
 
 use std::fs;

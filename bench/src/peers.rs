@@ -40,6 +40,7 @@ use crate::report::{self, Section};
 use crate::resp::{Conn, Reply};
 use crate::server::{CpuMeter, CpuUse, Server, ServerSpec};
 use crate::stats::{self, Lat};
+use crate::zookeeper::{self, ZkClient, ZooKeeper};
 use crate::Opts;
 
 /// Lease and wait of the module's commands, as in the rest of the benchmark.
@@ -59,6 +60,9 @@ const HANDOVERS: usize = 40;
 const HANDOVERS_QUICK: usize = 15;
 const HANDOVERS_WARM: usize = 4;
 const LEAD_FOR: Duration = Duration::from_millis(5);
+/// The pass not measured on every system before the first repetition, per
+/// cell (1 s with `--quick`).
+const WARM_PASS: Duration = Duration::from_secs(2);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum System {
@@ -212,6 +216,7 @@ impl ModuleClient {
 enum Client {
     Module(ModuleClient),
     Etcd(Box<EtcdClient>),
+    Zk(Box<ZkClient>),
 }
 
 impl Client {
@@ -224,7 +229,7 @@ impl Client {
                 leading: None,
             }),
             System::Etcd => Client::Etcd(Box::new(EtcdClient::connect(addr).await?)),
-            System::ZooKeeper => return Err(io::Error::other("zookeeper client not built in")),
+            System::ZooKeeper => Client::Zk(Box::new(ZkClient::connect(addr).await?)),
         })
     }
 
@@ -232,6 +237,7 @@ impl Client {
         match self {
             Client::Module(c) => c.acquire("LOCK.ACQUIRE", name).await,
             Client::Etcd(c) => c.lock(name).await,
+            Client::Zk(c) => c.lock(name).await,
         }
     }
 
@@ -239,6 +245,7 @@ impl Client {
         match self {
             Client::Module(c) => c.acquire("LOCK.RACQUIRE", name).await,
             Client::Etcd(_) => Err(io::Error::other("etcd has no read-write lock")),
+            Client::Zk(c) => c.read_lock(name).await,
         }
     }
 
@@ -246,6 +253,7 @@ impl Client {
         match self {
             Client::Module(c) => c.acquire("LOCK.WACQUIRE", name).await,
             Client::Etcd(_) => Err(io::Error::other("etcd has no read-write lock")),
+            Client::Zk(c) => c.write_lock(name).await,
         }
     }
 
@@ -253,6 +261,7 @@ impl Client {
         match self {
             Client::Module(c) => c.release().await,
             Client::Etcd(c) => c.unlock().await,
+            Client::Zk(c) => c.unlock().await,
         }
     }
 
@@ -260,6 +269,7 @@ impl Client {
         match self {
             Client::Module(c) => c.campaign(name).await,
             Client::Etcd(c) => c.campaign(name).await,
+            Client::Zk(c) => c.campaign(name).await,
         }
     }
 
@@ -267,6 +277,7 @@ impl Client {
         match self {
             Client::Module(c) => c.resign().await,
             Client::Etcd(c) => c.resign().await,
+            Client::Zk(c) => c.resign().await,
         }
     }
 
@@ -275,7 +286,7 @@ impl Client {
     /// ZooKeeper client's connection closes when dropped.
     async fn close(self) -> io::Result<()> {
         match self {
-            Client::Module(_) => Ok(()),
+            Client::Module(_) | Client::Zk(_) => Ok(()),
             Client::Etcd(c) => (*c).close().await,
         }
     }
@@ -286,6 +297,7 @@ impl Client {
 enum Backend {
     Redis(Server),
     Etcd(Etcd),
+    Zk(ZooKeeper),
 }
 
 /// A running server of one system.
@@ -301,6 +313,8 @@ impl Target {
         match &mut self.backend {
             Backend::Redis(s) => s.alive(),
             Backend::Etcd(e) => e.alive(),
+            // Not reaped until dropped: a dead server is a zombie.
+            Backend::Zk(z) => pid_alive(z.pid()),
         }
     }
 
@@ -308,6 +322,7 @@ impl Target {
         match &self.backend {
             Backend::Redis(s) => s.log_tail(),
             Backend::Etcd(e) => e.log_tail(),
+            Backend::Zk(_) => "(its log is in its temp dir, removed when it stops)".into(),
         }
     }
 }
@@ -382,14 +397,59 @@ async fn start(opts: &Opts, system: System) -> io::Result<Result<Target, String>
                 backend: Backend::Etcd(e),
             }))
         }
-        System::ZooKeeper => Ok(Err(
-            "zookeeper: the ZooKeeper client is not built into this lock-bench".into(),
-        )),
+        System::ZooKeeper => {
+            let install = match zookeeper::find_install() {
+                Ok(i) => i,
+                Err(why) => return Ok(Err(why)),
+            };
+            let z = ZooKeeper::start(&install, core).await?;
+            Ok(Ok(Target {
+                system,
+                addr: z.addr(),
+                pid: Some(z.pid()),
+                backend: Backend::Zk(z),
+            }))
+        }
+    }
+}
+
+/// Is process `pid` running (not gone, not a zombie)?
+fn pid_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rfind(')')
+                .and_then(|i| s[i + 1..].split_whitespace().next().map(|st| st != "Z"))
+        })
+        .unwrap_or(false)
+}
+
+/// ZooKeeper's version, from its `srvr` four-letter command.
+async fn zk_version(addr: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let ask = || async {
+        let mut s = tokio::net::TcpStream::connect(addr).await?;
+        s.write_all(b"srvr").await?;
+        let mut out = String::new();
+        s.read_to_string(&mut out).await?;
+        io::Result::Ok(out)
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        // Answers "not currently serving requests" for a moment after `ruok`.
+        let line = match tokio::time::timeout(Duration::from_secs(2), ask()).await {
+            Ok(Ok(out)) => out.lines().next().unwrap_or("").trim().to_string(),
+            _ => String::new(),
+        };
+        if line.starts_with("Zookeeper version") || Instant::now() > deadline {
+            return line;
+        }
+        sleep(Duration::from_millis(50)).await;
     }
 }
 
 /// A line naming a started server and its version.
-fn started_line(opts: &Opts, t: &Target) -> String {
+async fn started_line(opts: &Opts, t: &Target) -> String {
     let version = match t.system {
         System::Module | System::ModuleAlways => {
             crate::command_output(&opts.redis_server, "--version")
@@ -397,7 +457,7 @@ fn started_line(opts: &Opts, t: &Target) -> String {
         System::Etcd => etcd::find(&opts.etcd)
             .map(|b| Etcd::version(&b))
             .unwrap_or_default(),
-        System::ZooKeeper => String::new(),
+        System::ZooKeeper => zk_version(&t.addr).await,
     };
     format!(
         "{:<14} on {} (pid {}): {version}",
@@ -582,7 +642,13 @@ async fn finish(tasks: Vec<JoinHandle<Option<Client>>>, sh: &Shared) -> usize {
 
 /// Hot lock, uncontended or read-write: `warmup`, then a measured window of
 /// `measure`; every client then finishes its cycle and stops.
-async fn run_load(opts: &Opts, t: &Target, kind: Kind, run: u64) -> io::Result<Run> {
+async fn run_load(
+    t: &Target,
+    kind: Kind,
+    run: u64,
+    warmup: Duration,
+    measure: Duration,
+) -> io::Result<Run> {
     let n = kind.clients();
     let keys = if matches!(kind, Kind::Uncontended(_)) {
         n
@@ -677,11 +743,11 @@ async fn run_load(opts: &Opts, t: &Target, kind: Kind, run: u64) -> io::Result<R
             Some(c)
         }));
     }
-    sleep(opts.warmup).await;
+    sleep(warmup).await;
     let cpu = CpuMeter::start(t.pid);
     let t_start = Instant::now();
     sh.phase.set(Phase::Measure);
-    sleep(opts.measure).await;
+    sleep(measure).await;
     sh.phase.set(Phase::Drain);
     let t_end = Instant::now();
     let cpu = cpu.stop();
@@ -869,7 +935,7 @@ pub async fn s16(opts: &Opts, started: Instant) -> io::Result<(Section, Option<P
         progress(&format!("S16: starting {}", system.name()));
         match start(opts, system).await {
             Ok(Ok(t)) => {
-                section.line(started_line(opts, &t));
+                section.line(started_line(opts, &t).await);
                 targets.push(t);
             }
             Ok(Err(why)) => section.line(format!("{:<14} skipped: {why}", system.name())),
@@ -890,11 +956,52 @@ pub async fn s16(opts: &Opts, started: Instant) -> io::Result<(Section, Option<P
     kinds.push(Kind::ReadWrite(CLIENTS));
     kinds.push(Kind::Election(CANDIDATES));
 
+    // A pass not measured on every system first (ZooKeeper's JVM compiles
+    // its hot paths meanwhile; every system gets the same).
+    let warm = if opts.quick {
+        Duration::from_secs(1)
+    } else {
+        WARM_PASS
+    };
+    let mut run_no: u64 = 0;
+    for t in &targets {
+        for kind in [Kind::Uncontended(CLIENTS), Kind::Hot(CLIENTS)] {
+            progress(&format!(
+                "S16 warm-up pass: {} on {} ({:.0} s, not measured)",
+                kind.label(),
+                t.system.name(),
+                warm.as_secs_f64()
+            ));
+            run_no += 1;
+            match run_load(t, kind, run_no, warm, Duration::from_millis(100)).await {
+                Ok(r) => {
+                    for v in r.violations {
+                        section.violations.push(format!(
+                            "{} {} (warm-up): {v}",
+                            t.system.name(),
+                            kind.label()
+                        ));
+                    }
+                    for e in r.errors {
+                        section.errors.push(format!(
+                            "{} {} (warm-up): {e}",
+                            t.system.name(),
+                            kind.label()
+                        ));
+                    }
+                }
+                Err(e) => section.errors.push(format!(
+                    "{} {} (warm-up): {e}",
+                    t.system.name(),
+                    kind.label()
+                )),
+            }
+        }
+    }
     let mut cells: Vec<Vec<Cellrec>> = kinds
         .iter()
         .map(|_| targets.iter().map(|_| Cellrec::default()).collect())
         .collect();
-    let mut run_no: u64 = 0;
     for rep in 0..reps {
         for (ki, &kind) in kinds.iter().enumerate() {
             for (ti, t) in targets.iter().enumerate() {
@@ -912,7 +1019,7 @@ pub async fn s16(opts: &Opts, started: Instant) -> io::Result<(Section, Option<P
                     run_no += 1;
                     let r = match kind {
                         Kind::Election(n) => run_election(t, n, handovers, run_no).await,
-                        _ => run_load(opts, t, kind, run_no).await,
+                        _ => run_load(t, kind, run_no, opts.warmup, opts.measure).await,
                     };
                     let r = match r {
                         Ok(r) => r,
