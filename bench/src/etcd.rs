@@ -258,3 +258,96 @@ impl EtcdClient {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use etcd_client::GetOptions;
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        tokio::task::LocalSet::new().block_on(&rt, f)
+    }
+
+    /// Keys under `prefix` on the server.
+    async fn keys(addr: &str, prefix: &str) -> usize {
+        let mut c = Client::connect([format!("http://{addr}")], None)
+            .await
+            .unwrap();
+        c.get(prefix, Some(GetOptions::new().with_prefix()))
+            .await
+            .unwrap()
+            .kvs()
+            .len()
+    }
+
+    #[test]
+    #[ignore = "starts an etcd server: cargo test -p lock-bench --release etcd -- --ignored --nocapture"]
+    fn lock_and_election() {
+        let bin = find("etcd").expect("etcd on PATH (scripts/deps.sh --bench)");
+        block_on(async {
+            let etcd = Etcd::start(&bin, None, None).unwrap();
+            let addr = etcd.addr();
+            let mut a = EtcdClient::connect(&addr).await.unwrap();
+            let mut b = EtcdClient::connect(&addr).await.unwrap();
+            assert!(a.unlock().await.is_err(), "unlock without a hold");
+
+            // The lock: b waits while a holds, and is granted when a unlocks.
+            a.lock("t").await.unwrap();
+            let waiter = tokio::task::spawn_local(async move {
+                b.lock("t").await.unwrap();
+                b
+            });
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            assert!(!waiter.is_finished(), "b granted while a holds");
+            a.unlock().await.unwrap();
+            let mut b = waiter.await.unwrap();
+            b.unlock().await.unwrap();
+            assert_eq!(keys(&addr, "t/").await, 0, "a lock key left behind");
+
+            // The election: b leads once a resigns.
+            a.campaign("e").await.unwrap();
+            let candidate = tokio::task::spawn_local(async move {
+                b.campaign("e").await.unwrap();
+                b
+            });
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            assert!(!candidate.is_finished(), "b leads while a does");
+            a.resign().await.unwrap();
+            let mut b = candidate.await.unwrap();
+            b.resign().await.unwrap();
+            assert!(b.resign().await.is_err(), "resign twice");
+            assert_eq!(keys(&addr, "e/").await, 0, "an election key left behind");
+
+            // A wait cut off (the RPC dropped): etcd's lock service deletes
+            // the waiter's key itself; the holder's goes with its lease.
+            a.lock("c").await.unwrap();
+            let cut = tokio::task::spawn_local(async move {
+                let _ = b.lock("c").await;
+            });
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while keys(&addr, "c/").await < 2 {
+                assert!(Instant::now() < deadline, "the waiter's key never appeared");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            cut.abort();
+            let _ = cut.await;
+            while keys(&addr, "c/").await > 1 {
+                assert!(Instant::now() < deadline, "the cut-off waiter's key stayed");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            a.close().await.unwrap();
+            assert_eq!(
+                keys(&addr, "c/").await,
+                0,
+                "the holder's key left after close"
+            );
+            let dir = etcd.dir.clone();
+            drop(etcd);
+            assert!(!dir.exists(), "temp dir left behind");
+        });
+    }
+}

@@ -944,8 +944,8 @@ pub async fn s16(opts: &Opts, started: Instant) -> io::Result<(Section, Option<P
                 .push(format!("{} did not start: {e}", system.name())),
         }
     }
-    for &system in &systems {
-        section.line(format!("{:<14} = {}", system.name(), system.describe()));
+    for t in &targets {
+        section.line(format!("{:<14} = {}", t.system.name(), t.system.describe()));
     }
     section.line(
         "all single node on loopback, each server pinned to the server core, every client a task of the one generator \
