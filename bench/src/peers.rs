@@ -931,6 +931,7 @@ pub async fn s16(opts: &Opts, started: Instant) -> io::Result<(Section, Option<P
         })
         .collect();
     let mut targets: Vec<Target> = Vec::new();
+    let mut skipped = Vec::new();
     for &system in &systems {
         progress(&format!("S16: starting {}", system.name()));
         match start(opts, system).await {
@@ -938,7 +939,10 @@ pub async fn s16(opts: &Opts, started: Instant) -> io::Result<(Section, Option<P
                 section.line(started_line(opts, &t).await);
                 targets.push(t);
             }
-            Ok(Err(why)) => section.line(format!("{:<14} skipped: {why}", system.name())),
+            Ok(Err(why)) => {
+                section.line(format!("{:<14} skipped: {why}", system.name()));
+                skipped.push(json!({"system": system.name(), "why": why}));
+            }
             Err(e) => section
                 .errors
                 .push(format!("{} did not start: {e}", system.name())),
@@ -1118,15 +1122,20 @@ pub async fn s16(opts: &Opts, started: Instant) -> io::Result<(Section, Option<P
             } else {
                 report::rate(rate)
             };
+            let spread = if let Kind::Election(_) = kind {
+                "-".to_string()
+            } else {
+                format!("{:.0}%", stats::spread_pct(&c.rates))
+            };
             section.line(format!(
-                "{:<24} {:<14} {:>10} {:>9} {:>9} {:>6.0}% {:>6.0}%",
+                "{:<24} {:<14} {:>10} {:>9} {:>9} {:>6.0}% {:>7}",
                 kind.label(),
                 t.system.name(),
                 rate_col,
                 report::ms(p50),
                 report::ms(p99),
                 stats::median(&c.server_cpu),
-                stats::spread_pct(&c.rates)
+                spread
             ));
             rows.push(json!({
                 "cell": kind.name(), "system": t.system.name(), "clients": kind.clients(),
@@ -1168,7 +1177,7 @@ pub async fn s16(opts: &Opts, started: Instant) -> io::Result<(Section, Option<P
         "read_fraction": READ_FRACTION, "lead_for_ms": LEAD_FOR.as_millis() as u64,
         "systems": targets.iter().map(|t| json!({"system": t.system.name(),
             "describe": t.system.describe(), "addr": t.addr})).collect::<Vec<_>>(),
-        "rows": rows,
+        "skipped": skipped, "rows": rows,
     });
     let chart = (!targets.is_empty()).then(|| PeersChart {
         counts: HOT_CLIENTS.to_vec(),
