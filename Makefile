@@ -7,7 +7,7 @@
 # make fmt / make lint / make bench
 # make install  install liblock.so into $(PREFIX)/lib/redis/modules and redis-lock into $(PREFIX)/bin
 # make bench  build module + lock-bench, run every scenario (~30 min, S14's leader hand-overs ~10 of them, S16's etcd and ZooKeeper
-#            peers ~3; BENCH_ARGS=--quick for a smoke run) into bench/results/, then the rules' criterion benchmark,
+#            peers ~2; BENCH_ARGS=--quick for a smoke run) into bench/results/, then the rules' criterion benchmark,
 #            then each client library's (make bench-clients, ~8 min)
 
 PORT ?= 6379
