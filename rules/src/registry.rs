@@ -451,6 +451,11 @@ impl<H: Copy + Eq + Hash> Registry<H> {
             .collect()
     }
 
+    /// Whether a multi-lock caller waits for any lock.
+    pub fn groups_wait(&self) -> bool {
+        !self.groups.is_empty()
+    }
+
     /// The multi-lock caller first in the queue of `lock`, if it is one.
     pub fn group_at_head(&self, lock: &LockId<'_>) -> Option<GroupId> {
         if self.groups.is_empty() {
