@@ -8,6 +8,7 @@
 //! change hands back what the caller must undo in the server ([`Released`]).
 
 use std::borrow::Cow;
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::Hash;
 use std::time::Instant;
@@ -588,10 +589,11 @@ impl<H: Copy + Eq + Hash> Registry<H> {
         if forget_handle {
             self.handles.remove(&waiter.bc);
         }
-        if let Some(ids) = self.by_owner.get_mut(&waiter.request.owner) {
-            ids.remove(&id);
-            if ids.is_empty() {
-                self.by_owner.remove(&waiter.request.owner);
+        // One hash of the owner, whether its set empties or not.
+        if let Entry::Occupied(mut ids) = self.by_owner.entry(waiter.request.owner.clone()) {
+            ids.get_mut().remove(&id);
+            if ids.get().is_empty() {
+                ids.remove();
             }
         }
         if let Some(at) = waiter.deadline {
