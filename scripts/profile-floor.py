@@ -108,6 +108,7 @@ def cycles(port, protocol, clients, per_client):
 
 class Server:
     def __init__(self, server, module, out):
+        self.module = module
         self.port = free_port()
         self.out = out
         self.proc = subprocess.Popen(
@@ -132,28 +133,33 @@ class Server:
     def measure(self, name, run):
         """Ir of `run()` alone: {function: inclusive Ir}, with 'TOTAL'."""
         subprocess.run(["callgrind_control", "-z", str(self.proc.pid)],
-                       check=True, stdout=subprocess.DEVNULL)
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         run()
         subprocess.run(["callgrind_control", "-d", name, str(self.proc.pid)],
-                       check=True, stdout=subprocess.DEVNULL)
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.dumps += 1
         path = f"{self.out}/cg.{self.proc.pid}.{self.dumps}"
-        text = subprocess.run(
-            ["callgrind_annotate", "--inclusive=yes", "--threshold=100", path],
-            check=True, capture_output=True, text=True).stdout
         costs = {}
-        for line in text.splitlines():
-            m = re.match(r"\s*([\d,]+) \(\s*[\d.]+%\)\s+(.*)$", line)
-            if not m:
-                continue
-            ir, what = int(m.group(1).replace(",", "")), m.group(2)
-            if what == "PROGRAM TOTALS":
-                costs["TOTAL"] = ir
-                continue
-            fm = re.match(r"[^:]*:(.*?) \[(.*)\]$", what)
-            if fm:
-                fn = fm.group(1)
-                costs[fn] = costs.get(fn, 0) + ir
+        for inclusive in ("yes", "no"):
+            text = subprocess.run(
+                ["callgrind_annotate", f"--inclusive={inclusive}", "--threshold=100", path],
+                check=True, capture_output=True, text=True).stdout
+            for line in text.splitlines():
+                m = re.match(r"\s*([\d,]+) \(\s*[\d.]+%\)\s+(.*)$", line)
+                if not m:
+                    continue
+                ir, what = int(m.group(1).replace(",", "")), m.group(2)
+                if what == "PROGRAM TOTALS":
+                    costs["TOTAL"] = ir
+                    continue
+                fm = re.match(r"[^:]*:(.*?) \[(.*)\]$", what)
+                if not fm:
+                    continue
+                if inclusive == "yes":
+                    costs[fm.group(1)] = costs.get(fm.group(1), 0) + ir
+                elif os.path.basename(fm.group(2)) == os.path.basename(self.module):
+                    # Self cost in the module's object: its own code.
+                    costs["MODULE_SELF"] = costs.get("MODULE_SELF", 0) + ir
         return costs
 
     def stop(self):
@@ -176,33 +182,28 @@ ALLOC = ["RM_Alloc", "RM_Free", "RM_Realloc", "RM_Calloc"]
 
 def rows_for(c, ops, command_fn):
     get = lambda f: c.get(f, 0)
-    rows = [("total", get("TOTAL"))]
-    served = get("processCommand")
-    rows.append(("event loop, read, parse, write (outside processCommand)",
-                 get("TOTAL") - served - get("moduleHandleBlockedClients")))
-    in_cmd = sum(get(f) for f in command_fn)
-    rows.append(("processCommand before call() (lookup, checks)",
-                 served - get("call")))
-    rows.append(("call() around the command (stats, propagation)",
-                 get("call") - in_cmd - get("handleClientsBlockedOnKeys")))
-    for f in command_fn:
-        rows.append((f, get(f)))
-    module = get("RedisModuleCommandDispatcher") + get("moduleHandleBlockedClients")
-    if module:
-        api = [(f, get(f)) for f in API if get(f)]
-        for f, ir in api:
-            rows.append(("  " + f, ir))
-        alloc = sum(get(f) for f in ALLOC)
-        rows.append(("  Rust allocations (RM_Alloc/RM_Free)", alloc))
-        rows.append(("  module's own code (the rest)",
-                     get("RedisModuleCommandDispatcher") - sum(i for _, i in api) - alloc
-                     - (get("RM_UnblockClient") and 0)))
-    if get("moduleHandleBlockedClients"):
-        rows.append(("moduleHandleBlockedClients (unblock, reply callback)",
-                     get("moduleHandleBlockedClients")))
-    if get("handleClientsBlockedOnKeys"):
-        rows.append(("handleClientsBlockedOnKeys (BLPOP served)",
-                     get("handleClientsBlockedOnKeys")))
+    blocked = get("moduleHandleBlockedClients")
+    served = get("handleClientsBlockedOnKeys")
+    command = sum(get(f) for f in command_fn)
+    rows = [
+        ("total", get("TOTAL")),
+        ("event loop, read, parse, reply write (outside processCommand)",
+         get("TOTAL") - get("processCommand") - blocked),
+        ("processCommand before call() (lookup, checks)",
+         get("processCommand") - get("call") - served),
+        ("call() around the command (stats, propagation)", get("call") - command),
+    ]
+    rows += [(f, get(f)) for f in command_fn]
+    if served:
+        rows.append(("handleClientsBlockedOnKeys (BLPOP waiter served)", served))
+    if blocked:
+        rows.append(("moduleHandleBlockedClients (unblock, reply callback)", blocked))
+    if get("RedisModuleCommandDispatcher"):
+        rows.append(("of the module's: Redis's module dispatch (context)",
+                     get("RedisModuleCommandDispatcher") - get("lock::ffi::command::on_command")))
+        rows += [("  " + f, get(f)) for f in API if get(f)]
+        rows.append(("  Rust allocations (RM_Alloc/RM_Free)", sum(get(f) for f in ALLOC)))
+        rows.append(("  the module's own code (liblock.so)", get("MODULE_SELF")))
     return [(name, ir / ops) for name, ir in rows]
 
 
