@@ -170,7 +170,8 @@ class Server:
 # Module API calls listed one by one (inclusive; nested RM_ calls are few
 # and named where they nest).
 API = ["RM_OpenKey", "RM_CloseKey", "RM_KeyType", "RM_ValueLength", "RM_HashGet",
-       "RM_HashSet", "RM_SetAbsExpire", "RM_GetAbsExpire", "RM_DeleteKey",
+       "RM_HashSet", "RM_ScanCursorCreate", "RM_ScanKey", "RM_ScanCursorDestroy",
+       "RM_SetAbsExpire", "RM_GetAbsExpire", "RM_DeleteKey",
        "RM_NotifyKeyspaceEvent", "RM_SignalModifiedKey", "RM_Replicate",
        "RM_ReplicateVerbatim", "RM_PublishMessage", "RM_GetContextFlags",
        "RM_StringPtrLen", "RM_CreateString", "RM_FreeString", "RM_Milliseconds",
