@@ -57,7 +57,14 @@ pub fn acquire(
         }
         _ => Holders::default(),
     };
-    handoff::commit(ctx, lock, &key, tx);
+    let waits = matches!((&acquired, wait), (Ok(Acquisition::Wait), Some(_)));
+    if untouched && waits {
+        // The lock and its queue are as they were: the caller's enqueue
+        // below sees to its lease timer, with the same deadline.
+        handoff::commit_unchanged(ctx, lock, &key, tx);
+    } else {
+        handoff::commit(ctx, lock, &key, tx);
+    }
     match (acquired?, wait) {
         (Acquisition::Now(reply), _) => {
             granted(ctx, lock, request, held);

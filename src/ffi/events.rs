@@ -29,7 +29,9 @@ unsafe extern "C" fn on_keyspace_event<H: KeyspaceHandler>(
         unsafe { CStr::from_ptr(event) }.to_bytes()
     };
     // The key's bytes in place: the string lives for the whole callback.
-    with_string_bytes(key, |key| guard(&context, || H::event(&context, event, key)));
+    with_string_bytes(key, |key| {
+        guard(&context, || H::event(&context, event, key))
+    });
     OK
 }
 
