@@ -21,7 +21,7 @@ use redis_module::{Context, RedisString, RedisValue};
 
 use crate::keepalive;
 use crate::store::{self, LockKey};
-use crate::waiters::{with_queue, Registry, Waiter};
+use crate::waiters::{registry, with_queue, Registry, Waiter};
 use crate::{blocking, deadlocks, events, handoff, lease};
 use lock_rules::args::Wait;
 use lock_rules::deadlock::{lock_holders, Holders};
@@ -48,6 +48,8 @@ pub fn acquire(
     }
     let acquired = with_queue(lock, |queue| tx.acquire(queue, request, wait.is_some()))?;
     let next_end = tx.next_end();
+    // Nothing written or answered: the commit leaves the key as `key` sees it.
+    let untouched = tx.changes.is_empty() && tx.wakes.is_empty();
     // Whom the caller would wait for, as the rules left the lock.
     let holders = match (&acquired, wait) {
         (Ok(Acquisition::Wait), Some(_)) if deadlocks::checks_at_wait() => {
@@ -55,7 +57,14 @@ pub fn acquire(
         }
         _ => Holders::default(),
     };
-    handoff::commit(ctx, lock, &key, tx);
+    let waits = matches!((&acquired, wait), (Ok(Acquisition::Wait), Some(_)));
+    if untouched && waits {
+        // The lock and its queue are as they were: the caller's enqueue
+        // below sees to its lease timer, with the same deadline.
+        handoff::commit_unchanged(ctx, lock, &key, tx);
+    } else {
+        handoff::commit(ctx, lock, &key, tx);
+    }
     match (acquired?, wait) {
         (Acquisition::Now(reply), _) => {
             granted(ctx, lock, request, held);
@@ -63,7 +72,7 @@ pub fn acquire(
         }
         (Acquisition::Wait, Some(wait)) => {
             deadlocks::check(ctx, &request.owner, &[(lock.clone(), holders)])?;
-            let lease_end = lease::earliest(next_end, lease_end(ctx, key));
+            let lease_end = lease::earliest(next_end, lease_end(ctx, key, untouched));
             enqueue(
                 ctx,
                 &[lock.to_owned()],
@@ -192,9 +201,14 @@ pub fn granted(ctx: &Context, lock: &LockId<'_>, request: &Request, held: bool) 
     keepalive::taken(ctx, lock, &request.owner, how, request.lease_ms);
 }
 
-/// The lock's deadline as it is after the commit, read afresh: the handle
-/// opened before may no longer see the key.
-fn lease_end(ctx: &Context, key: LockKey<'_>) -> Option<i64> {
+/// The lock's deadline as it is after the commit: from the handle opened
+/// before when the commit wrote nothing (`untouched`) and no multi-lock
+/// caller waits (serving one writes its keys through handles of its own);
+/// otherwise read afresh, since that handle may no longer see the key.
+fn lease_end(ctx: &Context, key: LockKey<'_>, untouched: bool) -> Option<i64> {
+    if untouched && !registry().is_ok_and(|r| r.groups_wait()) {
+        return key.expires_at();
+    }
     let name = key.name();
     drop(key);
     store::expires_at(ctx, name)

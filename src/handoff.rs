@@ -141,6 +141,15 @@ pub fn commit(ctx: &Context, lock: &LockId<'_>, key: &LockKey, tx: Transition<Wa
     serve_group_at(ctx, lock);
 }
 
+/// [`commit`] of a transition that wrote and answered nothing, for a caller
+/// about to wait: the lock's lease timer is left to its enqueue, which
+/// arms it for the same deadline once the caller is queued (an untouched
+/// lock kept the timer its last change or event left it).
+pub fn commit_unchanged(ctx: &Context, lock: &LockId<'_>, key: &LockKey, tx: Transition<Waiter>) {
+    commit_with(ctx, lock, key, tx, false);
+    serve_group_at(ctx, lock);
+}
+
 /// Several locks' transitions of one command, committed together (so
 /// replicated in one MULTI/EXEC): every one first, and only then a
 /// multi-lock caller now first in line on one of them may have its keys,
@@ -163,6 +172,16 @@ pub fn commit_all<'c>(
 /// [`commit`] without serving a multi-lock caller now first in line (see
 /// [`commit_all`]).
 fn commit_only(ctx: &Context, lock: &LockId<'_>, key: &LockKey, tx: Transition<Waiter>) {
+    commit_with(ctx, lock, key, tx, true);
+}
+
+fn commit_with(
+    ctx: &Context,
+    lock: &LockId<'_>,
+    key: &LockKey,
+    tx: Transition<Waiter>,
+    lease_timer: bool,
+) {
     key.apply(ctx, &tx.changes);
     STATS.add(&tx.tally);
     holds::changed(lock, &tx.held_before, tx.state(), tx.now_ms());
@@ -170,7 +189,7 @@ fn commit_only(ctx: &Context, lock: &LockId<'_>, key: &LockKey, tx: Transition<W
     let held_after = *tx.state() != LockState::Free;
     let next_end = tx.next_end();
     deliver(ctx, lock, tx.wakes);
-    if held_after {
+    if held_after && lease_timer {
         lease::ensure_lease_timer(ctx, lock, || lease::earliest(next_end, key.expires_at()));
     }
 }

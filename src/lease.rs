@@ -49,9 +49,9 @@ pub fn ensure_lease_timer(
     let Ok(mut reg) = registry() else {
         return;
     };
-    if reg.queue_len(lock) == 0 {
+    let Some(timer) = reg.queued_lease_timer(lock) else {
         return;
-    }
+    };
     let Some(deadline) = lease_end() else {
         return;
     };
@@ -65,10 +65,7 @@ pub fn ensure_lease_timer(
     // arithmetic allows: such a timer fires early and is re-armed.
     let delay = ttl.saturating_add(1).min(MAX_DURATION_MS);
     let fires_at = now + delay;
-    if reg
-        .lease_timer(lock)
-        .is_some_and(|t| t.fires_at <= fires_at)
-    {
+    if timer.is_some_and(|t| t.fires_at <= fires_at) {
         return;
     }
     let job = reg.next_serial();

@@ -8,6 +8,7 @@
 //! change hands back what the caller must undo in the server ([`Released`]).
 
 use std::borrow::Cow;
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::Hash;
 use std::time::Instant;
@@ -177,6 +178,9 @@ pub struct Registry<H> {
     queues: IdMap<i32, HashMap<Vec<u8>, LockQueue<H>>>,
     /// How many locks have a queue (the entries of `queues`).
     queued_locks: usize,
+    /// Queued entries that asked for FENCE, over every queue: while there
+    /// are none, nobody looks a queue up for them.
+    fenced_entries: usize,
     locations: IdMap<WaiterId, LockId<'static>>,
     handles: IdMap<H, WaiterId>,
     lease_jobs: IdMap<u64, LockId<'static>>,
@@ -227,6 +231,7 @@ impl<H> Default for Registry<H> {
         Self {
             queues: IdMap::default(),
             queued_locks: 0,
+            fenced_entries: 0,
             locations: IdMap::default(),
             handles: IdMap::default(),
             lease_jobs: IdMap::default(),
@@ -267,6 +272,9 @@ impl<H: Copy + Eq + Hash> Registry<H> {
     }
 
     pub fn fenced_waiters(&self, lock: &LockId<'_>) -> usize {
+        if self.fenced_entries == 0 {
+            return 0;
+        }
         self.queue(lock).map_or(0, |q| q.fenced)
     }
 
@@ -312,6 +320,7 @@ impl<H: Copy + Eq + Hash> Registry<H> {
                 self.by_owner.entry(owner).or_default().insert(id);
             }
             queue.fenced += usize::from(fence);
+            self.fenced_entries += usize::from(fence);
             if first_entry {
                 self.handles.insert(bc, id);
             }
@@ -443,8 +452,16 @@ impl<H: Copy + Eq + Hash> Registry<H> {
             .collect()
     }
 
+    /// Whether a multi-lock caller waits for any lock.
+    pub fn groups_wait(&self) -> bool {
+        !self.groups.is_empty()
+    }
+
     /// The multi-lock caller first in the queue of `lock`, if it is one.
     pub fn group_at_head(&self, lock: &LockId<'_>) -> Option<GroupId> {
+        if self.groups.is_empty() {
+            return None;
+        }
         self.queue(lock)?.fifo.front().and_then(|(_, w)| w.group)
     }
 
@@ -452,6 +469,9 @@ impl<H: Copy + Eq + Hash> Registry<H> {
     /// first entry for `lock` (nearest the tail if `owner` has none there):
     /// nobody behind a multi-lock caller is served before it.
     pub fn multi_ahead(&self, lock: &LockId<'_>, owner: &[u8]) -> Option<FieldName> {
+        if self.groups.is_empty() {
+            return None;
+        }
         let queue = self.queue(lock)?;
         let own_entry = self
             .by_owner
@@ -569,18 +589,27 @@ impl<H: Copy + Eq + Hash> Registry<H> {
         if forget_handle {
             self.handles.remove(&waiter.bc);
         }
-        if let Some(ids) = self.by_owner.get_mut(&waiter.request.owner) {
-            ids.remove(&id);
-            if ids.is_empty() {
-                self.by_owner.remove(&waiter.request.owner);
+        // One hash of the owner, whether its set empties or not.
+        if let Entry::Occupied(mut ids) = self.by_owner.entry(waiter.request.owner.clone()) {
+            ids.get_mut().remove(&id);
+            if ids.get().is_empty() {
+                ids.remove();
             }
         }
         if let Some(at) = waiter.deadline {
             self.deadlines.remove(&(at, id));
         }
-        if let Some(q) = self.queue_mut(lock) {
-            if waiter.request.fence {
-                q.fenced = q.fenced.saturating_sub(1);
+        if !waiter.request.fence && waiter.group.is_none() {
+            return;
+        }
+        let queue = self
+            .queues
+            .get_mut(&lock.db)
+            .and_then(|keys| keys.get_mut(&lock.key[..]));
+        if let Some(q) = queue {
+            if waiter.request.fence && q.fenced > 0 {
+                q.fenced -= 1;
+                self.fenced_entries = self.fenced_entries.saturating_sub(1);
             }
             if waiter.group.is_some() {
                 q.multi_entries.remove(&id);
@@ -668,6 +697,15 @@ impl<H: Copy + Eq + Hash> Registry<H> {
 
     pub fn lease_timer(&self, lock: &LockId<'_>) -> Option<LeaseTimer> {
         self.queue(lock).and_then(|q| q.lease_timer)
+    }
+
+    /// For a lock someone waits for, its lease timer if it has one (one
+    /// look-up for [`Registry::queue_len`] and [`Registry::lease_timer`]);
+    /// `None` when nobody waits for it.
+    pub fn queued_lease_timer(&self, lock: &LockId<'_>) -> Option<Option<LeaseTimer>> {
+        self.queue(lock)
+            .filter(|q| !q.fifo.is_empty())
+            .map(|q| q.lease_timer)
     }
 
     /// Records the lease timer of a lock that has waiters; returns the one it

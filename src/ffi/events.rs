@@ -4,7 +4,7 @@
 
 use std::ffi::{c_int, c_void, CStr};
 
-use super::string::string_bytes;
+use super::string::with_string_bytes;
 use super::{guard, OK};
 use redis_module::{raw, Context};
 
@@ -28,8 +28,10 @@ unsafe extern "C" fn on_keyspace_event<H: KeyspaceHandler>(
         // SAFETY: Redis passes a NUL-terminated event name valid for the call.
         unsafe { CStr::from_ptr(event) }.to_bytes()
     };
-    let key = string_bytes(key);
-    guard(&context, || H::event(&context, event, &key));
+    // The key's bytes in place: the string lives for the whole callback.
+    with_string_bytes(key, |key| {
+        guard(&context, || H::event(&context, event, key))
+    });
     OK
 }
 
