@@ -52,42 +52,8 @@ pub fn draw(data: &S2Chart, path: &Path, date: &str) -> Result<(), Box<dyn Error
         (20, 40),
         ("sans-serif", 12).into_font(),
     ))?;
-    let (left, right) = body.split_horizontally(600);
-    let x_max = data.counts.iter().copied().max().unwrap_or(256) as f64 * 1.3;
-    let xs: Vec<f64> = data.counts.iter().map(|&c| c as f64).collect();
-
-    let rates: Vec<(&str, &[f64])> = data.series.iter().map(|s| (&*s.0, &*s.1)).collect();
-    let p99s: Vec<(&str, &[f64])> = data.series.iter().map(|s| (&*s.0, &*s.2)).collect();
-    panel(
-        &left,
-        "acquisitions/s (log)",
-        (&xs, x_max),
-        &rates,
-        Some((format!("ping floor ({:.0}/s)", data.ping), data.ping)),
-        &|y| {
-            if *y >= 1000.0 {
-                format!("{:.0}k", y / 1000.0)
-            } else {
-                format!("{y:.0}")
-            }
-        },
-        SeriesLabelPosition::LowerLeft,
-    )?;
-    panel(
-        &right,
-        "p99 wait, ms (log)",
-        (&xs, x_max),
-        &p99s,
-        None,
-        &|y| {
-            if *y >= 1.0 {
-                format!("{y:.0}")
-            } else {
-                format!("{y}")
-            }
-        },
-        SeriesLabelPosition::UpperLeft,
-    )?;
+    let floor = (format!("ping floor ({:.0}/s)", data.ping), data.ping);
+    rates_and_p99s(&body, &data.counts, 256, &data.series, Some(floor))?;
     root.present()?;
     Ok(())
 }
@@ -109,17 +75,32 @@ pub fn draw_peers(data: &PeersChart, path: &Path, date: &str) -> Result<(), Box<
         (20, 40),
         ("sans-serif", 12).into_font(),
     ))?;
+    rates_and_p99s(&body, &data.counts, 64, &data.series, None)?;
+    root.present()?;
+    Ok(())
+}
+
+/// The two panels of S2's and S16's charts: acquisitions/s (with an
+/// optional floor) and p99 wait against the client count, one line per
+/// series of (name, rates, p99s).
+fn rates_and_p99s(
+    body: &DrawingArea<SVGBackend<'_>, Shift>,
+    counts: &[usize],
+    default_max: usize,
+    series: &[(String, Vec<f64>, Vec<f64>)],
+    floor: Option<(String, f64)>,
+) -> Result<(), Box<dyn Error>> {
     let (left, right) = body.split_horizontally(600);
-    let x_max = data.counts.iter().copied().max().unwrap_or(64) as f64 * 1.3;
-    let xs: Vec<f64> = data.counts.iter().map(|&c| c as f64).collect();
-    let rates: Vec<(&str, &[f64])> = data.series.iter().map(|s| (&*s.0, &*s.1)).collect();
-    let p99s: Vec<(&str, &[f64])> = data.series.iter().map(|s| (&*s.0, &*s.2)).collect();
+    let x_max = counts.iter().copied().max().unwrap_or(default_max) as f64 * 1.3;
+    let xs: Vec<f64> = counts.iter().map(|&c| c as f64).collect();
+    let rates: Vec<(&str, &[f64])> = series.iter().map(|s| (&*s.0, &*s.1)).collect();
+    let p99s: Vec<(&str, &[f64])> = series.iter().map(|s| (&*s.0, &*s.2)).collect();
     panel(
         &left,
         "acquisitions/s (log)",
         (&xs, x_max),
         &rates,
-        None,
+        floor,
         &|y| {
             if *y >= 1000.0 {
                 format!("{:.0}k", y / 1000.0)
@@ -144,7 +125,6 @@ pub fn draw_peers(data: &PeersChart, path: &Path, date: &str) -> Result<(), Box<
         },
         SeriesLabelPosition::UpperLeft,
     )?;
-    root.present()?;
     Ok(())
 }
 

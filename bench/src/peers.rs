@@ -152,16 +152,20 @@ impl ModuleClient {
     }
 
     async fn release(&mut self) -> io::Result<()> {
-        let name = self
-            .held
-            .take()
-            .ok_or_else(|| io::Error::other("release without a hold"))?;
+        let name = self.held.take();
+        self.let_go("LOCK.RELEASE", name, 0).await
+    }
+
+    /// Sends `cmd name owner` for the hold or leadership `name` and checks
+    /// that it answered `want`.
+    async fn let_go(&mut self, cmd: &str, name: Option<String>, want: i64) -> io::Result<()> {
+        let name = name.ok_or_else(|| io::Error::other(format!("{cmd} with nothing held")))?;
         let r = self
             .conn
-            .cmd(&[b"LOCK.RELEASE", name.as_bytes(), self.owner.as_bytes()])
+            .cmd(&[cmd.as_bytes(), name.as_bytes(), self.owner.as_bytes()])
             .await?;
-        if r != Reply::Int(0) {
-            return Err(io::Error::other(format!("LOCK.RELEASE answered {r:?}")));
+        if r != Reply::Int(want) {
+            return Err(io::Error::other(format!("{cmd} answered {r:?}")));
         }
         Ok(())
     }
@@ -197,18 +201,8 @@ impl ModuleClient {
     }
 
     async fn resign(&mut self) -> io::Result<()> {
-        let name = self
-            .leading
-            .take()
-            .ok_or_else(|| io::Error::other("resign without a leadership"))?;
-        let r = self
-            .conn
-            .cmd(&[b"ELECT.RESIGN", name.as_bytes(), self.owner.as_bytes()])
-            .await?;
-        if r != Reply::Int(1) {
-            return Err(io::Error::other(format!("ELECT.RESIGN answered {r:?}")));
-        }
-        Ok(())
+        let name = self.leading.take();
+        self.let_go("ELECT.RESIGN", name, 1).await
     }
 }
 

@@ -296,10 +296,7 @@ impl ZkClient {
             .holds
             .pop()
             .ok_or_else(|| io::Error::other("ZooKeeper unlock: nothing held"))?;
-        self.client
-            .delete(&path, None)
-            .await
-            .map_err(|e| zk_err(&format!("delete {path}"), e))
+        self.delete(&path).await
     }
 
     /// Leader election; returns once this client is the leader.
@@ -318,8 +315,13 @@ impl ZkClient {
             .latch
             .take()
             .ok_or_else(|| io::Error::other("ZooKeeper resign: not leader"))?;
+        self.delete(&path).await
+    }
+
+    /// Deletes this client's node; returns once the server acknowledged it.
+    async fn delete(&self, path: &str) -> io::Result<()> {
         self.client
-            .delete(&path, None)
+            .delete(path, None)
             .await
             .map_err(|e| zk_err(&format!("delete {path}"), e))
     }
