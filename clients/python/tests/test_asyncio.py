@@ -1,6 +1,7 @@
 """The asyncio twins of the main tests."""
 
 import asyncio
+import itertools
 import time
 
 import pytest
@@ -8,7 +9,7 @@ import redis.asyncio as aredis
 from redis.exceptions import LockError, LockNotOwnedError
 
 from redis_lock_client import BusyError, DeadlockError, ModuleNotLoadedError, UnavailableError
-from redis_lock_client.asyncio import ModuleLock, Session, close_default_session
+from redis_lock_client.asyncio import Election, ModuleLock, Session, close_default_session
 
 from conftest import Server, free_port, info, waiters
 
@@ -101,6 +102,35 @@ async def test_task_cancel_leaves_nothing(r, ar):
         r.execute_command("LOCK.RELEASE", "cancel", "other")
         assert info(r, "cancel") is None
         assert session.holds() == []
+
+
+async def test_a_cancel_at_any_step_ends_the_wait(r, ar):
+    """Cancelled after k = 0..24 event-loop steps, wherever that lands (the
+    pool's connect if its connection is closed, the write, the wait), a
+    waiting acquire and an observer's step end with CancelledError and leave
+    no waiter.  redis-py writes through asyncio.wait_for when the connection
+    has a socket timeout (5 s by default in redis-py 8), and on Python 3.11
+    wait_for loses a cancel that lands just after the write (CPython
+    gh-86296): the acquire then waited for ever (seen as
+    test_async_semaphore_fifo_and_cancel hanging under load).  Without the
+    fix this fails at k = 1 on Python 3.11; 3.12's wait_for loses nothing."""
+    async with Session(ar) as session:
+        r.execute_command("LOCK.ACQUIRE", "steps", "other", "PX", 30000)
+        obs = Election(ar, "el:steps").observe()
+        for k in range(25):
+            for start, connected in itertools.product((session.lock("steps").acquire, obs.__anext__), (1, 0)):
+                if connected:  # the window at the same step whatever the machine's speed
+                    await ar.ping()
+                task = asyncio.ensure_future(start())
+                for _ in range(k):
+                    await asyncio.sleep(0)
+                task.cancel()
+                await asyncio.wait({task}, timeout=5)
+                assert task.cancelled(), f"cancelled after {k} steps: {task}"
+        await await_for("no waiter or observer left", lambda: waiters(r, "steps") == 0
+                        and r.info("lock")["lock_election_observers"] == 0)
+        r.execute_command("LOCK.RELEASE", "steps", "other")
+        assert info(r, "steps") is None and session.holds() == []
 
 
 async def test_session_killed_reattached(r, ar):

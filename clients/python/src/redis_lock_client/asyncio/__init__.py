@@ -63,8 +63,38 @@ def _pool_of(client, cluster, key):
     return None
 
 
-async def blocking_call(client, cluster, args, block, cleanup_args, on_cleanup_failed):
-    """The asyncio twin of ``redis_lock_client._sync.blocking_call``."""
+def _cancel_requests():
+    """The cancel requests pending on the current task (``Task.cancelling()``,
+    Python >= 3.11; 0 before).
+
+    redis-py writes a command through ``asyncio.wait_for`` when the connection
+    has a ``socket_timeout`` (redis-py 8's default is 5 s), and so does its
+    connect (HELLO).  Before Python 3.12 ``wait_for`` *returns* instead of
+    raising when the cancel lands after the write finished but before the
+    waiting task resumed (CPython gh-86296): the cancel is lost, and a
+    blocking command then waits for its reply as if never cancelled.  Such a
+    cancel still counts here (nothing uncancelled it), so a count grown since
+    an operation began is a cancel to honour: see :func:`_honour_lost_cancel`.
+    """
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    return cancelling() if cancelling is not None else 0
+
+
+def _honour_lost_cancel(before):
+    """Raise the CancelledError a cancel request made since ``before`` (a
+    :func:`_cancel_requests` count) should have raised."""
+    if _cancel_requests() > before:
+        raise asyncio.CancelledError()
+
+
+async def blocking_call(client, cluster, args, block, cleanup_args, on_cleanup_failed, cancels=None):
+    """The asyncio twin of ``redis_lock_client._sync.blocking_call``.
+    ``cancels``: the :func:`_cancel_requests` count when the caller's
+    operation began (default: now); one made since, and lost, ends the call
+    with CancelledError before its wait (see :func:`_cancel_requests`)."""
+    if cancels is None:
+        cancels = _cancel_requests()
     key = args[2] if args[0] == "LOCK.MACQUIRE" else args[1]
     if cluster:
         node = client.get_node_from_key(key)
@@ -85,8 +115,10 @@ async def blocking_call(client, cluster, args, block, cleanup_args, on_cleanup_f
     try:
         if cluster:
             await conn.connect()
+        _honour_lost_cancel(cancels)  # (lost in the pool's connect or before)
         await conn.send_command(*args)
         sent = True
+        _honour_lost_cancel(cancels)  # (lost in the write): cancelled and cleaned up below
         if block is None or (block == 0 and getattr(conn, "socket_timeout", False) is None):
             # a try, or a wait with no limit on a connection with none: a plain read (no
             # timer set and cancelled per acquisition)
@@ -457,6 +489,7 @@ class Session:
             await sc.close()
 
     async def _acquire(self, kind, keys, timeout, owner=None):
+        cancels = _cancel_requests()
         if self._closed:
             raise LockError("session is closed")
         block = c.block_ms(timeout)
@@ -482,11 +515,13 @@ class Session:
         args = c.acquire_args(_CMD[kind], keys, owner, self.lease_ms, self.token, block)
         cleanup = release_args(kind, keys, owner)
         try:
-            reply = await blocking_call(self.client, self.cluster, args, block, cleanup, self._pending.append)
+            reply = await blocking_call(
+                self.client, self.cluster, args, block, cleanup, self._pending.append, cancels)
         except c.NoSession:
             await self._wait_session(keys[0])
             try:
-                reply = await blocking_call(self.client, self.cluster, args, block, cleanup, self._pending.append)
+                reply = await blocking_call(
+                    self.client, self.cluster, args, block, cleanup, self._pending.append, cancels)
             except c.NoSession as e:
                 raise UnavailableError(f"session not registered on the server: {e}") from None
         if reply is None:
@@ -502,7 +537,9 @@ class Session:
             await self._reattach_owner(owner, keys)
         return h
 
-    async def _sem_acquire(self, key, permits, timeout):
+    async def _sem_acquire(self, key, permits, timeout, cancels=None):
+        if cancels is None:
+            cancels = _cancel_requests()
         if self._closed:
             raise LockError("session is closed")
         block = c.block_ms(timeout)
@@ -513,11 +550,13 @@ class Session:
         args = c.sem_acquire_args(key, owner, permits, self.lease_ms, self.token, block)
         cleanup = release_args("s", (key,), owner)
         try:
-            reply = await blocking_call(self.client, self.cluster, args, block, cleanup, self._pending.append)
+            reply = await blocking_call(
+                self.client, self.cluster, args, block, cleanup, self._pending.append, cancels)
         except c.NoSession:
             await self._wait_session(key)
             try:
-                reply = await blocking_call(self.client, self.cluster, args, block, cleanup, self._pending.append)
+                reply = await blocking_call(
+                    self.client, self.cluster, args, block, cleanup, self._pending.append, cancels)
             except c.NoSession as e:
                 raise UnavailableError(f"session not registered on the server: {e}") from None
         if reply is None:
@@ -903,8 +942,9 @@ class Semaphore:
             if timeout not in (None, 0):
                 raise ValueError("can't specify a timeout for a non-blocking acquire")
             timeout = 0
+        cancels = _cancel_requests()
         await self._ensure_init()
-        return await (await self._get_session())._sem_acquire(self.name, permits, timeout)
+        return await (await self._get_session())._sem_acquire(self.name, permits, timeout, cancels)
 
     async def info(self):
         """``SEM.INFO`` as a dict, or None if the semaphore does not exist."""

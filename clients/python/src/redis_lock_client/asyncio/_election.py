@@ -16,7 +16,7 @@ from .._election import (
     campaign_args,
 )
 from ..errors import BusyError, LostError, NotOwnerError, UnavailableError
-from . import _FOREVER, Session, _get_conn, _release_conn, blocking_call
+from . import _FOREVER, Session, _cancel_requests, _get_conn, _honour_lost_cancel, _release_conn, blocking_call
 
 __all__ = ["Election", "Leadership", "Leader", "Observer"]
 
@@ -97,6 +97,7 @@ class Election(_ElectionBase):
         return self._client if self._client is not None else self._session.client
 
     async def campaign(self, timeout=None, value=None, on_lost=None):
+        cancels = _cancel_requests()
         session = await self._get_session()
         if session._closed:
             raise UnavailableError("session is closed")
@@ -114,14 +115,16 @@ class Election(_ElectionBase):
             args = self._campaign_args(session, candidate, value, block)
             cleanup = ["ELECT.RESIGN", self.name, candidate]
             try:
-                reply = await blocking_call(session.client, session.cluster, args, block, cleanup, session._pending.append)
+                reply = await blocking_call(
+                    session.client, session.cluster, args, block, cleanup, session._pending.append, cancels
+                )
             except c.NoSession:
                 await session._wait_session(self.name)
                 epoch = session._epoch
                 sent = time.monotonic()
                 try:
                     reply = await blocking_call(
-                        session.client, session.cluster, args, block, cleanup, session._pending.append
+                        session.client, session.cluster, args, block, cleanup, session._pending.append, cancels
                     )
                 except c.NoSession as e:
                     raise UnavailableError(f"session not registered on the server: {e}") from None
@@ -182,6 +185,7 @@ class Observer:
         return self
 
     async def __anext__(self):
+        cancels = _cancel_requests()
         if self._closed:
             raise StopAsyncIteration
         client = self.election.client
@@ -200,7 +204,9 @@ class Observer:
         self._conn = conn
         try:
             await conn.connect()
+            _honour_lost_cancel(cancels)  # a cancel redis-py lost (see _cancel_requests)
             await conn.send_command("ELECT.OBSERVE", name, "TERM", self.term, "BLOCK", 0)
+            _honour_lost_cancel(cancels)
             reply = await conn.read_response(timeout=_FOREVER)  # (not the socket timeout)
         except rex.ResponseError as e:
             self._conn = None

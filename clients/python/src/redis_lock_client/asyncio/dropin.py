@@ -57,7 +57,9 @@ class ModuleLock(redis.asyncio.lock.Lock):
         return lock_error(cls, message, self.name)
 
     async def acquire(self, blocking=None, blocking_timeout=None, token=None):
-        from . import _is_cluster, blocking_call
+        from . import _cancel_requests, _is_cluster, blocking_call
+
+        cancels = _cancel_requests()
 
         if token is None:
             token = uuid.uuid1().hex.encode()
@@ -88,10 +90,10 @@ class ModuleLock(redis.asyncio.lock.Lock):
         on_fail = session._pending.append if session else (lambda a: None)
         cluster = _is_cluster(self.redis)
         try:
-            reply = await blocking_call(self.redis, cluster, args, block, cleanup, on_fail)
+            reply = await blocking_call(self.redis, cluster, args, block, cleanup, on_fail, cancels)
         except c.NoSession:
             await session._wait_session(self.name)
-            reply = await blocking_call(self.redis, cluster, args, block, cleanup, on_fail)
+            reply = await blocking_call(self.redis, cluster, args, block, cleanup, on_fail, cancels)
         if reply is None:
             return False
         if session is not None:
