@@ -20,6 +20,7 @@ pub use redis::{Connection, Value};
 pub mod cluster_client;
 pub mod commands;
 pub mod dataset;
+pub mod fair;
 pub mod netns;
 pub mod sentinel;
 
