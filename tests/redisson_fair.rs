@@ -1,0 +1,302 @@
+//! Redisson's fair lock (RFairLock) on a name, with our own scripts and a
+//! client that runs them as Redisson does (tests/common/fair.rs; protocol in
+//! shared/notes/redisson-fairlock.md).
+//!
+//! First pure Redisson semantics (no module caller): FIFO, the release waking
+//! the next one on its own channel, pruning, acquireFailed, nothing left
+//! behind. Then issue 28's targets (fair clients and the module's callers in
+//! one FIFO order), `#[ignore]`d until the module implements them.
+//!
+//! Each fair caller gets a 60 s lease and waits at most 10-20 s: a caller
+//! that is not woken would sleep out the lease, which shows as a failure
+//! (never as a slow pass).
+
+mod common;
+use common::fair::*;
+use common::*;
+
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+const OWNER_A: &str = "8743c9c0-0795-4907-87fd-6c719a6b4586:1";
+const OWNER_B: &str = "8743c9c0-0795-4907-87fd-6c719a6b4586:57";
+const OWNER_C: &str = "0e5a2f61-3c1d-4a8b-9f0e-2b7d6c4e1a90:1";
+
+/// How long a fair caller of the issue-28 tests waits before giving up.
+const FAIR_WAIT: Duration = Duration::from_secs(10);
+
+/// `lock()` on a thread of its own; the handle gives back the client and how
+/// its wait went.
+fn spawn_lock(server: &Server, name: &str, owner: &str) -> JoinHandle<(FairClient, Wakes)> {
+    let mut c = FairClient::new(server, name, owner);
+    thread::spawn(move || {
+        let w = c.lock();
+        (c, w)
+    })
+}
+
+/// `tryLock(FAIR_WAIT)` on a thread of its own.
+fn spawn_try_lock(
+    server: &Server,
+    name: &str,
+    owner: &str,
+) -> JoinHandle<(FairClient, Option<Wakes>)> {
+    let mut c = FairClient::new(server, name, owner);
+    thread::spawn(move || {
+        let w = c.try_lock(FAIR_WAIT);
+        (c, w)
+    })
+}
+
+/// Waits until `owner` is queued on `name` and listens on its own channel.
+fn wait_queued(con: &mut Connection, name: &str, owner: &str) {
+    let (qk, ch) = (queue_key(name), own_channel(name, owner));
+    wait_until(&format!("{owner} queued and subscribed"), || {
+        let pos: Option<i64> = q(con, &["LPOS", &qk, owner]);
+        let numsub: (String, i64) = q(con, &["PUBSUB", "NUMSUB", &ch]);
+        pos.is_some() && numsub.1 == 1
+    });
+}
+
+fn queue(con: &mut Connection, name: &str) -> Vec<String> {
+    q(con, &["LRANGE", &queue_key(name), "0", "-1"])
+}
+
+fn deadline_of(con: &mut Connection, name: &str, owner: &str) -> Option<i64> {
+    q(con, &["ZSCORE", &timeout_key(name), owner])
+}
+
+fn holds(con: &mut Connection, name: &str, owner: &str) -> Option<i64> {
+    q(con, &["HGET", name, owner])
+}
+
+fn dbsize(con: &mut Connection) -> i64 {
+    q(con, &["DBSIZE"])
+}
+
+// ---- Redisson semantics, no module caller ------------------------------
+
+/// Three fair callers are served in arrival order, each woken by the
+/// previous one's unlock on its own channel (not by the 60 s lease running
+/// out), and the queue's keys are gone at the end.
+#[test]
+fn fair_clients_are_served_in_order_and_woken_by_the_release() {
+    let server = Server::start();
+    let mut con = server.client();
+    let mut a = FairClient::new(&server, "res", OWNER_A);
+    assert_eq!(a.lock().attempts, 1, "a free lock is taken at once");
+
+    let b = spawn_lock(&server, "res", OWNER_B);
+    wait_queued(&mut con, "res", OWNER_B);
+    let c = spawn_lock(&server, "res", OWNER_C);
+    wait_queued(&mut con, "res", OWNER_C);
+    assert_eq!(queue(&mut con, "res"), [OWNER_B, OWNER_C]);
+    // Each is due one wait (300 s) after the one before it.
+    let due_b = deadline_of(&mut con, "res", OWNER_B).expect("B's deadline");
+    let due_c = deadline_of(&mut con, "res", OWNER_C).expect("C's deadline");
+    assert_eq!(due_c - due_b, DEFAULT_WAIT_MS);
+
+    assert_eq!(a.unlock(), Value::Int(1));
+    let (mut b, wakes_b) = b.join().expect("B's lock()");
+    assert_eq!(wakes_b.timeouts, 0, "B slept out a ttl: {wakes_b:?}");
+    assert_eq!(holds(&mut con, "res", OWNER_B), Some(1));
+    // B's turn taken: C is first and due one wait earlier.
+    assert_eq!(queue(&mut con, "res"), [OWNER_C]);
+    assert_eq!(deadline_of(&mut con, "res", OWNER_C), Some(due_b));
+    assert!(!c.is_finished(), "C got in while B held the lock");
+
+    assert_eq!(b.unlock(), Value::Int(1));
+    let (mut c, wakes_c) = c.join().expect("C's lock()");
+    assert_eq!(wakes_c.timeouts, 0, "C slept out a ttl: {wakes_c:?}");
+    assert_eq!(holds(&mut con, "res", OWNER_C), Some(1));
+    assert_eq!(c.unlock(), Value::Int(1));
+    assert_eq!(dbsize(&mut con), 0, "keys left behind");
+}
+
+/// acquireFailed takes a caller out of the queue and moves the one behind it
+/// up by that caller's wait; tryLock without a wait never queues nor jumps
+/// the queue.
+#[test]
+fn a_caller_that_gives_up_leaves_the_queue_and_the_next_moves_up() {
+    let server = Server::start();
+    let mut con = server.client();
+    let mut a = FairClient::new(&server, "res", OWNER_A);
+    a.lock();
+    // B queues once and stops asking (the first half of a tryLock(1 s)).
+    assert!(try_acquire(&mut con, "res", OWNER_B, 60_000, 1_000).is_some());
+    let c = spawn_lock(&server, "res", OWNER_C);
+    wait_queued(&mut con, "res", OWNER_C);
+    let due_c = deadline_of(&mut con, "res", OWNER_C).expect("C's deadline");
+
+    acquire_failed(&mut con, "res", OWNER_B, 1_000);
+    assert_eq!(queue(&mut con, "res"), [OWNER_C]);
+    assert_eq!(deadline_of(&mut con, "res", OWNER_B), None);
+    assert_eq!(deadline_of(&mut con, "res", OWNER_C), Some(due_c - 1_000));
+
+    assert_eq!(a.unlock(), Value::Int(1));
+    // Free now, but C is first: a newcomer's tryLock() fails and queues nothing.
+    assert!(!try_acquire_once(&mut con, "res", OWNER_B, 60_000));
+    let (mut c, wakes) = c.join().expect("C's lock()");
+    assert_eq!(wakes.timeouts, 0, "C slept out a ttl: {wakes:?}");
+    assert_eq!(c.unlock(), Value::Int(1));
+    assert_eq!(dbsize(&mut con), 0, "keys left behind");
+}
+
+/// A first in the queue that stopped asking is dropped once its deadline
+/// passes, by the next caller's script; that caller then takes the lock.
+#[test]
+fn a_stale_first_in_the_queue_is_pruned() {
+    let server = Server::start();
+    let mut con = server.client();
+    let mut a = FairClient::new(&server, "res", OWNER_A);
+    a.lease_ms = 300;
+    a.lock();
+    // B queues with a 1 ms wait and is never heard of again: due 1 ms after
+    // A's lease ends.
+    assert!(try_acquire(&mut con, "res", OWNER_B, 60_000, 1).is_some());
+    let (mut c, wakes) = spawn_lock(&server, "res", OWNER_C)
+        .join()
+        .expect("C's lock()");
+    assert!(wakes.attempts >= 2, "{wakes:?}");
+    assert_eq!(holds(&mut con, "res", OWNER_C), Some(1));
+    assert_eq!(queue(&mut con, "res"), Vec::<String>::new());
+    assert_eq!(c.unlock(), Value::Int(1));
+    assert_eq!(dbsize(&mut con), 0, "keys left behind");
+}
+
+// ---- Issue 28: fair clients and the module's callers in one order ------
+
+/// LOCK.RELEASE of the last hold wakes the first fair waiter on its own
+/// channel, which then takes the lock (today it sleeps out its ttl).
+#[test]
+#[ignore = "issue 28: not implemented yet"]
+fn lock_release_wakes_a_waiting_fair_client() {
+    let server = Server::start();
+    let mut con = server.client();
+    acquire(&mut con, "res", "module-x", &["PX", "60000"]);
+    let b = spawn_try_lock(&server, "res", OWNER_B);
+    wait_queued(&mut con, "res", OWNER_B);
+
+    let _: Value = q(&mut con, &["LOCK.RELEASE", "res", "module-x"]);
+    let (mut b, wakes) = b.join().expect("B's tryLock");
+    let wakes = wakes.expect("B gave up: never woken by LOCK.RELEASE");
+    assert_eq!(wakes.timeouts, 0, "B slept out a ttl: {wakes:?}");
+    assert_eq!(holds(&mut con, "res", OWNER_B), Some(1));
+    assert_eq!(b.unlock(), Value::Int(1));
+    assert_eq!(dbsize(&mut con), 0, "keys left behind");
+}
+
+/// A fair client queued before a LOCK.ACQUIRE BLOCK caller is served first;
+/// its unlock then hands the lock to the module's waiter.
+#[test]
+#[ignore = "issue 28: not implemented yet"]
+fn fair_client_queued_first_goes_before_a_later_module_waiter() {
+    let server = Server::start();
+    let mut con = server.client();
+    acquire(&mut con, "res", "module-x", &["PX", "60000"]);
+    let b = spawn_try_lock(&server, "res", OWNER_B);
+    wait_queued(&mut con, "res", OWNER_B);
+    let mut w = queue_waiter::<Connection>(
+        &server,
+        &mut con,
+        "res",
+        "module-w",
+        &["PX", "60000", "BLOCK", "10000"],
+        1,
+    );
+
+    let _: Value = q(&mut con, &["LOCK.RELEASE", "res", "module-x"]);
+    let (mut b, wakes) = b.join().expect("B's tryLock");
+    let wakes = wakes.expect("B gave up: the module's waiter went first");
+    assert_eq!(wakes.timeouts, 0, "B slept out a ttl: {wakes:?}");
+    assert_eq!(holds(&mut con, "res", OWNER_B), Some(1));
+    assert_eq!(
+        waiters(&mut con, "res"),
+        1,
+        "the module's waiter still waits"
+    );
+
+    assert_eq!(b.unlock(), Value::Int(1));
+    assert_eq!(recv(&mut w).expect("module waiter's reply"), Value::Int(1));
+    assert_eq!(
+        lock_field(&mut con, "res", "owner").as_deref(),
+        Some("module-w")
+    );
+    let _: Value = q(&mut con, &["LOCK.RELEASE", "res", "module-w"]);
+    assert_eq!(dbsize(&mut con), 0, "keys left behind");
+}
+
+/// A LOCK.ACQUIRE BLOCK caller queued before a fair client is served first;
+/// its LOCK.RELEASE then wakes the fair client, which takes the lock.
+#[test]
+#[ignore = "issue 28: not implemented yet"]
+fn module_waiter_queued_first_goes_before_a_later_fair_client() {
+    let server = Server::start();
+    let mut con = server.client();
+    acquire(&mut con, "res", "module-x", &["PX", "60000"]);
+    let mut w = queue_waiter::<Connection>(
+        &server,
+        &mut con,
+        "res",
+        "module-w",
+        &["PX", "60000", "BLOCK", "10000"],
+        1,
+    );
+    let b = spawn_try_lock(&server, "res", OWNER_B);
+    wait_queued(&mut con, "res", OWNER_B);
+
+    let _: Value = q(&mut con, &["LOCK.RELEASE", "res", "module-x"]);
+    assert_eq!(recv(&mut w).expect("module waiter's reply"), Value::Int(1));
+    assert_eq!(
+        lock_field(&mut con, "res", "owner").as_deref(),
+        Some("module-w")
+    );
+
+    let _: Value = q(&mut con, &["LOCK.RELEASE", "res", "module-w"]);
+    let (mut b, wakes) = b.join().expect("B's tryLock");
+    let wakes = wakes.expect("B gave up: never woken by LOCK.RELEASE");
+    assert_eq!(wakes.timeouts, 0, "B slept out a ttl: {wakes:?}");
+    assert_eq!(holds(&mut con, "res", OWNER_B), Some(1));
+    assert_eq!(b.unlock(), Value::Int(1));
+    assert_eq!(dbsize(&mut con), 0, "keys left behind");
+}
+
+/// A lock freed for the first fair waiter is not free for anyone else until
+/// that waiter takes it (or is pruned): LOCK.ACQUIRE without BLOCK fails as
+/// Redisson's own tryLock() does.
+#[test]
+#[ignore = "issue 28: not implemented yet"]
+fn a_lock_left_to_the_first_fair_waiter_is_not_taken_by_lock_acquire() {
+    let server = Server::start();
+    let mut con = server.client();
+    acquire(&mut con, "res", "module-x", &["PX", "60000"]);
+    // B queued (a minute's wait), not retrying by itself.
+    assert!(try_acquire(&mut con, "res", OWNER_B, 60_000, 60_000).is_some());
+    let _: Value = q(&mut con, &["LOCK.RELEASE", "res", "module-x"]);
+
+    assert!(!try_acquire_once(&mut con, "res", OWNER_C, 60_000));
+    assert_eq!(
+        acquire(&mut con, "res", "module-y", &["PX", "60000"]),
+        Value::Nil,
+        "LOCK.ACQUIRE jumped the fair queue"
+    );
+    assert_eq!(try_acquire(&mut con, "res", OWNER_B, 60_000, 60_000), None);
+    assert_eq!(release(&mut con, "res", OWNER_B, 60_000), Value::Int(1));
+    assert_eq!(dbsize(&mut con), 0, "keys left behind");
+}
+
+/// A fair waiter that died while first in the queue (its deadline passed)
+/// is pruned by the module when the module's holder's lease ends, and
+/// nothing is left behind even though no other client comes.
+#[test]
+#[ignore = "issue 28: not implemented yet"]
+fn a_dead_fair_waiter_is_pruned_after_a_module_lease_ends() {
+    let server = Server::start();
+    let mut con = server.client();
+    acquire(&mut con, "res", "module-x", &["PX", "300"]);
+    // Due 1 ms after the lease ends; never asks again.
+    assert!(try_acquire(&mut con, "res", OWNER_B, 60_000, 1).is_some());
+    wait_until("the queue pruned and every key gone", || {
+        dbsize(&mut con) == 0
+    });
+}
