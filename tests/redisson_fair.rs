@@ -48,6 +48,20 @@ fn spawn_try_lock(
     })
 }
 
+/// Joins B's tryLock started by [`spawn_try_lock`]: it must have been woken
+/// by a message (no ttl slept out) and hold `res` once.
+fn served_by_a_message(
+    con: &mut Connection,
+    b: JoinHandle<(FairClient, Option<Wakes>)>,
+    gave_up: &str,
+) -> FairClient {
+    let (b, wakes) = b.join().expect("B's tryLock");
+    let wakes = wakes.unwrap_or_else(|| panic!("B gave up: {gave_up}"));
+    assert_eq!(wakes.timeouts, 0, "B slept out a ttl: {wakes:?}");
+    assert_eq!(holds(con, "res", OWNER_B), Some(1));
+    b
+}
+
 /// Waits until `owner` is queued on `name` and listens on its own channel.
 fn wait_queued(con: &mut Connection, name: &str, owner: &str) {
     let (qk, ch) = (queue_key(name), own_channel(name, owner));
@@ -178,10 +192,7 @@ fn lock_release_wakes_a_waiting_fair_client() {
     wait_queued(&mut con, "res", OWNER_B);
 
     let _: Value = q(&mut con, &["LOCK.RELEASE", "res", "module-x"]);
-    let (mut b, wakes) = b.join().expect("B's tryLock");
-    let wakes = wakes.expect("B gave up: never woken by LOCK.RELEASE");
-    assert_eq!(wakes.timeouts, 0, "B slept out a ttl: {wakes:?}");
-    assert_eq!(holds(&mut con, "res", OWNER_B), Some(1));
+    let mut b = served_by_a_message(&mut con, b, "never woken by LOCK.RELEASE");
     assert_eq!(b.unlock(), Value::Int(1));
     assert_eq!(dbsize(&mut con), 0, "keys left behind");
 }
@@ -206,10 +217,7 @@ fn fair_client_queued_first_goes_before_a_later_module_waiter() {
     );
 
     let _: Value = q(&mut con, &["LOCK.RELEASE", "res", "module-x"]);
-    let (mut b, wakes) = b.join().expect("B's tryLock");
-    let wakes = wakes.expect("B gave up: the module's waiter went first");
-    assert_eq!(wakes.timeouts, 0, "B slept out a ttl: {wakes:?}");
-    assert_eq!(holds(&mut con, "res", OWNER_B), Some(1));
+    let mut b = served_by_a_message(&mut con, b, "the module's waiter went first");
     assert_eq!(
         waiters(&mut con, "res"),
         1,
@@ -253,10 +261,7 @@ fn module_waiter_queued_first_goes_before_a_later_fair_client() {
     );
 
     let _: Value = q(&mut con, &["LOCK.RELEASE", "res", "module-w"]);
-    let (mut b, wakes) = b.join().expect("B's tryLock");
-    let wakes = wakes.expect("B gave up: never woken by LOCK.RELEASE");
-    assert_eq!(wakes.timeouts, 0, "B slept out a ttl: {wakes:?}");
-    assert_eq!(holds(&mut con, "res", OWNER_B), Some(1));
+    let mut b = served_by_a_message(&mut con, b, "never woken by LOCK.RELEASE");
     assert_eq!(b.unlock(), Value::Int(1));
     assert_eq!(dbsize(&mut con), 0, "keys left behind");
 }

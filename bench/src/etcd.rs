@@ -262,15 +262,8 @@ impl EtcdClient {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::server::block_on;
     use etcd_client::GetOptions;
-
-    fn block_on<F: std::future::Future>(f: F) -> F::Output {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        tokio::task::LocalSet::new().block_on(&rt, f)
-    }
 
     /// Keys under `prefix` on the server.
     async fn keys(addr: &str, prefix: &str) -> usize {

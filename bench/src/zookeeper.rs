@@ -502,17 +502,10 @@ impl Drop for Pending<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::server::block_on;
     use std::cell::Cell;
     use std::rc::Rc;
     use tokio::task::{spawn_local, yield_now};
-
-    fn block_on<F: std::future::Future>(f: F) -> F::Output {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        tokio::task::LocalSet::new().block_on(&rt, f)
-    }
 
     async fn clients(addr: &str, n: usize) -> Vec<ZkClient> {
         let t = Instant::now();
