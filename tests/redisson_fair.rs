@@ -48,6 +48,18 @@ fn spawn_try_lock(
     })
 }
 
+/// `module-x` holds `res` through the module; B's tryLock then queues behind
+/// it (returned running).
+fn fair_b_behind_module_x(
+    server: &Server,
+    con: &mut Connection,
+) -> JoinHandle<(FairClient, Option<Wakes>)> {
+    acquire(con, "res", "module-x", &["PX", "60000"]);
+    let b = spawn_try_lock(server, "res", OWNER_B);
+    wait_queued(con, "res", OWNER_B);
+    b
+}
+
 /// Joins B's tryLock started by [`spawn_try_lock`]: it must have been woken
 /// by a message (no ttl slept out) and hold `res` once.
 fn served_by_a_message(
@@ -187,9 +199,7 @@ fn a_stale_first_in_the_queue_is_pruned() {
 fn lock_release_wakes_a_waiting_fair_client() {
     let server = Server::start();
     let mut con = server.client();
-    acquire(&mut con, "res", "module-x", &["PX", "60000"]);
-    let b = spawn_try_lock(&server, "res", OWNER_B);
-    wait_queued(&mut con, "res", OWNER_B);
+    let b = fair_b_behind_module_x(&server, &mut con);
 
     let _: Value = q(&mut con, &["LOCK.RELEASE", "res", "module-x"]);
     let mut b = served_by_a_message(&mut con, b, "never woken by LOCK.RELEASE");
@@ -204,9 +214,7 @@ fn lock_release_wakes_a_waiting_fair_client() {
 fn fair_client_queued_first_goes_before_a_later_module_waiter() {
     let server = Server::start();
     let mut con = server.client();
-    acquire(&mut con, "res", "module-x", &["PX", "60000"]);
-    let b = spawn_try_lock(&server, "res", OWNER_B);
-    wait_queued(&mut con, "res", OWNER_B);
+    let b = fair_b_behind_module_x(&server, &mut con);
     let mut w = queue_waiter::<Connection>(
         &server,
         &mut con,

@@ -26,10 +26,10 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::candidate::etcd_count;
-use crate::etcd::{find, Etcd};
+use crate::etcd::Etcd;
 use crate::report::{Bar, Section};
 use crate::resp::{self, Reply, SyncConn};
-use crate::server::{prepare_child, Server, ServerSpec};
+use crate::server::{find, prepare_child, Server, ServerSpec};
 use crate::stats::median;
 use crate::Opts;
 

@@ -5,7 +5,6 @@
 
 use std::fs;
 use std::io;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::thread;
@@ -15,29 +14,11 @@ use etcd_client::{Client, LeaderKey, LockOptions, ResignOptions};
 use serde_json::json;
 
 use crate::candidate::http_post;
-use crate::server::prepare_child;
+use crate::server::{free_port, prepare_child};
 
 /// TTL of each S16 client's lease, granted once when it connects (a run is
 /// far shorter, so no keep-alive is needed; the lease is revoked at the end).
 pub const LEASE_TTL_S: i64 = 30;
-
-fn free_port() -> io::Result<u16> {
-    TcpListener::bind("127.0.0.1:0")?
-        .local_addr()
-        .map(|a| a.port())
-}
-
-/// A binary on PATH (or a path), if it is there.
-pub fn find(bin: &str) -> Option<PathBuf> {
-    if bin.contains('/') {
-        return Path::new(bin).is_file().then(|| PathBuf::from(bin));
-    }
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join(bin))
-            .find(|p| p.is_file())
-    })
-}
 
 /// A single etcd node on free loopback ports (and on `also_on`, S14's
 /// network namespace's host address, for the cut), its data (and so its
@@ -280,7 +261,7 @@ mod tests {
     #[test]
     #[ignore = "starts an etcd server: cargo test -p lock-bench --release etcd -- --ignored --nocapture"]
     fn lock_and_election() {
-        let bin = find("etcd").expect("etcd on PATH (scripts/deps.sh --bench)");
+        let bin = crate::server::find("etcd").expect("etcd on PATH (scripts/deps.sh --bench)");
         block_on(async {
             let etcd = Etcd::start(&bin, None, None).unwrap();
             let addr = etcd.addr();

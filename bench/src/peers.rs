@@ -35,10 +35,10 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::{sleep, timeout_at};
 
-use crate::etcd::{self, Etcd, EtcdClient};
+use crate::etcd::{Etcd, EtcdClient};
 use crate::report::{self, Section};
 use crate::resp::{Conn, Reply};
-use crate::server::{CpuMeter, CpuUse, Server, ServerSpec};
+use crate::server::{self, CpuMeter, CpuUse, Server, ServerSpec};
 use crate::stats::{self, Lat};
 use crate::zookeeper::{self, ZkClient, ZooKeeper};
 use crate::Opts;
@@ -377,7 +377,7 @@ async fn start(opts: &Opts, system: System) -> io::Result<Result<Target, String>
             }))
         }
         System::Etcd => {
-            let Some(bin) = etcd::find(&opts.etcd) else {
+            let Some(bin) = server::find(&opts.etcd) else {
                 return Ok(Err(format!(
                     "etcd not found ({}; install: scripts/deps.sh --bench)",
                     opts.etcd
@@ -448,7 +448,7 @@ async fn started_line(opts: &Opts, t: &Target) -> String {
         System::Module | System::ModuleAlways => {
             crate::command_output(&opts.redis_server, "--version")
         }
-        System::Etcd => etcd::find(&opts.etcd)
+        System::Etcd => server::find(&opts.etcd)
             .map(|b| Etcd::version(&b))
             .unwrap_or_default(),
         System::ZooKeeper => zk_version(&t.addr).await,

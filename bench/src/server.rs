@@ -119,10 +119,23 @@ pub fn raise_nofile() -> io::Result<u64> {
     }
 }
 
-fn free_port() -> io::Result<u16> {
+/// A port on loopback that was free a moment ago.
+pub fn free_port() -> io::Result<u16> {
     TcpListener::bind("127.0.0.1:0")?
         .local_addr()
         .map(|a| a.port())
+}
+
+/// A binary on PATH (or a path), if it is there.
+pub fn find(bin: &str) -> Option<PathBuf> {
+    if bin.contains('/') {
+        return Path::new(bin).is_file().then(|| PathBuf::from(bin));
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(bin))
+            .find(|p| p.is_file())
+    })
 }
 
 #[derive(Clone, Debug)]

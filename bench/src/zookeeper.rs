@@ -31,7 +31,6 @@
 
 use std::fs;
 use std::io;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -39,7 +38,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use zookeeper_client as zk;
 
-use crate::server::prepare_child;
+use crate::server::{find, free_port, prepare_child};
 
 /// Debian's ZooKeeper jar; its manifest's Class-Path names the dependencies.
 const ZOOKEEPER_JAR: &str = "/usr/share/java/zookeeper.jar";
@@ -74,15 +73,9 @@ pub fn find_install() -> Result<ZkInstall, String> {
     }
     let java = match std::env::var_os("JAVA") {
         Some(j) => PathBuf::from(j),
-        None => std::env::var_os("PATH")
-            .and_then(|paths| {
-                std::env::split_paths(&paths)
-                    .map(|d| d.join("java"))
-                    .find(|p| p.is_file())
-            })
-            .ok_or_else(|| {
-                format!("java not found on PATH (ZooKeeper needs it; {INSTALL_HINT})")
-            })?,
+        None => find("java").ok_or_else(|| {
+            format!("java not found on PATH (ZooKeeper needs it; {INSTALL_HINT})")
+        })?,
     };
     let mut classpath = ZOOKEEPER_JAR.to_string();
     if Path::new(SLF4J_SIMPLE_JAR).is_file() {
@@ -203,12 +196,6 @@ impl Drop for ZooKeeper {
         }
         let _ = fs::remove_dir_all(&self.dir);
     }
-}
-
-fn free_port() -> io::Result<u16> {
-    TcpListener::bind("127.0.0.1:0")?
-        .local_addr()
-        .map(|a| a.port())
 }
 
 /// Sends a four-letter command and returns the whole answer.
