@@ -56,6 +56,7 @@ pub fn block_caller(
             deadline,
             group: None,
             queued_at: now,
+            fair_ahead: Box::default(),
         },
     );
     arm_wait_timer(ctx, &mut reg);

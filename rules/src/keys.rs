@@ -220,6 +220,53 @@ fn crc16(data: &[u8]) -> u16 {
     crc
 }
 
+/// Redisson's fair lock (`RFairLock`) queue of `lock`: a LIST of the
+/// owners waiting, first to be served at its head
+/// (`redisson_lock_queue:{key}`).
+pub fn fair_queue_key(lock: &[u8]) -> Vec<u8> {
+    prefixed(b"redisson_lock_queue", lock)
+}
+
+/// The fair queue's deadlines: a ZSET of owner -> unix ms after which that
+/// waiter, once first, counts as gone (`redisson_lock_timeout:{key}`).
+pub fn fair_timeout_key(lock: &[u8]) -> Vec<u8> {
+    prefixed(b"redisson_lock_timeout", lock)
+}
+
+/// Where one fair waiter listens: `redisson_lock__channel:{key}:<owner>`.
+pub fn fair_waiter_channel(lock: &[u8], owner: &[u8]) -> Vec<u8> {
+    let mut channel = notify_channel(lock);
+    channel.push(b':');
+    channel.extend_from_slice(owner);
+    channel
+}
+
+/// Whether `lock`'s fair queue keys hash to its own slot (not for a name
+/// with an empty or unmatched `{`, which Redisson's scripts could not use
+/// in a cluster either).
+pub fn fair_keys_in_slot(lock: &[u8]) -> bool {
+    key_slot(&fair_queue_key(lock)) == key_slot(lock)
+}
+
+/// The locks whose fair queue `key` would be (the inverse of
+/// [`fair_queue_key`]): `x` for `redisson_lock_queue:{x}`, and the rest
+/// itself when it carries a `{`.
+pub fn locks_of_fair_queue_key(key: &[u8]) -> Vec<&[u8]> {
+    let Some(rest) = key.strip_prefix(b"redisson_lock_queue:".as_slice()) else {
+        return Vec::new();
+    };
+    let mut names = Vec::with_capacity(2);
+    if let Some(inner) = rest.strip_prefix(b"{").and_then(|r| r.strip_suffix(b"}")) {
+        if !inner.contains(&b'{') {
+            names.push(inner);
+        }
+    }
+    if rest.contains(&b'{') {
+        names.push(rest);
+    }
+    names
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -304,5 +351,29 @@ mod tests {
         );
         assert!(semaphores_of_permits_key(b"pool").is_empty());
         assert!(semaphores_of_permits_key(b"pool:timeout").is_empty());
+    }
+
+    #[test]
+    fn fair_queue_keys_and_their_inverse() {
+        assert_eq!(fair_queue_key(b"res"), b"redisson_lock_queue:{res}");
+        assert_eq!(fair_timeout_key(b"a{b}"), b"redisson_lock_timeout:a{b}");
+        assert_eq!(
+            fair_waiter_channel(b"res", b"u:1"),
+            b"redisson_lock__channel:{res}:u:1"
+        );
+        // `res` and `{res}` both have this queue.
+        let both: [&[u8]; 2] = [b"res", b"{res}"];
+        assert_eq!(locks_of_fair_queue_key(b"redisson_lock_queue:{res}"), both);
+        assert_eq!(locks_of_fair_queue_key(b"redisson_lock_queue:a{b}"), [b"a{b}"]);
+        assert_eq!(
+            locks_of_fair_queue_key(b"redisson_lock_queue:{a{b}}"),
+            [b"{a{b}}"]
+        );
+        assert!(locks_of_fair_queue_key(b"other:{res}").is_empty());
+        for name in [&b"res"[..], b"a{b}", b"{x}"] {
+            assert!(locks_of_fair_queue_key(&fair_queue_key(name)).contains(&name));
+            assert!(fair_keys_in_slot(name));
+        }
+        assert!(!fair_keys_in_slot(b"{}x"));
     }
 }

@@ -22,6 +22,7 @@ pub mod args;
 pub mod deadlock;
 pub mod election;
 pub mod error;
+pub mod fair;
 pub mod holds;
 pub mod ids;
 pub mod keepalive;

@@ -43,7 +43,7 @@ pub fn take_all<'t, T: Queued + 't>(
 ) -> AllOrNone {
     let mut keys: Vec<(&mut Transition<T>, bool)> = keys.into_iter().collect();
     let mut busy = false;
-    for (tx, first_in_line) in &keys {
+    for (tx, first_in_line) in &mut keys {
         if req.fence {
             if let Err(e) = tx.next_token() {
                 return AllOrNone::Refused(e);
@@ -52,6 +52,9 @@ pub fn take_all<'t, T: Queued + 't>(
         match access(tx.state(), &req.owner, *first_in_line) {
             Err(e) => return AllOrNone::Refused(e),
             Ok(KeyAccess::Busy) => busy = true,
+            // A free key with a Redisson fair queue goes to that queue's
+            // head first.
+            Ok(KeyAccess::Free) if tx.keep_for_fair(None) => busy = true,
             Ok(KeyAccess::Free | KeyAccess::Reentry) => {}
         }
     }

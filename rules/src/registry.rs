@@ -38,6 +38,9 @@ pub struct Waiter<H> {
     /// When the caller was queued (every entry of a multi-lock caller has
     /// the same).
     pub queued_at: Instant,
+    /// The Redisson fair waiters queued on the lock when this caller was
+    /// (see `crate::fair`).
+    pub fair_ahead: Box<[FieldName]>,
 }
 
 impl<H> Queued for Waiter<H> {
@@ -47,6 +50,10 @@ impl<H> Queued for Waiter<H> {
 
     fn in_group(&self) -> bool {
         self.group.is_some()
+    }
+
+    fn fair_ahead(&self) -> &[FieldName] {
+        &self.fair_ahead
     }
 }
 
@@ -346,6 +353,7 @@ impl<H: Copy + Eq + Hash> Registry<H> {
                 deadline: if i == 0 { waiter.deadline } else { None },
                 group: Some(group),
                 queued_at: waiter.queued_at,
+                fair_ahead: Box::default(),
             };
             self.enqueue(lock, id, entry);
             members.push((lock.to_owned(), id));
@@ -756,6 +764,7 @@ mod tests {
             deadline: None,
             group: None,
             queued_at: Instant::now(),
+            fair_ahead: Box::default(),
         }
     }
 
@@ -1009,6 +1018,7 @@ mod tests {
             },
             deadline: Some(at(500)),
             queued_at: at(1),
+            fair_ahead: Box::default(),
             ..waiter(1, false)
         };
         r.enqueue(&lock("k"), 1, read);
@@ -1017,6 +1027,7 @@ mod tests {
         let multi = Waiter {
             deadline: Some(at(900)),
             queued_at: at(2),
+            fair_ahead: Box::default(),
             ..waiter(2, true)
         };
         r.enqueue_group(&[lock("j"), lock("k")], &[2, 3], multi);
@@ -1026,6 +1037,7 @@ mod tests {
                 ..waiter(4, false).request
             },
             queued_at: at(3),
+            fair_ahead: Box::default(),
             ..waiter(4, false)
         };
         r.enqueue(&lock("k"), 4, write);

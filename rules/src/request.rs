@@ -100,6 +100,12 @@ pub trait Queued {
     fn in_group(&self) -> bool {
         false
     }
+
+    /// The Redisson fair waiters queued when this entry was: they go before
+    /// it (see [`crate::fair`]); everyone queued there later goes after.
+    fn fair_ahead(&self) -> &[FieldName] {
+        &[]
+    }
 }
 
 impl Queued for Request {

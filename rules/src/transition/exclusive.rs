@@ -24,6 +24,15 @@ impl<T: Queued> Transition<T> {
             self.next_token()?;
         }
         self.settle(queue);
+        // Kept for a Redisson fair waiter: busy, as Redisson's own tryLock
+        // finds it.
+        if self.kept_for.is_some() && self.state == LockState::Free {
+            return Ok(if may_wait {
+                Acquisition::Wait
+            } else {
+                Acquisition::Busy
+            });
+        }
         if let Some(kind) = req.kind.side() {
             return self.acquire_shared(queue, req, kind, may_wait);
         }

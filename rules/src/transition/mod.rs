@@ -13,6 +13,7 @@ mod exclusive;
 mod shared;
 
 use crate::error::LockError;
+use crate::fair::{head_goes_first, FairEntry, FairQueue};
 use crate::holds::Holders;
 use crate::queue::{Fifo, WaiterId};
 use crate::read_write::HoldAdmission;
@@ -51,6 +52,12 @@ pub enum Change {
     DropReadLease { owner: FieldName, hold: i64 },
     /// `PUBLISH redisson_rwlock:{key} <message>`, for Redisson's waiters.
     NotifyReadWrite(&'static [u8]),
+    /// `LPOP redisson_lock_queue:{key}` and `ZREM redisson_lock_timeout:{key}
+    /// owner`: Redisson's prune of a fair queue's head whose deadline passed.
+    DropFairHead { owner: FieldName },
+    /// `PUBLISH redisson_lock__channel:{key}:<owner> 0`: the fair queue's
+    /// head is told the lock is free for it, as Redisson's unlock tells it.
+    NotifyFairHead { owner: FieldName },
 }
 
 /// What a waiter taken off the queue is told.
@@ -132,6 +139,13 @@ pub struct Transition<T> {
     pub changes: Vec<Change>,
     pub wakes: Vec<Wake<T>>,
     pub tally: Tally,
+    /// Redisson's fair queue of the lock, when it has one (`fair.rs`).
+    fair: Option<FairQueue>,
+    /// The fair queue's head the free lock is kept for.
+    kept_for: Option<FairEntry>,
+    /// Tell the fair queue's head when the lock is kept for it, even if
+    /// this transition did not free it (it came free outside a command).
+    announce_to_fair: bool,
 }
 
 impl<T: Queued> Transition<T> {
@@ -146,9 +160,74 @@ impl<T: Queued> Transition<T> {
             changes: Vec::with_capacity(4),
             wakes: Vec::new(),
             tally: Tally::default(),
+            fair: None,
+            kept_for: None,
+            announce_to_fair: false,
         };
         tx.drop_expired_readers();
         tx
+    }
+
+    /// The lock's Redisson fair queue, as read from its keys.
+    pub fn with_fair(mut self, fair: Option<FairQueue>) -> Self {
+        self.fair = fair;
+        self
+    }
+
+    /// The fair waiter the free lock is kept for (until its script takes it
+    /// or its deadline passes), if any.
+    pub fn kept_for(&self) -> Option<&FairEntry> {
+        self.kept_for.as_ref()
+    }
+
+    /// The fair waiters queued now, first first: those a caller queued now
+    /// lets go first.
+    pub fn fair_owners(&self) -> Vec<FieldName> {
+        self.fair
+            .as_ref()
+            .map(|f| f.owners().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// [`Self::settle`] of a lock looked at after it changed outside a
+    /// command (its lease ran out, a script deleted it, a timer): a fair
+    /// waiter it is then kept for is told, since nobody else may have.
+    pub fn settle_after_event(&mut self, queue: &mut Fifo<T>) {
+        self.announce_to_fair = true;
+        self.settle(queue);
+    }
+
+    /// On a free lock with a fair queue: drops the queue's stale heads, then
+    /// keeps the lock for its head if it goes before `module_first` (see
+    /// [`head_goes_first`]), telling it so when the lock just came free.
+    /// Returns whether the lock is kept for a fair waiter.
+    pub(crate) fn keep_for_fair(&mut self, module_first: Option<&T>) -> bool {
+        let Some(fair) = self.fair.as_mut() else {
+            return false;
+        };
+        let pruned = fair.prune(self.now_ms);
+        let announce = self.announce_to_fair || !pruned.is_empty() || !self.vacated.is_empty();
+        for owner in pruned {
+            self.changes.push(Change::DropFairHead { owner });
+        }
+        let Some(head) = fair.head() else {
+            self.kept_for = None;
+            return false;
+        };
+        let first = module_first.map(|w| (w.fair_ahead(), w.in_group()));
+        if !head_goes_first(&head.owner, first) {
+            self.kept_for = None;
+            return false;
+        }
+        if self.kept_for.as_ref() != Some(head) {
+            if announce {
+                self.changes.push(Change::NotifyFairHead {
+                    owner: head.owner.clone(),
+                });
+            }
+            self.kept_for = Some(head.clone());
+        }
+        true
     }
 
     pub fn state(&self) -> &LockState {
@@ -174,9 +253,14 @@ impl<T: Queued> Transition<T> {
     /// takes every reader behind it (a run of readers is granted together)
     /// until a waiter that must wait. Nobody is overtaken. A waiter the lock
     /// cannot be given to (its fencing token is broken, a refused upgrade)
-    /// is answered with the error and the next one is tried.
+    /// is answered with the error and the next one is tried. A free lock
+    /// with a Redisson fair queue may be kept for that queue's head instead
+    /// (`fair.rs`).
     pub fn settle(&mut self, queue: &mut Fifo<T>) {
         loop {
+            if self.state == LockState::Free && self.keep_for_fair(queue.front().map(|(_, w)| w)) {
+                return;
+            }
             let Some((_, head)) = queue.front() else {
                 return;
             };
