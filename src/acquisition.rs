@@ -22,7 +22,7 @@ use redis_module::{Context, RedisString, RedisValue};
 use crate::keepalive;
 use crate::store::{self, LockKey};
 use crate::waiters::{registry, with_queue, Registry, Waiter};
-use crate::{blocking, deadlocks, events, handoff, lease};
+use crate::{blocking, deadlocks, events, fair_queue, handoff, lease};
 use lock_rules::args::Wait;
 use lock_rules::deadlock::{lock_holders, Holders};
 use lock_rules::error::LockError;
@@ -48,6 +48,8 @@ pub fn acquire(
     }
     let acquired = with_queue(lock, |queue| tx.acquire(queue, request, wait.is_some()))?;
     let next_end = tx.next_end();
+    // Redisson's fair waiters queued now go before this caller if it waits.
+    let fair_ahead = tx.fair_owners();
     // Nothing written or answered: the commit leaves the key as `key` sees it.
     let untouched = tx.changes.is_empty() && tx.wakes.is_empty();
     // Whom the caller would wait for, as the rules left the lock.
@@ -73,13 +75,17 @@ pub fn acquire(
         (Acquisition::Wait, Some(wait)) => {
             deadlocks::check(ctx, &request.owner, &[(lock.clone(), holders)])?;
             let lease_end = lease::earliest(next_end, lease_end(ctx, key, untouched));
+            if !fair_ahead.is_empty() {
+                fair_queue::watch(ctx);
+            }
             enqueue(
                 ctx,
                 &[lock.to_owned()],
                 request,
                 wait,
                 &[lease_end],
-                |reg, locks, w| {
+                |reg, locks, mut w| {
+                    w.fair_ahead = fair_ahead.into();
                     let id = reg.next_serial();
                     reg.enqueue(&locks[0], id, w);
                 },

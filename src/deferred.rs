@@ -1,8 +1,9 @@
 //! Work done after the command, timer or event that found it, in a 0 ms
 //! timer (the drain): locks to look at again (an outside change may have
 //! ended them, or the head of their queue changed), grants whose answer
-//! never reached their waiter, elections whose leader may have lost, and
-//! semaphores whose waiters may wait for a new holder (deadlocks).
+//! never reached their waiter, elections whose leader may have lost,
+//! semaphores whose waiters may wait for a new holder (deadlocks), and
+//! locks whose Redisson fair queue may have a waiter to serve or drop.
 //!
 //! Why not at once: a write inside a keyspace-event callback reaches
 //! replicas and the AOF before the change that caused it (see the module
@@ -17,7 +18,7 @@
 //! depend on it.
 //!
 //! Offers: [`defer_key`], [`defer_lost_grants`], [`defer_election`],
-//! [`defer_semaphore_check`], [`settle_now_or_later`],
+//! [`defer_semaphore_check`], [`defer_fair_check`], [`settle_now_or_later`],
 //! [`after_queue_change`].
 
 use std::collections::HashSet;
@@ -47,6 +48,9 @@ pub struct Work {
     /// waiter may now wait for one of them (a deadlock-check edge no wait
     /// made).
     pub semaphores: HashSet<LockId<'static>>,
+    /// Locks nobody here may wait for whose Redisson fair queue may have a
+    /// waiter to serve or drop (`fair_queue.rs`).
+    pub fair_locks: HashSet<LockId<'static>>,
 }
 
 #[derive(Default)]
@@ -98,6 +102,14 @@ pub fn defer_election(ctx: &Context, election: LockId<'static>, leader: Option<V
 pub fn defer_semaphore_check(ctx: &Context, lock: LockId<'static>) {
     defer(ctx, |work| {
         work.semaphores.insert(lock);
+    });
+}
+
+/// Looks at `lock`'s Redisson fair queue in the drain, whether or not
+/// anyone here waits for the lock.
+pub fn defer_fair_check(ctx: &Context, lock: LockId<'static>) {
+    defer(ctx, |work| {
+        work.fair_locks.insert(lock);
     });
 }
 

@@ -32,7 +32,9 @@ use crate::sessions;
 use crate::stats::{Stats, STATS};
 use crate::store::{self, Placement};
 use crate::waiters::{registry, Grant};
-use crate::{blocking, deadlocks, elections, holds, keepalive, latches, leader_record, observers};
+use crate::{
+    blocking, deadlocks, elections, fair_queue, holds, keepalive, latches, leader_record, observers,
+};
 use crate::{replication, server_settings};
 use lock_rules::error::LockError;
 use lock_rules::keys::semaphores_of_permits_key;
@@ -43,7 +45,10 @@ use lock_rules::session::LossReason;
 pub fn drain(ctx: &Context, work: Work) {
     let placement = Placement::read(ctx);
     for lock in &work.keys {
-        settle(ctx, &placement, lock);
+        settle(ctx, &placement, lock, false);
+    }
+    for lock in work.fair_locks.difference(&work.keys) {
+        settle(ctx, &placement, lock, true);
     }
     for grant in &work.lost_grants {
         release_lost_grant(ctx, &placement, grant);
@@ -118,11 +123,16 @@ fn election_changed(ctx: &Context, election: LockId<'static>) {
     deferred::defer_election(ctx, election, None);
 }
 
-/// Re-reads a lock that has waiters and hands it on if it is free. In a
-/// cluster a timer may only write keys of slots this node serves (commands
-/// are routed by the server, timers are not).
-fn settle(ctx: &Context, placement: &Placement, lock: &LockId<'_>) {
-    if !registry().is_ok_and(|r| r.queue_len(lock) > 0) || !ffi::select_db(ctx, lock.db) {
+/// Re-reads a lock that has waiters (or, `for_fair_queue`, a Redisson fair
+/// queue that may) and hands it on if it is free. In a cluster a timer may
+/// only write keys of slots this node serves (commands are routed by the
+/// server, timers are not).
+fn settle(ctx: &Context, placement: &Placement, lock: &LockId<'_>, for_fair_queue: bool) {
+    let waited = registry().is_ok_and(|r| r.queue_len(lock) > 0);
+    if !(waited || for_fair_queue) || !ffi::select_db(ctx, lock.db) {
+        return;
+    }
+    if !waited && !placement.serves(&lock.key) {
         return;
     }
     if !placement.serves(&lock.key) {
@@ -137,8 +147,10 @@ fn settle(ctx: &Context, placement: &Placement, lock: &LockId<'_>) {
         // The key now holds another type: waiting on would never end.
         Err(e) => return handoff::reject_all(ctx, lock, &e),
     };
+    // Each lock here changed outside a command (or a timer fired): a fair
+    // waiter it is now kept for may not have been told.
     match registry() {
-        Ok(mut reg) => reg.with_queue(lock, |queue| tx.settle(queue)),
+        Ok(mut reg) => reg.with_queue(lock, |queue| tx.settle_after_event(queue)),
         Err(e) => return ffi::log_warning(ctx, &format!("lock: {e}")),
     }
     handoff::commit(ctx, lock, &key, tx);
@@ -186,7 +198,9 @@ impl KeyspaceHandler for KeyspaceEvents {
         // Expiry and eviction end holds (and are seen by elections) through
         // `ExpiryEvents`.
         if event != b"expired" && event != b"evicted" {
-            holds::key_event(db, event, key);
+            if holds::key_event(db, event, key) {
+                fair_queue::hold_ended(ctx, db, key);
+            }
             for election in elections::of_key(db, key) {
                 election_changed(ctx, election);
             }
@@ -242,7 +256,9 @@ pub struct ExpiryEvents;
 impl KeyspaceHandler for ExpiryEvents {
     fn event(ctx: &Context, event: &[u8], key: &[u8]) {
         let db = ffi::selected_db(ctx);
-        holds::key_event(db, event, key);
+        if holds::key_event(db, event, key) {
+            fair_queue::hold_ended(ctx, db, key);
+        }
         for election in elections::of_key(db, key) {
             election_changed(ctx, election);
         }

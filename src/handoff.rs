@@ -40,7 +40,7 @@ use crate::replication::Replication;
 use crate::stats::{self, STATS};
 use crate::store::{self, LockKey, Placement};
 use crate::waiters::{anyone_waits, registry, BlockedReply, Grant, GroupId, Waiter};
-use crate::{elections, holds, lease};
+use crate::{elections, fair_queue, holds, lease};
 use lock_rules::error::LockError;
 use lock_rules::lock_id::LockId;
 use lock_rules::multilock::{take_all, AllOrNone};
@@ -91,7 +91,12 @@ pub fn begin<'c>(
     let key = LockKey::open(ctx, name, owner, replication)?;
     let state = key.read(ctx)?;
     let token = load_token(ctx, lock, fences);
-    Ok((key, Transition::new(state, ffi::now_ms(), token)))
+    // A renewal never frees the lock nor queues anyone: it skips the read.
+    let fair = match (&state, origin) {
+        (LockState::Shared(_), _) | (_, Origin::Renewal { .. }) => None,
+        _ => fair_queue::read(ctx, &lock.key),
+    };
+    Ok((key, Transition::new(state, ffi::now_ms(), token).with_fair(fair)))
 }
 
 impl<'c> Origin<'c> {
@@ -188,6 +193,9 @@ fn commit_with(
     elections::committed(ctx, lock, key, &tx);
     let held_after = *tx.state() != LockState::Free;
     let next_end = tx.next_end();
+    if let Some(head) = tx.kept_for() {
+        fair_queue::kept(ctx, lock, head);
+    }
     deliver(ctx, lock, tx.wakes);
     if held_after && lease_timer {
         lease::ensure_lease_timer(ctx, lock, || lease::earliest(next_end, key.expires_at()));

@@ -68,14 +68,15 @@ pub fn changed(lock: &LockId<'_>, before: &Holders, after: &LockState, now_ms: i
 /// a new TTL (`expire`, `persist`) means the lock that was there is gone
 /// (`del`, `expired`, `evicted`, `rename_from`, `move_from`, and a key
 /// overwritten by `rename_to`, `move_to`, `copy_to`, `restore`...).
-pub fn key_event(db: i32, event: &[u8], key: &[u8]) {
+/// Returns whether a lock held through the module was there.
+pub fn key_event(db: i32, event: &[u8], key: &[u8]) -> bool {
     if !TRACKING.load(Relaxed) || event == b"expire" || event == b"persist" {
-        return;
+        return false;
     }
     let hash = lock_hash(&*SEED, key);
     let mut holds = holds();
     let (table, mut ended) = holds.split();
-    table.lock_gone(db, hash, ffi::now_ms(), &mut ended);
+    table.lock_gone(db, hash, ffi::now_ms(), &mut ended)
 }
 
 /// FLUSHDB / FLUSHALL (`db` -1): every hold in it ended now.

@@ -18,6 +18,9 @@
 //!   multi-lock waiter.
 //! - `lease.rs`: timers (and an alarm thread) at lease ends of locks
 //!   someone waits for.
+//! - `fair_queue.rs`: Redisson's fair queue of a lock (read for each
+//!   transition; a timer at the deadline of the fair waiter a free lock is
+//!   kept for; its list events).
 //! - `deferred.rs`: work noted now and done in a 0 ms timer.
 //! - `store.rs` (the lock key), `writable.rs` (whether a timer may write
 //!   now), `holds.rs` (since when each lock is held, for hold times).
@@ -43,6 +46,7 @@ mod deadlocks;
 mod deferred;
 mod elections;
 mod events;
+mod fair_queue;
 #[allow(unsafe_code)]
 mod ffi;
 mod handoff;

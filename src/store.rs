@@ -15,8 +15,8 @@ use crate::{clock, config};
 use lock_rules::args::parse_i64;
 use lock_rules::error::LockError;
 use lock_rules::keys::{
-    key_slot, read_lease_key, token_key, token_key_in_slot, write_notify_channel,
-    write_rw_notify_channel,
+    fair_queue_key, fair_timeout_key, fair_waiter_channel, key_slot, read_lease_key, token_key,
+    token_key_in_slot, write_notify_channel, write_rw_notify_channel,
 };
 use lock_rules::read_write::{ReadWriteHolds, MODE_FIELD};
 use lock_rules::server_text::myself_serves_slot;
@@ -235,6 +235,15 @@ impl<'c> LockKey<'c> {
                     publish(ctx, self.name.as_slice(), b"0", native, false);
                     continue;
                 }
+                Change::NotifyFairHead { owner } => {
+                    let channel = fair_waiter_channel(self.name.as_slice(), owner);
+                    publish_for_redisson(ctx, &channel, b"0", native);
+                    continue;
+                }
+                Change::DropFairHead { owner } => {
+                    drop_fair_head(ctx, self.name.as_slice(), owner, native);
+                    continue;
+                }
             }
             if !native {
                 ffi::count_unpropagated_change(ctx);
@@ -243,6 +252,47 @@ impl<'c> LockKey<'c> {
         if modified {
             ffi::signal_modified(ctx, self.name);
         }
+    }
+}
+
+/// Redisson's prune of a fair queue's stale head, with the key API: `LPOP`
+/// of the queue and `ZREM` of its deadline, each replicated, notified and
+/// signalled as that command is (with `del` for a key it empties).
+fn drop_fair_head(ctx: &Context, lock: &[u8], owner: &[u8], native: bool) {
+    let queue = ffi::string(ctx, &fair_queue_key(lock));
+    if let Some(key) = Key::open(ctx, &queue, true).filter(|k| k.kind() == KeyKind::List) {
+        if as_own(|| key.list_pop_head()).is_some() {
+            replicate_or_count(ctx, &queue, Native::LPop, native);
+            notify_own(ctx, ffi::NOTIFY_LIST, c"lpop", &queue);
+            notify_if_emptied(ctx, &key, &queue);
+            ffi::signal_modified(ctx, &queue);
+        }
+    }
+    let deadlines = ffi::string(ctx, &fair_timeout_key(lock));
+    if let Some(key) = Key::open(ctx, &deadlines, true).filter(|k| k.kind() == KeyKind::SortedSet)
+    {
+        if as_own(|| key.zset_remove(ctx, owner)) {
+            replicate_or_count(ctx, &deadlines, Native::ZRem { member: owner }, native);
+            notify_own(ctx, ffi::NOTIFY_ZSET, c"zrem", &deadlines);
+            notify_if_emptied(ctx, &key, &deadlines);
+            ffi::signal_modified(ctx, &deadlines);
+        }
+    }
+}
+
+fn replicate_or_count(ctx: &Context, name: &RedisString, command: Native, native: bool) {
+    if native {
+        ffi::replicate(ctx, name, command);
+    } else {
+        ffi::count_unpropagated_change(ctx);
+    }
+}
+
+/// The `del` a native command fires after removing an aggregate's last
+/// element.
+fn notify_if_emptied(ctx: &Context, key: &Key, name: &RedisString) {
+    if key.len() == 0 {
+        notify_own(ctx, ffi::NOTIFY_GENERIC, c"del", name);
     }
 }
 
@@ -406,7 +456,7 @@ fn read_state(ctx: &Context, name: &[u8], key: &Key) -> Result<LockState, LockEr
                 Ok(LockState::Shared(rw))
             }
         },
-        KeyKind::String | KeyKind::SortedSet | KeyKind::Other => Err(LockError::wrong_type()),
+        KeyKind::String | KeyKind::SortedSet | KeyKind::List | KeyKind::Other => Err(LockError::wrong_type()),
     }
 }
 
@@ -476,7 +526,7 @@ fn read_token(ctx: &Context, lock: &[u8]) -> Result<i64, LockError> {
         Some((KeyKind::String, value)) => {
             parse_i64(&value).ok_or_else(LockError::token_not_integer)
         }
-        Some((KeyKind::Hash | KeyKind::SortedSet | KeyKind::Other, _)) => {
+        Some((KeyKind::Hash | KeyKind::SortedSet | KeyKind::List | KeyKind::Other, _)) => {
             Err(LockError::token_wrong_type())
         }
         Some((KeyKind::Empty, _)) | None if Placement::read(ctx).serves(lock) => Ok(0),

@@ -4,8 +4,8 @@
 //!
 //! First pure Redisson semantics (no module caller): FIFO, the release waking
 //! the next one on its own channel, pruning, acquireFailed, nothing left
-//! behind. Then issue 28's targets (fair clients and the module's callers in
-//! one FIFO order), `#[ignore]`d until the module implements them.
+//! behind. Then fair clients and the module's callers in one FIFO order
+//! (issue 28).
 //!
 //! Each fair caller gets a 60 s lease and waits at most 10-20 s: a caller
 //! that is not woken would sleep out the lease, which shows as a failure
@@ -190,12 +190,12 @@ fn a_stale_first_in_the_queue_is_pruned() {
     assert_eq!(dbsize(&mut con), 0, "keys left behind");
 }
 
-// ---- Issue 28: fair clients and the module's callers in one order ------
+// ---- Fair clients and the module's callers in one order ---------------
 
 /// LOCK.RELEASE of the last hold wakes the first fair waiter on its own
-/// channel, which then takes the lock (today it sleeps out its ttl).
+/// channel, which then takes the lock (without, it would sleep out its
+/// ttl).
 #[test]
-#[ignore = "issue 28: not implemented yet"]
 fn lock_release_wakes_a_waiting_fair_client() {
     let server = Server::start();
     let mut con = server.client();
@@ -210,7 +210,6 @@ fn lock_release_wakes_a_waiting_fair_client() {
 /// A fair client queued before a LOCK.ACQUIRE BLOCK caller is served first;
 /// its unlock then hands the lock to the module's waiter.
 #[test]
-#[ignore = "issue 28: not implemented yet"]
 fn fair_client_queued_first_goes_before_a_later_module_waiter() {
     let server = Server::start();
     let mut con = server.client();
@@ -245,7 +244,6 @@ fn fair_client_queued_first_goes_before_a_later_module_waiter() {
 /// A LOCK.ACQUIRE BLOCK caller queued before a fair client is served first;
 /// its LOCK.RELEASE then wakes the fair client, which takes the lock.
 #[test]
-#[ignore = "issue 28: not implemented yet"]
 fn module_waiter_queued_first_goes_before_a_later_fair_client() {
     let server = Server::start();
     let mut con = server.client();
@@ -278,7 +276,6 @@ fn module_waiter_queued_first_goes_before_a_later_fair_client() {
 /// that waiter takes it (or is pruned): LOCK.ACQUIRE without BLOCK fails as
 /// Redisson's own tryLock() does.
 #[test]
-#[ignore = "issue 28: not implemented yet"]
 fn a_lock_left_to_the_first_fair_waiter_is_not_taken_by_lock_acquire() {
     let server = Server::start();
     let mut con = server.client();
@@ -302,7 +299,6 @@ fn a_lock_left_to_the_first_fair_waiter_is_not_taken_by_lock_acquire() {
 /// is pruned by the module when the module's holder's lease ends, and
 /// nothing is left behind even though no other client comes.
 #[test]
-#[ignore = "issue 28: not implemented yet"]
 fn a_dead_fair_waiter_is_pruned_after_a_module_lease_ends() {
     let server = Server::start();
     let mut con = server.client();

@@ -260,19 +260,22 @@ impl HoldTable {
     }
 
     /// The key of `lock` is gone (expired, deleted, evicted, renamed,
-    /// overwritten): every tracked hold of it ends at `now_ms`.
+    /// overwritten): every tracked hold of it ends at `now_ms`. Returns
+    /// whether it was held.
     pub fn lock_gone(
         &mut self,
         db: i32,
         lock: LockHash,
         now_ms: i64,
         ended: &mut impl FnMut(Ended),
-    ) {
-        if let Some(old) = self.locks.remove(&(db, lock)) {
-            for r in old.records() {
-                ended(r.ended(now_ms));
-            }
+    ) -> bool {
+        let Some(old) = self.locks.remove(&(db, lock)) else {
+            return false;
+        };
+        for r in old.records() {
+            ended(r.ended(now_ms));
         }
+        true
     }
 
     /// `db` (every db for -1) was flushed: every tracked hold in it ends.

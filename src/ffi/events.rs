@@ -68,6 +68,12 @@ pub fn subscribe_hash_events<H: KeyspaceHandler>(ctx: &Context) -> bool {
     subscribe::<H>(ctx, raw::REDISMODULE_NOTIFY_HASH)
 }
 
+/// List commands' events (`rpush`, `lpop`, `lrem`...): Redisson's fair
+/// queues.
+pub fn subscribe_list_events<H: KeyspaceHandler>(ctx: &Context) -> bool {
+    subscribe::<H>(ctx, raw::REDISMODULE_NOTIFY_LIST)
+}
+
 /// Key creations (`new`; servers before 7.0 never send them).
 pub fn subscribe_new_key_events<H: KeyspaceHandler>(ctx: &Context) -> bool {
     subscribe::<H>(ctx, raw::REDISMODULE_NOTIFY_NEW)

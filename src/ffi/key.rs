@@ -17,6 +17,7 @@ pub enum KeyKind {
     Hash,
     String,
     SortedSet,
+    List,
     Other,
 }
 
@@ -59,11 +60,12 @@ impl<'c> Key<'c> {
             raw::REDISMODULE_KEYTYPE_HASH => KeyKind::Hash,
             raw::REDISMODULE_KEYTYPE_STRING => KeyKind::String,
             raw::REDISMODULE_KEYTYPE_ZSET => KeyKind::SortedSet,
+            raw::REDISMODULE_KEYTYPE_LIST => KeyKind::List,
             _ => KeyKind::Other,
         }
     }
 
-    /// Number of fields of a hash.
+    /// Number of fields of a hash (elements of a list).
     pub fn len(&self) -> usize {
         // SAFETY: the key handle is open.
         api!(RedisModule_ValueLength).map_or(0, |f| unsafe { f(self.raw()) })
@@ -293,6 +295,65 @@ impl Key<'_> {
         out
     }
 
+    /// Every element of a list, head first.
+    pub fn list_items(&self) -> Vec<Vec<u8>> {
+        let Some(get) = api!(RedisModule_ListGet) else {
+            return Vec::new();
+        };
+        let free = api!(RedisModule_FreeString);
+        let len = self.len();
+        let mut out = Vec::with_capacity(len);
+        for index in 0..len {
+            let Ok(index) = std::ffi::c_long::try_from(index) else {
+                break;
+            };
+            // SAFETY: the key handle is open (a list, checked by the caller;
+            // ListGet fails with NULL otherwise); the element is copied and
+            // freed once (no auto memory: a NULL context frees it).
+            unsafe {
+                let item = get(self.raw(), index);
+                if item.is_null() {
+                    break;
+                }
+                out.push(string_bytes(item));
+                if let Some(free) = free {
+                    free(ptr::null_mut(), item);
+                }
+            }
+        }
+        out
+    }
+
+    /// `LPOP key` with the key API (no notification): the head element. An
+    /// emptied list is deleted.
+    pub fn list_pop_head(&self) -> Option<Vec<u8>> {
+        let pop = api!(RedisModule_ListPop)?;
+        let free = api!(RedisModule_FreeString);
+        // SAFETY: open writable key; the popped string is copied and freed
+        // once (a NULL context frees it).
+        unsafe {
+            let item = pop(self.raw(), raw::REDISMODULE_LIST_HEAD as c_int);
+            if item.is_null() {
+                return None;
+            }
+            let bytes = string_bytes(item);
+            if let Some(free) = free {
+                free(ptr::null_mut(), item);
+            }
+            Some(bytes)
+        }
+    }
+
+    /// `ZSCORE key member`; `None` when it is not a member.
+    pub fn zset_score(&self, ctx: &Context, member: &[u8]) -> Option<f64> {
+        let member = string(ctx, member);
+        let mut score = 0.0;
+        // SAFETY: open key; the member string is live for the call.
+        let found = api!(RedisModule_ZsetScore)
+            .is_some_and(|f| unsafe { f(self.raw(), member.inner, &mut score) } == OK);
+        found.then_some(score)
+    }
+
     /// `ZADD key score member` with the key API (no notification).
     pub fn zset_add(&self, ctx: &Context, score: f64, member: &[u8]) -> bool {
         let member = string(ctx, member);
@@ -343,3 +404,4 @@ pub const NOTIFY_GENERIC: c_int = raw::REDISMODULE_NOTIFY_GENERIC;
 pub const NOTIFY_HASH: c_int = raw::REDISMODULE_NOTIFY_HASH;
 pub const NOTIFY_STRING: c_int = raw::REDISMODULE_NOTIFY_STRING;
 pub const NOTIFY_ZSET: c_int = raw::REDISMODULE_NOTIFY_ZSET;
+pub const NOTIFY_LIST: c_int = raw::REDISMODULE_NOTIFY_LIST;

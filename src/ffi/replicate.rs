@@ -27,6 +27,8 @@ pub enum Native<'a> {
     ZAdd { score: i64, member: &'a [u8] },
     /// `ZREM key member`.
     ZRem { member: &'a [u8] },
+    /// `LPOP key`: a Redisson fair queue's head dropped.
+    LPop,
 }
 
 /// Replicates `command` on `key` (RM_Replicate: in the current execution
@@ -149,6 +151,10 @@ pub fn replicate(ctx: &Context, key: &RedisString, command: Native) {
                     member.len(),
                 )
             }
+        }
+        Native::LPop => {
+            // SAFETY: "s", see above.
+            unsafe { f(ctx, c"LPOP".as_ptr(), c"s".as_ptr(), key) }
         }
     };
 }

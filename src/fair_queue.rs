@@ -1,0 +1,211 @@
+//! Redisson's fair queue of a lock in Redis (its rules are
+//! `lock_rules::fair`): read from its LIST and ZSET for each transition of
+//! the lock, and watched between transitions:
+//!
+//! - a timer at the deadline of the fair waiter a free lock is kept for:
+//!   if it never comes (killed while it waited), the drain drops it and
+//!   serves the next, even when nobody else calls (Redisson alone leaves a
+//!   dead waiter's entries until another client's script runs);
+//! - list events on the queue (`lrem` of a waiter that gave up, `lpop` of a
+//!   waiter another script dropped), heard once a module caller waits on a
+//!   lock with a fair queue: its first waiter may be next now;
+//! - the end of a hold granted here (expiry, eviction, DEL), whose lock may
+//!   have a fair queue the module never saw (Redisson's waiters queued
+//!   behind a module holder): looked at in the drain.
+//!
+//! The writes (a stale head dropped, the head told) are applied with the
+//! lock's other changes (`store.rs`).
+//!
+//! Offers: [`read`], [`kept`], [`hold_ended`], [`watch`].
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{LazyLock, Mutex};
+
+use redis_module::Context;
+
+use crate::ffi::{self, Key, KeyKind, KeyspaceHandler, TimerHandler, TimerId};
+use crate::waiters::{anyone_waits, registry};
+use crate::{config, deferred, lease, store, sync};
+use lock_rules::args::MAX_DURATION_MS;
+use lock_rules::fair::{FairEntry, FairQueue};
+use lock_rules::keys::{
+    fair_keys_in_slot, fair_queue_key, fair_timeout_key, locks_of_fair_queue_key,
+};
+use lock_rules::lock_id::LockId;
+
+/// The fair queue of `lock` (in the context's db), first entry first;
+/// `None` when it has none, when its keys would be in another slot, or
+/// when the module does not speak to Redisson's clients
+/// (`lock.redisson-notify no`).
+pub fn read(ctx: &Context, lock: &[u8]) -> Option<FairQueue> {
+    if !config::redisson_notify() {
+        return None;
+    }
+    let name = ffi::string(ctx, &fair_queue_key(lock));
+    let owners = {
+        let list = Key::open(ctx, &name, false)?;
+        if list.kind() != KeyKind::List {
+            return None;
+        }
+        list.list_items()
+    };
+    if owners.is_empty() || !fair_keys_in_slot(lock) {
+        return None;
+    }
+    let name = ffi::string(ctx, &fair_timeout_key(lock));
+    let deadlines = Key::open(ctx, &name, false).filter(|k| k.kind() == KeyKind::SortedSet);
+    // Redisson drops an entry once `score <= now` (whole ms): the score
+    // rounded up keeps that for a fractional score too.
+    let due = |owner: &[u8]| {
+        let score = deadlines.as_ref()?.zset_score(ctx, owner)?;
+        Some(score.ceil() as i64)
+    };
+    Some(FairQueue::new(owners.into_iter().map(|owner| FairEntry {
+        due: due(&owner),
+        owner: owner.into(),
+    })))
+}
+
+/// A transition left `lock` free and kept for the fair waiter `head`: it is
+/// looked at again at that waiter's deadline (with the lease timer if the
+/// module's callers wait for it, else with a timer of its own here), and
+/// the queue's list events are heard if they wait.
+pub fn kept(ctx: &Context, lock: &LockId<'_>, head: &FairEntry) {
+    let module_waits = anyone_waits() && registry().is_ok_and(|r| r.queue_len(lock) > 0);
+    if module_waits {
+        watch(ctx);
+    }
+    let Some(due) = head.due else {
+        return;
+    };
+    if module_waits {
+        return lease::ensure_lease_timer(ctx, lock, || Some(due));
+    }
+    let delay = due
+        .saturating_sub(ffi::now_ms())
+        .max(0)
+        .saturating_add(1)
+        .min(MAX_DURATION_MS);
+    let fires_at = ffi::now_ms().saturating_add(delay);
+    let mut timers = sync::lock(&HEAD_TIMERS);
+    if timers
+        .by_lock
+        .get(lock)
+        .is_some_and(|t| t.fires_at <= fires_at)
+    {
+        return;
+    }
+    timers.serial += 1;
+    let job = timers.serial;
+    let Some(id) = ffi::create_timer::<HeadDue>(ctx, delay, job) else {
+        return;
+    };
+    let timer = HeadTimer { id, job, fires_at };
+    if let Some(old) = timers.by_lock.insert(lock.to_owned(), timer) {
+        ffi::stop_timer(ctx, old.id);
+    }
+}
+
+/// A hold granted here ended outside a command (its lease ran out, it was
+/// evicted or deleted): its lock may have a fair queue to serve, which the
+/// drain looks at.
+pub fn hold_ended(ctx: &Context, db: i32, key: &[u8]) {
+    if config::redisson_notify() {
+        let lock = LockId {
+            db,
+            key: Cow::Owned(key.to_vec()),
+        };
+        deferred::defer_fair_check(ctx, lock);
+    }
+}
+
+/// A timer at the deadline of a kept-for fair waiter, for a lock nobody
+/// here waits for.
+struct HeadTimer {
+    id: TimerId,
+    job: u64,
+    fires_at: i64,
+}
+
+#[derive(Default)]
+struct HeadTimers {
+    by_lock: HashMap<LockId<'static>, HeadTimer>,
+    serial: u64,
+}
+
+static HEAD_TIMERS: LazyLock<Mutex<HeadTimers>> = LazyLock::new(Mutex::default);
+
+struct HeadDue;
+
+impl TimerHandler for HeadDue {
+    fn fire(ctx: &Context, job: u64) {
+        let lock = {
+            let mut timers = sync::lock(&HEAD_TIMERS);
+            let Some(lock) = timers
+                .by_lock
+                .iter()
+                .find(|(_, t)| t.job == job)
+                .map(|(lock, _)| lock.clone())
+            else {
+                return;
+            };
+            timers.by_lock.remove(&lock);
+            lock
+        };
+        deferred::defer_fair_check(ctx, lock);
+    }
+}
+
+static WATCHING: AtomicBool = AtomicBool::new(false);
+
+/// Starts listening to list events, at the first wait of a module caller on
+/// a lock with a fair queue: a fair waiter that gives up (acquireFailed's
+/// `LREM`) or is dropped by another's script (`LPOP`) while the lock is kept
+/// for it must let the module's waiter behind it have the lock. Until then
+/// no list command on the server calls into the module.
+pub fn watch(ctx: &Context) {
+    if WATCHING.load(Relaxed) || WATCHING.swap(true, Relaxed) {
+        return;
+    }
+    if !ffi::subscribe_list_events::<QueueEvents>(ctx) {
+        ffi::log_warning(
+            ctx,
+            "lock: could not subscribe to list events; a Redisson fair waiter that \
+             gives up lets the module's waiters have the lock at its deadline only",
+        );
+    }
+}
+
+/// List events: a change of a fair queue whose lock the module's callers
+/// wait for has that lock looked at again in the drain (never here: see
+/// `deferred.rs`).
+struct QueueEvents;
+
+impl KeyspaceHandler for QueueEvents {
+    fn event(ctx: &Context, event: &[u8], key: &[u8]) {
+        if store::is_own_notification() || event == b"rpush" {
+            return;
+        }
+        let locks = locks_of_fair_queue_key(key);
+        if locks.is_empty() || !anyone_waits() {
+            return;
+        }
+        let db = ffi::selected_db(ctx);
+        let waited: Vec<LockId<'static>> = match registry() {
+            Ok(reg) => locks
+                .into_iter()
+                .filter(|name| reg.has_waiters(db, name))
+                .map(|name| LockId {
+                    db,
+                    key: Cow::Owned(name.to_vec()),
+                })
+                .collect(),
+            Err(_) => return,
+        };
+        for lock in waited {
+            deferred::defer_key(ctx, lock);
+        }
+    }
+}
