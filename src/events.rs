@@ -132,7 +132,9 @@ fn settle(ctx: &Context, placement: &Placement, lock: &LockId<'_>, for_fair_queu
     if !(waited || for_fair_queue) || !ffi::select_db(ctx, lock.db) {
         return;
     }
-    if !waited && !placement.serves(&lock.key) {
+    // Without waiters, only a lock with a fair queue is looked at: the rest
+    // (elections' locks among them) must not see a transition nobody made.
+    if !waited && (!placement.serves(&lock.key) || !fair_queue::exists(ctx, &lock.key)) {
         return;
     }
     if !placement.serves(&lock.key) {

@@ -16,7 +16,7 @@
 //! The writes (a stale head dropped, the head told) are applied with the
 //! lock's other changes (`store.rs`).
 //!
-//! Offers: [`read`], [`kept`], [`hold_ended`], [`watch`].
+//! Offers: [`read`], [`exists`], [`kept`], [`hold_ended`], [`watch`].
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -66,6 +66,15 @@ pub fn read(ctx: &Context, lock: &[u8]) -> Option<FairQueue> {
         due: due(&owner),
         owner: owner.into(),
     })))
+}
+
+/// Whether `lock` (in the context's db) has a fair queue to look at.
+pub fn exists(ctx: &Context, lock: &[u8]) -> bool {
+    if !config::redisson_notify() || !fair_keys_in_slot(lock) {
+        return false;
+    }
+    let name = ffi::string(ctx, &fair_queue_key(lock));
+    Key::open(ctx, &name, false).is_some_and(|list| list.kind() == KeyKind::List)
 }
 
 /// A transition left `lock` free and kept for the fair waiter `head`: it is

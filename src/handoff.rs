@@ -96,7 +96,10 @@ pub fn begin<'c>(
         (LockState::Shared(_), _) | (_, Origin::Renewal { .. }) => None,
         _ => fair_queue::read(ctx, &lock.key),
     };
-    Ok((key, Transition::new(state, ffi::now_ms(), token).with_fair(fair)))
+    Ok((
+        key,
+        Transition::new(state, ffi::now_ms(), token).with_fair(fair),
+    ))
 }
 
 impl<'c> Origin<'c> {

@@ -269,8 +269,7 @@ fn drop_fair_head(ctx: &Context, lock: &[u8], owner: &[u8], native: bool) {
         }
     }
     let deadlines = ffi::string(ctx, &fair_timeout_key(lock));
-    if let Some(key) = Key::open(ctx, &deadlines, true).filter(|k| k.kind() == KeyKind::SortedSet)
-    {
+    if let Some(key) = Key::open(ctx, &deadlines, true).filter(|k| k.kind() == KeyKind::SortedSet) {
         if as_own(|| key.zset_remove(ctx, owner)) {
             replicate_or_count(ctx, &deadlines, Native::ZRem { member: owner }, native);
             notify_own(ctx, ffi::NOTIFY_ZSET, c"zrem", &deadlines);
@@ -456,7 +455,9 @@ fn read_state(ctx: &Context, name: &[u8], key: &Key) -> Result<LockState, LockEr
                 Ok(LockState::Shared(rw))
             }
         },
-        KeyKind::String | KeyKind::SortedSet | KeyKind::List | KeyKind::Other => Err(LockError::wrong_type()),
+        KeyKind::String | KeyKind::SortedSet | KeyKind::List | KeyKind::Other => {
+            Err(LockError::wrong_type())
+        }
     }
 }
 

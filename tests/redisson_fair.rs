@@ -84,6 +84,19 @@ fn wait_queued(con: &mut Connection, name: &str, owner: &str) {
     });
 }
 
+/// Scripts the server has run (`cmdstat_eval` calls).
+fn scripts_run(server: &Server) -> i64 {
+    server
+        .info_field("commandstats", "cmdstat_eval")
+        .and_then(|stats| {
+            stats
+                .split(',')
+                .find_map(|kv| kv.strip_prefix("calls="))
+                .and_then(|n| n.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
 fn queue(con: &mut Connection, name: &str) -> Vec<String> {
     q(con, &["LRANGE", &queue_key(name), "0", "-1"])
 }
@@ -308,4 +321,116 @@ fn a_dead_fair_waiter_is_pruned_after_a_module_lease_ends() {
     wait_until("the queue pruned and every key gone", || {
         dbsize(&mut con) == 0
     });
+}
+
+/// A fair waiter the lock is kept for that gives up (Redisson's
+/// acquireFailed: LREM of its entry) lets the module's waiter queued behind
+/// it have the lock at once, not at the fair waiter's deadline a minute on.
+#[test]
+fn a_fair_waiter_that_gives_up_lets_the_module_waiter_behind_it_go() {
+    let server = Server::start();
+    let mut con = server.client();
+    acquire(&mut con, "res", "module-x", &["PX", "60000"]);
+    // B queued with a minute's wait, not retrying by itself.
+    assert!(try_acquire(&mut con, "res", OWNER_B, 60_000, 60_000).is_some());
+    let mut w = queue_waiter::<Connection>(
+        &server,
+        &mut con,
+        "res",
+        "module-w",
+        &["PX", "60000", "BLOCK", "20000"],
+        1,
+    );
+    let _: Value = q(&mut con, &["LOCK.RELEASE", "res", "module-x"]);
+    let queued: Vec<Value> = q(&mut con, &["LOCK.WAITERS", "res"]);
+    assert_eq!(queued.len(), 1, "kept for B, W still waits");
+    assert_eq!(q::<i64>(&mut con, &["EXISTS", "res"]), 0);
+
+    acquire_failed(&mut con, "res", OWNER_B, 60_000);
+    assert_eq!(recv(&mut w).expect("module waiter's reply"), Value::Int(1));
+    assert_eq!(
+        lock_field(&mut con, "res", "owner").as_deref(),
+        Some("module-w")
+    );
+    let _: Value = q(&mut con, &["LOCK.RELEASE", "res", "module-w"]);
+    assert_eq!(dbsize(&mut con), 0, "keys left behind");
+}
+
+/// A fair waiter the lock is kept for that never comes (killed while it
+/// waited) is dropped at its deadline, by the server's clock, and the
+/// module's waiter behind it served; not before that deadline.
+#[test]
+fn a_dead_fair_waiter_keeps_the_lock_until_its_deadline_only() {
+    let server = Server::start();
+    let mut con = server.client();
+    acquire(&mut con, "res", "module-x", &["PX", "600"]);
+    // Due 600 + 300 ms from now: the lock's PTTL plus its wait.
+    assert!(try_acquire(&mut con, "res", OWNER_B, 60_000, 300).is_some());
+    let due = deadline_of(&mut con, "res", OWNER_B).expect("B's deadline");
+    let mut w = queue_waiter::<Connection>(
+        &server,
+        &mut con,
+        "res",
+        "module-w",
+        &["PX", "60000", "BLOCK", "20000"],
+        1,
+    );
+    let _: Value = q(&mut con, &["LOCK.RELEASE", "res", "module-x"]);
+
+    assert_eq!(recv(&mut w).expect("module waiter's reply"), Value::Int(1));
+    let granted_at: i64 = {
+        let (secs, micros): (String, String) = q(&mut con, &["TIME"]);
+        secs.parse::<i64>().expect("secs") * 1000 + micros.parse::<i64>().expect("us") / 1000
+    };
+    assert!(
+        granted_at >= due,
+        "granted at {granted_at}, B was due at {due}"
+    );
+    assert_eq!(queue(&mut con, "res"), Vec::<String>::new());
+    assert_eq!(deadline_of(&mut con, "res", OWNER_B), None);
+    let _: Value = q(&mut con, &["LOCK.RELEASE", "res", "module-w"]);
+    assert_eq!(dbsize(&mut con), 0, "keys left behind");
+}
+
+/// A Redisson unlock (its script: DEL, and `0` to the fair queue's head)
+/// hands the lock to a module waiter queued before that head: the head,
+/// woken, finds the lock held and waits on; the module waiter's release
+/// then wakes it.
+#[test]
+fn a_redisson_unlock_serves_the_module_waiter_queued_before_the_next_fair_client() {
+    let server = Server::start();
+    let mut con = server.client();
+    let mut a = FairClient::new(&server, "res", OWNER_A);
+    a.lock();
+    let mut w = queue_waiter::<Connection>(
+        &server,
+        &mut con,
+        "res",
+        "module-w",
+        &["PX", "60000", "BLOCK", "20000"],
+        1,
+    );
+    let before = scripts_run(&server);
+    let b = spawn_try_lock(&server, "res", OWNER_B);
+    // B's two attempts (queued, then again once subscribed) are in: from
+    // now on B only asks when woken. (An attempt of B's read in the same
+    // event-loop pass as A's unlock, before the hand-off that follows it,
+    // would find the lock free; see docs/semantics.md.)
+    wait_until("B's attempts", || scripts_run(&server) >= before + 2);
+    wait_queued(&mut con, "res", OWNER_B);
+
+    assert_eq!(a.unlock(), Value::Int(1));
+    assert_eq!(recv(&mut w).expect("module waiter's reply"), Value::Int(1));
+    assert_eq!(
+        lock_field(&mut con, "res", "owner").as_deref(),
+        Some("module-w")
+    );
+    assert_eq!(queue(&mut con, "res"), [OWNER_B], "B still waits");
+
+    let _: Value = q(&mut con, &["LOCK.RELEASE", "res", "module-w"]);
+    let (mut b, wakes) = b.join().expect("B's tryLock");
+    let wakes = wakes.expect("B gave up");
+    assert_eq!(wakes.timeouts, 0, "B slept out a ttl: {wakes:?}");
+    assert_eq!(b.unlock(), Value::Int(1));
+    assert_eq!(dbsize(&mut con), 0, "keys left behind");
 }

@@ -64,7 +64,7 @@ impl FairQueue {
     pub fn prune(&mut self, now_ms: i64) -> Vec<FieldName> {
         let mut pruned = Vec::new();
         while let Some(head) = self.entries.front() {
-            if !head.due.is_some_and(|due| due <= now_ms) {
+            if head.due.is_none_or(|due| due > now_ms) {
                 break;
             }
             if let Some(gone) = self.entries.pop_front() {
@@ -150,13 +150,19 @@ mod tests {
         let mut t = held_by("x", &[("f1", NOW + 10), ("f2", NOW + 20)]);
         assert_eq!(t.release(&mut Fifo::default(), b"x", None), Ok(0));
         assert_eq!(t.state(), &LockState::Free);
-        assert_eq!(t.changes, vec![notified("f1"), Change::Delete, Change::Notify]);
+        assert_eq!(
+            t.changes,
+            vec![notified("f1"), Change::Delete, Change::Notify]
+        );
         assert_eq!(t.kept_for(), Some(&entry("f1", Some(NOW + 10))));
         // Kept: a caller without BLOCK is busy, one with BLOCK waits, and
         // nothing is written for either.
         t.changes.clear();
         let mut none = Fifo::default();
-        assert_eq!(t.acquire(&mut none, &req("y"), false), Ok(Acquisition::Busy));
+        assert_eq!(
+            t.acquire(&mut none, &req("y"), false),
+            Ok(Acquisition::Busy)
+        );
         assert_eq!(t.acquire(&mut none, &req("y"), true), Ok(Acquisition::Wait));
         assert!(t.changes.is_empty());
         // Nor does a multi-lock caller take it.

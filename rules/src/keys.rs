@@ -364,7 +364,10 @@ mod tests {
         // `res` and `{res}` both have this queue.
         let both: [&[u8]; 2] = [b"res", b"{res}"];
         assert_eq!(locks_of_fair_queue_key(b"redisson_lock_queue:{res}"), both);
-        assert_eq!(locks_of_fair_queue_key(b"redisson_lock_queue:a{b}"), [b"a{b}"]);
+        assert_eq!(
+            locks_of_fair_queue_key(b"redisson_lock_queue:a{b}"),
+            [b"a{b}"]
+        );
         assert_eq!(
             locks_of_fair_queue_key(b"redisson_lock_queue:{a{b}}"),
             [b"{a{b}}"]

@@ -56,8 +56,7 @@ pub use config::{load_configs, register_bool_config, register_i64_config};
 pub use events::{
     subscribe_client_events, subscribe_data_events, subscribe_event_loop, subscribe_expiry_events,
     subscribe_hash_events, subscribe_keyspace_events, subscribe_list_events,
-    subscribe_new_key_events,
-    subscribe_string_events, KeyspaceHandler, ServerEventHandler,
+    subscribe_new_key_events, subscribe_string_events, KeyspaceHandler, ServerEventHandler,
 };
 pub use key::{
     notify, signal_modified, Key, KeyKind, NOTIFY_GENERIC, NOTIFY_HASH, NOTIFY_LIST, NOTIFY_STRING,
