@@ -12,6 +12,7 @@ mod deadlock;
 mod election;
 mod etcd;
 mod expiry;
+mod fair;
 mod keepalive;
 mod keepalive_floor;
 mod latch;
@@ -49,12 +50,12 @@ usage: lock-bench [options]
                           S5 moderate-contention, S6 no-tax, S7 read-write, S8 multi-lock,
                           S9 keepalive-renewals, S10 cli-cost, S11 keepalive-floor,
                           S12 semaphore, S13 latch, S14 election, S15 deadlock-detection,
-                          S16 peers
+                          S16 peers, S17 fair-lock
   --reps N                repetitions of every measurement (default: S1/S5/S1b 7, S2/S3/S4/S7/S8 5,
                           S4 memory 3, S6 9, S9 3 renewal periods, S10 5, S11 1 run of 30 s
                           (5 s with --quick), S12 3, S13 7 rounds; S14 samples per cell: 5,
                           2 for etcdctl's kill -9 and cut, 3 for k8s-lease; S15 5, its cycles 3;
-                          S16 3; median reported)
+                          S16 3; S17 5; median reported)
   --warmup SECS           warm-up before each measured run (default 0.3, 0.2 with --quick)
   --measure SECS          length of each measured run (default 1, 0.5 with --quick; S8's redisson
                           runs 4.5 s longer: its MultiLock tryLock wait)
@@ -81,7 +82,7 @@ usage: lock-bench [options]
 
 /// Every scenario, in the order they run: its tag and a name saying what it
 /// measures.
-const SCENARIOS: [(&str, &str); 17] = [
+const SCENARIOS: [(&str, &str); 18] = [
     ("S1", "uncontended"),
     ("S1b", "pipelined-acquires"),
     ("S2", "hot-lock"),
@@ -99,6 +100,7 @@ const SCENARIOS: [(&str, &str); 17] = [
     ("S14", "election"),
     ("S15", "deadlock-detection"),
     ("S16", "peers"),
+    ("S17", "fair-lock"),
 ];
 
 /// The name of scenario `tag`.
@@ -141,6 +143,8 @@ pub const REPS_S15: usize = 5;
 pub const REPS_S15_CYCLES: usize = 3;
 /// S16: repetitions of every cell (systems interleaved within each).
 pub const REPS_S16: usize = 3;
+/// S17: repetitions of every cell (cells interleaved within each).
+pub const REPS_S17: usize = 5;
 
 #[derive(Clone, Debug)]
 pub struct Opts {
@@ -689,6 +693,9 @@ async fn run(opts: Opts) -> io::Result<bool> {
             }
             if id == "S14" {
                 return election::s14(&opts, started).await;
+            }
+            if id == "S17" {
+                return fair::s17(&opts, started).await;
             }
             if id == "S16" {
                 let (s, c) = peers::s16(&opts, started).await?;
