@@ -1,5 +1,6 @@
 //! Work done after the command, timer or event that found it, in a 0 ms
-//! timer (the drain): locks to look at again (an outside change may have
+//! timer (the drain; after a keyspace event on a server with
+//! post-notification jobs, right after the command that fired it): locks to look at again (an outside change may have
 //! ended them, or the head of their queue changed), grants whose answer
 //! never reached their waiter, elections whose leader may have lost,
 //! semaphores whose waiters may wait for a new holder (deadlocks), and
@@ -57,6 +58,8 @@ pub struct Work {
 struct Deferred {
     work: Work,
     armed: bool,
+    /// A drain is queued to run right after the current command.
+    after_command: bool,
 }
 
 static DEFERRED: LazyLock<Mutex<Deferred>> = LazyLock::new(Mutex::default);
@@ -111,6 +114,20 @@ pub fn defer_fair_check(ctx: &Context, lock: LockId<'static>) {
     defer(ctx, |work| {
         work.fair_locks.insert(lock);
     });
+}
+
+/// From a keyspace-event callback that deferred work: where the server
+/// can run a job right after the command that fired the event (7.2+), the
+/// drain runs then too, before any other client's command: a Redisson
+/// client whose script runs next finds the lock handed on already. The
+/// 0 ms timer stays armed: it does the work if the job cannot (or finds
+/// nothing left).
+pub fn drain_after_event(ctx: &Context) {
+    let mut d = deferred();
+    if d.after_command || !d.armed {
+        return;
+    }
+    d.after_command = ffi::run_after_event::<DrainNow>(ctx);
 }
 
 /// Looks at `lock` again now if the server may be written, else in the
@@ -169,6 +186,24 @@ impl TimerHandler for Drain {
                 }
                 Writable::Now => std::mem::take(&mut d.work),
             }
+        };
+        run(ctx, work);
+    }
+}
+
+/// The drain run right after a command (see [`drain_after_event`]); if the
+/// server may not be written now, the armed timer retries.
+struct DrainNow;
+
+impl TimerHandler for DrainNow {
+    fn fire(ctx: &Context, _: u64) {
+        let work = {
+            let mut d = deferred();
+            d.after_command = false;
+            if writable(ctx) != Writable::Now {
+                return;
+            }
+            std::mem::take(&mut d.work)
         };
         run(ctx, work);
     }

@@ -192,38 +192,44 @@ impl KeyspaceHandler for KeyspaceEvents {
         if store::is_own_notification() {
             return;
         }
-        let db = ffi::selected_db(ctx);
-        if event == b"new" {
-            return new_key(ctx, db, key);
-        }
-        latches::key_event(ctx, db, event, key);
-        // Expiry and eviction end holds (and are seen by elections) through
-        // `ExpiryEvents`.
-        if event != b"expired" && event != b"evicted" {
-            if holds::key_event(db, event, key) {
-                fair_queue::hold_ended(ctx, db, key);
-            }
-            for election in elections::of_key(db, key) {
-                election_changed(ctx, election);
-            }
-        }
-        // When the registry is busy (never expected), note the key anyway:
-        // the drain re-checks everything.
-        if registry().is_ok_and(|r| !r.has_waiters(db, key)) {
-            return;
-        }
-        // Whoever noticed first (the lease timer, Redis's active or lazy
-        // expiry, a command opening the key), the lease ran out while
-        // callers waited.
-        if event == b"expired" {
-            Stats::bump(&STATS.expired_with_waiters);
-        }
-        let lock = LockId {
-            db,
-            key: Cow::Owned(key.to_vec()),
-        };
-        deferred::defer_key(ctx, lock);
+        keyspace_event(ctx, event, key);
+        deferred::drain_after_event(ctx);
     }
+}
+
+/// A keyspace event from outside the module (see [`KeyspaceEvents`]).
+fn keyspace_event(ctx: &Context, event: &[u8], key: &[u8]) {
+    let db = ffi::selected_db(ctx);
+    if event == b"new" {
+        return new_key(ctx, db, key);
+    }
+    latches::key_event(ctx, db, event, key);
+    // Expiry and eviction end holds (and are seen by elections) through
+    // `ExpiryEvents`.
+    if event != b"expired" && event != b"evicted" {
+        if holds::key_event(db, event, key) {
+            fair_queue::hold_ended(ctx, db, key);
+        }
+        for election in elections::of_key(db, key) {
+            election_changed(ctx, election);
+        }
+    }
+    // When the registry is busy (never expected), note the key anyway:
+    // the drain re-checks everything.
+    if registry().is_ok_and(|r| !r.has_waiters(db, key)) {
+        return;
+    }
+    // Whoever noticed first (the lease timer, Redis's active or lazy
+    // expiry, a command opening the key), the lease ran out while
+    // callers waited.
+    if event == b"expired" {
+        Stats::bump(&STATS.expired_with_waiters);
+    }
+    let lock = LockId {
+        db,
+        key: Cow::Owned(key.to_vec()),
+    };
+    deferred::defer_key(ctx, lock);
 }
 
 /// A key was created (heard once a caller waited on a semaphore): a
@@ -264,6 +270,7 @@ impl KeyspaceHandler for ExpiryEvents {
         for election in elections::of_key(db, key) {
             election_changed(ctx, election);
         }
+        deferred::drain_after_event(ctx);
     }
 }
 

@@ -216,5 +216,6 @@ impl KeyspaceHandler for QueueEvents {
         for lock in waited {
             deferred::defer_key(ctx, lock);
         }
+        deferred::drain_after_event(ctx);
     }
 }

@@ -110,6 +110,9 @@ mod tests {
         fn fair_ahead(&self) -> &[FieldName] {
             &self.1
         }
+        fn retain_fair_ahead(&mut self, still_queued: &dyn Fn(&[u8]) -> bool) {
+            self.1.retain(|owner| still_queued(owner));
+        }
     }
 
     fn req(owner: &str) -> Request {
@@ -136,7 +139,8 @@ mod tests {
             holds: 1,
         };
         let fair = FairQueue::new(fair.iter().map(|(o, due)| entry(o, Some(*due))));
-        Transition::new(state, NOW, Some(Ok(0))).with_fair(Some(fair))
+        // As read from the keys: no list, no queue.
+        Transition::new(state, NOW, Some(Ok(0))).with_fair((!fair.is_empty()).then_some(fair))
     }
 
     fn notified(owner: &str) -> Change {
@@ -201,6 +205,19 @@ mod tests {
         assert!(t.kept_for().is_none());
         let r = t.acquire(&mut Fifo::default(), &req("y"), false);
         assert_eq!(r, Ok(Acquisition::Now(1)));
+    }
+
+    #[test]
+    fn a_fair_owner_that_left_and_queued_again_comes_after() {
+        // W came after f1; f1 took the lock (its script popped it).
+        let mut q = waiting("w", &["f1"]);
+        let mut t = held_by("f1", &[]);
+        t.settle_after_event(&mut q);
+        assert!(q.front().is_some_and(|(_, w)| w.fair_ahead().is_empty()));
+        // f1 let go and queued again (Redisson keeps its owner): W first.
+        let mut t = held_by("x", &[("f1", NOW + 10)]);
+        t.release(&mut q, b"x", None).unwrap();
+        assert!(matches!(t.wakes[..], [ref w] if w.verdict == Verdict::Granted(1)));
     }
 
     #[test]

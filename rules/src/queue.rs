@@ -94,6 +94,11 @@ impl<T> Fifo<T> {
         Some(node.value)
     }
 
+    /// Every entry, in no particular order.
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut T> + '_ {
+        self.nodes.values_mut().map(|n| &mut n.value)
+    }
+
     /// Ids from head to tail.
     pub fn ids(&self) -> impl Iterator<Item = WaiterId> + '_ {
         std::iter::successors(self.head, move |id| self.nodes.get(id).and_then(|n| n.next))

@@ -55,6 +55,19 @@ impl<H> Queued for Waiter<H> {
     fn fair_ahead(&self) -> &[FieldName] {
         &self.fair_ahead
     }
+
+    fn retain_fair_ahead(&mut self, still_queued: &dyn Fn(&[u8]) -> bool) {
+        if self.fair_ahead.iter().all(|owner| still_queued(owner)) {
+            return;
+        }
+        let kept: Vec<FieldName> = self
+            .fair_ahead
+            .iter()
+            .filter(|owner| still_queued(owner))
+            .cloned()
+            .collect();
+        self.fair_ahead = kept.into();
+    }
 }
 
 /// A multi-lock caller: the id of its first entry. It has one entry in

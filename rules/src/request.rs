@@ -106,6 +106,10 @@ pub trait Queued {
     fn fair_ahead(&self) -> &[FieldName] {
         &[]
     }
+
+    /// Keeps in [`Self::fair_ahead`] only the owners `still_queued` says
+    /// are: one that left Redisson's queue and queued again came after.
+    fn retain_fair_ahead(&mut self, _still_queued: &dyn Fn(&[u8]) -> bool) {}
 }
 
 impl Queued for Request {

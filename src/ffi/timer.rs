@@ -1,5 +1,6 @@
-//! Timers: one-shot server timers, and running a timer job on the main
-//! thread at the request of another thread (the lease alarm).
+//! Timers: one-shot server timers, running a timer job on the main thread
+//! at the request of another thread (the lease alarm), and jobs run right
+//! after the command whose keyspace event asked for them (7.2+).
 
 use std::ffi::c_void;
 use std::ptr::{self};
@@ -96,4 +97,22 @@ pub fn stop_timer(ctx: &Context, id: TimerId) -> bool {
     // SAFETY: Redis looks the id up and ignores unknown ones; the data
     // out-pointer may be NULL.
     api!(RedisModule_StopTimer).is_some_and(|f| unsafe { f(ctx.ctx, id, ptr::null_mut()) } == OK)
+}
+
+/// From a keyspace-event callback: runs timer handler `H` (with data 0)
+/// once the command that fired the event is done, inside its execution
+/// unit (so its writes replicate after the command's own), where writing
+/// is safe: RM_AddPostNotificationJob. False where the server has no such
+/// call (7.0) or refuses it (loading, a read-only replica).
+pub fn run_after_event<H: TimerHandler>(ctx: &Context) -> bool {
+    unsafe extern "C" fn job<H: TimerHandler>(ctx: *mut raw::RedisModuleCtx, _: *mut c_void) {
+        let context = Context::new(ctx);
+        guard(&context, || H::fire(&context, 0));
+    }
+    let Some(add) = api!(RedisModule_AddPostNotificationJob) else {
+        return false;
+    };
+    // SAFETY: ctx is the live callback context; the job is monomorphised for
+    // H and takes no private data (NULL, nothing to free).
+    unsafe { add(ctx.ctx, Some(job::<H>), ptr::null_mut(), None) == OK }
 }

@@ -141,6 +141,9 @@ pub struct Transition<T> {
     pub tally: Tally,
     /// Redisson's fair queue of the lock, when it has one (`fair.rs`).
     fair: Option<FairQueue>,
+    /// Whether the fair queue was read (`None` above then means it has
+    /// none; a renewal does not read it).
+    fair_read: bool,
     /// The fair queue's head the free lock is kept for.
     kept_for: Option<FairEntry>,
     /// Tell the fair queue's head when the lock is kept for it, even if
@@ -161,6 +164,7 @@ impl<T: Queued> Transition<T> {
             wakes: Vec::new(),
             tally: Tally::default(),
             fair: None,
+            fair_read: false,
             kept_for: None,
             announce_to_fair: false,
         };
@@ -168,9 +172,11 @@ impl<T: Queued> Transition<T> {
         tx
     }
 
-    /// The lock's Redisson fair queue, as read from its keys.
+    /// The lock's Redisson fair queue, as read from its keys (`None`: it
+    /// has none).
     pub fn with_fair(mut self, fair: Option<FairQueue>) -> Self {
         self.fair = fair;
+        self.fair_read = true;
         self
     }
 
@@ -197,19 +203,57 @@ impl<T: Queued> Transition<T> {
         self.settle(queue);
     }
 
-    /// On a free lock with a fair queue: drops the queue's stale heads, then
-    /// keeps the lock for its head if it goes before `module_first` (see
-    /// [`head_goes_first`]), telling it so when the lock just came free.
-    /// Returns whether the lock is kept for a fair waiter.
-    pub(crate) fn keep_for_fair(&mut self, module_first: Option<&T>) -> bool {
+    /// Redisson's prune, on a free lock: the fair queue's heads whose
+    /// deadline passed are dropped; the next head must then be told.
+    fn drop_stale_fair_heads(&mut self) {
         let Some(fair) = self.fair.as_mut() else {
-            return false;
+            return;
         };
         let pruned = fair.prune(self.now_ms);
-        let announce = self.announce_to_fair || !pruned.is_empty() || !self.vacated.is_empty();
+        if pruned.is_empty() {
+            return;
+        }
+        self.announce_to_fair = true;
         for owner in pruned {
             self.changes.push(Change::DropFairHead { owner });
         }
+    }
+
+    /// A fair waiter a module waiter saw queued, no longer in the queue (it
+    /// took the lock, gave up or was dropped), is forgotten by that waiter:
+    /// the same owner queued again (a Redisson thread keeps its owner from
+    /// one `lock()` to the next) came after it. Looked at whenever the fair
+    /// queue was read and may have lost someone: it exists, or the lock
+    /// changed outside a command, or a holder (perhaps a fair waiter that
+    /// took it) left in this transition.
+    fn forget_departed_fair_waiters(&mut self, queue: &mut Fifo<T>) {
+        if !self.fair_read
+            || queue.is_empty()
+            || (self.fair.is_none() && !self.announce_to_fair && self.vacated.is_empty())
+        {
+            return;
+        }
+        let fair = self.fair.as_ref();
+        let still_queued = |owner: &[u8]| fair.is_some_and(|f| f.owners().any(|o| o[..] == *owner));
+        for waiter in queue.values_mut() {
+            if !waiter.fair_ahead().is_empty() {
+                waiter.retain_fair_ahead(&still_queued);
+            }
+        }
+    }
+
+    /// On a free lock with a fair queue: drops the queue's stale heads, then
+    /// keeps the lock for its head if it goes before `module_first` (see
+    /// [`head_goes_first`]), telling it so when the lock just came free (or
+    /// a stale head was dropped).
+    /// Returns whether the lock is kept for a fair waiter.
+    pub(crate) fn keep_for_fair(&mut self, module_first: Option<&T>) -> bool {
+        self.drop_stale_fair_heads();
+        let Some(fair) = self.fair.as_ref() else {
+            return false;
+        };
+        // Nobody told the head yet if the lock came free now.
+        let announce = self.announce_to_fair || !self.vacated.is_empty();
         let Some(head) = fair.head() else {
             self.kept_for = None;
             return false;
@@ -257,6 +301,10 @@ impl<T: Queued> Transition<T> {
     /// with a Redisson fair queue may be kept for that queue's head instead
     /// (`fair.rs`).
     pub fn settle(&mut self, queue: &mut Fifo<T>) {
+        if self.state == LockState::Free {
+            self.drop_stale_fair_heads();
+        }
+        self.forget_departed_fair_waiters(queue);
         loop {
             if self.state == LockState::Free && self.keep_for_fair(queue.front().map(|(_, w)| w)) {
                 return;
