@@ -42,12 +42,28 @@ use lock_rules::lock_id::LockId;
 use lock_rules::session::LossReason;
 
 /// The deferred work, on a master that may be written now.
-pub fn drain(ctx: &Context, work: Work) {
+pub fn drain(ctx: &Context, mut work: Work) {
+    // Every hold that ends outside a command has its lock looked at for a
+    // fair queue: most have none, and cost one key lookup here, not the
+    // cluster's slot map.
+    work.fair_locks.retain(|lock| {
+        !work.keys.contains(lock)
+            && ffi::select_db(ctx, lock.db)
+            && fair_queue::exists(ctx, &lock.key)
+    });
+    if work.keys.is_empty()
+        && work.fair_locks.is_empty()
+        && work.lost_grants.is_empty()
+        && work.elections.is_empty()
+        && work.semaphores.is_empty()
+    {
+        return;
+    }
     let placement = Placement::read(ctx);
     for lock in &work.keys {
         settle(ctx, &placement, lock, false);
     }
-    for lock in work.fair_locks.difference(&work.keys) {
+    for lock in &work.fair_locks {
         settle(ctx, &placement, lock, true);
     }
     for grant in &work.lost_grants {
@@ -132,9 +148,10 @@ fn settle(ctx: &Context, placement: &Placement, lock: &LockId<'_>, for_fair_queu
     if !(waited || for_fair_queue) || !ffi::select_db(ctx, lock.db) {
         return;
     }
-    // Without waiters, only a lock with a fair queue is looked at: the rest
-    // (elections' locks among them) must not see a transition nobody made.
-    if !waited && (!placement.serves(&lock.key) || !fair_queue::exists(ctx, &lock.key)) {
+    // Without waiters, only a lock with a fair queue is looked at (the
+    // drain checked): the rest, elections' locks among them, must not see
+    // a transition nobody made.
+    if !waited && !placement.serves(&lock.key) {
         return;
     }
     if !placement.serves(&lock.key) {

@@ -19,6 +19,7 @@
 //! Offers: [`read`], [`exists`], [`kept`], [`hold_ended`], [`watch`].
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{LazyLock, Mutex};
@@ -32,6 +33,7 @@ use lock_rules::args::MAX_DURATION_MS;
 use lock_rules::fair::{FairEntry, FairQueue};
 use lock_rules::keys::{
     fair_keys_in_slot, fair_queue_key, fair_timeout_key, locks_of_fair_queue_key,
+    write_fair_queue_key,
 };
 use lock_rules::lock_id::LockId;
 
@@ -43,9 +45,8 @@ pub fn read(ctx: &Context, lock: &[u8]) -> Option<FairQueue> {
     if !config::redisson_notify() {
         return None;
     }
-    let name = ffi::string(ctx, &fair_queue_key(lock));
     let owners = {
-        let list = Key::open(ctx, &name, false)?;
+        let list = open_queue(ctx, lock)?;
         if list.kind() != KeyKind::List {
             return None;
         }
@@ -55,7 +56,7 @@ pub fn read(ctx: &Context, lock: &[u8]) -> Option<FairQueue> {
         return None;
     }
     let name = ffi::string(ctx, &fair_timeout_key(lock));
-    let deadlines = Key::open(ctx, &name, false).filter(|k| k.kind() == KeyKind::SortedSet);
+    let deadlines = Key::open(ctx, &name, true).filter(|k| k.kind() == KeyKind::SortedSet);
     // Redisson drops an entry once `score <= now` (whole ms): the score
     // rounded up keeps that for a fractional score too.
     let due = |owner: &[u8]| {
@@ -70,11 +71,28 @@ pub fn read(ctx: &Context, lock: &[u8]) -> Option<FairQueue> {
 
 /// Whether `lock` (in the context's db) has a fair queue to look at.
 pub fn exists(ctx: &Context, lock: &[u8]) -> bool {
-    if !config::redisson_notify() || !fair_keys_in_slot(lock) {
-        return false;
+    config::redisson_notify()
+        && fair_keys_in_slot(lock)
+        && open_queue(ctx, lock).is_some_and(|list| list.kind() == KeyKind::List)
+}
+
+/// Opens the fair queue of `lock`: for writing, though only read, since a
+/// read that misses counts in INFO's `keyspace_misses` (and fires a
+/// `keymiss` event), and nearly every lock has no fair queue (the key is
+/// only looked at on a master, in a command or the drain). The name is
+/// built in a buffer kept from one call to the next.
+fn open_queue<'c>(ctx: &'c Context, lock: &[u8]) -> Option<Key<'c>> {
+    thread_local! {
+        static NAME: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
     }
-    let name = ffi::string(ctx, &fair_queue_key(lock));
-    Key::open(ctx, &name, false).is_some_and(|list| list.kind() == KeyKind::List)
+    let name = NAME.with(|buffer| match buffer.try_borrow_mut() {
+        Ok(mut bytes) => {
+            write_fair_queue_key(lock, &mut bytes);
+            ffi::string(ctx, &bytes)
+        }
+        Err(_) => ffi::string(ctx, &fair_queue_key(lock)),
+    });
+    Key::open(ctx, &name, true)
 }
 
 /// A transition left `lock` free and kept for the fair waiter `head`: it is

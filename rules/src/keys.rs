@@ -227,6 +227,12 @@ pub fn fair_queue_key(lock: &[u8]) -> Vec<u8> {
     prefixed(b"redisson_lock_queue", lock)
 }
 
+/// [`fair_queue_key`] written into `out` (cleared first): it is looked up
+/// at every transition of a lock.
+pub fn write_fair_queue_key(lock: &[u8], out: &mut Vec<u8>) {
+    write_prefixed(b"redisson_lock_queue", lock, out);
+}
+
 /// The fair queue's deadlines: a ZSET of owner -> unix ms after which that
 /// waiter, once first, counts as gone (`redisson_lock_timeout:{key}`).
 pub fn fair_timeout_key(lock: &[u8]) -> Vec<u8> {
