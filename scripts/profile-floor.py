@@ -107,7 +107,7 @@ def cycles(port, protocol, clients, per_client):
 
 
 class Server:
-    def __init__(self, server, module, out):
+    def __init__(self, server, module, out, module_args=()):
         self.module = module
         self.port = free_port()
         self.out = out
@@ -115,7 +115,7 @@ class Server:
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}/cg.%p",
              server, "--port", str(self.port), "--save", "", "--appendonly", "no",
              "--dir", out,
-             "--loadmodule", module],
+             "--loadmodule", module, *module_args],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 60
         while True:
@@ -235,6 +235,8 @@ def main():
     p.add_argument("--cycles", type=int, default=20_000,
                    help="hand-off cycles per client count")
     p.add_argument("--only", default="uncontended,handoff")
+    p.add_argument("--module-args", default="",
+                   help="the module's load arguments, e.g. 'redisson-notify no'")
     p.add_argument("--keep", help="keep the callgrind files in this directory")
     a = p.parse_args()
     out = a.keep or tempfile.mkdtemp(prefix="profile-floor.")
@@ -242,7 +244,7 @@ def main():
     # A copy: rebuilding the module under a running server crashes it.
     module = f"{out}/liblock-profiled.so"
     shutil.copy(a.module, module)
-    server = Server(a.server, module, out)
+    server = Server(a.server, module, out, a.module_args.split())
     try:
         if "uncontended" in a.only:
             n = a.requests
