@@ -27,7 +27,7 @@ use std::sync::{LazyLock, Mutex, MutexGuard, OnceLock};
 
 use redis_module::Context;
 
-use crate::ffi::{self, TimerHandler};
+use crate::ffi::{self, TimerHandler, TimerId};
 use crate::sync;
 use crate::waiters::{Grant, Released};
 use crate::writable::{writable, Writable};
@@ -54,12 +54,32 @@ pub struct Work {
     pub fair_locks: HashSet<LockId<'static>>,
 }
 
+impl Work {
+    fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+            && self.lost_grants.is_empty()
+            && self.elections.is_empty()
+            && self.semaphores.is_empty()
+            && self.fair_locks.is_empty()
+    }
+}
+
 #[derive(Default)]
 struct Deferred {
     work: Work,
-    armed: bool,
+    armed: Option<Armed>,
     /// A drain is queued to run right after the current command.
     after_command: bool,
+}
+
+/// The drain's 0 ms timer.
+#[derive(Clone, Copy)]
+struct Armed {
+    id: TimerId,
+    /// Armed inside a timer of the module: Redis runs module timers from
+    /// one event-loop timer, which one armed while it runs does not bring
+    /// forward, so this one fires a millisecond or more later.
+    late: bool,
 }
 
 static DEFERRED: LazyLock<Mutex<Deferred>> = LazyLock::new(Mutex::default);
@@ -77,10 +97,19 @@ pub fn on_drain(drain: fn(&Context, Work)) {
 fn defer(ctx: &Context, add: impl FnOnce(&mut Work)) {
     let mut d = deferred();
     add(&mut d.work);
-    if !d.armed {
-        d.armed = ffi::create_timer::<Drain>(ctx, 0, 0).is_some();
-        ffi::wake_event_loop();
+    let in_timer = ffi::in_timer();
+    // A late timer is replaced (stopped first: a timer armed behind it
+    // would wait for it) when a command or event outside the module's
+    // timers notes work: the drain must run before other clients' commands
+    // of the next event-loop turn.
+    if d.armed.is_some_and(|a| !a.late || in_timer) {
+        return;
     }
+    if let Some(old) = d.armed.take() {
+        ffi::stop_timer(ctx, old.id);
+    }
+    d.armed = ffi::create_timer::<Drain>(ctx, 0, 0).map(|id| Armed { id, late: in_timer });
+    ffi::wake_event_loop();
 }
 
 /// Looks at `lock` again in the drain.
@@ -124,10 +153,32 @@ pub fn defer_fair_check(ctx: &Context, lock: LockId<'static>) {
 /// nothing left).
 pub fn drain_after_event(ctx: &Context) {
     let mut d = deferred();
-    if d.after_command || !d.armed {
+    if d.after_command || d.armed.is_none() {
         return;
     }
     d.after_command = ffi::run_after_event::<DrainNow>(ctx);
+}
+
+/// After each of the module's timers: the work it noted (a keyspace event
+/// fired by its own writes, or by a key it opened: a lease that ran out)
+/// is done now, still inside it. Left to the 0 ms timer it would wait a
+/// millisecond or more: Redis runs module timers from one event-loop
+/// timer, which a timer armed while it runs does not bring forward, and
+/// clients' commands (a Redisson client taking a lock the drain would have
+/// handed to a waiter before it) run meanwhile.
+pub fn drain_after_timer(ctx: &Context) {
+    let work = {
+        let mut d = deferred();
+        if d.work.is_empty() || writable(ctx) != Writable::Now {
+            return;
+        }
+        // Nothing is left for the timer armed meanwhile.
+        if let Some(armed) = d.armed.take() {
+            ffi::stop_timer(ctx, armed.id);
+        }
+        std::mem::take(&mut d.work)
+    };
+    run(ctx, work);
 }
 
 /// Looks at `lock` again now if the server may be written, else in the
@@ -174,14 +225,15 @@ impl TimerHandler for Drain {
     fn fire(ctx: &Context, _: u64) {
         let work = {
             let mut d = deferred();
-            d.armed = false;
+            d.armed = None;
             match writable(ctx) {
                 Writable::Never => {
                     d.work = Work::default();
                     return;
                 }
                 Writable::Later | Writable::TooFewReplicas => {
-                    d.armed = ffi::create_timer::<Drain>(ctx, RETRY_MS, 0).is_some();
+                    d.armed = ffi::create_timer::<Drain>(ctx, RETRY_MS, 0)
+                        .map(|id| Armed { id, late: true });
                     return;
                 }
                 Writable::Now => std::mem::take(&mut d.work),

@@ -89,6 +89,7 @@ mod module {
         }
         ffi::signal_modified_keys_explicitly(ctx);
         deferred::on_drain(events::drain);
+        ffi::after_every_timer(deferred::drain_after_timer);
         // Keyspace events follow at the first acquire, client and
         // event-loop events at the first wait.
         if !ffi::subscribe_data_events::<events::ServerEvents>(ctx) {

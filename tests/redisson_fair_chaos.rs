@@ -430,11 +430,7 @@ fn replicas_and_aof_agree_after_a_dead_fair_waiter_is_pruned() {
         1,
     );
     assert_eq!(a.unlock(), Value::Int(1));
-    assert_eq!(recv(&mut x).expect("module-x's reply"), Value::Int(1));
-    assert_eq!(
-        lock_field(&mut con, "res", "owner").as_deref(),
-        Some("module-x")
-    );
+    assert_served(&mut con, &mut x, "res", "module-x");
 
     // 2. B queues and dies; module-w queues after it.
     assert!(try_acquire(&mut con, "res", OWNER_B, LEASE_MS, 1).is_some());

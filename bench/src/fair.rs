@@ -48,7 +48,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::{sleep, sleep_until, timeout_at};
 
-use crate::load::owner_id;
+use crate::load::{owner_id, Findings};
 use crate::report::{finite, ms, rate, Bar, Section, INTERFERENCE_PCT, RETRIES};
 use crate::resp::{Conn, Reply};
 use crate::server::{self, CpuMeter, Server};
@@ -199,8 +199,8 @@ struct Shared {
     wait_start: Vec<Cell<Option<Instant>>>,
     all_hist: RefCell<Histogram<u64>>,
     kinds: [KindStats; 2],
-    violations: RefCell<Vec<String>>,
-    errors: RefCell<Vec<String>>,
+    violations: Findings,
+    errors: Findings,
     /// Clients still waiting when the drain ran out.
     stuck: [Cell<u64>; 2],
     /// Critical sections completed (the guarded counter's value).
@@ -208,20 +208,6 @@ struct Shared {
 }
 
 impl Shared {
-    fn error(&self, msg: String) {
-        let mut e = self.errors.borrow_mut();
-        if e.len() < 20 {
-            e.push(msg);
-        }
-    }
-
-    fn violation(&self, msg: String) {
-        let mut v = self.violations.borrow_mut();
-        if v.len() < 20 {
-            v.push(msg);
-        }
-    }
-
     /// The critical section of client `id`: one `INCR` of the guarded
     /// counter, which must answer the sections completed so far + 1.
     async fn critical(&self, id: usize, names: &Names, conn: &mut Conn) -> io::Result<()> {
@@ -230,7 +216,7 @@ impl Shared {
         match r {
             Reply::Int(v) => {
                 if v != want {
-                    self.violation(format!(
+                    self.violations.note(format!(
                         "{} client {id}: INCR of the guarded counter answered {v}, {} sections completed before",
                         self.kind_of[id].name(),
                         want - 1
@@ -257,7 +243,7 @@ impl Shared {
     fn granted(&self, id: usize, t0: Instant) {
         self.wait_start[id].set(None);
         if let Some(other) = self.holder.get() {
-            self.violation(format!(
+            self.violations.note(format!(
                 "{} client {id} granted while {} client {other} holds the lock",
                 self.kind_of[id].name(),
                 self.kind_of[other].name()
@@ -743,8 +729,8 @@ async fn run_once(opts: &Opts, t: &Target, cell: &CellSpec, n: u64) -> io::Resul
         kind_of: kind_of.clone(),
         all_hist: RefCell::new(stats::histogram()),
         kinds: [KindStats::new(), KindStats::new()],
-        violations: RefCell::new(Vec::new()),
-        errors: RefCell::new(Vec::new()),
+        violations: Findings::default(),
+        errors: Findings::default(),
         stuck: [Cell::new(0), Cell::new(0)],
         done: Cell::new(0),
     });
@@ -776,7 +762,7 @@ async fn run_once(opts: &Opts, t: &Target, cell: &CellSpec, n: u64) -> io::Resul
         let kind = *kind;
         tasks.push(tokio::task::spawn_local(async move {
             if let Err(e) = fut.await {
-                sh2.error(format!("{} client {id}: {e}", kind.name()));
+                sh2.errors.note(format!("{} client {id}: {e}", kind.name()));
             }
         }));
     }
@@ -813,12 +799,13 @@ async fn run_once(opts: &Opts, t: &Target, cell: &CellSpec, n: u64) -> io::Resul
         task.abort();
     }
     if hung > 0 {
-        sh.error(format!("{hung} clients did not end after the drain"));
+        sh.errors
+            .note(format!("{hung} clients did not end after the drain"));
     }
     for kind in [Kind::Module, Kind::Fair] {
         let stuck = sh.stuck[kind.index()].get();
         if stuck > 0 {
-            sh.error(format!(
+            sh.errors.note(format!(
                 "{stuck} {} clients still waiting {} s after the window closed (the lock was not handed on to them)",
                 kind.name(),
                 DRAIN.as_secs()
@@ -827,7 +814,7 @@ async fn run_once(opts: &Opts, t: &Target, cell: &CellSpec, n: u64) -> io::Resul
     }
     if hung == 0 {
         if let Some(e) = check_clean(t, &names, sh.done.get()).await? {
-            sh.error(e);
+            sh.errors.note(e);
         }
     }
     let commandstats = crate::load::commandstats(&mut admin).await?;
@@ -877,8 +864,8 @@ async fn run_once(opts: &Opts, t: &Target, cell: &CellSpec, n: u64) -> io::Resul
         generator_cpu: cpu.generator,
         others_cpu: cpu.others,
         commandstats,
-        violations: sh.violations.borrow().clone(),
-        errors: sh.errors.borrow().clone(),
+        violations: sh.violations.list(),
+        errors: sh.errors.list(),
     };
     Ok(run)
 }
@@ -1003,30 +990,8 @@ impl CellRuns {
 
     /// Median µs per call in the server of the busiest commands.
     fn server_time(&self) -> String {
-        let mut names: Vec<String> = Vec::new();
-        for r in &self.runs {
-            let top = r.commandstats.iter().map(|c| c.1).max().unwrap_or(0);
-            for (name, calls, _) in &r.commandstats {
-                if *calls * 20 >= top
-                    && !["config", "info", "script", "exists"].contains(&name.as_str())
-                    && !names.contains(name)
-                {
-                    names.push(name.clone());
-                }
-            }
-        }
-        names
-            .iter()
-            .map(|n| {
-                let v: Vec<f64> = self
-                    .runs
-                    .iter()
-                    .filter_map(|r| r.commandstats.iter().find(|c| &c.0 == n).map(|c| c.2))
-                    .collect();
-                format!("{n} {:.2}", median(&v))
-            })
-            .collect::<Vec<_>>()
-            .join(", ")
+        let runs = self.runs.iter().map(|r| r.commandstats.as_slice());
+        crate::stats::server_time(runs, 20, &["config", "info", "script", "exists"])
     }
 }
 

@@ -510,6 +510,23 @@ struct Multi {
     gave_up: Cell<u64>,
 }
 
+/// The first 20 messages of one kind (errors, violations) a run noted.
+#[derive(Default)]
+pub struct Findings(RefCell<Vec<String>>);
+
+impl Findings {
+    pub fn note(&self, msg: String) {
+        let mut noted = self.0.borrow_mut();
+        if noted.len() < 20 {
+            noted.push(msg);
+        }
+    }
+
+    pub fn list(&self) -> Vec<String> {
+        self.0.borrow().clone()
+    }
+}
+
 struct Shared {
     proto: Proto,
     phase: Cell<Phase>,
@@ -522,8 +539,8 @@ struct Shared {
     hist: RefCell<Histogram<u64>>,
     counts: Vec<Cell<u64>>,
     wait_start: Vec<Cell<Option<(Instant, Mode)>>>,
-    violations: RefCell<Vec<String>>,
-    errors: RefCell<Vec<String>>,
+    violations: Findings,
+    errors: Findings,
     failed_tries: Cell<u64>,
     timeouts: Cell<u64>,
     lease: Vec<u8>,
@@ -548,20 +565,6 @@ struct Shared {
 }
 
 impl Shared {
-    fn error(&self, msg: String) {
-        let mut e = self.errors.borrow_mut();
-        if e.len() < 20 {
-            e.push(msg);
-        }
-    }
-
-    fn violation(&self, msg: String) {
-        let mut v = self.violations.borrow_mut();
-        if v.len() < 20 {
-            v.push(msg);
-        }
-    }
-
     fn measuring(&self) -> bool {
         self.phase.get() == Phase::Measure
     }
@@ -714,7 +717,9 @@ async fn pubsub_task(
 ) {
     if let Err(e) = pubsub_loop(&mut conn, &mut rx, &process, &shared).await {
         if !shared.stopping.get() {
-            shared.error(format!("redisson pub/sub connection: {e}"));
+            shared
+                .errors
+                .note(format!("redisson pub/sub connection: {e}"));
         }
     }
 }
@@ -1495,7 +1500,7 @@ impl Client {
         let want = written.get() + i64::from(write);
         let ok = seen == want;
         if !ok {
-            sh.violation(format!(
+            sh.violations.note(format!(
                 "{}: {} of {}'s data by client {} saw {seen}, {} write(s) had completed",
                 sh.proto.name(),
                 what,
@@ -1518,7 +1523,7 @@ impl Client {
         let sh = &self.shared;
         let last = &sh.tokens[k];
         if token <= last.get() {
-            sh.violation(format!(
+            sh.violations.note(format!(
                 "{}: {} granted to client {} with token {token}, not above the previous {}",
                 sh.proto.name(),
                 String::from_utf8_lossy(&sh.keys[k]),
@@ -1538,7 +1543,7 @@ impl Client {
         let (readers, writers) = (before & (WRITER - 1), before >> 32);
         if writers != 0 || (mode == Mode::Write && readers != 0) {
             rw.violations.set(rw.violations.get() + 1);
-            sh.violation(format!(
+            sh.violations.note(format!(
                 "{}: {} {} granted to client {} while {readers} reader(s) and {writers} writer(s) hold it",
                 sh.proto.name(),
                 String::from_utf8_lossy(&sh.keys[k]),
@@ -1592,7 +1597,7 @@ impl Client {
         let sh = self.shared.clone();
         let id = self.id;
         let fail = |what: &str, ks: &[usize], e: io::Error| {
-            sh.error(format!(
+            sh.errors.note(format!(
                 "{} client {id} {what} {}: {e}",
                 sh.proto.name(),
                 sh.names(ks)
@@ -1644,7 +1649,7 @@ impl Client {
                 // overlap of holds that reach it, as the lock's flag).
                 let holding = &sh.holders[k];
                 if holding.get() as usize >= permits {
-                    sh.violation(format!(
+                    sh.violations.note(format!(
                         "{}: a permit of {} granted to client {id} while {} clients hold its {permits}",
                         sh.proto.name(),
                         String::from_utf8_lossy(&sh.keys[k]),
@@ -1656,7 +1661,7 @@ impl Client {
                 for &k in &ks {
                     let holder = &sh.holders[k];
                     if holder.get() != 0 {
-                        sh.violation(format!(
+                        sh.violations.note(format!(
                             "{}: {} granted to client {id} (with {}) while client {} holds it",
                             sh.proto.name(),
                             String::from_utf8_lossy(&sh.keys[k]),
@@ -1818,8 +1823,8 @@ impl Harness {
             hist: RefCell::new(stats::histogram()),
             counts: (0..spec.clients).map(|_| Cell::new(0)).collect(),
             wait_start: (0..spec.clients).map(|_| Cell::new(None)).collect(),
-            violations: RefCell::new(Vec::new()),
-            errors: RefCell::new(Vec::new()),
+            violations: Findings::default(),
+            errors: Findings::default(),
             failed_tries: Cell::new(0),
             timeouts: Cell::new(0),
             lease: spec.lease_ms.to_string().into_bytes(),
@@ -1930,7 +1935,7 @@ impl Harness {
     }
 
     pub fn errors(&self) -> Vec<String> {
-        self.shared.errors.borrow().clone()
+        self.shared.errors.list()
     }
 
     /// Stops the pub/sub connections.
@@ -2004,7 +2009,7 @@ pub async fn run_load(
         }
     }
     if stuck > 0 {
-        shared.error(format!(
+        shared.errors.note(format!(
             "{stuck} of {} {} clients did not finish within 15 s after the run (stuck waiting?)",
             spec.clients,
             spec.proto.name()
@@ -2017,7 +2022,7 @@ pub async fn run_load(
     if let (Some(permits), 0) = (spec.semaphore, stuck) {
         for key in &shared.keys {
             if let Err(e) = check_semaphore(addr, spec.proto, key, permits).await {
-                shared.error(format!(
+                shared.errors.note(format!(
                     "{} semaphore {} after the run: {e}",
                     spec.proto.name(),
                     String::from_utf8_lossy(key)
@@ -2044,8 +2049,8 @@ pub async fn run_load(
         open_waits,
         failed_tries: shared.failed_tries.get(),
         timeouts: shared.timeouts.get(),
-        violations: shared.violations.borrow().clone(),
-        errors: shared.errors.borrow().clone(),
+        violations: shared.violations.list(),
+        errors: shared.errors.list(),
         server_cpu: cpu.server,
         generator_cpu: cpu.generator,
         others_cpu: cpu.others,

@@ -147,6 +147,39 @@ impl Rng {
     }
 }
 
+/// `name µs, ...`: the server's µs per call (INFO commandstats), the median
+/// over the runs, of each command called in some run at least
+/// `1/min_share` as often as that run's busiest one, except `skip`.
+pub fn server_time<'r>(
+    runs: impl Iterator<Item = &'r [(String, u64, f64)]> + Clone,
+    min_share: u64,
+    skip: &[&str],
+) -> String {
+    let mut names: Vec<&str> = Vec::new();
+    for stats in runs.clone() {
+        let top = stats.iter().map(|c| c.1).max().unwrap_or(0);
+        for (name, calls, _) in stats {
+            if calls * min_share >= top
+                && !skip.contains(&name.as_str())
+                && !names.contains(&name.as_str())
+            {
+                names.push(name);
+            }
+        }
+    }
+    names
+        .iter()
+        .map(|n| {
+            let v: Vec<f64> = runs
+                .clone()
+                .filter_map(|stats| stats.iter().find(|c| c.0 == *n).map(|c| c.2))
+                .collect();
+            format!("{n} {:.2}", median(&v))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -42,28 +42,8 @@ impl Cell {
     /// Median µs per call in the server of the commands this protocol sent
     /// (those with at least as many calls as a tenth of the busiest).
     fn server_time(&self) -> String {
-        let mut names: Vec<String> = Vec::new();
-        for r in &self.runs {
-            let top = r.commandstats.iter().map(|c| c.1).max().unwrap_or(0);
-            for (name, calls, _) in &r.commandstats {
-                if *calls * 10 >= top && name != "config" && name != "info" && !names.contains(name)
-                {
-                    names.push(name.clone());
-                }
-            }
-        }
-        names
-            .iter()
-            .map(|n| {
-                let v: Vec<f64> = self
-                    .runs
-                    .iter()
-                    .filter_map(|r| r.commandstats.iter().find(|c| &c.0 == n).map(|c| c.2))
-                    .collect();
-                format!("{n} {:.2}", median(&v))
-            })
-            .collect::<Vec<_>>()
-            .join(", ")
+        let runs = self.runs.iter().map(|r| r.commandstats.as_slice());
+        crate::stats::server_time(runs, 10, &["config", "info"])
     }
 
     fn med(&self, f: impl Fn(&LoadResult) -> f64) -> f64 {

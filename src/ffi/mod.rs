@@ -74,8 +74,8 @@ pub use server::{
 pub use socket::close_when_peer_is_gone;
 pub use string::string;
 pub use timer::{
-    create_timer, keep_detached_context, one_shots_pending, run_after_event,
-    run_timer_on_main_thread, stop_timer, wake_event_loop, TimerHandler, TimerId,
+    after_every_timer, create_timer, in_timer, keep_detached_context, one_shots_pending,
+    run_after_event, run_timer_on_main_thread, stop_timer, wake_event_loop, TimerHandler, TimerId,
 };
 
 /// Runs `f`; a panic becomes a warning in the server log and `None`, instead

@@ -5,9 +5,10 @@
 use std::ffi::c_void;
 use std::ptr::{self};
 use std::sync::atomic::{
-    AtomicPtr, AtomicUsize,
+    AtomicBool, AtomicPtr, AtomicUsize,
     Ordering::{Relaxed, SeqCst},
 };
+use std::sync::OnceLock;
 
 use super::{guard, OK};
 use redis_module::{raw, Context};
@@ -21,7 +22,33 @@ pub trait TimerHandler: 'static {
 
 unsafe extern "C" fn on_timer<H: TimerHandler>(ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
     let context = Context::new(ctx);
-    guard(&context, || H::fire(&context, data as u64));
+    IN_TIMER.store(true, Relaxed);
+    guard(&context, || {
+        H::fire(&context, data as u64);
+        if let Some(after) = AFTER_TIMER.get() {
+            after(&context);
+        }
+    });
+    IN_TIMER.store(false, Relaxed);
+}
+
+/// Set while one of the module's timers runs (on the main thread).
+static IN_TIMER: AtomicBool = AtomicBool::new(false);
+
+/// Whether this runs inside one of the module's timers: a timer armed now
+/// fires a millisecond or more later, whatever its delay (Redis runs module
+/// timers from one event-loop timer, rescheduled at least 1 ms on after it
+/// ran them).
+pub fn in_timer() -> bool {
+    IN_TIMER.load(Relaxed)
+}
+
+/// What runs after every timer of the module, still inside it.
+static AFTER_TIMER: OnceLock<fn(&Context)> = OnceLock::new();
+
+/// Sets what runs after every timer of the module (once, at load).
+pub fn after_every_timer(hook: fn(&Context)) {
+    let _ = AFTER_TIMER.set(hook);
 }
 
 /// Arms a one-shot timer `ms` from now (~1 ms resolution, independent of hz).

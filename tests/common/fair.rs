@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::{q, Connection, Server, Value, PATIENCE};
+use super::{lock_field, q, recv, Connection, Server, Value, PATIENCE};
 
 /// tryLock: ARGV lease, owner, wait, now, 'ttl' | 'bool'.
 pub const ACQUIRE: &str = include_str!("../../scripts/redisson-fair-acquire.lua");
@@ -245,4 +245,11 @@ impl FairClient {
             .expect("read timeout");
         taken.then_some(wakes)
     }
+}
+
+/// A `LOCK.ACQUIRE ... BLOCK` caller (queued with `queue_waiter`) is
+/// answered the lock, and `owner` holds `name` now.
+pub fn assert_served(con: &mut Connection, waiter: &mut Connection, name: &str, owner: &str) {
+    assert_eq!(recv(waiter).expect("module waiter's reply"), Value::Int(1));
+    assert_eq!(lock_field(con, name, "owner").as_deref(), Some(owner));
 }
