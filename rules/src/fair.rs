@@ -94,7 +94,7 @@ mod tests {
 
     use crate::multilock::{take_all, AllOrNone};
     use crate::queue::Fifo;
-    use crate::request::{LockKind, Queued, Request};
+    use crate::request::{Queued, Request};
     use crate::state::LockState;
     use crate::transition::{Acquisition, Change, Transition, Verdict};
 
@@ -116,14 +116,7 @@ mod tests {
     }
 
     fn req(owner: &str) -> Request {
-        Request {
-            owner: owner.as_bytes().into(),
-            lease_ms: 100,
-            fence: false,
-            kind: LockKind::Exclusive,
-            keepalive: None,
-            campaign: None,
-        }
+        Request::exclusive(owner, 100)
     }
 
     fn waiting(owner: &str, ahead: &[&str]) -> Fifo<Module> {

@@ -173,7 +173,6 @@ pub fn check_distinct(keys: &[&[u8]]) -> Result<(), LockError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::request::LockKind;
     use crate::transition::{Change, TokenValue, TOKENS_PER_MS};
 
     #[test]
@@ -196,14 +195,7 @@ mod tests {
     const NOW: i64 = 1_000_000;
 
     fn req(owner: &str) -> Request {
-        Request {
-            owner: owner.as_bytes().into(),
-            lease_ms: 100,
-            fence: false,
-            kind: LockKind::Exclusive,
-            keepalive: None,
-            campaign: None,
-        }
+        Request::exclusive(owner, 100)
     }
 
     fn held(owner: &str, holds: i64) -> LockState {

@@ -117,3 +117,18 @@ impl Queued for Request {
         self
     }
 }
+
+#[cfg(test)]
+impl Request {
+    /// An exclusive lock's request, for the rules' tests.
+    pub(crate) fn exclusive(owner: &str, lease_ms: i64) -> Self {
+        Self {
+            owner: owner.as_bytes().into(),
+            lease_ms,
+            fence: false,
+            kind: LockKind::Exclusive,
+            keepalive: None,
+            campaign: None,
+        }
+    }
+}

@@ -195,21 +195,13 @@ mod tests {
     use super::*;
     use crate::multilock::{take_all, AllOrNone};
     use crate::queue::WaiterId;
-    use crate::request::LockKind;
     use crate::transition::Verdict;
     use crate::transition::TOKENS_PER_MS;
 
     const NOW: i64 = 1_000_000;
 
     fn req(owner: &str, lease_ms: i64) -> Request {
-        Request {
-            owner: owner.as_bytes().into(),
-            lease_ms,
-            fence: false,
-            kind: LockKind::Exclusive,
-            keepalive: None,
-            campaign: None,
-        }
+        Request::exclusive(owner, lease_ms)
     }
 
     fn fenced(owner: &str, lease_ms: i64) -> Request {
