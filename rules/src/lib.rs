@@ -7,8 +7,9 @@
 //! replies), `percentiles` (what INFO prints of a histogram); `request` (what
 //! a caller asks for), `read_write` (the read-write lock's holders and who
 //! may take which side), `state` (what a lock key holds), `holds` (since when
-//! each holder holds its lock), `queue` (a wait queue), `transition` (the
-//! rules proper), `multilock`, `registry` (who waits for which lock),
+//! each holder holds its lock), `queue` (a wait queue), `fair` (Redisson's
+//! fair lock queue beside the module's), `transition` (the rules proper),
+//! `multilock`, `registry` (who waits for which lock),
 //! `keepalive` (which holds the server renews) and `session` (which
 //! connection names which session token, and the loss messages); beside the
 //! locks, `semaphore` (permits, in Redisson's layout) and `latch` (count-down
