@@ -167,12 +167,18 @@ pub fn drain_after_event(ctx: &Context) {
 /// clients' commands (a Redisson client taking a lock the drain would have
 /// handed to a waiter before it) run meanwhile.
 pub fn drain_after_timer(ctx: &Context) {
+    drain_now(ctx);
+}
+
+/// The drain, now, if there is work and the server may be written; the
+/// armed timer, with nothing left to do, is stopped. Otherwise the timer
+/// does it (or retries).
+fn drain_now(ctx: &Context) {
     let work = {
         let mut d = deferred();
         if d.work.is_empty() || writable(ctx) != Writable::Now {
             return;
         }
-        // Nothing is left for the timer armed meanwhile.
         if let Some(armed) = d.armed.take() {
             ffi::stop_timer(ctx, armed.id);
         }
@@ -249,14 +255,7 @@ struct DrainNow;
 
 impl TimerHandler for DrainNow {
     fn fire(ctx: &Context, _: u64) {
-        let work = {
-            let mut d = deferred();
-            d.after_command = false;
-            if writable(ctx) != Writable::Now {
-                return;
-            }
-            std::mem::take(&mut d.work)
-        };
-        run(ctx, work);
+        deferred().after_command = false;
+        drain_now(ctx);
     }
 }

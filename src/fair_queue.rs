@@ -16,7 +16,8 @@
 //! The writes (a stale head dropped, the head told) are applied with the
 //! lock's other changes (`store.rs`).
 //!
-//! Offers: [`read`], [`exists`], [`kept`], [`hold_ended`], [`watch`].
+//! Offers: [`read`], [`exists`], [`kept`], [`hold_ended`], [`watch`],
+//! [`waiters_remember`].
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -186,6 +187,12 @@ impl TimerHandler for HeadDue {
 }
 
 static WATCHING: AtomicBool = AtomicBool::new(false);
+
+/// Whether a module waiter may remember fair waiters ahead of it: one was
+/// queued behind one (which started [`watch`]) since the module loaded.
+pub fn waiters_remember() -> bool {
+    WATCHING.load(Relaxed)
+}
 
 /// Starts listening to list events, at the first wait of a module caller on
 /// a lock with a fair queue: a fair waiter that gives up (acquireFailed's

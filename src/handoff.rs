@@ -92,14 +92,15 @@ pub fn begin<'c>(
     let state = key.read(ctx)?;
     let token = load_token(ctx, lock, fences);
     // A renewal never frees the lock nor queues anyone: it skips the read.
-    let fair = match (&state, origin) {
-        (LockState::Shared(_), _) | (_, Origin::Renewal { .. }) => None,
-        _ => fair_queue::read(ctx, &lock.key),
+    let tx = Transition::new(state, ffi::now_ms(), token);
+    let tx = match (tx.state(), origin) {
+        (LockState::Shared(_), _) | (_, Origin::Renewal { .. }) => tx,
+        _ => tx.with_fair(
+            fair_queue::read(ctx, &lock.key),
+            fair_queue::waiters_remember(),
+        ),
     };
-    Ok((
-        key,
-        Transition::new(state, ffi::now_ms(), token).with_fair(fair),
-    ))
+    Ok((key, tx))
 }
 
 impl<'c> Origin<'c> {

@@ -396,15 +396,11 @@ pub fn set_counter(
     if let Some(at) = at {
         key.expire_at(at);
     }
-    if native {
-        let command = match at {
-            Some(at_ms) => Native::SetPxAt { value, at_ms },
-            None => Native::Set { value },
-        };
-        ffi::replicate(ctx, name, command);
-    } else {
-        ffi::count_unpropagated_change(ctx);
-    }
+    let command = match at {
+        Some(at_ms) => Native::SetPxAt { value, at_ms },
+        None => Native::Set { value },
+    };
+    replicate_or_count(ctx, name, command, native);
     notify_own(ctx, ffi::NOTIFY_STRING, c"set", name);
     if at.is_some() {
         notify_own(ctx, ffi::NOTIFY_GENERIC, c"expire", name);

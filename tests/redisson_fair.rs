@@ -74,18 +74,6 @@ fn served_by_a_message(
     b
 }
 
-/// `module-w` queued on `res` with `LOCK.ACQUIRE ... PX 60000 BLOCK block`.
-fn module_w(server: &Server, con: &mut Connection, block: &str) -> Connection {
-    queue_waiter::<Connection>(
-        server,
-        con,
-        "res",
-        "module-w",
-        &["PX", "60000", "BLOCK", block],
-        1,
-    )
-}
-
 /// Waits until `owner` is queued on `name` and listens on its own channel.
 fn wait_queued(con: &mut Connection, name: &str, owner: &str) {
     let (qk, ch) = (queue_key(name), own_channel(name, owner));
@@ -239,7 +227,7 @@ fn fair_client_queued_first_goes_before_a_later_module_waiter() {
     let server = Server::start();
     let mut con = server.client();
     let b = fair_b_behind_module_x(&server, &mut con);
-    let mut w = module_w(&server, &mut con, "10000");
+    let mut w = module_waiter(&server, &mut con, "res", "module-w", "60000", "10000");
 
     let _: Value = q(&mut con, &["LOCK.RELEASE", "res", "module-x"]);
     let mut b = served_by_a_message(&mut con, b, "the module's waiter went first");
@@ -262,7 +250,7 @@ fn module_waiter_queued_first_goes_before_a_later_fair_client() {
     let server = Server::start();
     let mut con = server.client();
     acquire(&mut con, "res", "module-x", &["PX", "60000"]);
-    let mut w = module_w(&server, &mut con, "10000");
+    let mut w = module_waiter(&server, &mut con, "res", "module-w", "60000", "10000");
     let b = spawn_try_lock(&server, "res", OWNER_B);
     wait_queued(&mut con, "res", OWNER_B);
 
@@ -323,7 +311,7 @@ fn a_fair_waiter_that_gives_up_lets_the_module_waiter_behind_it_go() {
     acquire(&mut con, "res", "module-x", &["PX", "60000"]);
     // B queued with a minute's wait, not retrying by itself.
     assert!(try_acquire(&mut con, "res", OWNER_B, 60_000, 60_000).is_some());
-    let mut w = module_w(&server, &mut con, "20000");
+    let mut w = module_waiter(&server, &mut con, "res", "module-w", "60000", "20000");
     let _: Value = q(&mut con, &["LOCK.RELEASE", "res", "module-x"]);
     let queued: Vec<Value> = q(&mut con, &["LOCK.WAITERS", "res"]);
     assert_eq!(queued.len(), 1, "kept for B, W still waits");
@@ -346,7 +334,7 @@ fn a_dead_fair_waiter_keeps_the_lock_until_its_deadline_only() {
     // Due 600 + 300 ms from now: the lock's PTTL plus its wait.
     assert!(try_acquire(&mut con, "res", OWNER_B, 60_000, 300).is_some());
     let due = deadline_of(&mut con, "res", OWNER_B).expect("B's deadline");
-    let mut w = module_w(&server, &mut con, "20000");
+    let mut w = module_waiter(&server, &mut con, "res", "module-w", "60000", "20000");
     let _: Value = q(&mut con, &["LOCK.RELEASE", "res", "module-x"]);
 
     assert_eq!(recv(&mut w).expect("module waiter's reply"), Value::Int(1));
@@ -374,7 +362,7 @@ fn a_redisson_unlock_serves_the_module_waiter_queued_before_the_next_fair_client
     let mut con = server.client();
     let mut a = FairClient::new(&server, "res", OWNER_A);
     a.lock();
-    let mut w = module_w(&server, &mut con, "20000");
+    let mut w = module_waiter(&server, &mut con, "res", "module-w", "60000", "20000");
     let before = scripts_run(&server);
     let b = spawn_try_lock(&server, "res", OWNER_B);
     // B's two attempts (queued, then again once subscribed) are in: from

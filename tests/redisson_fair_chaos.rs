@@ -421,28 +421,14 @@ fn replicas_and_aof_agree_after_a_dead_fair_waiter_is_pruned() {
     // 1. A Redisson unlock hands the lock to the module's waiter.
     let mut a = FairClient::new(&master, "res", OWNER_A);
     a.lock();
-    let mut x = queue_waiter::<Connection>(
-        &master,
-        &mut con,
-        "res",
-        "module-x",
-        &["PX", "600", "BLOCK", "10000"],
-        1,
-    );
+    let mut x = module_waiter(&master, &mut con, "res", "module-x", "600", "10000");
     assert_eq!(a.unlock(), Value::Int(1));
     assert_served(&mut con, &mut x, "res", "module-x");
 
     // 2. B queues and dies; module-w queues after it.
     assert!(try_acquire(&mut con, "res", OWNER_B, LEASE_MS, 1).is_some());
     let due_b: i64 = q(&mut con, &["ZSCORE", &timeout_key("res"), OWNER_B]);
-    let mut w = queue_waiter::<Connection>(
-        &master,
-        &mut con,
-        "res",
-        "module-w",
-        &["PX", "120000", "BLOCK", "10000"],
-        1,
-    );
+    let mut w = module_waiter(&master, &mut con, "res", "module-w", "120000", "10000");
 
     // 3. Free, kept for B until its deadline, then module-w's.
     assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "res", "module-x"]), 0);
@@ -517,14 +503,7 @@ fn a_fair_client_queued_again_goes_after_an_earlier_module_waiter() {
     assert!(try_acquire(&mut con, "res", OWNER_A, LEASE_MS, DEFAULT_WAIT_MS).is_some());
     assert!(try_acquire(&mut con, "res", OWNER_B, LEASE_MS, DEFAULT_WAIT_MS).is_some());
     // module-w comes after A and B.
-    let mut w = queue_waiter::<Connection>(
-        &server,
-        &mut con,
-        "res",
-        "module-w",
-        &["PX", "60000", "BLOCK", "5000"],
-        1,
-    );
+    let mut w = module_waiter(&server, &mut con, "res", "module-w", "60000", "5000");
     assert_eq!(q::<i64>(&mut con, &["LOCK.RELEASE", "res", "module-x"]), 0);
     // A, then B (both queued before module-w).
     assert_eq!(

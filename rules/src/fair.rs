@@ -133,7 +133,7 @@ mod tests {
         };
         let fair = FairQueue::new(fair.iter().map(|(o, due)| entry(o, Some(*due))));
         // As read from the keys: no list, no queue.
-        Transition::new(state, NOW, Some(Ok(0))).with_fair((!fair.is_empty()).then_some(fair))
+        Transition::new(state, NOW, Some(Ok(0))).with_fair((!fair.is_empty()).then_some(fair), true)
     }
 
     fn notified(owner: &str) -> Change {
@@ -217,7 +217,7 @@ mod tests {
     fn a_lock_found_free_is_announced_only_after_an_event() {
         let free = || {
             let fair = FairQueue::new([entry("f1", Some(NOW + 10))]);
-            Transition::<Module>::new(LockState::Free, NOW, Some(Ok(0))).with_fair(Some(fair))
+            Transition::<Module>::new(LockState::Free, NOW, Some(Ok(0))).with_fair(Some(fair), true)
         };
         // A command that finds it kept tells nobody again.
         let mut t = free();

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::{lock_field, q, recv, Connection, Server, Value, PATIENCE};
+use super::{lock_field, q, queue_waiter, recv, Connection, Server, Value, PATIENCE};
 
 /// tryLock: ARGV lease, owner, wait, now, 'ttl' | 'bool'.
 pub const ACQUIRE: &str = include_str!("../../scripts/redisson-fair-acquire.lua");
@@ -65,16 +65,7 @@ pub fn try_acquire(
     lease_ms: i64,
     wait_ms: i64,
 ) -> Option<i64> {
-    let (q_key, t_key) = (queue_key(name), timeout_key(name));
-    let (lease, wait, now) = (
-        lease_ms.to_string(),
-        wait_ms.to_string(),
-        now_ms().to_string(),
-    );
-    let args = [
-        "EVAL", ACQUIRE, "3", name, &q_key, &t_key, &lease, owner, &wait, &now, "ttl",
-    ];
-    match q::<Value>(con, &args) {
+    match acquire_script(con, name, owner, lease_ms, wait_ms, "ttl") {
         Value::Nil => None,
         Value::Int(ttl) => Some(ttl),
         other => panic!("fair tryLock replied {other:?}"),
@@ -83,20 +74,32 @@ pub fn try_acquire(
 
 /// tryLock without a wait ("boolean" variant): taken or not; never queues.
 pub fn try_acquire_once(con: &mut Connection, name: &str, owner: &str, lease_ms: i64) -> bool {
-    let (q_key, t_key) = (queue_key(name), timeout_key(name));
-    let (lease, wait, now) = (
-        lease_ms.to_string(),
-        DEFAULT_WAIT_MS.to_string(),
-        now_ms().to_string(),
-    );
-    let args = [
-        "EVAL", ACQUIRE, "3", name, &q_key, &t_key, &lease, owner, &wait, &now, "bool",
-    ];
-    match q::<Value>(con, &args) {
+    match acquire_script(con, name, owner, lease_ms, DEFAULT_WAIT_MS, "bool") {
         Value::Nil => true,
         Value::Int(1) => false,
         other => panic!("fair tryLock (boolean) replied {other:?}"),
     }
+}
+
+/// The acquire script, `variant` `ttl` (queues the caller) or `bool`.
+fn acquire_script(
+    con: &mut Connection,
+    name: &str,
+    owner: &str,
+    lease_ms: i64,
+    wait_ms: i64,
+    variant: &str,
+) -> Value {
+    let (q_key, t_key) = (queue_key(name), timeout_key(name));
+    let (lease, wait, now) = (
+        lease_ms.to_string(),
+        wait_ms.to_string(),
+        now_ms().to_string(),
+    );
+    let args = [
+        "EVAL", ACQUIRE, "3", name, &q_key, &t_key, &lease, owner, &wait, &now, variant,
+    ];
+    q(con, &args)
 }
 
 /// unlock, with Redisson's unlock latch (set by the script, DEL'd after the
@@ -247,7 +250,20 @@ impl FairClient {
     }
 }
 
-/// A `LOCK.ACQUIRE ... BLOCK` caller (queued with `queue_waiter`) is
+/// `owner` queued on `name` with `LOCK.ACQUIRE name owner PX px BLOCK
+/// block`; its connection answers when it is served.
+pub fn module_waiter(
+    server: &Server,
+    con: &mut Connection,
+    name: &str,
+    owner: &str,
+    px: &str,
+    block: &str,
+) -> Connection {
+    queue_waiter::<Connection>(server, con, name, owner, &["PX", px, "BLOCK", block], 1)
+}
+
+/// A `LOCK.ACQUIRE ... BLOCK` caller (queued with `module_waiter`) is
 /// answered the lock, and `owner` holds `name` now.
 pub fn assert_served(con: &mut Connection, waiter: &mut Connection, name: &str, owner: &str) {
     assert_eq!(recv(waiter).expect("module waiter's reply"), Value::Int(1));

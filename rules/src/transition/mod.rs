@@ -141,9 +141,11 @@ pub struct Transition<T> {
     pub tally: Tally,
     /// Redisson's fair queue of the lock, when it has one (`fair.rs`).
     fair: Option<FairQueue>,
-    /// Whether the fair queue was read (`None` above then means it has
-    /// none; a renewal does not read it).
-    fair_read: bool,
+    /// Whether a module waiter may remember fair waiters (`fair_ahead`):
+    /// the fair queue was read (`None` above then means it has none), and
+    /// some waiter on this server was ever queued behind one. Until then no
+    /// transition walks its queue for them.
+    waiters_remember_fair: bool,
     /// The fair queue's head the free lock is kept for.
     kept_for: Option<FairEntry>,
     /// Tell the fair queue's head when the lock is kept for it, even if
@@ -164,7 +166,7 @@ impl<T: Queued> Transition<T> {
             wakes: Vec::new(),
             tally: Tally::default(),
             fair: None,
-            fair_read: false,
+            waiters_remember_fair: false,
             kept_for: None,
             announce_to_fair: false,
         };
@@ -173,10 +175,11 @@ impl<T: Queued> Transition<T> {
     }
 
     /// The lock's Redisson fair queue, as read from its keys (`None`: it
-    /// has none).
-    pub fn with_fair(mut self, fair: Option<FairQueue>) -> Self {
+    /// has none), and whether a module waiter may remember fair waiters
+    /// (one was ever queued behind one).
+    pub fn with_fair(mut self, fair: Option<FairQueue>, waiters_remember_fair: bool) -> Self {
         self.fair = fair;
-        self.fair_read = true;
+        self.waiters_remember_fair = waiters_remember_fair;
         self
     }
 
@@ -222,12 +225,12 @@ impl<T: Queued> Transition<T> {
     /// A fair waiter a module waiter saw queued, no longer in the queue (it
     /// took the lock, gave up or was dropped), is forgotten by that waiter:
     /// the same owner queued again (a Redisson thread keeps its owner from
-    /// one `lock()` to the next) came after it. Looked at whenever the fair
-    /// queue was read and may have lost someone: it exists, or the lock
-    /// changed outside a command, or a holder (perhaps a fair waiter that
-    /// took it) left in this transition.
+    /// one `lock()` to the next) came after it. Looked at whenever a waiter
+    /// may remember one and the queue may have lost someone: it exists, or
+    /// the lock changed outside a command, or a holder (perhaps a fair
+    /// waiter that took it) left in this transition.
     fn forget_departed_fair_waiters(&mut self, queue: &mut Fifo<T>) {
-        if !self.fair_read
+        if !self.waiters_remember_fair
             || queue.is_empty()
             || (self.fair.is_none() && !self.announce_to_fair && self.vacated.is_empty())
         {
