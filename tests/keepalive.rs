@@ -13,63 +13,8 @@
 mod common;
 use common::dataset::{aof_matches, replica_matches};
 use common::netns::Netns;
+use common::redis_cli::Cli;
 use common::*;
-
-use std::io::Write;
-use std::process::{Child, Command, Stdio};
-
-/// A `redis-cli` process holding a connection: each line written to its
-/// standard input runs as a command while it stays open. Killing it closes
-/// the connection as a crashed client's would.
-struct Cli {
-    child: Child,
-}
-
-impl Cli {
-    fn start(program: &[&str], host: &str, port: u16) -> Cli {
-        let port = port.to_string();
-        let mut args: Vec<&str> = program.to_vec();
-        args.extend(["redis-cli", "-h", host, "-p", &port]);
-        let child = Command::new(args[0])
-            .args(&args[1..])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start redis-cli");
-        Cli { child }
-    }
-
-    fn local(server: &Server) -> Cli {
-        Cli::start(&[], "127.0.0.1", server.port)
-    }
-
-    fn run(&mut self, line: &str) {
-        let stdin = self.child.stdin.as_mut().expect("redis-cli stdin");
-        writeln!(stdin, "{line}").expect("write to redis-cli");
-        stdin.flush().expect("flush to redis-cli");
-    }
-
-    fn signal(&self, signal: &str) {
-        let status = Command::new("kill")
-            .args([signal, &self.child.id().to_string()])
-            .status()
-            .expect("kill");
-        assert!(status.success(), "kill {signal}");
-    }
-
-    /// kill -9, and wait for it to be gone.
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Cli {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
 
 fn int(v: Value) -> i64 {
     match v {

@@ -13,6 +13,7 @@
 
 mod common;
 use common::fair::*;
+use common::redis_cli::Cli;
 use common::*;
 
 use std::thread::{self, JoinHandle};
@@ -95,6 +96,12 @@ fn scripts_run(server: &Server) -> i64 {
                 .and_then(|n| n.parse().ok())
         })
         .unwrap_or(0)
+}
+
+/// The server's clock (TIME) in unix ms, the clock deadlines are pruned by.
+fn server_now_ms(con: &mut Connection) -> i64 {
+    let (secs, micros): (String, String) = q(con, &["TIME"]);
+    secs.parse::<i64>().expect("secs") * 1000 + micros.parse::<i64>().expect("us") / 1000
 }
 
 fn queue(con: &mut Connection, name: &str) -> Vec<String> {
@@ -338,10 +345,7 @@ fn a_dead_fair_waiter_keeps_the_lock_until_its_deadline_only() {
     let _: Value = q(&mut con, &["LOCK.RELEASE", "res", "module-x"]);
 
     assert_eq!(recv(&mut w).expect("module waiter's reply"), Value::Int(1));
-    let granted_at: i64 = {
-        let (secs, micros): (String, String) = q(&mut con, &["TIME"]);
-        secs.parse::<i64>().expect("secs") * 1000 + micros.parse::<i64>().expect("us") / 1000
-    };
+    let granted_at = server_now_ms(&mut con);
     assert!(
         granted_at >= due,
         "granted at {granted_at}, B was due at {due}"
@@ -381,5 +385,89 @@ fn a_redisson_unlock_serves_the_module_waiter_queued_before_the_next_fair_client
     let wakes = wakes.expect("B gave up");
     assert_eq!(wakes.timeouts, 0, "B slept out a ttl: {wakes:?}");
     assert_eq!(b.unlock(), Value::Int(1));
+    assert_eq!(dbsize(&mut con), 0, "keys left behind");
+}
+
+// ---- Processes killed (kill -9) ----------------------------------------
+
+/// A module holder whose process is killed (its `KEEPALIVE` renewals stop,
+/// its lease runs out) hands the lock on in order: to the fair client
+/// queued first, then to the module waiter queued after it. Never two
+/// holders: the fair client gets nothing while the dead holder's lease
+/// lasts.
+#[test]
+fn a_killed_module_holder_hands_the_lock_on_in_order() {
+    let server = Server::start();
+    let mut con = server.client();
+    let mut holder = Cli::local(&server);
+    holder.run("LOCK.ACQUIRE res module-dead PX 1000 KEEPALIVE");
+    wait_until("module-dead holds res", || {
+        lock_field(&mut con, "res", "owner").as_deref() == Some("module-dead")
+    });
+    let b = spawn_try_lock(&server, "res", OWNER_B);
+    wait_queued(&mut con, "res", OWNER_B);
+    let mut w = module_waiter(&server, &mut con, "res", "module-w", "60000", "20000");
+
+    // Renewed while its process lives, past its first lease: B waits on.
+    let first_end: i64 = q(&mut con, &["PEXPIRETIME", "res"]);
+    wait_until("a renewal of module-dead's lease", || {
+        q::<i64>(&mut con, &["PEXPIRETIME", "res"]) > first_end + 500
+    });
+    assert_eq!(
+        lock_field(&mut con, "res", "owner").as_deref(),
+        Some("module-dead")
+    );
+    assert!(!b.is_finished(), "B got in while module-dead held the lock");
+
+    holder.kill();
+    let (mut b, wakes) = b.join().expect("B's tryLock");
+    wakes.expect("B gave up");
+    assert_eq!(holds(&mut con, "res", OWNER_B), Some(1));
+    assert_eq!(b.unlock(), Value::Int(1));
+    assert_served(&mut con, &mut w, "res", "module-w");
+    let _: Value = q(&mut con, &["LOCK.RELEASE", "res", "module-w"]);
+    assert_eq!(dbsize(&mut con), 0, "keys left behind");
+}
+
+/// A fair client whose process is killed while it waits, first in the fair
+/// queue, keeps a freed lock only until its deadline: then it is dropped
+/// (its list and deadline entries with it) and the module waiter behind it
+/// is served.
+#[test]
+fn a_killed_fair_waiter_keeps_the_lock_until_its_deadline_only() {
+    let server = Server::start();
+    let mut con = server.client();
+    acquire(&mut con, "res", "module-x", &["PX", "1000"]);
+    let sha: String = q(&mut con, &["SCRIPT", "LOAD", ACQUIRE]);
+    let mut b = Cli::local(&server);
+    // Queued with a 500 ms wait, due the lock's PTTL plus 500 ms from now,
+    // and listening on its own channel, as Redisson's lock() does.
+    b.run(&format!(
+        "EVALSHA {sha} 3 res {} {} 60000 {OWNER_B} 500 {} ttl",
+        queue_key("res"),
+        timeout_key("res"),
+        common::fair::now_ms()
+    ));
+    b.run(&format!("SUBSCRIBE {}", own_channel("res", OWNER_B)));
+    wait_queued(&mut con, "res", OWNER_B);
+    let due = deadline_of(&mut con, "res", OWNER_B).expect("B's deadline");
+    let mut w = module_waiter(&server, &mut con, "res", "module-w", "60000", "20000");
+
+    b.kill();
+    let _: Value = q(&mut con, &["LOCK.RELEASE", "res", "module-x"]);
+    assert_eq!(
+        acquire(&mut con, "res", "module-y", &["PX", "1000"]),
+        Value::Nil,
+        "the lock kept for B was taken"
+    );
+    assert_served(&mut con, &mut w, "res", "module-w");
+    let granted_at = server_now_ms(&mut con);
+    assert!(
+        granted_at >= due,
+        "granted at {granted_at}, B was due at {due}"
+    );
+    assert_eq!(queue(&mut con, "res"), Vec::<String>::new());
+    assert_eq!(deadline_of(&mut con, "res", OWNER_B), None);
+    let _: Value = q(&mut con, &["LOCK.RELEASE", "res", "module-w"]);
     assert_eq!(dbsize(&mut con), 0, "keys left behind");
 }

@@ -22,6 +22,7 @@ pub mod commands;
 pub mod dataset;
 pub mod fair;
 pub mod netns;
+pub mod redis_cli;
 pub mod sentinel;
 
 /// Generous bound for anything a test waits for; reached only on failure.
