@@ -8,10 +8,9 @@
 //! a replica that refuses writes but shows what it was sent.
 
 mod common;
+use common::redis_cli::Cli;
 use common::*;
 
-use std::io::Write;
-use std::process::{Child, Command, Stdio};
 
 fn int(v: Value) -> i64 {
     match v {
@@ -356,44 +355,6 @@ fn a_waiter_that_leaves_lets_the_one_behind_it_in() {
     assert_eq!(q::<String>(&mut con, &["GET", "s"]), "2");
 }
 
-/// A `redis-cli` process holding a connection: each line written to its
-/// standard input runs as a command. Killing it closes the connection as a
-/// crashed client's would.
-struct Cli {
-    child: Child,
-}
-
-impl Cli {
-    fn start(server: &Server) -> Cli {
-        let child = Command::new("redis-cli")
-            .args(["-h", "127.0.0.1", "-p", &server.port.to_string()])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start redis-cli");
-        Cli { child }
-    }
-
-    fn run(&mut self, line: &str) {
-        let stdin = self.child.stdin.as_mut().expect("redis-cli stdin");
-        writeln!(stdin, "{line}").expect("write to redis-cli");
-        stdin.flush().expect("flush to redis-cli");
-    }
-
-    /// kill -9, and wait for it to be gone.
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Cli {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
 /// A holder process with KEEPALIVE keeps its permits past several leases;
 /// killed with -9, it gives them back when the lease left ends (not
 /// before), and the waiter gets them then.
@@ -402,7 +363,7 @@ fn a_killed_keepalive_holder_gives_its_permits_back_at_its_lease_end() {
     let server = Server::start();
     let mut con = server.client();
     assert_eq!(q::<i64>(&mut con, &["SEM.INIT", "pool", "2"]), 1);
-    let mut cli = Cli::start(&server);
+    let mut cli = Cli::local(&server);
     cli.run("SEM.ACQUIRE pool cron-1 PERMITS 2 PX 800 KEEPALIVE");
     wait_until("the process holds 2 permits, kept alive", || {
         info(&mut con, "pool")
