@@ -11,7 +11,6 @@ mod common;
 use common::redis_cli::Cli;
 use common::*;
 
-
 fn int(v: Value) -> i64 {
     match v {
         Value::Int(n) => n,
