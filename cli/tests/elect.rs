@@ -282,10 +282,12 @@ fn force_release_stops_the_command_and_exits_75_or_campaigns_again() {
     let s = Server::start();
     let mut con = s.client();
     let dir = scratch();
-    // Counts its starts, says when SIGTERM stopped it.
+    // Counts its starts, says when SIGTERM stopped it. The trap is set
+    // before the start is written: a SIGTERM sent once the start is seen
+    // must find it (else sh dies of it, status 143).
     let script = |tag: &str| {
         format!(
-            "echo start >> {starts}; trap 'touch {term}; exit 0' TERM; \
+            "trap 'touch {term}; exit 0' TERM; echo start >> {starts}; \
              while true; do sleep 0.02; done",
             starts = path(&dir.join(format!("{tag}.starts"))),
             term = path(&dir.join(format!("{tag}.term")))
@@ -384,7 +386,7 @@ fn a_leader_keeps_leading_while_answered_and_stops_at_its_deadline_when_not() {
     let s = Server::start();
     let dir = scratch();
     let script = format!(
-        "touch {started}; trap 'touch {term}; exit 0' TERM; while true; do sleep 0.02; done",
+        "trap 'touch {term}; exit 0' TERM; touch {started}; while true; do sleep 0.02; done",
         started = path(&dir.join("started")),
         term = path(&dir.join("term"))
     );
