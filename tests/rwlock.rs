@@ -570,6 +570,53 @@ mod redisson {
         let msg = sub.get_message().expect("message");
         assert_eq!(msg.get_payload::<String>().unwrap(), "1");
     }
+
+    /// A module writer's release that hands the lock to queued module
+    /// readers leaves it readable: Redisson's waiting readers hear `1` (as
+    /// after Redisson's own write unlock) and can share it at once. A
+    /// hand-off to a writer tells them nothing: none could get in.
+    #[test]
+    fn a_write_release_handing_the_lock_to_readers_wakes_redisson_readers() {
+        let server = Server::start();
+        let mut con = server.client();
+        let mut listener = server.client();
+        let mut sub = listener.as_pubsub();
+        sub.subscribe(channel("g")).expect("subscribe");
+
+        assert_eq!(
+            wacquire(&mut con, "g", "mw", &["PX", "60000"]),
+            Value::Int(1)
+        );
+        let mut writer = queued(
+            &server,
+            &mut con,
+            &["LOCK.WACQUIRE", "g", "mw2", "PX", "60000", "BLOCK", "0"],
+            1,
+        );
+        // Writer to writer: no message (the next one is a marker sent after).
+        assert_eq!(release(&mut con, &["g", "mw"]), 0);
+        assert_eq!(recv(&mut writer).unwrap(), Value::Int(1));
+        let _: i64 = q(&mut con, &["PUBLISH", &channel("g"), "marker"]);
+        let msg = sub.get_message().expect("message");
+        assert_eq!(msg.get_payload::<String>().unwrap(), "marker");
+
+        let mut reader = queued(
+            &server,
+            &mut con,
+            &["LOCK.RACQUIRE", "g", "mr", "PX", "60000", "BLOCK", "0"],
+            1,
+        );
+        assert_eq!(release(&mut con, &["g", "mw2"]), 0);
+        assert_eq!(recv(&mut reader).unwrap(), Value::Int(1));
+        let msg = sub
+            .get_message()
+            .expect("the hand-off to a reader published");
+        assert_eq!(msg.get_payload::<String>().unwrap(), "1");
+        // A Redisson reader woken by it gets in beside the module's reader.
+        let r = owner(3);
+        assert_eq!(read_lock(&mut con, "g", "60000", &r), Value::Nil);
+        assert_eq!(readers(&mut con, "g"), pairs(&[("mr", "1"), (&r, "1")]));
+    }
 }
 
 #[test]

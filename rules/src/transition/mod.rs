@@ -16,7 +16,7 @@ use crate::error::LockError;
 use crate::fair::{head_goes_first, FairEntry, FairQueue};
 use crate::holds::Holders;
 use crate::queue::{Fifo, WaiterId};
-use crate::read_write::HoldAdmission;
+use crate::read_write::{HoldAdmission, WRITE_RELEASED};
 use crate::request::{FieldName, Queued, Side};
 use crate::state::LockState;
 
@@ -304,6 +304,36 @@ impl<T: Queued> Transition<T> {
     /// with a Redisson fair queue may be kept for that queue's head instead
     /// (`fair.rs`).
     pub fn settle(&mut self, queue: &mut Fifo<T>) {
+        let woken_before = self.wakes.len();
+        let write_freed = matches!(
+            self.vacated_notice,
+            Some(Change::NotifyReadWrite(message)) if message == WRITE_RELEASED
+        );
+        self.serve_queue(queue);
+        if write_freed {
+            self.tell_redisson_readers(woken_before);
+        }
+    }
+
+    /// A writer's release (or force release) that hands a read-write lock
+    /// to readers leaves it readable, not free: Redisson's waiting readers
+    /// could share it now, but Redisson's write unlock, which wakes them
+    /// (`1`: every waiting thread of each client), was not sent. Sent here,
+    /// after the readers' writes: its readers get in, its writers find the
+    /// lock read and wait on.
+    fn tell_redisson_readers(&mut self, woken_before: usize) {
+        let readable =
+            matches!(&self.state, LockState::Shared(rw) if rw.mode() == Some(Side::Read));
+        let readers_granted = self.wakes[woken_before..].iter().any(|w| {
+            matches!(w.verdict, Verdict::Granted(_))
+                && w.waiter.request().kind.side() == Some(Side::Read)
+        });
+        if readable && readers_granted {
+            self.changes.push(Change::NotifyReadWrite(WRITE_RELEASED));
+        }
+    }
+
+    fn serve_queue(&mut self, queue: &mut Fifo<T>) {
         if self.state == LockState::Free {
             self.drop_stale_fair_heads();
         }

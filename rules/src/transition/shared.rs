@@ -569,6 +569,57 @@ mod tests {
     }
 
     #[test]
+    fn a_writer_handing_the_lock_to_readers_wakes_redissons_waiters() {
+        let mut t = tx(LockState::Free);
+        let mut q = Fifo::default();
+        t.acquire(&mut q, &req(LockKind::Write, "w", 100), false)
+            .unwrap();
+        t.changes.clear();
+        let mut q = queue(&[
+            req(LockKind::Read, "r1", 100),
+            req(LockKind::Write, "w2", 100),
+        ]);
+        assert_eq!(t.release(&mut q, b"w", None), Ok(0));
+        assert_eq!(granted(&t), vec![1]);
+        // After the reader's writes: Redisson's readers may share it now.
+        assert_eq!(
+            t.changes.last(),
+            Some(&Change::NotifyReadWrite(WRITE_RELEASED))
+        );
+        assert!(!t.changes.contains(&Change::Delete));
+    }
+
+    #[test]
+    fn a_hand_off_to_a_writer_or_from_readers_tells_redisson_nothing() {
+        // Writer to writer: nobody else could get in.
+        let mut t = tx(LockState::Free);
+        let mut q = Fifo::default();
+        t.acquire(&mut q, &req(LockKind::Write, "w", 100), false)
+            .unwrap();
+        t.changes.clear();
+        let mut q = queue(&[req(LockKind::Write, "w2", 100)]);
+        assert_eq!(t.release(&mut q, b"w", None), Ok(0));
+        assert_eq!(granted(&t), vec![1]);
+        assert!(!t
+            .changes
+            .iter()
+            .any(|c| matches!(c, Change::NotifyReadWrite(_))));
+        // Last reader to a writer.
+        let mut t = tx(LockState::Free);
+        let mut q = Fifo::default();
+        t.acquire(&mut q, &req(LockKind::Read, "r", 100), false)
+            .unwrap();
+        t.changes.clear();
+        let mut q = queue(&[req(LockKind::Write, "w", 100)]);
+        assert_eq!(t.release(&mut q, b"r", None), Ok(0));
+        assert_eq!(granted(&t), vec![1]);
+        assert!(!t
+            .changes
+            .iter()
+            .any(|c| matches!(c, Change::NotifyReadWrite(_))));
+    }
+
+    #[test]
     fn wrong_kind_calls_are_wrongtype() {
         let mut t = tx(LockState::Held {
             owner: o("a"),
