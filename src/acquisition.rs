@@ -200,11 +200,21 @@ pub fn renewed(
 pub fn granted(ctx: &Context, lock: &LockId<'_>, request: &Request, held: bool) {
     // The hold's time ends with its key.
     events::watch_expiry(ctx);
+    watch_token_counters(ctx, request);
     if request.keepalive.is_some() {
         events::watch_clients(ctx);
     }
     let how = keepalive::how_taken(ctx, request.keepalive.as_ref(), held);
     keepalive::taken(ctx, lock, &request.owner, how, request.lease_ms);
+}
+
+/// From the first `FENCE`, string events are heard: a Redisson RFencedLock
+/// `INCR` of a fencing counter the module gave an expiry makes the counter
+/// Redisson's, without one (`store::keep_token_key`).
+fn watch_token_counters(ctx: &Context, request: &Request) {
+    if request.fence {
+        events::watch_strings(ctx);
+    }
 }
 
 /// The lock's deadline as it is after the commit: from the handle opened
@@ -231,6 +241,7 @@ pub fn enqueue(
     place: impl FnOnce(&mut Registry, &[LockId<'static>], Waiter),
 ) -> Result<(), LockError> {
     events::watch_for_waiters(ctx);
+    watch_token_counters(ctx, request);
     blocking::block_caller(ctx, request.clone(), wait, |reg, waiter| {
         place(reg, locks, waiter)
     })?;

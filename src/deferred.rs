@@ -3,8 +3,9 @@
 //! post-notification jobs, right after the command that fired it): locks to look at again (an outside change may have
 //! ended them, or the head of their queue changed), grants whose answer
 //! never reached their waiter, elections whose leader may have lost,
-//! semaphores whose waiters may wait for a new holder (deadlocks), and
-//! locks whose Redisson fair queue may have a waiter to serve or drop.
+//! semaphores whose waiters may wait for a new holder (deadlocks), locks
+//! whose Redisson fair queue may have a waiter to serve or drop, and fencing
+//! counters Redisson's RFencedLock incremented (kept without an expiry).
 //!
 //! Why not at once: a write inside a keyspace-event callback reaches
 //! replicas and the AOF before the change that caused it (see the module
@@ -19,7 +20,7 @@
 //! depend on it.
 //!
 //! Offers: [`defer_key`], [`defer_lost_grants`], [`defer_election`],
-//! [`defer_semaphore_check`], [`defer_fair_check`], [`settle_now_or_later`],
+//! [`defer_semaphore_check`], [`defer_fair_check`], [`defer_token_key`], [`settle_now_or_later`],
 //! [`after_queue_change`].
 
 use std::collections::HashSet;
@@ -52,6 +53,9 @@ pub struct Work {
     /// Locks nobody here may wait for whose Redisson fair queue may have a
     /// waiter to serve or drop (`fair_queue.rs`).
     pub fair_locks: HashSet<LockId<'static>>,
+    /// Fencing counters Redisson's RFencedLock incremented: kept without
+    /// an expiry from now on, as Redisson keeps them (`store::keep_token_key`).
+    pub token_keys: HashSet<LockId<'static>>,
 }
 
 impl Work {
@@ -61,6 +65,7 @@ impl Work {
             && self.elections.is_empty()
             && self.semaphores.is_empty()
             && self.fair_locks.is_empty()
+            && self.token_keys.is_empty()
     }
 }
 
@@ -142,6 +147,14 @@ pub fn defer_semaphore_check(ctx: &Context, lock: LockId<'static>) {
 pub fn defer_fair_check(ctx: &Context, lock: LockId<'static>) {
     defer(ctx, |work| {
         work.fair_locks.insert(lock);
+    });
+}
+
+/// Keeps the fencing counter `key` (Redisson's RFencedLock incremented it)
+/// without an expiry, in the drain.
+pub fn defer_token_key(ctx: &Context, key: LockId<'static>) {
+    defer(ctx, |work| {
+        work.token_keys.insert(key);
     });
 }
 

@@ -56,10 +56,16 @@ pub fn drain(ctx: &Context, mut work: Work) {
         && work.lost_grants.is_empty()
         && work.elections.is_empty()
         && work.semaphores.is_empty()
+        && work.token_keys.is_empty()
     {
         return;
     }
     let placement = Placement::read(ctx);
+    for counter in &work.token_keys {
+        if ffi::select_db(ctx, counter.db) && placement.serves(&counter.key) {
+            store::keep_token_key(ctx, &counter.key, true);
+        }
+    }
     for lock in &work.keys {
         settle(ctx, &placement, lock, false);
     }
@@ -214,11 +220,24 @@ impl KeyspaceHandler for KeyspaceEvents {
     }
 }
 
+/// Every fencing counter's name starts so (`lock_rules::keys::token_key`).
+const TOKEN_KEY_PREFIX: &[u8] = b"redisson_lock_token:";
+
 /// A keyspace event from outside the module (see [`KeyspaceEvents`]).
 fn keyspace_event(ctx: &Context, event: &[u8], key: &[u8]) {
     let db = ffi::selected_db(ctx);
     if event == b"new" {
         return new_key(ctx, db, key);
+    }
+    // Redisson's RFencedLock takes its token with INCR (event `incrby`).
+    if event == b"incrby" && key.starts_with(TOKEN_KEY_PREFIX) {
+        deferred::defer_token_key(
+            ctx,
+            LockId {
+                db,
+                key: Cow::Owned(key.to_vec()),
+            },
+        );
     }
     latches::key_event(ctx, db, event, key);
     // Expiry and eviction end holds (and are seen by elections) through
@@ -342,9 +361,11 @@ static WATCHING_STRINGS: AtomicBool = AtomicBool::new(false);
 /// (`new`), at the first wait on a semaphore or a latch: Redisson's clients
 /// give permits back and count latches down with INCRBY/DECR, and their
 /// waiters here must hear it; a missing semaphore someone waits for may be
-/// created as another type. Every string command and key creation on the
-/// server then calls into the module (a lookup that finds no waiter, for
-/// keys nobody waits on).
+/// created as another type. Also at the first `FENCE`: Redisson's
+/// RFencedLock takes its tokens with INCR of the fencing counter, which must
+/// then lose the expiry the module gave it. Every string command and key
+/// creation on the server then calls into the module (a lookup that finds
+/// no waiter, for keys nobody waits on).
 pub fn watch_strings(ctx: &Context) {
     if WATCHING_STRINGS.swap(true, Relaxed) {
         return;

@@ -551,19 +551,44 @@ pub fn existing_token(ctx: &Context, lock: &[u8]) -> Option<i64> {
 /// lease ends and `lock.token-ttl-ms` from now at least, and no less than
 /// it already was; once it is gone, the next token starts from the clock
 /// (see `lock_rules::transition::TOKENS_PER_MS`), so idle locks leave nothing
-/// behind.
+/// behind. A counter without an expiry is Redisson's (its RFencedLock
+/// `INCR`s it, and never lets it expire: see [`keep_token_key`]) and stays
+/// without one: Redisson's next `INCR` of a counter that expired would
+/// start again from 1, below every token before it.
 pub fn set_token(ctx: &Context, lock: &[u8], to: i64, fenced_until: i64, native: bool) {
     let name = ffi::string(ctx, &token_key(lock));
     let Some(key) = Key::open(ctx, &name, true) else {
         return ffi::log_warning(ctx, "lock: cannot open the fencing token key");
     };
+    if to < tokens_ahead(clock::unix_micros()) {
+        HIGHEST_TOKEN.fetch_max(to, Relaxed);
+    }
+    if key.kind() == KeyKind::String && key.expires_at().is_none() {
+        return set_counter(ctx, &name, &key, to, None, native);
+    }
     let keep_until = key
         .expires_at()
         .unwrap_or(0)
         .max(fenced_until)
         .max(ffi::now_ms().saturating_add(config::token_ttl_ms()));
-    if to < tokens_ahead(clock::unix_micros()) {
-        HIGHEST_TOKEN.fetch_max(to, Relaxed);
-    }
     set_until(ctx, &name, &key, to, keep_until, native);
+}
+
+/// A fencing counter Redisson's RFencedLock `INCR`ed (`name`, a
+/// `redisson_lock_token:...` key, heard by its keyspace event) loses the
+/// expiry the module gave it: Redisson keeps its counters for ever, and its
+/// `INCR` of one that expired would hand out 1, below every token before it
+/// (the module's next token comes from the clock, Redisson's does not).
+/// `PERSIST`, replicated as such; nothing when the key has no expiry.
+pub fn keep_token_key(ctx: &Context, name: &[u8], native: bool) {
+    let name = ffi::string(ctx, name);
+    let Some(key) = Key::open(ctx, &name, true) else {
+        return;
+    };
+    if key.kind() != KeyKind::String || key.expires_at().is_none() || !key.persist() {
+        return;
+    }
+    replicate_or_count(ctx, &name, Native::Persist, native);
+    notify_own(ctx, ffi::NOTIFY_GENERIC, c"persist", &name);
+    ffi::signal_modified(ctx, &name);
 }

@@ -162,8 +162,47 @@ fn tokens_go_on_from_a_counter_ahead_of_the_clock_and_from_redisson() {
     assert_eq!(unlocked, 0);
     let after = fenced_cycle(&mut con, "u", "b");
     assert!(after > token);
-    // INCR keeps the key's TTL; the module's next token set it again.
-    assert!(pttl(&mut con, "redisson_lock_token:{u}") > 0);
+    // The counter is Redisson's now: it keeps no expiry (see below), and
+    // a counter set without one (`{t}`, as Redisson's INCR creates it) is
+    // not given one by the module's tokens either.
+    assert_eq!(pttl(&mut con, "redisson_lock_token:{u}"), -1);
+    assert_eq!(pttl(&mut con, "redisson_lock_token:{t}"), -1);
+}
+
+/// Redisson's RFencedLock INCRs the counter and never lets it expire; INCR
+/// keeps the expiry the module gave the key, and once that key is gone
+/// Redisson's next INCR hands out 1, below every token before it. So a
+/// counter Redisson incremented loses its expiry (a PERSIST, replicated),
+/// and its tokens go on from it however long the name stays idle.
+#[test]
+fn a_counter_redisson_increments_outlives_the_token_ttl() {
+    let server = Config::default().module_arg("token-ttl-ms", "300").start();
+    let replica = server.start_replica(Config::default());
+    let mut con = server.client();
+    let module_token = fenced_cycle(&mut con, "v", "a");
+    assert!(pttl(&mut con, "redisson_lock_token:{v}") > 0);
+    let redisson_token: i64 = q(&mut con, &["INCR", "redisson_lock_token:{v}"]);
+    assert_eq!(redisson_token, module_token + 1);
+    // The module hears the INCR and drops the expiry right after it.
+    wait_until("the counter persisted", || {
+        pttl(&mut con, "redisson_lock_token:{v}") == -1
+    });
+    wait_until("the replica caught up", || {
+        server.replica_caught_up(&replica)
+    });
+    assert_eq!(pttl(&mut replica.client(), "redisson_lock_token:{v}"), -1);
+    // A name only the module fences, fenced after it, still leaves nothing
+    // once idle; by then the other counter would have expired too.
+    fenced_cycle(&mut con, "w", "a");
+    wait_until("the module-only counter expired", || {
+        pttl(&mut con, "redisson_lock_token:{w}") == -2
+    });
+    let next: i64 = q(&mut con, &["INCR", "redisson_lock_token:{v}"]);
+    assert_eq!(next, redisson_token + 1);
+    // The module's tokens go on from it, and leave it without an expiry.
+    let module_again = fenced_cycle(&mut con, "v", "b");
+    assert!(module_again > next);
+    assert_eq!(pttl(&mut con, "redisson_lock_token:{v}"), -1);
 }
 
 /// A token key lives `lock.token-ttl-ms` after its latest token, or until

@@ -238,6 +238,13 @@ impl<'c> Key<'c> {
         api!(RedisModule_SetAbsExpire).is_some_and(|f| unsafe { f(self.raw(), at_ms) } == OK)
     }
 
+    /// Removes the key's expiry (PERSIST). The key must exist.
+    pub fn persist(&self) -> bool {
+        // SAFETY: open writable key; REDISMODULE_NO_EXPIRE (-1) removes its
+        // expiry, and Redis rejects a missing value.
+        api!(RedisModule_SetExpire).is_some_and(|f| unsafe { f(self.raw(), -1) } == OK)
+    }
+
     /// The value of a string key.
     pub fn string_value(&self) -> Vec<u8> {
         let mut len = 0usize;

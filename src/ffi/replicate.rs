@@ -29,6 +29,8 @@ pub enum Native<'a> {
     ZRem { member: &'a [u8] },
     /// `LPOP key`: a Redisson fair queue's head dropped.
     LPop,
+    /// `PERSIST key`: a fencing counter Redisson's RFencedLock uses.
+    Persist,
 }
 
 /// Replicates `command` on `key` (RM_Replicate: in the current execution
@@ -155,6 +157,10 @@ pub fn replicate(ctx: &Context, key: &RedisString, command: Native) {
         Native::LPop => {
             // SAFETY: "s", see above.
             unsafe { f(ctx, c"LPOP".as_ptr(), c"s".as_ptr(), key) }
+        }
+        Native::Persist => {
+            // SAFETY: "s", see above.
+            unsafe { f(ctx, c"PERSIST".as_ptr(), c"s".as_ptr(), key) }
         }
     };
 }
