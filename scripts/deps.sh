@@ -4,7 +4,8 @@
 #   Debian 12), libclang (bindgen, used by the redis-module crate, loads
 #   it at build time), tmux (redis-lock top is tested in a tmux pane),
 #   Python's venv and Node's npm (the client libraries' suites install
-#   their own packages with them), protoc (the benchmark's etcd client,
+#   their own packages with them), Java and Maven (the Redisson suite,
+#   interop/redisson, fetches Redisson and JUnit from Maven Central), protoc (the benchmark's etcd client,
 #   `etcd-client`, compiles etcd's protocol files when it is built), from apt;
 # - with --bench, also the peers `make bench` measures the module against:
 #   Debian's etcd-server (etcd and etcdctl) and zookeeper (with its Java);
@@ -31,6 +32,9 @@ command -v python3 >/dev/null 2>&1 || missing="$missing python3 python3-pip"
 # The client libraries' suites: Python in a venv, Node with npm.
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing="$missing python3-venv"
 command -v npm >/dev/null 2>&1 || missing="$missing nodejs npm"
+# The Redisson suite: Java 17 (Debian 12's default) and Maven.
+command -v java >/dev/null 2>&1 || missing="$missing default-jdk-headless"
+command -v mvn >/dev/null 2>&1 || missing="$missing maven"
 command -v "${PROTOC:-protoc}" >/dev/null 2>&1 || missing="$missing protobuf-compiler"
 if $bench; then
     command -v etcd >/dev/null 2>&1 || missing="$missing etcd-server"

