@@ -336,7 +336,7 @@ async fn redisson_round(
 
 pub async fn s13(ctx: &Ctx) -> io::Result<Section> {
     let reps = ctx.opts.reps(crate::REPS_S13);
-    let protos = ctx.protocols(&[Proto::Module, Proto::Redisson]);
+    let protos = ctx.protocols(&[Proto::Module, Proto::RedissonClient, Proto::Redisson]);
     let mut section = Section::new(
         "S13",
         format!("a latch releasing {WAITERS} waiters: one count-down to zero, time until every waiter has its answer"),
@@ -358,6 +358,8 @@ pub async fn s13(ctx: &Ctx) -> io::Result<Section> {
         for _ in 0..WAITERS {
             match p {
                 Proto::Module => module_conns.push(Conn::connect(&ctx.addr).await?),
+                // The real client opens its own.
+                Proto::RedissonClient => break,
                 _ => redisson_pairs.push((
                     Conn::connect(&ctx.addr).await?,
                     Conn::connect(&ctx.addr).await?,
@@ -374,6 +376,7 @@ pub async fn s13(ctx: &Ctx) -> io::Result<Section> {
                 Proto::Module => {
                     module_round(&mut admin, &mut module_conns, &key, ctx.server_pid).await
                 }
+                Proto::RedissonClient => redisson_client_round(ctx, &key),
                 _ => {
                     let pid = ctx.server_pid;
                     redisson_round(&mut admin, &mut redisson_pairs, &key, &shas, pid).await
@@ -407,6 +410,31 @@ pub async fn s13(ctx: &Ctx) -> io::Result<Section> {
     finish(ctx, section, &rounds, &mut admin).await
 }
 
+/// Waiter threads per Redisson instance of the real client's rounds: 1,000
+/// waiters in 100 instances.
+pub const CLIENT_THREADS_PER_PROCESS: usize = 10;
+
+/// A round of the real Redisson client (interop/redisson's load driver).
+fn redisson_client_round(ctx: &Ctx, key: &[u8]) -> io::Result<Round> {
+    let key = String::from_utf8_lossy(key).into_owned();
+    let (port, pid) = (ctx.port(), ctx.server_pid);
+    let r = ctx.with_redisson(|c| c.latch(port, pid, &key, WAITERS, CLIENT_THREADS_PER_PROCESS))?;
+    if !r.errors.is_empty() || r.released != WAITERS as u64 {
+        return Err(err(format!(
+            "the Redisson client released {} of {WAITERS} waiters: {:?}",
+            r.released, r.errors
+        )));
+    }
+    Ok(Round {
+        all: r.all,
+        median: r.median,
+        first: r.first,
+        countdown_reply: r.countdown_reply,
+        all_messages: None,
+        server_cpu: r.server_cpu_ms,
+    })
+}
+
 async fn finish(
     ctx: &Ctx,
     mut section: Section,
@@ -424,10 +452,15 @@ async fn finish(
         "module: LATCH.INIT key 1, {WAITERS} connections send LATCH.AWAIT key BLOCK 0 (all seen queued by LATCH.INFO), then LATCH.COUNTDOWN key (must answer 0); a waiter is done when its reply (0) arrives"
     ));
     section.line(format!(
-        "redisson (reference): trySetCount(1) by Redisson's script; {WAITERS} waiters in await(), each with its own pub/sub connection and command connection: GET (1), SUBSCRIBE redisson_countdownlatch__channel__{{key}} (confirmed), GET (1), then wait for the message 0 published by Redisson's countDown script; a waiter is done when its GET after the message answers nil (getCount() = 0); it unsubscribes after the timed window"
+        "redisson: the real client, Redisson {}: trySetCount(1), {WAITERS} threads in await() in {} Redisson instances of {CLIENT_THREADS_PER_PROCESS} (one subscription per instance; a message releases every thread of the instance waiting), then countDown() from another instance; a waiter is done when its await() returns (times taken in the JVM, pinned to the generator's core, from just before countDown())",
+        crate::redisson_client::REDISSON_VERSION,
+        WAITERS / CLIENT_THREADS_PER_PROCESS
     ));
     section.line(format!(
-        "{:<11} {:>7} {:>12} {:>17} {:>10} {:>9} {:>14} {:>20}",
+        "redisson-emu (Redisson's protocol by this generator, as 1,000 processes of one thread, which the real client cannot be run as: one JVM each): trySetCount(1) by Redisson's script; {WAITERS} waiters in await(), each with its own pub/sub connection and command connection: GET (1), SUBSCRIBE redisson_countdownlatch__channel__{{key}} (confirmed), GET (1), then wait for the message 0 published by Redisson's countDown script; a waiter is done when its GET after the message answers nil (getCount() = 0); it unsubscribes after the timed window"
+    ));
+    section.line(format!(
+        "{:<12} {:>7} {:>12} {:>17} {:>10} {:>9} {:>14} {:>20}",
         "protocol",
         "waiters",
         "all done ms",
@@ -448,7 +481,7 @@ async fn finish(
             format!("{}..{}", ms(lo), ms(hi))
         });
         section.line(format!(
-            "{:<11} {:>7} {:>12} {:>17} {:>10} {:>9} {:>14} {:>20}",
+            "{:<12} {:>7} {:>12} {:>17} {:>10} {:>9} {:>14} {:>20}",
             p.name(),
             WAITERS,
             ms(median(&all)),
@@ -477,13 +510,20 @@ async fn finish(
             .map(|(_, r)| r.iter().map(|x| x.all).collect::<Vec<f64>>())
             .unwrap_or_default()
     };
-    let (m, r) = (all_of(Proto::Module), all_of(Proto::Redisson));
-    let ratio = crate::stats::paired_ratio(&r, &m);
-    if !m.is_empty() && !r.is_empty() {
+    let m = all_of(Proto::Module);
+    let mut ratios_json = serde_json::Map::new();
+    for p in [Proto::RedissonClient, Proto::Redisson] {
+        let r = all_of(p);
+        if m.is_empty() || r.is_empty() {
+            continue;
+        }
+        let ratio = crate::stats::paired_ratio(&r, &m);
         section.line(format!(
-            "redisson / module, time until all {WAITERS} are done: {:.2}x (median of the ratios within each round; information, no bar)",
+            "{} / module, time until all {WAITERS} are done: {:.2}x (median of the ratios within each round; information, no bar)",
+            p.name(),
             ratio
         ));
+        ratios_json.insert(format!("{}_over_module_all_done", p.name()), finite(ratio));
     }
     let cd = crate::load::commandstats(admin).await?;
     if let Some((_, calls, us)) = cd.iter().find(|c| c.0 == "latch.countdown") {
@@ -498,7 +538,7 @@ async fn finish(
             "median_all_done_ms": finite(median(&r.iter().map(|x| x.all).collect::<Vec<_>>())),
             "runs": r.iter().map(Round::json).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
-        "redisson_over_module_all_done": finite(ratio),
+        "ratios": ratios_json,
         "commandstats": cd.iter().map(|(c, n, us)| json!({"command": c, "calls": n, "usec_per_call": us})).collect::<Vec<_>>(),
     });
     let _ = ctx;

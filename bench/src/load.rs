@@ -220,7 +220,12 @@ pub enum Proto {
     ModuleKeepalive,
     /// The module's commands with FENCE (exclusive, one key per cycle).
     ModuleFence,
+    /// Redisson's protocol emulated by this generator (our copies of its
+    /// scripts, its wait loop): `redisson-emu`.
     Redisson,
+    /// The real Redisson client (Java), driven by interop/redisson's load
+    /// driver (`redisson_client.rs`): `redisson`. S2, S12 and S13.
+    RedissonClient,
     /// Retry sleep in ms.
     Spin(u64),
     Raw,
@@ -251,7 +256,8 @@ impl Proto {
             Proto::Module => "module".into(),
             Proto::ModuleKeepalive => "module-keepalive".into(),
             Proto::ModuleFence => "module-fence".into(),
-            Proto::Redisson => "redisson".into(),
+            Proto::Redisson => "redisson-emu".into(),
+            Proto::RedissonClient => "redisson".into(),
             Proto::Spin(ms) => format!("spin-{ms}ms"),
             Proto::Raw => "raw".into(),
             Proto::Blpop => "blpop".into(),
@@ -935,6 +941,9 @@ impl Client {
                 }
             },
             Proto::Redisson => self.redisson_lock(k, mode, None).await,
+            Proto::RedissonClient => Err(io::Error::other(
+                "the real Redisson client runs in its own driver, not as a generator task",
+            )),
             Proto::Blpop => loop {
                 let r = self.conn.cmd(&[b"BLPOP", key, &sh.block_secs]).await?;
                 match r {
@@ -1351,6 +1360,11 @@ impl Client {
                 self.conn.cmd(&[b"RPUSH", key, BLPOP_TOKEN]).await?,
                 &[1],
             ),
+            (Proto::RedissonClient, _) => {
+                return Err(io::Error::other(
+                    "the real Redisson client runs in its own driver, not as a generator task",
+                ))
+            }
         };
         if !matches!(r, Reply::Int(n) if want.contains(&n)) {
             return Err(unexpected(what, &r));

@@ -18,6 +18,7 @@ mod keepalive_floor;
 mod latch;
 mod load;
 mod peers;
+mod redisson_client;
 mod report;
 mod resp;
 mod scale;
@@ -57,9 +58,10 @@ usage: lock-bench [options]
                           2 for etcdctl's kill -9 and cut, 3 for k8s-lease; S15 5, its cycles 3;
                           S16 3; S17 5; median reported)
   --warmup SECS           warm-up before each measured run (default 0.3, 0.2 with --quick)
-  --measure SECS          length of each measured run (default 1, 0.5 with --quick; S8's redisson
+  --measure SECS          length of each measured run (default 1, 0.5 with --quick; S8's redisson-emu
                           runs 4.5 s longer: its MultiLock tryLock wait)
-  --threads-per-process N Redisson client threads per simulated process (default 4)
+  --threads-per-process N Redisson client threads per process (real client: per Redisson
+                          instance) (default 4)
   --out DIR               where latest.txt, latest.json, chart.svg go (default bench/results,
                           bench/results/quick with --quick)
   --module PATH           liblock.so (default target/release/liblock.so of this workspace)
@@ -67,8 +69,10 @@ usage: lock-bench [options]
   --redis-benchmark PATH  default redis-benchmark from PATH
   --cli PATH              redis-lock for S10 (default target/release/redis-lock of this workspace)
   --protocols LIST        only these protocols in S1/S2/S5/S7/S8/S12/S13 (module,module-keepalive,
-                          module-fence,redisson,spin-10ms,spin-100ms,raw; blpop = S2's reference:
-                          Redis's own BLPOP/RPUSH hand-off, no module)
+                          module-fence,redisson,redisson-emu,spin-10ms,spin-100ms,raw; blpop = S2's
+                          reference: Redis's own BLPOP/RPUSH hand-off, no module; redisson = the
+                          real Java client (S2, S12, S13: needs java and mvn), redisson-emu =
+                          Redisson's protocol by this generator (S1, S3-S5, S7, S8, S13))
   --s2-clients LIST       S2 client counts (default 1,4,16,64,256)
   --systems LIST          S14's systems (module,etcd-lease,etcdctl,k8s-lease; default all)
   --faults LIST           S14's faults (clean,kill9,cut; default all; cut needs root)
@@ -280,6 +284,7 @@ fn parse_args() -> Result<Opts, String> {
                         "module-keepalive",
                         "module-fence",
                         "redisson",
+                        "redisson-emu",
                         "spin-10ms",
                         "spin-100ms",
                         "raw",
@@ -388,6 +393,9 @@ pub struct Ctx {
     pub scripts: Scripts,
     runs: std::cell::Cell<u64>,
     started: Instant,
+    /// The real Redisson client's load driver (a JVM), started at its first
+    /// run; Err: why it could not be (its rows are then left out).
+    redisson: std::cell::RefCell<Option<Result<redisson_client::RedissonClient, String>>>,
 }
 
 impl Ctx {
@@ -414,7 +422,41 @@ impl Ctx {
             scripts,
             runs: std::cell::Cell::new(0),
             started,
+            redisson: std::cell::RefCell::new(None),
         })
+    }
+
+    /// Runs `f` with the real Redisson client's driver, started (built with
+    /// Maven, its JVM pinned to the generator's core) at the first call.
+    pub fn with_redisson<T>(
+        &self,
+        f: impl FnOnce(&mut redisson_client::RedissonClient) -> io::Result<T>,
+    ) -> io::Result<T> {
+        let mut slot = self.redisson.borrow_mut();
+        if slot.is_none() {
+            self.progress(&format!(
+                "starting the real Redisson client {} (interop/redisson's load driver: mvn compile, then a JVM)",
+                redisson_client::REDISSON_VERSION
+            ));
+            *slot = Some(redisson_client::RedissonClient::start(
+                &workspace_dir(),
+                self.opts.pinning.generator,
+            ));
+        }
+        match slot.as_mut() {
+            Some(Ok(client)) => f(client),
+            Some(Err(why)) => Err(io::Error::other(why.clone())),
+            None => Err(io::Error::other("no Redisson driver")),
+        }
+    }
+
+    /// The server's port.
+    pub fn port(&self) -> u16 {
+        self.addr
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0)
     }
 
     pub fn spec(&self, proto: Proto, clients: usize, keys: usize) -> LoadSpec {

@@ -88,9 +88,9 @@ impl Cell {
 
     fn line(&self, unit_clients: bool) -> String {
         let who = if unit_clients {
-            format!("{:<11} {:>4}", self.proto.name(), self.clients)
+            format!("{:<12} {:>4}", self.proto.name(), self.clients)
         } else {
-            format!("{:<11}", self.proto.name())
+            format!("{:<12}", self.proto.name())
         };
         format!(
             "{who} {:>11} {:>5.0}% {:>9} {:>9} {:>9} {:>7.4} {:>7.2} {:>6.0}% {:>6.0}% {:>6.0}%",
@@ -128,9 +128,9 @@ impl Cell {
 
 fn header(unit_clients: bool, what: &str) -> String {
     let who = if unit_clients {
-        format!("{:<11} {:>4}", "protocol", "cli")
+        format!("{:<12} {:>4}", "protocol", "cli")
     } else {
-        format!("{:<11}", "protocol")
+        format!("{:<12}", "protocol")
     };
     format!(
         "{who} {:>11} {:>6} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7} {:>7} {:>7}",
@@ -160,8 +160,17 @@ pub(crate) async fn measure(
         variant(&mut spec);
         let mut admin = Conn::connect(&ctx.addr).await?;
         admin.ok(&["CONFIG", "RESETSTAT"]).await?;
-        let mut r = run_load(&ctx.addr, ctx.server_pid, &spec, &ctx.scripts).await?;
-        r.commandstats = commandstats(&mut admin).await?;
+        let r = if proto == Proto::RedissonClient {
+            let (port, pid) = (ctx.port(), ctx.server_pid);
+            let (mut r, grants) = ctx.with_redisson(|c| c.run(port, pid, &spec))?;
+            r.commandstats = commandstats(&mut admin).await?;
+            r.failed_tries = crate::redisson_client::failed_tries(&r, grants);
+            r
+        } else {
+            let mut r = run_load(&ctx.addr, ctx.server_pid, &spec, &ctx.scripts).await?;
+            r.commandstats = commandstats(&mut admin).await?;
+            r
+        };
         // Violations and errors count in every run, kept or not.
         absorb(section, &r);
         ctx.settle(section).await;
@@ -247,6 +256,16 @@ async fn measure_interleaved(
     Ok(cells)
 }
 
+/// What the `redisson` rows (the real client) ran.
+pub(crate) fn redisson_client_note(ctx: &Ctx, calls: &str) -> String {
+    format!(
+        "redisson: the real client, Redisson {} ({calls}, its defaults otherwise: pub/sub waits, retries), in one JVM pinned to the generator's core (interop/redisson's load driver): Redisson instances of {} client threads, each its own id, connections and subscriptions as a process has, sharing the JVM's Netty event loop; the JVM's first run of a kind warms up for at least {} ms; try/acq from the server's eval/evalsha calls (every grant sends one unlock script); gen = the JVM's CPU",
+        crate::redisson_client::REDISSON_VERSION,
+        ctx.opts.threads_per_process,
+        crate::redisson_client::JIT_WARMUP_MS
+    )
+}
+
 fn run_note(ctx: &Ctx, reps: usize) -> String {
     format!(
         "each figure: median of {} runs of {:.1} s measured after {:.1} s warm-up, protocols interleaved; spread = (max - min) / median of the runs' rates; ratios in bars = median of the ratios within each repetition; waits still open at the end count with their length so far",
@@ -296,7 +315,7 @@ pub async fn s1(ctx: &Ctx) -> io::Result<Section> {
     };
     for (p, what, want) in [
         (Proto::Raw, "module cycles/s vs raw SET NX PX + DEL", 0.95),
-        (Proto::Redisson, "module cycles/s vs redisson", 1.8),
+        (Proto::Redisson, "module cycles/s vs redisson-emu", 1.8),
     ] {
         if let (Some(m), Some(o)) = (
             find(&cells, Proto::Module, clients),
@@ -336,7 +355,7 @@ pub async fn s1(ctx: &Ctx) -> io::Result<Section> {
     };
     section.line("server time per call, us (INFO commandstats usec_per_call, median of runs):");
     for c in &cells {
-        section.line(format!("  {:<11} {}", c.proto.name(), c.server_time()));
+        section.line(format!("  {:<12} {}", c.proto.name(), c.server_time()));
     }
     section.line(format!(
         "module vs spin-10ms: {:.2}x, vs spin-100ms: {:.2}x",
@@ -363,7 +382,7 @@ pub async fn s2(ctx: &Ctx) -> io::Result<(Section, S2Chart)> {
     let counts: Vec<usize> = ctx.opts.s2_clients.clone();
     let protos = ctx.protocols(&[
         Proto::Module,
-        Proto::Redisson,
+        Proto::RedissonClient,
         Proto::Spin(10),
         Proto::Spin(100),
         Proto::Blpop,
@@ -395,9 +414,9 @@ pub async fn s2(ctx: &Ctx) -> io::Result<(Section, S2Chart)> {
         spread_pct(&all_pings),
         all_pings.len()
     ));
-    section.line(format!(
-        "redisson: processes of {} client threads (one pub/sub connection each; fewer clients = one process)",
-        ctx.opts.threads_per_process
+    section.line(redisson_client_note(
+        ctx,
+        "RLock.lock(30 s lease) / unlock()",
     ));
     section.line(header(true, "acq/s"));
     for c in &cells {
@@ -437,7 +456,7 @@ pub async fn s2(ctx: &Ctx) -> io::Result<(Section, S2Chart)> {
     for (n, want) in [(16, 1.8), (64, 6.0)] {
         if let (Some(m), Some(r)) = (
             find(&cells, Proto::Module, n),
-            find(&cells, Proto::Redisson, n),
+            find(&cells, Proto::RedissonClient, n),
         ) {
             section.bars.push(m.bar_vs(
                 format!("module acq/s at {n} clients vs redisson"),
@@ -509,7 +528,7 @@ pub async fn s5(ctx: &Ctx) -> io::Result<Section> {
     let cells = measure_interleaved(ctx, &mut section, &protos, clients, keys, reps).await?;
     section.line(run_note(ctx, reps));
     section.line(format!(
-        "redisson: processes of {} client threads",
+        "redisson-emu (Redisson's protocol by this generator): processes of {} client threads",
         ctx.opts.threads_per_process
     ));
     section.line(header(false, "acq/s"));
@@ -521,9 +540,9 @@ pub async fn s5(ctx: &Ctx) -> io::Result<Section> {
     if let (Some(m), Some(r)) = (m, r) {
         section
             .bars
-            .push(m.bar_vs("module acq/s vs redisson".into(), r, 10.0));
+            .push(m.bar_vs("module acq/s vs redisson-emu".into(), r, 10.0));
         section.line(format!(
-            "p99 wait: module {} ms, redisson {} ms",
+            "p99 wait: module {} ms, redisson-emu {} ms",
             ms(m.p99()),
             ms(r.p99())
         ));
@@ -563,7 +582,7 @@ pub async fn s7(ctx: &Ctx) -> io::Result<Section> {
         "module: LOCK.RACQUIRE / LOCK.WACQUIRE key owner PX 30000 BLOCK 10000 (waits in the server, FIFO), LOCK.RELEASE",
     );
     section.line(format!(
-        "redisson: RReadWriteLock scripts by EVALSHA; processes of {} client threads, one pub/sub connection each on redisson_rwlock:{{lock}}; a busy try waits for a message or the PTTL, then tries again (the last read release publishes 0: wakes one thread per process; a write release publishes 1: wakes all)",
+        "redisson-emu: RReadWriteLock scripts by EVALSHA; processes of {} client threads, one pub/sub connection each on redisson_rwlock:{{lock}}; a busy try waits for a message or the PTTL, then tries again (the last read release publishes 0: wakes one thread per process; a write release publishes 1: wakes all)",
         ctx.opts.threads_per_process
     ));
     section.line(
@@ -574,7 +593,7 @@ pub async fn s7(ctx: &Ctx) -> io::Result<Section> {
         section.line(c.line(true));
     }
     section.line(format!(
-        "{:<11} {:>4} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>11} {:>10}",
+        "{:<12} {:>4} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>11} {:>10}",
         "by kind",
         "cli",
         "reads/s",
@@ -596,7 +615,7 @@ pub async fn s7(ctx: &Ctx) -> io::Result<Section> {
             .map(|r| r.rw.as_ref().map_or(0, |s| s.violations))
             .sum();
         section.line(format!(
-            "{:<11} {:>4} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>5.0} {:>5.1} {:>10}",
+            "{:<12} {:>4} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>5.0} {:>5.1} {:>10}",
             c.proto.name(),
             c.clients,
             rate(rw(|s, r| s.reads as f64 / r.measured_s)),
@@ -625,7 +644,7 @@ pub async fn s7(ctx: &Ctx) -> io::Result<Section> {
         })
         .collect();
     if !vs.is_empty() {
-        section.line(format!("module vs redisson: {}", vs.join("; ")));
+        section.line(format!("module vs redisson-emu: {}", vs.join("; ")));
     }
     section.json = json!({"clients": S7_CLIENTS, "keys": 1, "read_fraction": S7_READ_FRACTION,
         "threads_per_process": ctx.opts.threads_per_process,
@@ -673,7 +692,7 @@ pub async fn s8(ctx: &Ctx) -> io::Result<Section> {
     }
     section.line(run_note(ctx, reps));
     section.line(format!(
-        "redisson's runs are measured {:.1} s longer ({:.1} s): its tryLock wait, so that an attempt that waits it out and gives up falls inside the window",
+        "redisson-emu's runs are measured {:.1} s longer ({:.1} s): its tryLock wait, so that an attempt that waits it out and gives up falls inside the window",
         redisson_wait.as_secs_f64(),
         (ctx.opts.measure + redisson_wait).as_secs_f64()
     ));
@@ -684,13 +703,13 @@ pub async fn s8(ctx: &Ctx) -> io::Result<Section> {
         "module: LOCK.MACQUIRE 3 k1 k2 k3 owner PX 30000 BLOCK 10000 (the caller waits in the server as one unit, granted all keys in one step; nil = BLOCK timeout, counted as gave up, sent again), LOCK.MRELEASE 3 k1 k2 k3 owner",
     );
     section.line(format!(
-        "redisson: RedissonMultiLock.lock(): tryLock(wait {} ms = {} ms per key), again whenever it returns false; tryLock takes the keys one by one in the caller's order, each by RLock.tryLock for the wait left (acquire script by EVALSHA, lease 30 s = the watchdog's; on a PTTL the process subscribes to redisson_lock__channel:{{key}} and the thread waits for a message or the PTTL, then tries again), holding the keys it has while it waits for the next; when the wait is used up it unlocks them (release scripts sent together) and gives up; the unlock of all keys is sent together too; processes of {} client threads, one pub/sub connection each",
+        "redisson-emu: RedissonMultiLock.lock(): tryLock(wait {} ms = {} ms per key), again whenever it returns false; tryLock takes the keys one by one in the caller's order, each by RLock.tryLock for the wait left (acquire script by EVALSHA, lease 30 s = the watchdog's; on a PTTL the process subscribes to redisson_lock__channel:{{key}} and the thread waits for a message or the PTTL, then tries again), holding the keys it has while it waits for the next; when the wait is used up it unlocks them (release scripts sent together) and gives up; the unlock of all keys is sent together too; processes of {} client threads, one pub/sub connection each",
         redisson_wait.as_millis(),
         REDISSON_MULTI_WAIT_PER_KEY.as_millis(),
         ctx.opts.threads_per_process
     ));
     section.line(
-        "checks: a holder flag per key, set for every key when a multi-lock is granted and cleared before its release is sent (a grant while another client holds any of its keys is a violation); every INCR must answer the number of cycles completed on that key + 1; every MACQUIRE grant must answer 1 for each key, every release 0 (module) / 1 (redisson)",
+        "checks: a holder flag per key, set for every key when a multi-lock is granted and cleared before its release is sent (a grant while another client holds any of its keys is a violation); every INCR must answer the number of cycles completed on that key + 1; every MACQUIRE grant must answer 1 for each key, every release 0 (module) / 1 (redisson-emu)",
     );
     for (order, cells) in &grids {
         section.line(format!("{} order:", order.name()));
@@ -701,14 +720,14 @@ pub async fn s8(ctx: &Ctx) -> io::Result<Section> {
     }
     section.line("(acq/s = multi-locks granted per second; try/acq = lock calls per multi-lock granted: MACQUIRE calls, or Redisson acquire-script calls over all keys, granted or PTTL)");
     section.line(format!(
-        "{:<7} {:<11} {:>4} {:>8} {:>10} {:>8} {:>10} {:>11}",
+        "{:<7} {:<12} {:>4} {:>8} {:>10} {:>8} {:>10} {:>11}",
         "order", "protocol", "cli", "acq", "lock calls", "gave up", "open waits", "max wait ms"
     ));
     for (order, cells) in &grids {
         for c in cells {
             let gave_up = c.med(|r| r.multi.as_ref().map_or(f64::NAN, |m| m.gave_up as f64));
             section.line(format!(
-                "{:<7} {:<11} {:>4} {:>8.0} {:>10.0} {:>8.0} {:>10.0} {:>11}",
+                "{:<7} {:<12} {:>4} {:>8.0} {:>10.0} {:>8.0} {:>10.0} {:>11}",
                 order.name(),
                 c.proto.name(),
                 c.clients,
@@ -721,7 +740,7 @@ pub async fn s8(ctx: &Ctx) -> io::Result<Section> {
         }
     }
     section.line(format!(
-        "(medians per run: multi-locks granted in the window, lock calls, attempts that used up their wait and started over (redisson: tryLock after {} ms, module: BLOCK timeout), waits still open when the window closed, longest wait)",
+        "(medians per run: multi-locks granted in the window, lock calls, attempts that used up their wait and started over (redisson-emu: tryLock after {} ms, module: BLOCK timeout), waits still open when the window closed, longest wait)",
         redisson_wait.as_millis()
     ));
     let mut vs_json = Vec::new();
@@ -737,10 +756,10 @@ pub async fn s8(ctx: &Ctx) -> io::Result<Section> {
             // Runs where redisson granted nothing have no ratio: said so.
             let none = r.runs.iter().filter(|x| x.acquisitions == 0).count();
             let ratio = if none == r.runs.len() {
-                "redisson granted none".to_string()
+                "redisson-emu granted none".to_string()
             } else if none > 0 {
                 format!(
-                    "{:.2}x acq/s over the runs where redisson granted any ({none} of {} granted none)",
+                    "{:.2}x acq/s over the runs where redisson-emu granted any ({none} of {} granted none)",
                     m.vs(r),
                     r.runs.len()
                 )
@@ -758,7 +777,7 @@ pub async fn s8(ctx: &Ctx) -> io::Result<Section> {
         }
         if !vs.is_empty() {
             section.line(format!(
-                "module vs redisson, {} order: {}",
+                "module vs redisson-emu, {} order: {}",
                 order.name(),
                 vs.join("; ")
             ));
@@ -783,7 +802,7 @@ pub const S12_CLIENTS: [usize; 2] = [16, 64];
 
 pub async fn s12(ctx: &Ctx) -> io::Result<Section> {
     let reps = ctx.opts.reps(crate::REPS_S12);
-    let protos = ctx.protocols(&[Proto::Module, Proto::Redisson, Proto::Blpop]);
+    let protos = ctx.protocols(&[Proto::Module, Proto::RedissonClient, Proto::Blpop]);
     let mut section = Section::new(
         "S12",
         format!(
@@ -805,9 +824,9 @@ pub async fn s12(ctx: &Ctx) -> io::Result<Section> {
     section.line(format!(
         "module: SEM.INIT key {S12_PERMITS}, then SEM.ACQUIRE key owner PX 30000 BLOCK 0 (must answer 1; waits in the server, FIFO) and SEM.RELEASE key owner (must answer 0)"
     ));
-    section.line(format!(
-        "redisson: RPermitExpirableSemaphore.acquire(30 s lease) / release(id) with Redisson's own scripts by EVALSHA (KEYS key, {{key}}:timeout, redisson_sc:{{key}}; a new 16-byte permit id per acquire); a try that fails makes the thread join its process's subscription to redisson_sc:{{key}} (SUBSCRIBE by the first, UNSUBSCRIBE by the last thread out), try again, then wait for a latch permit (a message of the available count v releases min(threads subscribed, v)) or the first lease's end, and try again; processes of {} client threads, one pub/sub connection each",
-        ctx.opts.threads_per_process
+    section.line(redisson_client_note(
+        ctx,
+        "RPermitExpirableSemaphore.trySetPermits(4) once, then acquire(30 s lease) / release(id)",
     ));
     section.line(format!(
         "blpop (Redis's floor for a pool, no module, no lease, no owner): a list of {S12_PERMITS} tokens, BLPOP key 0 takes one, RPUSH key token gives it back"
@@ -838,7 +857,7 @@ pub async fn s12(ctx: &Ctx) -> io::Result<Section> {
             ));
             j["module_vs_blpop"] = json!({"median_ratio": finite(m.vs(b)), "ratios_by_rep": ratios(&m.rates(), &b.rates())});
         }
-        if let Some(r) = find(&cells, Proto::Redisson, n) {
+        if let Some(r) = find(&cells, Proto::RedissonClient, n) {
             vs_redisson.push(format!(
                 "{n} cli {:.2}x acq/s, p99 {} vs {} ms",
                 m.vs(r),
@@ -864,7 +883,7 @@ pub async fn s12(ctx: &Ctx) -> io::Result<Section> {
     section.line("server time per call, us (INFO commandstats usec_per_call, median of runs):");
     for c in &cells {
         section.line(format!(
-            "  {:<11} {:>4} {}",
+            "  {:<12} {:>4} {}",
             c.proto.name(),
             c.clients,
             c.server_time()
