@@ -33,6 +33,8 @@ class KillTest extends OnOneServer {
     void aKilledWatchdogHolderHandsTheLockToTheModuleCallerAtItsLastLeaseEnd() {
         String key = name("lock");
         try (RedissonProcess holder = RedissonProcess.start(server, "lock", key, -1, WATCHDOG_MS, 0)) {
+            holder.await("OWNER");
+            holder.go();
             holder.await("HOLDING");
             ModuleCaller waiting = module();
             Async<Long> waiter = Async.start("module waiter", () -> waiting.acquireWaiting(key, "m1", 10_000, 0));
@@ -57,7 +59,10 @@ class KillTest extends OnOneServer {
     @Test
     void aKilledHolderWithALeaseTimeHandsTheLockOnAtThatLeaseEnd() {
         String key = name("lock");
-        try (RedissonProcess holder = RedissonProcess.start(server, "lock", key, 2_000, 0, 0)) {
+        // 4 s: the module caller must be queued within the lease (it waits for its end).
+        try (RedissonProcess holder = RedissonProcess.start(server, "lock", key, 4_000, 0, 0)) {
+            holder.await("OWNER");
+            holder.go();
             holder.await("HOLDING");
             long deadline = pexpireTime(key);
             ModuleCaller waiting = module();
@@ -67,7 +72,7 @@ class KillTest extends OnOneServer {
             assertEquals(1L, waiter.get());
             long granted = pexpireTime(key) - 10_000;
             assertTrue(granted > deadline, "granted at " + granted + " before the lease ended at " + deadline);
-            System.out.printf("[%s] Redisson holder (2 s lease) killed -> module caller granted %d ms after the lease ended%n",
+            System.out.printf("[%s] Redisson holder (4 s lease) killed -> module caller granted %d ms after the lease ended%n",
                     key, granted - deadline);
             assertEquals(0L, waiting.release(key, "m1"));
         }
@@ -81,6 +86,7 @@ class KillTest extends OnOneServer {
         assertEquals(1L, holder.acquire(key, "m1", 60_000));
         try (RedissonProcess waiting = RedissonProcess.start(server, "lock", key, -1, 0, 0)) {
             waiting.await("OWNER");
+            waiting.go();
             Processes.waitUntil("the Redisson process subscribed", () -> server.subscribers(LockTest.channel(key)) == 1);
             waiting.kill();
             // The server sees the connection close: no subscriber is left.
@@ -94,11 +100,13 @@ class KillTest extends OnOneServer {
     void aKilledFairWaiterHoldsTheQueueUpUntilItsDeadlineOnly() {
         String key = name("fair");
         ModuleCaller holder = module();
-        // A fair waiter's deadline is the lock's lease end plus Redisson's fairLockWaitTimeout
-        // (5 min by default, 2 s here): a short lease keeps the test short.
-        assertEquals(1L, holder.acquire(key, "m1", 1_500));
         try (RedissonProcess fair = RedissonProcess.start(server, "fair", key, -1, 0, 2_000)) {
             String owner = fair.await("OWNER");
+            // A fair waiter's deadline is the lock's lease end plus Redisson's
+            // fairLockWaitTimeout (5 min by default, 2 s here): a short lease keeps the test
+            // short, taken once the child is connected (its lock() then comes within it).
+            assertEquals(1L, holder.acquire(key, "m1", 3_000));
+            fair.go();
             Processes.waitUntil("the fair waiter queued", () -> FairLockTest.fairQueue(key).contains(owner));
             ModuleCaller waiting = module();
             Async<Long> waiter = Async.start("module waiter", () -> waiting.acquireWaiting(key, "m2", 10_000, 0));

@@ -16,13 +16,14 @@ import org.redisson.api.RedissonClient;
 /**
  * A Redisson client in a JVM of its own, to be killed with {@code kill -9} while it holds or
  * waits: its watchdog, its subscriptions and its connections die with it, as in a crashed
- * application. The child says on stdout who it is ({@code OWNER <id>}) and when it holds
- * ({@code HOLDING}); the test reads those lines as events, and sees a wait on the server (its
- * subscription, its entry in a fair queue).
+ * application. The child says on stdout who it is once connected ({@code OWNER <id>}), takes
+ * the lock when told ({@link #go}) and says when it holds ({@code HOLDING}); the test reads
+ * those lines as events, and sees a wait on the server (its subscription, its entry in a fair
+ * queue).
  *
  * <p>Run as {@code main(url, kind, lockName, leaseMs, watchdogMs, fairWaitMs)}: kind {@code lock}
- * or {@code fair}; leaseMs -1 for the watchdog. It takes the lock (waiting if it must), says
- * {@code HOLDING}, and sleeps until killed.
+ * or {@code fair}; leaseMs -1 for the watchdog. Told {@code go} on stdin, it takes the lock
+ * (waiting if it must), says {@code HOLDING}, and sleeps until killed.
  */
 public final class RedissonProcess implements AutoCloseable {
     private final Process process;
@@ -57,6 +58,16 @@ public final class RedissonProcess implements AutoCloseable {
                     .redirectError(ProcessBuilder.Redirect.INHERIT).start()));
         } catch (IOException e) {
             throw new IllegalStateException("start " + cmd, e);
+        }
+    }
+
+    /** Tells the child, started and connected ({@code OWNER}), to take the lock. */
+    public void go() {
+        try {
+            process.getOutputStream().write("go\n".getBytes(StandardCharsets.UTF_8));
+            process.getOutputStream().flush();
+        } catch (IOException e) {
+            throw new AssertionError("the Redisson process is gone: " + e.getMessage(), e);
         }
     }
 
@@ -108,6 +119,11 @@ public final class RedissonProcess implements AutoCloseable {
         });
         RLock lock = kind.equals("fair") ? redisson.getFairLock(name) : redisson.getLock(name);
         System.out.println("OWNER " + redisson.getId() + ":" + Thread.currentThread().getId());
+        // Started and connected: the lock is taken when the test says go (a JVM's start takes
+        // seconds on a busy machine, a lock() then milliseconds).
+        if (!"go".equals(new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8)).readLine())) {
+            return;
+        }
         // Waiting, if it must, as Redisson does: subscribed, retrying on messages and told ttls.
         if (leaseMs > 0) {
             lock.lock(leaseMs, TimeUnit.MILLISECONDS);
