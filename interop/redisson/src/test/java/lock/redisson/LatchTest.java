@@ -46,12 +46,6 @@ class LatchTest extends OnOneServer {
         return (endNanos - startNanos) / 1e6;
     }
 
-    /** Waits until {@code thread} is parked on its latch: from then on only a message (or its own timeout) moves it. */
-    static void waitUntilParkedOnItsLatch(Async<?> waiter) {
-        Processes.waitUntil(waiter.thread().getName() + " parked on its wake-up latch",
-                () -> Parked.onItsWakeUpLatch(waiter.thread()));
-    }
-
     /** Module callers awaiting the latch on this server (0 when it is open). */
     int moduleAwaiters(String key) {
         Map<String, Object> info = look().latchInfo(key);
@@ -143,8 +137,8 @@ class LatchTest extends OnOneServer {
         });
         Async<Boolean> awaitsFor = Async.start("redisson await(15 s)", () -> second.await(15, TimeUnit.SECONDS));
         Processes.waitUntil("both Redisson clients subscribed", () -> server.subscribers(channel(key)) == 2);
-        waitUntilParkedOnItsLatch(awaits);
-        waitUntilParkedOnItsLatch(awaitsFor);
+        Parked.waitUntilParked(awaits);
+        Parked.waitUntilParked(awaitsFor);
 
         long opened = System.nanoTime();
         assertEquals(0L, caller.call("LATCH.COUNTDOWN", key));
@@ -207,7 +201,7 @@ class LatchTest extends OnOneServer {
         }
         Processes.waitUntil("every awaiter waiting", () -> moduleAwaiters(key) == 3
                 && server.subscribers(channel(key)) == clients.length + 1);
-        awaiters.subList(0, clients.length).forEach(LatchTest::waitUntilParkedOnItsLatch);
+        awaiters.subList(0, clients.length).forEach(Parked::waitUntilParked);
 
         List<Long> moduleCounts = Collections.synchronizedList(new ArrayList<>());
         Contenders contenders = new Contenders();

@@ -20,6 +20,7 @@ import lock.redisson.harness.Contenders;
 import lock.redisson.harness.Guard;
 import lock.redisson.harness.ModuleCaller;
 import lock.redisson.harness.OnOneServer;
+import lock.redisson.harness.Parked;
 import lock.redisson.harness.Processes;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -290,6 +291,8 @@ class ReadWriteLockTest extends OnOneServer {
             int subscribed = c + 1;
             Processes.waitUntil(subscribed + " Redisson clients subscribed", () -> server.subscribers(channel(key)) == subscribed);
         }
+        // The write release's 1 wakes only the threads parked on their latch (Parked).
+        waiters.forEach(Parked::waitUntilParked);
         long released = System.nanoTime();
         assertEquals(0L, holder.release(key, "m-w"));
         // Told to retry when the 60 s lease ends: only the message wakes them sooner.
@@ -317,6 +320,8 @@ class ReadWriteLockTest extends OnOneServer {
         assertEquals(1L, wacquire(holder, key, "m-w", 60_000));
         Async<Boolean> waiter = Async.start("redisson reader", () -> read.tryLock(15, 60, TimeUnit.SECONDS));
         Processes.waitUntil("the Redisson client subscribed", () -> server.subscribers(channel(key)) == 1);
+        // The message (1) wakes only a thread parked on its latch (Parked).
+        Parked.waitUntilParked(waiter);
         Async<Long> moduleReader = Async.start("module reader", () -> queued.racquireWaiting(key, "m-r", 60_000, 0));
         waitForModuleWaiters(key, 1);
 
@@ -348,6 +353,7 @@ class ReadWriteLockTest extends OnOneServer {
             return write.isHeldByCurrentThread();
         });
         Processes.waitUntil("the Redisson client subscribed", () -> server.subscribers(channel(key)) == 1);
+        Parked.waitUntilParked(waiter);
         long released = System.nanoTime();
         assertEquals(0L, holder.release(key, "m-r"));
         // Told to retry when the 60 s lease ends: only the message wakes it sooner.
@@ -368,7 +374,11 @@ class ReadWriteLockTest extends OnOneServer {
     void redissonAndModuleReadersAndWritersNeverBreachTheLock(First first) {
         String key = name("rw-" + first);
         Guard guard = Guard.exclusive();
-        RedissonClient[] clients = {redisson(), redisson()};
+        // Short leases (the watchdog's and the module callers'): a Redisson thread that misses a
+        // write release's 1 (it wakes only threads already parked, see Parked) retries when the
+        // lease it was told ends, or at the next message.
+        long leaseMs = 5_000;
+        RedissonClient[] clients = {redisson(c -> c.setLockWatchdogTimeout(leaseMs)), redisson(c -> c.setLockWatchdogTimeout(leaseMs))};
         int readersPerClient = 2;
         int writersPerClient = 2;
         int moduleReaders = 2;
@@ -424,7 +434,7 @@ class ReadWriteLockTest extends OnOneServer {
             String who = "module-reader-" + m;
             ModuleCaller caller = module();
             contenders.add(who, cycles, i -> {
-                assertEquals(1L, caller.racquireWaiting(key, who, 30_000, 0));
+                assertEquals(1L, caller.racquireWaiting(key, who, leaseMs, 0));
                 guard.read(who, readBody::run);
                 assertEquals(0L, caller.release(key, who, "READ"));
             });
@@ -433,7 +443,7 @@ class ReadWriteLockTest extends OnOneServer {
             String who = "module-writer-" + m;
             ModuleCaller caller = module();
             contenders.add(who, cycles, i -> {
-                assertEquals(1L, caller.wacquireWaiting(key, who, 30_000, 0));
+                assertEquals(1L, caller.wacquireWaiting(key, who, leaseMs, 0));
                 guard.hold(who, () -> Processes.sleep(1));
                 assertEquals(0L, caller.release(key, who, "WRITE"));
             });

@@ -97,12 +97,6 @@ class SemaphoreTest extends OnOneServer {
         return held;
     }
 
-    /** Waits until {@code thread} is parked on its latch: from then on only a message (or its own timeout) moves it. */
-    static void waitUntilParkedOnItsLatch(Async<?> waiter) {
-        Processes.waitUntil(waiter.thread().getName() + " parked on its wake-up latch",
-                () -> Parked.onItsWakeUpLatch(waiter.thread()));
-    }
-
     // RSemaphore and SEM.TAKE / SEM.GIVE: the counter alone, permits that belong to nobody.
 
     @Test
@@ -205,8 +199,8 @@ class SemaphoreTest extends OnOneServer {
         Async<Boolean> tries = Async.start("redisson tryAcquire(1, 15 s)",
                 () -> semaphore.tryAcquire(1, 15, TimeUnit.SECONDS));
         Processes.waitUntil("the Redisson client subscribed", () -> server.subscribers(channel(key)) == 1);
-        waitUntilParkedOnItsLatch(acquires);
-        waitUntilParkedOnItsLatch(tries);
+        Parked.waitUntilParked(acquires);
+        Parked.waitUntilParked(tries);
 
         long given = System.nanoTime();
         assertEquals(3L, holder.semGive(key, 3));
@@ -304,8 +298,8 @@ class SemaphoreTest extends OnOneServer {
         Async<String> tries = Async.start("redisson tryAcquire(15 s, lease)",
                 () -> semaphore.tryAcquire(15, 10, TimeUnit.SECONDS));
         Processes.waitUntil("the Redisson client subscribed", () -> server.subscribers(channel(key)) == 1);
-        waitUntilParkedOnItsLatch(acquires);
-        waitUntilParkedOnItsLatch(tries);
+        Parked.waitUntilParked(acquires);
+        Parked.waitUntilParked(tries);
 
         long released = System.nanoTime();
         assertEquals(0L, holder.semRelease(key, "m1", 2));

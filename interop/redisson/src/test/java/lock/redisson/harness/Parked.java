@@ -9,12 +9,20 @@ import java.util.Set;
  * message on its channel releases (or the timeout the thread gave that wait). A thread still
  * in its retry's script, or blocked on a reply, is not: a permit it finds in that script is
  * no proof that a message woke it, so tests that show the wake-up by message wait for this
- * first.
+ * first. And a read-write lock's {@code 1} (a write unlock) releases only the threads parked at
+ * that moment ({@code LockPubSub}: {@code release(getQueueLength())}): a thread between its
+ * retry and its wait misses it and waits out the lease it was told.
  */
 public final class Parked {
     private static final Set<String> LATCHES = Set.of("java.util.concurrent.Semaphore", "org.redisson.misc.ReclosableLatch");
 
     private Parked() {}
+
+    /** Waits until {@code waiter}'s thread is parked on its latch: from then on only a message (or its own timeout) moves it. */
+    public static void waitUntilParked(Async<?> waiter) {
+        Processes.waitUntil(waiter.thread().getName() + " parked on its wake-up latch",
+                () -> onItsWakeUpLatch(waiter.thread()));
+    }
 
     /** Parked (the top frame) inside the latch's wait, called from Redisson's own code. */
     public static boolean onItsWakeUpLatch(Thread thread) {
