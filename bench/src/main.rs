@@ -41,7 +41,7 @@ use crate::resp::Conn;
 use crate::server::{Pinning, Server, ServerSpec};
 
 const USAGE: &str = "\
-lock-bench: benchmark of the lock module against Redisson's protocol, spin locks and raw SET NX
+lock-bench: benchmark of the lock module against Redisson (its client and its protocol), spin locks and raw SET NX
 
 usage: lock-bench [options]
   --quick                 smoke run: 1 repetition, short runs, smaller S1b/S4/S6, S14 without
@@ -616,7 +616,7 @@ fn header(opts: &Opts, date: &str, load_before: &str) -> Header {
         .unwrap_or_else(|_| "unknown".into());
     let redis = command_output(&opts.redis_server, "--version");
     let text = format!(
-        "lock-bench: the lock module vs Redisson's protocol, spin locks and raw SET NX\n\
+        "lock-bench: the lock module vs Redisson (its client and its protocol), spin locks and raw SET NX\n\
          date:     {date}\n\
          command:  {}\n\
          machine:  {cores} cores, {cpu}, Linux {kernel}, load average at start {load_before}\n\
@@ -626,7 +626,8 @@ fn header(opts: &Opts, date: &str, load_before: &str) -> Header {
          runs:     every figure is the median of repeated runs (S1 {}, S1b {}, S2 {}, S3 {}, S4 {}/{}, S5 {}, S6 {}, S7 {}, S8 {}, S9 {}, S10 {}, S11 {}, S12 {}, S13 {}, S14 {}, S15 {}/{}, S16 {}; all runs in latest.json); \
          throughput runs {:.1} s measured after {:.1} s warm-up{}\n\
          clients:  one tokio current_thread runtime (one core), a task per client, own RESP2 codec over TCP_NODELAY sockets;\n          \
-         Redisson simulated as processes of {} threads (one pub/sub connection per process); spin retries after 10 ms / 100 ms\n",
+         redisson-emu: Redisson's protocol simulated as processes of {} threads (one pub/sub connection per process); redisson: the real client in a JVM\n          \
+         (interop/redisson's load driver); spin retries after 10 ms / 100 ms\n",
         command_line(),
         opts.module.display(),
         opts.pinning.describe(),
