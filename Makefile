@@ -97,7 +97,7 @@ bench:
 
 # Each client library against the bare commands through the same client, and
 # against the lock its users have today (redis-py's Lock, node-redlock,
-# Redisson's protocol); one table per language in bench/results/clients-*.md.
+# the Redisson Java client); one table per language in bench/results/clients-*.md.
 bench-clients: build
 	@mkdir -p bench/results
 	for b in clients/*/bench.sh; do \

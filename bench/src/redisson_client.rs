@@ -1,7 +1,7 @@
 //! The real Redisson client as a protocol (`redisson`, S2, S12 and S13): the
-//! load driver of interop/redisson (`lock.redisson.bench.LoadDriver`, Java),
-//! built with Maven and started once per benchmark in a JVM pinned to the
-//! generator's core. Each run is one line to its stdin; it answers
+//! load driver of interop/redisson (`lock.redisson.bench.LoadDriver`, Java,
+//! built with Maven and run by `interop/redisson/load-driver.sh`), started
+//! once per benchmark in a JVM pinned to the generator's core. Each run is one line to its stdin; it answers
 //! `measuring` and `measured` at the edges of its window (the server's CPU,
 //! the JVM's as the generator's, is read there) and `result <json>`.
 //!
@@ -9,7 +9,7 @@
 //! semaphore run as a [`LoadResult`]), [`RedissonClient::latch`].
 
 use std::io::{self, BufRead, BufReader, Lines, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use serde_json::Value;
@@ -47,46 +47,21 @@ pub struct LatchRound {
 }
 
 impl RedissonClient {
-    /// Builds the driver (`mvn compile dependency:build-classpath` in
-    /// interop/redisson) and starts its JVM on `core`. Err says why not
-    /// (no Java or Maven, a build that failed): the rows are then skipped.
+    /// Starts the driver (`interop/redisson/load-driver.sh`: builds it with
+    /// Maven, then runs it in a JVM) on `core`. Err says why not (no Java or
+    /// Maven, a build that failed: the script's errors are on stderr, and
+    /// its first answer never comes): the rows are then left out.
     pub fn start(workspace: &Path, core: Option<usize>) -> Result<RedissonClient, String> {
-        let project = workspace.join("interop/redisson");
-        let build = project.join(format!("target/redisson-{REDISSON_VERSION}"));
-        let classpath_file = build.join("runtime.classpath");
-        let line = REDISSON_VERSION.split('.').next().unwrap_or("4");
-        let out = Command::new("mvn")
-            .current_dir(&project)
-            .args(["-B", "-ntp", "-q"])
-            .arg(format!("-Dredisson.version={REDISSON_VERSION}"))
-            .arg(format!("-Dredisson.line={line}"))
-            .args([
-                "compile",
-                "dependency:build-classpath",
-                "-Dmdep.includeScope=runtime",
-            ])
-            .arg(format!("-Dmdep.outputFile={}", classpath_file.display()))
-            .output()
-            .map_err(|e| format!("mvn (Maven, to build interop/redisson's load driver): {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "building interop/redisson's load driver failed:\n{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
-        let deps = std::fs::read_to_string(&classpath_file)
-            .map_err(|e| format!("{}: {e}", classpath_file.display()))?;
-        let classpath = format!("{}:{}", build.join("classes").display(), deps.trim());
-        let mut cmd = Command::new("java");
-        cmd.args(["-Dorg.slf4j.simpleLogger.defaultLogLevel=error", "-cp"])
-            .arg(classpath)
-            .arg("lock.redisson.bench.LoadDriver")
+        let script = workspace.join("interop/redisson/load-driver.sh");
+        let mut cmd = Command::new(&script);
+        cmd.env("REDISSON_VERSION", REDISSON_VERSION)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
         prepare_child(&mut cmd, core);
-        let mut child = cmd.spawn().map_err(|e| format!("java: {e}"))?;
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("{}: {e}", script.display()))?;
         let pid = child.id();
         let stdin = child.stdin.take().ok_or("the driver's stdin")?;
         let stdout = child.stdout.take().ok_or("the driver's stdout")?;
@@ -97,11 +72,6 @@ impl RedissonClient {
             pid,
             cold: vec!["hot-lock", "semaphore", "latch"],
         })
-    }
-
-    /// The project whose driver this is, for messages.
-    pub fn project(workspace: &Path) -> PathBuf {
-        workspace.join("interop/redisson")
     }
 
     fn send(&mut self, line: &str) -> io::Result<()> {

@@ -1,6 +1,6 @@
 //! Benchmark of the library against the same commands sent bare through the `redis` crate,
-//! and against Redisson's lock protocol (its acquire script, pub/sub wait, release script),
-//! on a redis-server with the module that it starts itself. See bench.sh.
+//! and against Redisson itself (its Java client, through interop/redisson's load driver), on
+//! a redis-server with the module that it starts itself. See bench.sh.
 //!
 //! Env: REDIS_SERVER (default redis-server), LOCK_MODULE (the module, release build),
 //! BENCH_SECONDS (per measurement, default 3), BENCH_OUT (or `--out FILE`): where the
@@ -12,14 +12,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, ProtocolVersion, PushKind, Value};
+use redis::{AsyncConnectionConfig, Value};
 use redis_lock_client::{Options, Session, Wait};
-use tokio::sync::Semaphore;
 
-/// Redisson's RLock acquire (the repo's scripts/redisson-acquire.lua, as bench/ runs it).
-const REDISSON_ACQUIRE: &str = include_str!("../../../scripts/redisson-acquire.lua");
-/// Redisson's RLock release (scripts/redisson-release.lua).
-const REDISSON_RELEASE: &str = include_str!("../../../scripts/redisson-release.lua");
 const LEASE_MS: u64 = 30_000;
 
 struct Server(Child, u16);
@@ -245,93 +240,91 @@ async fn bare(
     r
 }
 
-/// Redisson's protocol: the acquire script (nil: acquired; else the lock's PTTL); a busy
-/// lock is waited for on `redisson_lock__channel:{key}` (one subscription for the process,
-/// each message lets one waiter try again, as Redisson's semaphore does) or for the PTTL;
-/// the release script publishes on the channel.
-async fn redisson(
-    client: &redis::Client,
-    what: &str,
-    key: &str,
-    clients: usize,
-    secs: Duration,
-) -> Row {
-    let mut c = conn(client).await;
-    let acquire = redis::Script::new(REDISSON_ACQUIRE);
-    let release = redis::Script::new(REDISSON_RELEASE);
-    acquire
-        .prepare_invoke()
-        .load_async(&mut c)
-        .await
-        .expect("load");
-    release
-        .prepare_invoke()
-        .load_async(&mut c)
-        .await
-        .expect("load");
-    let channel = format!("redisson_lock__channel:{{{key}}}");
-    let permits = Arc::new(Semaphore::new(0));
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let info = client.get_connection_info().clone();
-    let info = info.clone().set_redis_settings(
-        info.redis_settings()
-            .clone()
-            .set_protocol(ProtocolVersion::RESP3),
-    );
-    let mut sub = redis::Client::open(info)
-        .unwrap()
-        .get_multiplexed_async_connection_with_config(
-            &AsyncConnectionConfig::new().set_push_sender(tx),
+/// Redisson itself, 4.7.0 in a JVM: `interop/redisson/load-driver.sh` (built with Maven at its
+/// start, then one run per line on its stdin; see its `LoadDriver`), `RLock.lock(30 s)` /
+/// `unlock()` on one hot lock from `clients` threads, in Redisson instances of 4 threads (each
+/// its own id, connections and subscriptions, as a process has). None when it cannot run (no
+/// Java or Maven): the row is left out.
+struct Redisson {
+    child: Child,
+    stdin: std::process::ChildStdin,
+    lines: std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+    /// Its first run warms the JVM up longer (its JIT).
+    warm: bool,
+}
+
+impl Redisson {
+    fn start() -> Option<Redisson> {
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../interop/redisson/load-driver.sh"
+        );
+        let mut child = Command::new(script)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| eprintln!("Redisson rows left out: {script}: {e}"))
+            .ok()?;
+        let stdin = child.stdin.take()?;
+        let stdout = child.stdout.take()?;
+        Some(Redisson {
+            child,
+            stdin,
+            lines: std::io::BufRead::lines(std::io::BufReader::new(stdout)),
+            warm: false,
+        })
+    }
+
+    fn hot_lock(
+        &mut self,
+        what: &str,
+        port: u16,
+        key: &str,
+        clients: usize,
+        secs: Duration,
+    ) -> Option<Row> {
+        use std::io::Write;
+        let warmup_ms = if self.warm { 300 } else { 2000 };
+        self.warm = true;
+        writeln!(
+            self.stdin,
+            "hot-lock port={port} key={key} clients={clients} per-process=4 warmup-ms={warmup_ms} measure-ms={} lease-ms={LEASE_MS}",
+            secs.as_millis()
         )
-        .await
-        .expect("subscriber");
-    sub.subscribe(&channel).await.expect("subscribe");
-    let p = permits.clone();
-    let listener = tokio::spawn(async move {
-        while let Some(m) = rx.recv().await {
-            if m.kind == PushKind::Message {
-                p.add_permits(1);
+        .ok()?;
+        self.stdin.flush().ok()?;
+        for line in self.lines.by_ref() {
+            let line = line.ok()?;
+            if let Some(json) = line.strip_prefix("result ") {
+                let v: serde_json::Value = serde_json::from_str(json).ok()?;
+                let f = |path: &[&str]| {
+                    path.iter()
+                        .try_fold(&v, |v, k| v.get(k))
+                        .and_then(|v| v.as_f64())
+                };
+                return Some(Row {
+                    what: what.to_string(),
+                    rate: f(&["rate_per_s"])?,
+                    p50: f(&["wait_ms", "p50"])?,
+                    p99: f(&["wait_ms", "p99"])?,
+                });
+            }
+            if let Some(error) = line.strip_prefix("error ") {
+                eprintln!("Redisson load driver: {error}");
+                return None;
             }
         }
-    });
-    let shared = Arc::new((c, acquire, release, key.to_string(), channel));
-    let r = measure(what, clients, secs, move |id| {
-        let (shared, permits) = (shared.clone(), permits.clone());
-        async move {
-            let (c, acquire, release, key, channel) = &*shared;
-            let mut c = c.clone();
-            let owner = format!("uuid-bench:{id}");
-            let t = Instant::now();
-            loop {
-                let ttl: Option<i64> = acquire
-                    .key(key)
-                    .arg(LEASE_MS)
-                    .arg(&owner)
-                    .invoke_async(&mut c)
-                    .await
-                    .expect("acquire");
-                let Some(ttl) = ttl else { break };
-                let wait = Duration::from_millis(ttl.max(1) as u64);
-                if let Ok(Ok(p)) = tokio::time::timeout(wait, permits.acquire()).await {
-                    p.forget();
-                }
-            }
-            let waited = t.elapsed();
-            let _: Option<i64> = release
-                .key(key)
-                .key(channel)
-                .arg(0)
-                .arg(LEASE_MS)
-                .arg(&owner)
-                .invoke_async(&mut c)
-                .await
-                .expect("release");
-            waited
-        }
-    })
-    .await;
-    listener.abort();
-    r
+        eprintln!("the Redisson load driver exited");
+        None
+    }
+}
+
+impl Drop for Redisson {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 /// Rounds of one measurement: mean rate, median of the rounds' percentiles.
@@ -415,9 +408,14 @@ fn main() {
         let a: Vec<Row> = a.into_iter().map(merge).collect();
         let b: Vec<Row> = b.into_iter().map(merge).collect();
         let mut c = Vec::new();
+        let mut redisson = Redisson::start();
         for n in [1, 16, 64] {
             c.push(library(&session, &format!("library, {n} clients"), &format!("cmp{n}"), n, secs).await);
-            c.push(redisson(&client, &format!("Redisson protocol, {n} clients"), &format!("rcmp{n}"), n, secs).await);
+            if let Some(row) = redisson.as_mut().and_then(|r| {
+                r.hot_lock(&format!("Redisson 4.7.0 (the Java client), {n} clients"), server.1, &format!("rcmp{n}"), n, secs)
+            }) {
+                c.push(row);
+            }
         }
         let ratio = |rows: &[Row]| rows[0].rate / rows[1].rate;
         let mut s = String::from("## redis-lock-client benchmark\n");
@@ -430,7 +428,13 @@ fn main() {
         s.push_str(&format!("\nlibrary / bare: {:.2}\n", ratio(&a)));
         s.push_str(&table("(b) one hot lock, 16 clients", &b, true));
         s.push_str(&format!("\nlibrary / bare: {:.2}\n", ratio(&b)));
-        s.push_str(&table("(c) one hot lock: library vs Redisson's protocol", &c, true));
+        s.push_str(&table("(c) one hot lock: library vs Redisson", &c, true));
+        s.push_str(
+            "\nRedisson: its Java client, `RLock.lock(30 s)` / `unlock()`, in a JVM of its own \
+             (interop/redisson/load-driver.sh), its threads in Redisson instances of 4 (each its own \
+             id, connections and subscriptions, as a process has); each row after a warm-up (2 s for \
+             the first: the JVM's JIT).\n",
+        );
         if let Ok(s) = Arc::try_unwrap(session) {
             s.close().await;
         }
