@@ -291,7 +291,14 @@ public final class LoadDriver {
             }
             Thread.sleep(5);
         }
-        Thread.sleep(200);
+        // And every waiter parked on its latch (Redisson's ReclosableLatch), where the message
+        // finds it: the count-down then times the wake-up, not the waiters' own start.
+        while (!Arrays.stream(threads).allMatch(LoadDriver::parkedOnLatch)) {
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException("waiters not all parked on their latch after 30 s");
+            }
+            Thread.sleep(5);
+        }
         say("counting-down");
         long start = System.nanoTime();
         latch.countDown();
@@ -309,6 +316,13 @@ public final class LoadDriver {
         return "{" + field("waiters", waiters) + "," + field("processes", processes) + ","
                 + field("released", times.size()) + "," + field("count_down_ms", (countedDown - start) / 1e6)
                 + ",\"released_ms\":" + percentiles(times) + ",\"errors\":" + strings(errors) + "}";
+    }
+
+    /** Parked (the top frame) inside Redisson's latch wait. */
+    private static boolean parkedOnLatch(Thread thread) {
+        StackTraceElement[] stack = thread.getStackTrace();
+        return stack.length > 0 && stack[0].getMethodName().startsWith("park")
+                && Arrays.stream(stack).anyMatch(f -> f.getClassName().equals("org.redisson.misc.ReclosableLatch"));
     }
 
     private static String percentiles(List<Long> nanos) {
