@@ -4,27 +4,25 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.LinkedHashMap;
-import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 
 import lock.redisson.harness.Async;
+import lock.redisson.harness.Channels;
 import lock.redisson.harness.Cluster;
 import lock.redisson.harness.CommandStats;
 import lock.redisson.harness.Contenders;
 import lock.redisson.harness.Guard;
 import lock.redisson.harness.ModuleCaller;
+import lock.redisson.harness.PerTestClients;
 import lock.redisson.harness.Processes;
 import lock.redisson.harness.Redissons;
 import lock.redisson.harness.Server;
 import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.TestInfo;
 import org.redisson.api.RLock;
 import org.redisson.api.RedissonClient;
 
@@ -46,11 +44,8 @@ import org.redisson.api.RedissonClient;
  * whether the servers know the commands, then its scripts go without {@code WAIT}; the contention
  * test prints the counts. (SentinelFailoverTest has Redisson's {@code WAIT} at work.)
  */
-class ClusterTest {
+class ClusterTest extends PerTestClients {
     private static Cluster cluster;
-    private final List<RedissonClient> redissons = new ArrayList<>();
-    private final List<ModuleCaller> callers = new ArrayList<>();
-    private String testName;
 
     @BeforeAll
     static void startCluster() {
@@ -65,44 +60,18 @@ class ClusterTest {
     }
 
     @BeforeEach
-    void nameTest(TestInfo info) {
-        testName = info.getTestMethod().map(m -> m.getName()).orElse("test");
+    void emptyCluster() {
         cluster.flushAll();
-    }
-
-    @AfterEach
-    void closeClients() {
-        redissons.forEach(RedissonClient::shutdown);
-        redissons.clear();
-        callers.forEach(ModuleCaller::close);
-        callers.clear();
-    }
-
-    static String channel(String key) {
-        return "redisson_lock__channel:{" + key + "}";
-    }
-
-    static double msSince(long startNanos, long endNanos) {
-        return (endNanos - startNanos) / 1e6;
     }
 
     /** A name of this test's own whose slot node {@code i} serves: {@code <test>:<what>-<n>}. */
     private String nameOn(int i, String what) {
-        return cluster.nameOn(i, testName + ":" + what + "-");
+        return cluster.nameOn(i, name(what) + "-");
     }
 
     /** A Redisson cluster client with its defaults (it discovers the nodes from the first). */
     private RedissonClient redisson() {
-        RedissonClient client = Redissons.cluster(cluster.nodes().subList(0, 1), c -> {});
-        redissons.add(client);
-        return client;
-    }
-
-    /** A module caller on a connection of its own to {@code node}, closed after the test. */
-    private ModuleCaller moduleOn(Server node) {
-        ModuleCaller caller = new ModuleCaller(node);
-        callers.add(caller);
-        return caller;
+        return keep(Redissons.cluster(cluster.nodes().subList(0, 1), c -> {}));
     }
 
     /** Callers the module has queued for {@code key} on {@code node}. */
@@ -131,7 +100,7 @@ class ClusterTest {
             // Served long before the 60 s lease Redisson took would have ended.
             assertEquals(1L, waiter.get());
             System.out.printf("[%s] Redisson unlock on node %d (%s) -> LOCK.ACQUIRE BLOCK caller answered: %.2f ms%n",
-                    key, i, node.address(), msSince(unlocked, waiter.doneNanos()));
+                    key, i, node.address(), Processes.msSince(unlocked, waiter.doneNanos()));
             // Redisson's unlock script published its message sharded, on the key's node.
             assertEquals(1, CommandStats.calls(node, "spublish") - spublished, "SPUBLISH calls by the unlock");
             assertEquals(0, CommandStats.calls(node, "publish") - published, "PUBLISH calls by the unlock");
@@ -146,7 +115,7 @@ class ClusterTest {
         RedissonClient redisson = redisson();
         for (int i = 0; i < cluster.nodes().size(); i++) {
             String key = nameOn(i, "lock");
-            String channel = channel(key);
+            String channel = Channels.lock(key);
             Server node = cluster.nodeFor(key);
             RLock lock = redisson.getLock(key);
             ModuleCaller holder = moduleOn(node);
@@ -164,7 +133,7 @@ class ClusterTest {
             // Redisson was told to retry when the 60 s lease ends: only the message wakes it sooner.
             assertTrue(waiter.get());
             System.out.printf("[%s] LOCK.RELEASE on node %d (%s) -> waiting Redisson thread has the lock: %.2f ms%n",
-                    key, i, node.address(), msSince(released, waiter.doneNanos()));
+                    key, i, node.address(), Processes.msSince(released, waiter.doneNanos()));
             lock.unlockAsync(waiter.thread().getId()).toCompletableFuture().join();
         }
         cluster.assertNothingLeft();
@@ -202,24 +171,13 @@ class ClusterTest {
                 RLock lock = clients[c].getLock(key);
                 for (int t = 0; t < threadsPerClient; t++) {
                     String who = "node" + n + "-redisson-" + c + "-" + t;
-                    contenders.add(who, cycles, i -> {
-                        lock.lock();
-                        try {
-                            guard.hold(who, () -> Processes.sleep(1));
-                        } finally {
-                            lock.unlock();
-                        }
-                    });
+                    contenders.addRedisson(who, cycles, lock, guard);
                 }
             }
             for (int m = 0; m < moduleCallers; m++) {
                 String who = "node" + n + "-module-" + m;
                 ModuleCaller caller = moduleOn(node);
-                contenders.add(who, cycles, i -> {
-                    assertEquals(1L, caller.acquireWaiting(key, who, 30_000, 0));
-                    guard.hold(who, () -> Processes.sleep(1));
-                    assertEquals(0L, caller.release(key, who));
-                });
+                contenders.addModule(who, cycles, caller, key, 30_000, guard);
             }
         }
         long start = System.nanoTime();
@@ -227,7 +185,7 @@ class ClusterTest {
         for (String key : guards.keySet()) {
             Server node = cluster.nodeFor(key);
             Processes.waitUntil("every contender of " + key + " waiting", () -> moduleWaiters(node, key) == moduleCallers
-                    && node.shardSubscribers(channel(key)) == clients.length);
+                    && node.shardSubscribers(Channels.lock(key)) == clients.length);
         }
         firsts.forEach((key, first) -> assertEquals(0L, first.release(key, "first")));
         contenders.join(Duration.ofSeconds(60));
@@ -238,8 +196,8 @@ class ClusterTest {
             assertEquals(holdsPerName, guard.entries(), key);
         });
         System.out.printf("[%s] %d holds on %d names, one per node (%d Redisson threads in %d clients and %d module callers each) in %.0f ms, no overlap%n",
-                testName, holdsPerName * nodes, nodes, clients.length * threadsPerClient, clients.length, moduleCallers,
-                msSince(start, System.nanoTime()));
+                testName(), holdsPerName * nodes, nodes, clients.length * threadsPerClient, clients.length, moduleCallers,
+                Processes.msSince(start, System.nanoTime()));
         StringBuilder sent = new StringBuilder();
         for (Server node : cluster.nodes()) {
             sent.append(String.format(" %s: %d scripts, %d WAIT, %d WAITAOF;", node.address(),
@@ -247,7 +205,7 @@ class ClusterTest {
                     CommandStats.calls(node, "wait") - waits.get(node.address()),
                     CommandStats.calls(node, "waitaof") - waitaofs.get(node.address())));
         }
-        System.out.printf("[%s] Redisson on replica-less masters:%s%n", testName, sent);
+        System.out.printf("[%s] Redisson on replica-less masters:%s%n", testName(), sent);
         cluster.assertNothingLeft();
     }
 }

@@ -180,24 +180,13 @@ class FairLockTest extends OnOneServer {
             RLock lock = clients[c].getFairLock(key);
             for (int t = 0; t < threadsPerClient; t++) {
                 String who = "fair-" + c + "-" + t;
-                contenders.add(who, cycles, i -> {
-                    lock.lock();
-                    try {
-                        guard.hold(who, () -> Processes.sleep(1));
-                    } finally {
-                        lock.unlock();
-                    }
-                });
+                contenders.addRedisson(who, cycles, lock, guard);
             }
         }
         for (int m = 0; m < moduleCallers; m++) {
             String who = "module-" + m;
             ModuleCaller caller = module();
-            contenders.add(who, cycles, i -> {
-                assertEquals(1L, caller.acquireWaiting(key, who, 30_000, 0));
-                guard.hold(who, () -> Processes.sleep(1));
-                assertEquals(0L, caller.release(key, who));
-            });
+            contenders.addModule(who, cycles, caller, key, 30_000, guard);
         }
         long start = System.nanoTime();
         contenders.start();

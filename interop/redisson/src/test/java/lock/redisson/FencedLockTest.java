@@ -12,6 +12,7 @@ import java.util.List;
 import java.util.concurrent.TimeUnit;
 
 import lock.redisson.harness.Async;
+import lock.redisson.harness.Channels;
 import lock.redisson.harness.Contenders;
 import lock.redisson.harness.Guard;
 import lock.redisson.harness.Leftovers;
@@ -36,16 +37,8 @@ import redis.clients.jedis.Jedis;
  * incremented outlives the module's {@code lock.token-ttl-ms}); and never two holders at once.
  */
 class FencedLockTest extends OnOneServer {
-    static String channel(String key) {
-        return "redisson_lock__channel:{" + key + "}";
-    }
-
     static String tokenKey(String key) {
         return "redisson_lock_token:{" + key + "}";
-    }
-
-    static double msSince(long startNanos, long endNanos) {
-        return (endNanos - startNanos) / 1e6;
     }
 
     static long pttl(Server on, String key) {
@@ -133,7 +126,7 @@ class FencedLockTest extends OnOneServer {
         // Served long before the 30 s watchdog lease Redisson took would have ended.
         long moduleToken = waiter.get();
         System.out.printf("[%s] Redisson unlock -> LOCK.ACQUIRE BLOCK FENCE caller answered: %.2f ms, token %d after Redisson's %d%n",
-                key, msSince(unlocked, waiter.doneNanos()), moduleToken, redissonToken);
+                key, Processes.msSince(unlocked, waiter.doneNanos()), moduleToken, redissonToken);
         assertTrue(moduleToken > redissonToken, moduleToken + " not above " + redissonToken);
         assertEquals(moduleToken, lock.getToken());
         assertEquals(0L, waiting.release(key, "m1"));
@@ -148,13 +141,13 @@ class FencedLockTest extends OnOneServer {
         long moduleToken = holder.acquire(key, "m1", 60_000, "FENCE");
 
         Async<Long> waiter = Async.start("redisson lockAndGetToken", lock::lockAndGetToken);
-        Processes.waitUntil("the Redisson client subscribed", () -> server.subscribers(channel(key)) == 1);
+        Processes.waitUntil("the Redisson client subscribed", () -> server.subscribers(Channels.lock(key)) == 1);
         long released = System.nanoTime();
         assertEquals(0L, holder.release(key, "m1"));
         // Redisson was told to retry when the 60 s lease ends: only the message wakes it sooner.
         long redissonToken = waiter.get();
         System.out.printf("[%s] LOCK.RELEASE -> waiting RFencedLock thread has the lock: %.2f ms, token %d after the module's %d%n",
-                key, msSince(released, waiter.doneNanos()), redissonToken, moduleToken);
+                key, Processes.msSince(released, waiter.doneNanos()), redissonToken, moduleToken);
         assertTrue(redissonToken > moduleToken, redissonToken + " not above " + moduleToken);
         assertNull(holder.acquire(key, "m1", 1_000, "FENCE"));
         lock.unlockAsync(waiter.thread().getId()).toCompletableFuture().join();
@@ -211,7 +204,7 @@ class FencedLockTest extends OnOneServer {
         long start = System.nanoTime();
         contenders.start();
         Processes.waitUntil("every contender waiting", () -> look().waiters(key) == moduleCallers
-                && server.subscribers(channel(key)) == clients.length);
+                && server.subscribers(Channels.lock(key)) == clients.length);
         if (first == First.REDISSON) {
             firstRedisson.unlock();
         } else {
@@ -226,7 +219,7 @@ class FencedLockTest extends OnOneServer {
         grants.assertStrictlyIncreasing();
         assertEquals(grants.last(), firstRedisson.getToken());
         System.out.printf("[%s] %d fenced holds (%d RFencedLock threads in %d clients, %d LOCK.ACQUIRE FENCE callers) in %.0f ms, tokens rising in grant order%n",
-                key, holds, clients.length * threadsPerClient, clients.length, moduleCallers, msSince(start, System.nanoTime()));
+                key, holds, clients.length * threadsPerClient, clients.length, moduleCallers, Processes.msSince(start, System.nanoTime()));
         assertNothingLeft(tokenKey(key));
     }
 

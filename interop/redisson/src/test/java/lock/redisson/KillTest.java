@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.util.List;
 
 import lock.redisson.harness.Async;
+import lock.redisson.harness.Channels;
 import lock.redisson.harness.ModuleCaller;
 import lock.redisson.harness.OnOneServer;
 import lock.redisson.harness.Processes;
@@ -87,10 +88,10 @@ class KillTest extends OnOneServer {
         try (RedissonProcess waiting = RedissonProcess.start(server, "lock", key, -1, 0, 0)) {
             waiting.await("OWNER");
             waiting.go();
-            Processes.waitUntil("the Redisson process subscribed", () -> server.subscribers(LockTest.channel(key)) == 1);
+            Processes.waitUntil("the Redisson process subscribed", () -> server.subscribers(Channels.lock(key)) == 1);
             waiting.kill();
             // The server sees the connection close: no subscriber is left.
-            Processes.waitUntil("the dead client's subscription gone", () -> server.subscribers(LockTest.channel(key)) == 0);
+            Processes.waitUntil("the dead client's subscription gone", () -> server.subscribers(Channels.lock(key)) == 0);
         }
         assertEquals(0L, holder.release(key, "m1"));
         assertNothingLeft();

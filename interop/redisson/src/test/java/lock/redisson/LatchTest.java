@@ -15,6 +15,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import lock.redisson.harness.Async;
+import lock.redisson.harness.Channels;
 import lock.redisson.harness.Contenders;
 import lock.redisson.harness.ModuleCaller;
 import lock.redisson.harness.OnOneServer;
@@ -38,14 +39,6 @@ import redis.clients.jedis.JedisPubSub;
  * last of them, releasing every awaiter of both kinds.
  */
 class LatchTest extends OnOneServer {
-    static String channel(String key) {
-        return "redisson_countdownlatch__channel__{" + key + "}";
-    }
-
-    static double msSince(long startNanos, long endNanos) {
-        return (endNanos - startNanos) / 1e6;
-    }
-
     /** Module callers awaiting the latch on this server (0 when it is open). */
     int moduleAwaiters(String key) {
         Map<String, Object> info = look().latchInfo(key);
@@ -114,7 +107,7 @@ class LatchTest extends OnOneServer {
         StringBuilder delays = new StringBuilder();
         for (Async<Object> awaiter : awaiters) {
             assertEquals(0L, awaiter.get());
-            delays.append(String.format(" %.2f ms", msSince(opened, awaiter.doneNanos())));
+            delays.append(String.format(" %.2f ms", Processes.msSince(opened, awaiter.doneNanos())));
         }
         System.out.printf("[%s] Redisson countDown to zero -> LATCH.AWAIT BLOCK callers answered:%s%n", key, delays);
         assertNothingLeft();
@@ -136,7 +129,7 @@ class LatchTest extends OnOneServer {
             return true;
         });
         Async<Boolean> awaitsFor = Async.start("redisson await(15 s)", () -> second.await(15, TimeUnit.SECONDS));
-        Processes.waitUntil("both Redisson clients subscribed", () -> server.subscribers(channel(key)) == 2);
+        Processes.waitUntil("both Redisson clients subscribed", () -> server.subscribers(Channels.latch(key)) == 2);
         Parked.waitUntilParked(awaits);
         Parked.waitUntilParked(awaitsFor);
 
@@ -145,7 +138,7 @@ class LatchTest extends OnOneServer {
         assertTrue(awaits.get());
         assertTrue(awaitsFor.get(), "await(15 s) gave up: no message woke it");
         System.out.printf("[%s] LATCH.COUNTDOWN to zero -> waiting Redisson threads return: await() %.2f ms, await(15 s) %.2f ms%n",
-                key, msSince(opened, awaits.doneNanos()), msSince(opened, awaitsFor.doneNanos()));
+                key, Processes.msSince(opened, awaits.doneNanos()), Processes.msSince(opened, awaitsFor.doneNanos()));
         assertNothingLeft();
     }
 
@@ -177,7 +170,7 @@ class LatchTest extends OnOneServer {
         };
         Jedis subscriber = server.jedis();
         Async<Void> listening = Async.start("channel listener", () -> {
-            subscriber.subscribe(listener, channel(key));
+            subscriber.subscribe(listener, Channels.latch(key));
             return null;
         });
 
@@ -200,7 +193,7 @@ class LatchTest extends OnOneServer {
             }));
         }
         Processes.waitUntil("every awaiter waiting", () -> moduleAwaiters(key) == 3
-                && server.subscribers(channel(key)) == clients.length + 1);
+                && server.subscribers(Channels.latch(key)) == clients.length + 1);
         awaiters.subList(0, clients.length).forEach(Parked::waitUntilParked);
 
         List<Long> moduleCounts = Collections.synchronizedList(new ArrayList<>());
@@ -242,9 +235,9 @@ class LatchTest extends OnOneServer {
 
         // Zero was published once: a marker sent once Redisson's clients have left the channel
         // comes right after it.
-        Processes.waitUntil("Redisson's clients unsubscribed", () -> server.subscribers(channel(key)) == 1);
+        Processes.waitUntil("Redisson's clients unsubscribed", () -> server.subscribers(Channels.latch(key)) == 1);
         try (Jedis jedis = server.jedis()) {
-            jedis.publish(channel(key), "marker");
+            jedis.publish(Channels.latch(key), "marker");
         }
         Processes.waitUntil("the marker heard", () -> published.contains("marker"));
         listener.unsubscribe();
@@ -253,8 +246,8 @@ class LatchTest extends OnOneServer {
         assertEquals(List.of("0", "marker"), published, "what the latch's channel carried");
         System.out.printf("[%s] %d count-downs (%d Redisson threads in %d clients, %d LATCH.COUNTDOWN callers) in %.0f ms; "
                         + "%d awaiters (%d Redisson, 3 LATCH.AWAIT) all released within %.2f ms of each other%n",
-                key, countDowns, clients.length * threadsPerClient, clients.length, moduleCallers, msSince(start, done),
-                awaiters.size(), clients.length, msSince(firstReleased, lastReleased));
+                key, countDowns, clients.length * threadsPerClient, clients.length, moduleCallers, Processes.msSince(start, done),
+                awaiters.size(), clients.length, Processes.msSince(firstReleased, lastReleased));
         assertNothingLeft();
     }
 }

@@ -11,11 +11,13 @@ import java.util.Map;
 import java.util.concurrent.TimeUnit;
 
 import lock.redisson.harness.Async;
+import lock.redisson.harness.Channels;
 import lock.redisson.harness.Contenders;
 import lock.redisson.harness.Guard;
 import lock.redisson.harness.ModuleCaller;
 import lock.redisson.harness.OnOneServer;
 import lock.redisson.harness.Processes;
+import lock.redisson.harness.Redissons;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
@@ -31,18 +33,6 @@ import redis.clients.jedis.exceptions.JedisDataException;
  * hold at once.
  */
 class LockTest extends OnOneServer {
-    static String channel(String key) {
-        return "redisson_lock__channel:{" + key + "}";
-    }
-
-    static String ownerOf(RedissonClient redisson, Thread thread) {
-        return redisson.getId() + ":" + thread.getId();
-    }
-
-    static double msSince(long startNanos, long endNanos) {
-        return (endNanos - startNanos) / 1e6;
-    }
-
     @Test
     void redissonSeesAModuleHold() throws Exception {
         String key = name("lock");
@@ -78,7 +68,7 @@ class LockTest extends OnOneServer {
         lock.lock(20, TimeUnit.SECONDS);
         lock.lock(20, TimeUnit.SECONDS);
         Map<String, Object> info = other.info(key);
-        assertEquals(ownerOf(redisson, Thread.currentThread()), info.get("owner"));
+        assertEquals(Redissons.owner(redisson, Thread.currentThread()), info.get("owner"));
         assertEquals(2L, info.get("holds"));
         assertNull(other.acquire(key, "m1", 1_000));
         JedisDataException notOwner = assertThrows(JedisDataException.class, () -> other.release(key, "m1"));
@@ -107,7 +97,7 @@ class LockTest extends OnOneServer {
         // Served long before the 60 s lease Redisson took would have ended.
         assertEquals(1L, waiter.get());
         System.out.printf("[%s] Redisson unlock -> LOCK.ACQUIRE BLOCK caller answered: %.2f ms%n",
-                name("lock"), msSince(unlocked, waiter.doneNanos()));
+                name("lock"), Processes.msSince(unlocked, waiter.doneNanos()));
         assertEquals("m1", look().info(key).get("owner"));
         assertEquals(0L, waiting.release(key, "m1"));
         assertNothingLeft();
@@ -124,13 +114,13 @@ class LockTest extends OnOneServer {
             lock.lock();
             return lock.isHeldByCurrentThread();
         });
-        Processes.waitUntil("the Redisson client subscribed", () -> server.subscribers(channel(key)) == 1);
+        Processes.waitUntil("the Redisson client subscribed", () -> server.subscribers(Channels.lock(key)) == 1);
         long released = System.nanoTime();
         assertEquals(0L, holder.release(key, "m1"));
         // Redisson was told to retry when the 60 s lease ends: only the message wakes it sooner.
         assertTrue(waiter.get());
         System.out.printf("[%s] LOCK.RELEASE -> waiting Redisson thread has the lock: %.2f ms%n",
-                name("lock"), msSince(released, waiter.doneNanos()));
+                name("lock"), Processes.msSince(released, waiter.doneNanos()));
         lock.unlockAsync(waiter.thread().getId()).toCompletableFuture().join();
         assertNothingLeft();
     }
@@ -156,7 +146,7 @@ class LockTest extends OnOneServer {
         lock.unlock();
         assertEquals(1L, waiter.get());
         System.out.printf("[%s] Redisson unlock (watchdog hold) -> module caller answered: %.2f ms%n",
-                name("lock"), msSince(unlocked, waiter.doneNanos()));
+                name("lock"), Processes.msSince(unlocked, waiter.doneNanos()));
         assertEquals(0L, waiting.release(key, "m1"));
         assertNothingLeft();
     }
@@ -193,15 +183,15 @@ class LockTest extends OnOneServer {
         long start = System.nanoTime();
         assertFalse(lock.tryLock(300, 5_000, TimeUnit.MILLISECONDS));
         // Redisson counts its wait on System.currentTimeMillis(), whole milliseconds.
-        assertTrue(msSince(start, System.nanoTime()) >= 299, "tryLock gave up before its wait");
+        assertTrue(Processes.msSince(start, System.nanoTime()) >= 299, "tryLock gave up before its wait");
 
         Async<Boolean> waiter = Async.start("redisson tryLock", () -> lock.tryLock(15_000, 5_000, TimeUnit.MILLISECONDS));
-        Processes.waitUntil("the Redisson client subscribed", () -> server.subscribers(channel(key)) == 1);
+        Processes.waitUntil("the Redisson client subscribed", () -> server.subscribers(Channels.lock(key)) == 1);
         long released = System.nanoTime();
         assertEquals(0L, holder.release(key, "m1"));
         assertTrue(waiter.get());
         System.out.printf("[%s] LOCK.RELEASE -> Redisson tryLock(15 s wait) returned: %.2f ms%n",
-                name("lock"), msSince(released, waiter.doneNanos()));
+                name("lock"), Processes.msSince(released, waiter.doneNanos()));
         long ttl = lock.remainTimeToLive();
         assertTrue(ttl > 0 && ttl <= 5_000, "the lease Redisson asked for: " + ttl);
         assertNull(holder.acquire(key, "m1", 1_000));
@@ -235,7 +225,7 @@ class LockTest extends OnOneServer {
         ModuleCaller holder = module();
         assertEquals(1L, holder.acquire(key, "m1", 60_000));
         Async<Boolean> waiter = Async.start("redisson waiter", () -> lock.tryLock(15_000, 5_000, TimeUnit.MILLISECONDS));
-        Processes.waitUntil("the Redisson client subscribed", () -> server.subscribers(channel(key)) == 1);
+        Processes.waitUntil("the Redisson client subscribed", () -> server.subscribers(Channels.lock(key)) == 1);
 
         assertEquals(1L, look().forceRelease(key));
         assertTrue(waiter.get());
@@ -270,29 +260,18 @@ class LockTest extends OnOneServer {
             RLock lock = clients[c].getLock(key);
             for (int t = 0; t < threadsPerClient; t++) {
                 String who = "redisson-" + c + "-" + t;
-                contenders.add(who, cycles, i -> {
-                    lock.lock();
-                    try {
-                        guard.hold(who, () -> Processes.sleep(1));
-                    } finally {
-                        lock.unlock();
-                    }
-                });
+                contenders.addRedisson(who, cycles, lock, guard);
             }
         }
         for (int m = 0; m < moduleCallers; m++) {
             String who = "module-" + m;
             ModuleCaller caller = module();
-            contenders.add(who, cycles, i -> {
-                assertEquals(1L, caller.acquireWaiting(key, who, 30_000, 0));
-                guard.hold(who, () -> Processes.sleep(1));
-                assertEquals(0L, caller.release(key, who));
-            });
+            contenders.addModule(who, cycles, caller, key, 30_000, guard);
         }
         long start = System.nanoTime();
         contenders.start();
         Processes.waitUntil("every contender waiting", () -> look().waiters(key) == moduleCallers
-                && server.subscribers(channel(key)) == clients.length);
+                && server.subscribers(Channels.lock(key)) == clients.length);
         if (first == First.REDISSON) {
             firstRedisson.unlock();
         } else {
@@ -304,7 +283,7 @@ class LockTest extends OnOneServer {
         int holds = (clients.length * threadsPerClient + moduleCallers) * cycles;
         assertEquals(holds, guard.entries());
         System.out.printf("[%s] %d holds (%d Redisson threads in %d clients, %d module callers) in %.0f ms, no overlap%n",
-                key, holds, clients.length * threadsPerClient, clients.length, moduleCallers, msSince(start, System.nanoTime()));
+                key, holds, clients.length * threadsPerClient, clients.length, moduleCallers, Processes.msSince(start, System.nanoTime()));
         assertNothingLeft();
     }
 }

@@ -18,11 +18,13 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import lock.redisson.harness.Async;
+import lock.redisson.harness.Channels;
 import lock.redisson.harness.Contenders;
 import lock.redisson.harness.Guard;
 import lock.redisson.harness.ModuleCaller;
 import lock.redisson.harness.OnOneServer;
 import lock.redisson.harness.Processes;
+import lock.redisson.harness.Redissons;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
@@ -38,18 +40,6 @@ import org.redisson.api.RedissonClient;
  * on overlapping key sets no key is ever held by two at once.
  */
 class MultiLockTest extends OnOneServer {
-    static String channel(String key) {
-        return "redisson_lock__channel:{" + key + "}";
-    }
-
-    static String ownerOf(RedissonClient redisson, Thread thread) {
-        return redisson.getId() + ":" + thread.getId();
-    }
-
-    static double msSince(long startNanos, long endNanos) {
-        return (endNanos - startNanos) / 1e6;
-    }
-
     /** This test's keys {@code k0 .. k<n-1>} (a standalone server: no hash tag needed). */
     List<String> keys(int n) {
         List<String> keys = new ArrayList<>();
@@ -100,18 +90,18 @@ class MultiLockTest extends OnOneServer {
         for (String key : keys) {
             assertEquals("m1", look().info(key).get("owner"), key);
         }
-        Processes.waitUntil("the failed tryLock unsubscribed", () -> server.subscribers(channel(keys.get(0))) == 0);
+        Processes.waitUntil("the failed tryLock unsubscribed", () -> server.subscribers(Channels.lock(keys.get(0))) == 0);
 
         Async<Boolean> waiter = Async.start("redisson multi-lock", () -> multi.tryLock(15_000, 5_000, TimeUnit.MILLISECONDS));
         // Redisson takes its keys one by one: it waits for the first.
-        Processes.waitUntil("the Redisson client subscribed", () -> server.subscribers(channel(keys.get(0))) == 1);
+        Processes.waitUntil("the Redisson client subscribed", () -> server.subscribers(Channels.lock(keys.get(0))) == 1);
         long released = System.nanoTime();
         assertEquals(each(3, 0L), holder.mrelease(keys, "m1"));
         // Told the keys' 60 s lease, Redisson would sleep out its 15 s wait and fail: only the message wakes it in time.
         assertTrue(waiter.get());
         System.out.printf("[%s] LOCK.MRELEASE -> Redisson multi-lock tryLock(15 s wait) returned: %.2f ms%n",
-                keys.get(0), msSince(released, waiter.doneNanos()));
-        String owner = ownerOf(redisson, waiter.thread());
+                keys.get(0), Processes.msSince(released, waiter.doneNanos()));
+        String owner = Redissons.owner(redisson, waiter.thread());
         for (String key : keys) {
             Map<String, Object> info = look().info(key);
             assertEquals(owner, info.get("owner"), key);
@@ -147,7 +137,7 @@ class MultiLockTest extends OnOneServer {
         // Served long before the 60 s lease Redisson took would have ended.
         assertEquals(each(4, 1L), waiter.get());
         System.out.printf("[%s] Redisson multi-lock unlock (3 keys) -> LOCK.MACQUIRE BLOCK caller answered: %.2f ms%n",
-                keys.get(0), msSince(unlocked, waiter.doneNanos()));
+                keys.get(0), Processes.msSince(unlocked, waiter.doneNanos()));
         for (String key : keys) {
             assertEquals("m1", look().info(key).get("owner"), key);
         }
@@ -224,7 +214,7 @@ class MultiLockTest extends OnOneServer {
         contenders.start();
         // Each waiting LOCK.MACQUIRE caller is queued on each of its three keys.
         Processes.waitUntil("every contender waiting", () -> keys.stream().mapToInt(look()::waiters).sum() == moduleCallers * 3
-                && waitingOn.entrySet().stream().allMatch(e -> server.subscribers(channel(e.getKey())) == e.getValue().size()));
+                && waitingOn.entrySet().stream().allMatch(e -> server.subscribers(Channels.lock(e.getKey())) == e.getValue().size()));
         if (first == First.REDISSON) {
             firstRedisson.unlock();
         } else {
@@ -238,7 +228,7 @@ class MultiLockTest extends OnOneServer {
         assertEquals(holds * 3L, guards.values().stream().mapToLong(Guard::entries).sum());
         System.out.printf("[%s] %d multi-lock holds of 3 of 5 keys (%d Redisson threads in %d clients, %d LOCK.MACQUIRE callers) in %.0f ms, no key held twice, %d Redisson tryLock retries%n",
                 name("k-" + first), holds, clients.length * threadsPerClient, clients.length, moduleCallers,
-                msSince(start, System.nanoTime()), redissonRetries.get());
+                Processes.msSince(start, System.nanoTime()), redissonRetries.get());
         assertNothingLeft();
     }
 

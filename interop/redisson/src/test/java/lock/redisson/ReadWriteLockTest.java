@@ -16,12 +16,14 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import lock.redisson.harness.Async;
+import lock.redisson.harness.Channels;
 import lock.redisson.harness.Contenders;
 import lock.redisson.harness.Guard;
 import lock.redisson.harness.ModuleCaller;
 import lock.redisson.harness.OnOneServer;
 import lock.redisson.harness.Parked;
 import lock.redisson.harness.Processes;
+import lock.redisson.harness.Redissons;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
@@ -40,22 +42,9 @@ import redis.clients.jedis.exceptions.JedisDataException;
  * contention of Redisson and module readers and writers no writer ever holds beside anyone.
  */
 class ReadWriteLockTest extends OnOneServer {
-    static String channel(String key) {
-        return "redisson_rwlock:{" + key + "}";
-    }
-
-    /** A Redisson thread's owner: its reader field, and its writer field without {@code :write}. */
-    static String ownerOf(RedissonClient redisson, Thread thread) {
-        return redisson.getId() + ":" + thread.getId();
-    }
-
     /** The lease key of {@code owner}'s n-th read hold, Redisson's layout for a name without a tag. */
     static String leaseKey(String key, String owner, int n) {
         return "{" + key + "}:" + owner + ":rwlock_timeout:" + n;
-    }
-
-    static double msSince(long startNanos, long endNanos) {
-        return (endNanos - startNanos) / 1e6;
     }
 
     /** {@code LOCK.RACQUIRE key owner PX lease} without BLOCK: the read holds, null if refused. */
@@ -88,7 +77,7 @@ class ReadWriteLockTest extends OnOneServer {
         String key = name("rw");
         RedissonClient redisson = redisson();
         RLock read = redisson.getReadWriteLock(key).readLock();
-        String me = ownerOf(redisson, Thread.currentThread());
+        String me = Redissons.owner(redisson, Thread.currentThread());
         ModuleCaller reader = module();
         ModuleCaller writer = module();
 
@@ -167,7 +156,7 @@ class ReadWriteLockTest extends OnOneServer {
         String key = name("rw");
         RedissonClient redisson = redisson();
         RReadWriteLock rw = redisson.getReadWriteLock(key);
-        String me = ownerOf(redisson, Thread.currentThread());
+        String me = Redissons.owner(redisson, Thread.currentThread());
         ModuleCaller caller = module();
 
         rw.writeLock().lock(20, TimeUnit.SECONDS);
@@ -241,7 +230,7 @@ class ReadWriteLockTest extends OnOneServer {
         // Served long before the 60 s lease Redisson took would have ended.
         assertEquals(1L, writer.get());
         System.out.printf("[%s] Redisson read unlock -> LOCK.WACQUIRE BLOCK caller answered: %.2f ms%n",
-                key, msSince(unlocked, writer.doneNanos()));
+                key, Processes.msSince(unlocked, writer.doneNanos()));
         assertEquals("m-w", look().info(key).get("writer"));
         assertFalse(read.tryLock());
         assertEquals(0L, waiting.release(key, "m-w"));
@@ -265,7 +254,7 @@ class ReadWriteLockTest extends OnOneServer {
         assertEquals(1L, reader1.get());
         assertEquals(1L, reader2.get());
         System.out.printf("[%s] Redisson write unlock -> 2 LOCK.RACQUIRE BLOCK callers answered: %.2f ms, %.2f ms%n",
-                key, msSince(unlocked, reader1.doneNanos()), msSince(unlocked, reader2.doneNanos()));
+                key, Processes.msSince(unlocked, reader1.doneNanos()), Processes.msSince(unlocked, reader2.doneNanos()));
         assertEquals(Map.of("m-r1", 1L, "m-r2", 1L), readers(key));
         assertFalse(write.tryLock());
         assertEquals(0L, first.release(key, "m-r1"));
@@ -289,7 +278,7 @@ class ReadWriteLockTest extends OnOneServer {
                 return read.isHeldByCurrentThread();
             }));
             int subscribed = c + 1;
-            Processes.waitUntil(subscribed + " Redisson clients subscribed", () -> server.subscribers(channel(key)) == subscribed);
+            Processes.waitUntil(subscribed + " Redisson clients subscribed", () -> server.subscribers(Channels.readWrite(key)) == subscribed);
         }
         // The write release's 1 wakes only the threads parked on their latch (Parked).
         waiters.forEach(Parked::waitUntilParked);
@@ -299,9 +288,9 @@ class ReadWriteLockTest extends OnOneServer {
         assertTrue(waiters.get(0).get());
         assertTrue(waiters.get(1).get());
         System.out.printf("[%s] LOCK.RELEASE (write) -> waiting Redisson readers in 2 clients have the lock: %.2f ms, %.2f ms%n",
-                key, msSince(released, waiters.get(0).doneNanos()), msSince(released, waiters.get(1).doneNanos()));
+                key, Processes.msSince(released, waiters.get(0).doneNanos()), Processes.msSince(released, waiters.get(1).doneNanos()));
         // Both hold it at once, and a module writer waits for both.
-        assertEquals(Map.of(ownerOf(clients[0], waiters.get(0).thread()), 1L, ownerOf(clients[1], waiters.get(1).thread()), 1L),
+        assertEquals(Map.of(Redissons.owner(clients[0], waiters.get(0).thread()), 1L, Redissons.owner(clients[1], waiters.get(1).thread()), 1L),
                 readers(key));
         assertNull(wacquire(holder, key, "m-w", 1_000));
         for (int c = 0; c < clients.length; c++) {
@@ -319,7 +308,7 @@ class ReadWriteLockTest extends OnOneServer {
         ModuleCaller queued = module();
         assertEquals(1L, wacquire(holder, key, "m-w", 60_000));
         Async<Boolean> waiter = Async.start("redisson reader", () -> read.tryLock(15, 60, TimeUnit.SECONDS));
-        Processes.waitUntil("the Redisson client subscribed", () -> server.subscribers(channel(key)) == 1);
+        Processes.waitUntil("the Redisson client subscribed", () -> server.subscribers(Channels.readWrite(key)) == 1);
         // The message (1) wakes only a thread parked on its latch (Parked).
         Parked.waitUntilParked(waiter);
         Async<Long> moduleReader = Async.start("module reader", () -> queued.racquireWaiting(key, "m-r", 60_000, 0));
@@ -333,8 +322,8 @@ class ReadWriteLockTest extends OnOneServer {
         // Its wait is 15 s, the write hold's lease 60 s: only the message lets it in.
         assertTrue(waiter.get(), "the Redisson reader was not told the lock could be shared");
         System.out.printf("[%s] LOCK.RELEASE (write) handed to a module reader -> waiting Redisson reader shares it: %.2f ms%n",
-                key, msSince(released, waiter.doneNanos()));
-        assertEquals(Map.of("m-r", 1L, ownerOf(redisson, waiter.thread()), 1L), readers(key));
+                key, Processes.msSince(released, waiter.doneNanos()));
+        assertEquals(Map.of("m-r", 1L, Redissons.owner(redisson, waiter.thread()), 1L), readers(key));
         read.unlockAsync(waiter.thread().getId()).toCompletableFuture().join();
         assertEquals(0L, queued.release(key, "m-r"));
         assertNothingLeft();
@@ -352,15 +341,15 @@ class ReadWriteLockTest extends OnOneServer {
             write.lock();
             return write.isHeldByCurrentThread();
         });
-        Processes.waitUntil("the Redisson client subscribed", () -> server.subscribers(channel(key)) == 1);
+        Processes.waitUntil("the Redisson client subscribed", () -> server.subscribers(Channels.readWrite(key)) == 1);
         Parked.waitUntilParked(waiter);
         long released = System.nanoTime();
         assertEquals(0L, holder.release(key, "m-r"));
         // Told to retry when the 60 s lease ends: only the message wakes it sooner.
         assertTrue(waiter.get());
         System.out.printf("[%s] LOCK.RELEASE (read) -> waiting Redisson writer has the lock: %.2f ms%n",
-                key, msSince(released, waiter.doneNanos()));
-        assertEquals(ownerOf(redisson, waiter.thread()), look().info(key).get("writer"));
+                key, Processes.msSince(released, waiter.doneNanos()));
+        assertEquals(Redissons.owner(redisson, waiter.thread()), look().info(key).get("writer"));
         assertNull(racquire(holder, key, "m-r", 1_000));
         write.unlockAsync(waiter.thread().getId()).toCompletableFuture().join();
         assertNothingLeft();
@@ -451,7 +440,7 @@ class ReadWriteLockTest extends OnOneServer {
         long start = System.nanoTime();
         contenders.start();
         Processes.waitUntil("every contender waiting", () -> look().waiters(key) == moduleReaders + moduleWriters
-                && server.subscribers(channel(key)) == clients.length);
+                && server.subscribers(Channels.readWrite(key)) == clients.length);
         if (first == First.REDISSON) {
             firstRedisson.unlock();
         } else {
@@ -464,7 +453,7 @@ class ReadWriteLockTest extends OnOneServer {
         int holds = (redissonThreads + moduleReaders + moduleWriters) * cycles;
         assertEquals(holds, guard.entries());
         System.out.printf("[%s] %d holds (%d Redisson readers and writers in %d clients, %d module readers, %d module writers) in %.0f ms, no writer beside anyone, up to %d readers at once%n",
-                key, holds, redissonThreads, clients.length, moduleReaders, moduleWriters, msSince(start, System.nanoTime()), mostReading.get());
+                key, holds, redissonThreads, clients.length, moduleReaders, moduleWriters, Processes.msSince(start, System.nanoTime()), mostReading.get());
         assertNothingLeft();
     }
 }

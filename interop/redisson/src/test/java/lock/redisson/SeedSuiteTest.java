@@ -13,6 +13,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 
 import lock.redisson.harness.Async;
+import lock.redisson.harness.Channels;
 import lock.redisson.harness.Contenders;
 import lock.redisson.harness.Guard;
 import lock.redisson.harness.ModuleCaller;
@@ -148,7 +149,7 @@ class SeedSuiteTest extends OnOneServer {
         long[] before = moduleWork();
         Guard guard = Guard.exclusive();
         RedissonClient client = redisson();
-        String channel = LockTest.channel(key);
+        String channel = Channels.lock(key);
         int threads = 100;
         List<Double> handOffs = new ArrayList<>();
 

@@ -15,6 +15,7 @@ import java.util.TreeSet;
 import java.util.concurrent.TimeUnit;
 
 import lock.redisson.harness.Async;
+import lock.redisson.harness.Channels;
 import lock.redisson.harness.Contenders;
 import lock.redisson.harness.Guard;
 import lock.redisson.harness.ModuleCaller;
@@ -40,17 +41,9 @@ import redis.clients.jedis.Jedis;
  * only the semaphore's counter is left, at its total.
  */
 class SemaphoreTest extends OnOneServer {
-    static String channel(String key) {
-        return "redisson_sc:{" + key + "}";
-    }
-
     /** The permit set of a permit-expirable semaphore (the module's permits are members too). */
     static String timeoutKey(String key) {
         return "{" + key + "}:timeout";
-    }
-
-    static double msSince(long startNanos, long endNanos) {
-        return (endNanos - startNanos) / 1e6;
     }
 
     /** The counter string: the permits available now (null when missing). */
@@ -173,7 +166,7 @@ class SemaphoreTest extends OnOneServer {
         // No BLOCK time to run out and nobody else gives: only Redisson's INCRBY serves it.
         assertEquals(2L, waiter.get());
         System.out.printf("[%s] Redisson release -> SEM.TAKE BLOCK caller answered: %.2f ms%n",
-                key, msSince(released, waiter.doneNanos()));
+                key, Processes.msSince(released, waiter.doneNanos()));
         assertEquals(0L, counter(key));
         assertEquals(2L, waiting.semGive(key, 2));
         semaphore.release(1);
@@ -198,7 +191,7 @@ class SemaphoreTest extends OnOneServer {
         });
         Async<Boolean> tries = Async.start("redisson tryAcquire(1, 15 s)",
                 () -> semaphore.tryAcquire(1, 15, TimeUnit.SECONDS));
-        Processes.waitUntil("the Redisson client subscribed", () -> server.subscribers(channel(key)) == 1);
+        Processes.waitUntil("the Redisson client subscribed", () -> server.subscribers(Channels.semaphore(key)) == 1);
         Parked.waitUntilParked(acquires);
         Parked.waitUntilParked(tries);
 
@@ -207,7 +200,7 @@ class SemaphoreTest extends OnOneServer {
         assertTrue(acquires.get());
         assertTrue(tries.get(), "tryAcquire(1, 15 s) gave up: no message woke it");
         System.out.printf("[%s] SEM.GIVE -> waiting Redisson threads have their permits: acquire(2) %.2f ms, tryAcquire(1, 15 s) %.2f ms%n",
-                key, msSince(given, acquires.doneNanos()), msSince(given, tries.doneNanos()));
+                key, Processes.msSince(given, acquires.doneNanos()), Processes.msSince(given, tries.doneNanos()));
         assertEquals(0L, counter(key));
         semaphore.release(3);
         assertEquals(3L, counter(key));
@@ -277,7 +270,7 @@ class SemaphoreTest extends OnOneServer {
         // Served long before the 60 s leases Redisson took would have ended.
         assertEquals(2L, waiter.get());
         System.out.printf("[%s] Redisson permit release -> SEM.ACQUIRE BLOCK caller answered: %.2f ms%n",
-                key, msSince(released, waiter.doneNanos()));
+                key, Processes.msSince(released, waiter.doneNanos()));
         assertEquals(setOf(hex("m1:1"), hex("m1:2")), permitMembers(key));
         assertEquals(0L, waiting.semRelease(key, "m1", 2));
         assertEquals(2L, counter(key));
@@ -297,7 +290,7 @@ class SemaphoreTest extends OnOneServer {
         Async<String> acquires = Async.start("redisson acquire(lease)", () -> semaphore.acquire(10, TimeUnit.SECONDS));
         Async<String> tries = Async.start("redisson tryAcquire(15 s, lease)",
                 () -> semaphore.tryAcquire(15, 10, TimeUnit.SECONDS));
-        Processes.waitUntil("the Redisson client subscribed", () -> server.subscribers(channel(key)) == 1);
+        Processes.waitUntil("the Redisson client subscribed", () -> server.subscribers(Channels.semaphore(key)) == 1);
         Parked.waitUntilParked(acquires);
         Parked.waitUntilParked(tries);
 
@@ -308,7 +301,7 @@ class SemaphoreTest extends OnOneServer {
         assertNotNull(first);
         assertNotNull(second, "tryAcquire(15 s) gave up: no message woke it");
         System.out.printf("[%s] SEM.RELEASE -> waiting Redisson threads have their permits: acquire %.2f ms, tryAcquire %.2f ms%n",
-                key, msSince(released, acquires.doneNanos()), msSince(released, tries.doneNanos()));
+                key, Processes.msSince(released, acquires.doneNanos()), Processes.msSince(released, tries.doneNanos()));
         assertEquals(setOf(first, second), permitMembers(key));
         assertEquals(0, semaphore.availablePermits());
         semaphore.release(List.of(first, second));
@@ -405,7 +398,7 @@ class SemaphoreTest extends OnOneServer {
         long start = System.nanoTime();
         contenders.start();
         Processes.waitUntil("every contender waiting", () -> look().waiters(key) == MODULE_CALLERS
-                && server.subscribers(channel(key)) == clients.length);
+                && server.subscribers(Channels.semaphore(key)) == clients.length);
         if (first == First.REDISSON) {
             firstRedisson.release(TOTAL);
         } else {
@@ -419,7 +412,7 @@ class SemaphoreTest extends OnOneServer {
         assertEquals(uses, guard.entries());
         System.out.printf("[%s] %d permit uses (%d Redisson threads in %d clients, %d SEM.TAKE callers, 1 or 2 permits each) in %.0f ms, at most %d of %d in use at once%n",
                 key, uses, clients.length * THREADS_PER_CLIENT, clients.length, MODULE_CALLERS,
-                msSince(start, System.nanoTime()), guard.most(), TOTAL);
+                Processes.msSince(start, System.nanoTime()), guard.most(), TOTAL);
         assertNothingLeft(key);
         assertEquals((long) TOTAL, counter(key));
     }
@@ -469,7 +462,7 @@ class SemaphoreTest extends OnOneServer {
         long start = System.nanoTime();
         contenders.start();
         Processes.waitUntil("every contender waiting", () -> look().waiters(key) == MODULE_CALLERS
-                && server.subscribers(channel(key)) == clients.length);
+                && server.subscribers(Channels.semaphore(key)) == clients.length);
         if (first == First.REDISSON) {
             firstRedisson.release(firstIds);
         } else {
@@ -482,7 +475,7 @@ class SemaphoreTest extends OnOneServer {
         assertEquals(uses, guard.entries());
         System.out.printf("[%s] %d permit uses (%d Redisson threads in %d clients, %d SEM.ACQUIRE callers, 1 or 2 permits each) in %.0f ms, at most %d of %d in use at once%n",
                 key, uses, clients.length * THREADS_PER_CLIENT, clients.length, MODULE_CALLERS,
-                msSince(start, System.nanoTime()), guard.most(), TOTAL);
+                Processes.msSince(start, System.nanoTime()), guard.most(), TOTAL);
         // No {name}:timeout left: every permit of both kinds was given back.
         assertNothingLeft(key);
         assertEquals((long) TOTAL, counter(key));

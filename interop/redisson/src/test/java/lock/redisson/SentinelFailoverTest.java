@@ -6,30 +6,28 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.time.Duration;
-import java.util.ArrayList;
-import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Consumer;
 
 import lock.redisson.harness.Async;
+import lock.redisson.harness.Channels;
 import lock.redisson.harness.CommandStats;
 import lock.redisson.harness.Contenders;
 import lock.redisson.harness.Guard;
 import lock.redisson.harness.ModuleCaller;
+import lock.redisson.harness.PerTestClients;
 import lock.redisson.harness.Processes;
 import lock.redisson.harness.Redissons;
 import lock.redisson.harness.SentinelGroup;
 import lock.redisson.harness.Server;
 import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.MethodOrderer;
 import org.junit.jupiter.api.Order;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.TestInfo;
 import org.junit.jupiter.api.TestMethodOrder;
 import org.redisson.api.RLock;
 import org.redisson.api.RedissonClient;
@@ -60,7 +58,7 @@ import redis.clients.jedis.exceptions.JedisDataException;
  * makes runs alike: the healthy group's tests first, then one failover of each kind.
  */
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
-class SentinelFailoverTest {
+class SentinelFailoverTest extends PerTestClients {
     /**
      * The failover test's watchdog lease, renewed every third of it (3.3 s): a renewal on the
      * new master comes a few seconds after the switch, and the lease the replica last got
@@ -70,9 +68,6 @@ class SentinelFailoverTest {
     static final long WATCHDOG_MS = 10_000;
 
     private static SentinelGroup group;
-    private final List<RedissonClient> redissons = new ArrayList<>();
-    private final List<ModuleCaller> callers = new ArrayList<>();
-    private String testName;
 
     @BeforeAll
     static void startGroup() {
@@ -87,46 +82,16 @@ class SentinelFailoverTest {
     }
 
     @BeforeEach
-    void nameTest(TestInfo info) {
-        testName = info.getTestMethod().map(m -> m.getName()).orElse("test");
+    void emptyMaster() {
         // A test may run after the failover: the master is whichever the sentinels name.
         try (Jedis jedis = group.waitUntilSettled().jedis()) {
             jedis.flushAll();
         }
     }
 
-    @AfterEach
-    void closeClients() {
-        redissons.forEach(RedissonClient::shutdown);
-        redissons.clear();
-        callers.forEach(ModuleCaller::close);
-        callers.clear();
-    }
-
-    private String name(String what) {
-        return testName + ":" + what;
-    }
-
-    static String channel(String key) {
-        return "redisson_lock__channel:{" + key + "}";
-    }
-
-    static double msSince(long startNanos, long endNanos) {
-        return (endNanos - startNanos) / 1e6;
-    }
-
     /** A Redisson client that finds the master through the sentinels, shut down after the test. */
     private RedissonClient redisson(Consumer<Config> tweak) {
-        RedissonClient client = Redissons.sentinel(SentinelGroup.MASTER_NAME, group.sentinelUrls(), tweak);
-        redissons.add(client);
-        return client;
-    }
-
-    /** A module caller on a connection of its own to {@code server}, closed after the test. */
-    private ModuleCaller moduleOn(Server server) {
-        ModuleCaller caller = new ModuleCaller(server);
-        callers.add(caller);
-        return caller;
+        return keep(Redissons.sentinel(SentinelGroup.MASTER_NAME, group.sentinelUrls(), tweak));
     }
 
     private static int moduleWaiters(Server server, String key) {
@@ -200,13 +165,13 @@ class SentinelFailoverTest {
             lock.lock();
             return lock.isHeldByCurrentThread();
         });
-        Processes.waitUntil("the Redisson client subscribed", () -> master.subscribers(channel(key)) == 1);
+        Processes.waitUntil("the Redisson client subscribed", () -> master.subscribers(Channels.lock(key)) == 1);
         long released = System.nanoTime();
         assertEquals(0L, holder.release(key, "m1"));
         // Redisson was told to retry when the 60 s lease ends: only the message wakes it sooner.
         assertTrue(waiter.get());
         System.out.printf("[%s] LOCK.RELEASE -> waiting Redisson thread has the lock (its script and WAIT 1 done): %.2f ms%n",
-                key, msSince(released, waiter.doneNanos()));
+                key, Processes.msSince(released, waiter.doneNanos()));
         // lock() returned once WAIT counted the replica's acknowledgement: the replica has the hold.
         String owner = redisson.getId() + ":" + waiter.thread().getId();
         assertEquals(Map.of(owner, "1"), hash(replica, key));
@@ -219,7 +184,7 @@ class SentinelFailoverTest {
         lock.unlockAsync(waiter.thread().getId()).toCompletableFuture().join();
         assertEquals(1L, moduleWaiter.get());
         System.out.printf("[%s] Redisson unlock (with WAIT 1) -> LOCK.ACQUIRE BLOCK caller answered: %.2f ms%n",
-                key, msSince(unlocked, moduleWaiter.doneNanos()));
+                key, Processes.msSince(unlocked, moduleWaiter.doneNanos()));
         long sent = CommandStats.calls(master, "wait") - waits;
         assertTrue(sent >= 2, "Redisson sent " + sent + " WAIT after its lock and unlock scripts");
         assertEquals("m2", waiting.info(key).get("owner"));
@@ -246,29 +211,18 @@ class SentinelFailoverTest {
             RLock lock = clients[c].getLock(key);
             for (int t = 0; t < threadsPerClient; t++) {
                 String who = "redisson-" + c + "-" + t;
-                contenders.add(who, cycles, i -> {
-                    lock.lock();
-                    try {
-                        guard.hold(who, () -> Processes.sleep(1));
-                    } finally {
-                        lock.unlock();
-                    }
-                });
+                contenders.addRedisson(who, cycles, lock, guard);
             }
         }
         for (int m = 0; m < moduleCallers; m++) {
             String who = "module-" + m;
             ModuleCaller caller = moduleOn(master);
-            contenders.add(who, cycles, i -> {
-                assertEquals(1L, caller.acquireWaiting(key, who, 30_000, 0));
-                guard.hold(who, () -> Processes.sleep(1));
-                assertEquals(0L, caller.release(key, who));
-            });
+            contenders.addModule(who, cycles, caller, key, 30_000, guard);
         }
         long start = System.nanoTime();
         contenders.start();
         Processes.waitUntil("every contender waiting", () -> moduleWaiters(master, key) == moduleCallers
-                && master.subscribers(channel(key)) == clients.length);
+                && master.subscribers(Channels.lock(key)) == clients.length);
         assertEquals(0L, first.release(key, "first"));
         contenders.join(Duration.ofSeconds(60));
 
@@ -277,7 +231,7 @@ class SentinelFailoverTest {
         assertEquals(holds, guard.entries());
         System.out.printf("[%s] %d holds (%d Redisson threads in %d clients, each script followed by WAIT 1: %d WAIT; %d module callers) in %.0f ms, no overlap%n",
                 key, holds, clients.length * threadsPerClient, clients.length, CommandStats.calls(master, "wait") - waits,
-                moduleCallers, msSince(start, System.nanoTime()));
+                moduleCallers, Processes.msSince(start, System.nanoTime()));
         group.assertNothingLeft();
     }
 
@@ -327,7 +281,7 @@ class SentinelFailoverTest {
         Duration failover = group.forceFailover(old, next);
         long switched = System.nanoTime();
         System.out.printf("[%s] SENTINEL FAILOVER -> every sentinel names the new master: %d ms%n",
-                testName, failover.toMillis());
+                testName(), failover.toMillis());
 
         // The old master, now a replica, answered its queued caller: nothing granted, call again
         // on the new master. It refuses the holder's release on its old connection.
@@ -351,7 +305,7 @@ class SentinelFailoverTest {
         Processes.waitUntil("Redisson's watchdog to renew on the new master",
                 () -> pexpiretime(master, redissonHeld) > leaseEnd);
         System.out.printf("[%s] switch -> Redisson's watchdog renewed on the new master: %.0f ms%n",
-                testName, msSince(switched, System.nanoTime()));
+                testName(), Processes.msSince(switched, System.nanoTime()));
 
         // The waiter calls again on the new master, and Redisson's unlock there serves it. The
         // unlock's WAIT 1 needs the old master attached as the new one's replica.
@@ -367,7 +321,7 @@ class SentinelFailoverTest {
         long unlocking = redissonHolder.get();
         assertEquals(1L, waitOnNew.get());
         System.out.printf("[%s] Redisson unlock on the new master -> LOCK.ACQUIRE BLOCK caller answered: %.2f ms%n",
-                redissonHeld, msSince(unlocking, waitOnNew.doneNanos()));
+                redissonHeld, Processes.msSince(unlocking, waitOnNew.doneNanos()));
         assertEquals(0L, waiting.release(redissonHeld, "waiter"));
 
         // A Redisson thread waits for the module's hold on the new master; the holder, connected
@@ -379,13 +333,13 @@ class SentinelFailoverTest {
             return moduleHeldLock.isHeldByCurrentThread();
         });
         Processes.waitUntil("the Redisson client subscribed on the new master",
-                () -> master.subscribers(channel(moduleHeld)) == 1);
+                () -> master.subscribers(Channels.lock(moduleHeld)) == 1);
         holderInside.leave();
         long released = System.nanoTime();
         assertEquals(0L, moduleOn(master).release(moduleHeld, "holder"));
         assertTrue(redissonWaiter.get());
         System.out.printf("[%s] LOCK.RELEASE on the new master -> waiting Redisson thread has the lock: %.2f ms%n",
-                moduleHeld, msSince(released, redissonWaiter.doneNanos()));
+                moduleHeld, Processes.msSince(released, redissonWaiter.doneNanos()));
         moduleHeldLock.unlockAsync(redissonWaiter.thread().getId()).toCompletableFuture().join();
 
         moduleHeldGuard.assertNoBreach();
@@ -422,7 +376,7 @@ class SentinelFailoverTest {
         long switched = System.nanoTime();
         Throwable closed = waitOnOld.failure();
         System.out.printf("[%s] switch -> Sentinel demoted the old master, its queued caller's connection closed: %.0f ms%n",
-                key, msSince(switched, System.nanoTime()));
+                key, Processes.msSince(switched, System.nanoTime()));
         assertTrue(closed instanceof JedisConnectionException, "the caller queued on the old master: " + closed);
         assertSame(next, group.waitUntilSettled());
 

@@ -10,6 +10,7 @@ import java.time.Duration;
 import java.util.concurrent.TimeUnit;
 
 import lock.redisson.harness.Async;
+import lock.redisson.harness.Channels;
 import lock.redisson.harness.Contenders;
 import lock.redisson.harness.Guard;
 import lock.redisson.harness.ModuleCaller;
@@ -48,7 +49,7 @@ class NonReentrantLockTest extends OnOneServer {
         if (fair) {
             Processes.waitUntil("the fair thread queued", () -> FairLockTest.fairQueue(key).size() == 1);
         } else {
-            Processes.waitUntil("the Redisson client subscribed", () -> server.subscribers(LockTest.channel(key)) == 1);
+            Processes.waitUntil("the Redisson client subscribed", () -> server.subscribers(Channels.lock(key)) == 1);
         }
         long released = System.nanoTime();
         assertEquals(0L, caller.release(key, "m1"));
@@ -94,24 +95,13 @@ class NonReentrantLockTest extends OnOneServer {
             for (int t = 0; t < 3; t++) {
                 String who = "redisson-" + c + "-" + t;
                 RLock lock = clients[c].getNonReentrantLock(key);
-                contenders.add(who, 15, i -> {
-                    lock.lock();
-                    try {
-                        guard.hold(who, () -> Processes.sleep(1));
-                    } finally {
-                        lock.unlock();
-                    }
-                });
+                contenders.addRedisson(who, 15, lock, guard);
             }
         }
         for (int m = 0; m < 3; m++) {
             String who = "module-" + m;
             ModuleCaller caller = module();
-            contenders.add(who, 15, i -> {
-                assertEquals(1L, caller.acquireWaiting(key, who, 30_000, 0));
-                guard.hold(who, () -> Processes.sleep(1));
-                assertEquals(0L, caller.release(key, who));
-            });
+            contenders.addModule(who, 15, caller, key, 30_000, guard);
         }
         contenders.start().join(Duration.ofSeconds(60));
         guard.assertNoBreach();

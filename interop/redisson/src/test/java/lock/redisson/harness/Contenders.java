@@ -8,6 +8,8 @@ import java.util.TreeMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.atomic.AtomicInteger;
 
+import org.redisson.api.RLock;
+
 /**
  * Threads that each run a cycle (acquire, the guarded section, release) a number of times, on
  * the same names at the same time: Redisson threads and module callers side by side. Failures
@@ -43,6 +45,40 @@ public final class Contenders {
         thread.setDaemon(true);
         threads.add(thread);
         return this;
+    }
+
+    /**
+     * A Redisson thread on an exclusive lock (plain, fair, non-reentrant): each cycle
+     * {@code lock()}, 1 ms inside {@code guard}, {@code unlock()}.
+     */
+    public Contenders addRedisson(String who, int cycles, RLock lock, Guard guard) {
+        return add(who, cycles, i -> {
+            lock.lock();
+            try {
+                guard.hold(who, () -> Processes.sleep(1));
+            } finally {
+                lock.unlock();
+            }
+        });
+    }
+
+    /**
+     * A module caller on the exclusive lock {@code key}, owner {@code who}: each cycle
+     * {@code LOCK.ACQUIRE ... PX leaseMs BLOCK 0} (answered 1), 1 ms inside {@code guard},
+     * {@code LOCK.RELEASE} (answered 0).
+     */
+    public Contenders addModule(String who, int cycles, ModuleCaller caller, String key, long leaseMs, Guard guard) {
+        return add(who, cycles, i -> {
+            Long granted = caller.acquireWaiting(key, who, leaseMs, 0);
+            if (!Long.valueOf(1).equals(granted)) {
+                throw new AssertionError(who + ": LOCK.ACQUIRE answered " + granted + ", not 1");
+            }
+            guard.hold(who, () -> Processes.sleep(1));
+            long left = caller.release(key, who);
+            if (left != 0) {
+                throw new AssertionError(who + ": LOCK.RELEASE answered " + left + ", not 0");
+            }
+        });
     }
 
     public Contenders start() {

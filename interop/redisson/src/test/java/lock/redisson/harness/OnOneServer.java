@@ -1,27 +1,21 @@
 package lock.redisson.harness;
 
-import java.util.ArrayList;
-import java.util.List;
 import java.util.function.Consumer;
 
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.TestInfo;
 import org.junit.jupiter.api.BeforeEach;
 import org.redisson.api.RedissonClient;
 import org.redisson.config.Config;
 
 /**
  * A test class whose tests share one server with the module (started before the first,
- * killed after the last); each test's Redisson clients and module callers are closed after
- * it, and each test works on names of its own ({@link #name}).
+ * killed after the last), emptied before each ({@link PerTestClients}: each test's clients are
+ * closed after it, and it works on names of its own).
  */
-public abstract class OnOneServer {
+public abstract class OnOneServer extends PerTestClients {
     protected static Server server;
-    private final List<RedissonClient> redissons = new ArrayList<>();
-    private final List<ModuleCaller> callers = new ArrayList<>();
-    private String testName;
     private ModuleCaller look;
 
     @BeforeAll
@@ -37,25 +31,16 @@ public abstract class OnOneServer {
     }
 
     @BeforeEach
-    void nameTest(TestInfo info) {
-        testName = info.getTestMethod().map(m -> m.getName()).orElse("test");
+    void emptyServer() {
         try (var jedis = server.jedis()) {
             jedis.flushAll();
         }
     }
 
     @AfterEach
-    void closeClients() {
-        redissons.forEach(RedissonClient::shutdown);
-        redissons.clear();
-        callers.forEach(ModuleCaller::close);
-        callers.clear();
+    void forgetLook() {
+        // Closed with the test's other callers.
         look = null;
-    }
-
-    /** A name of this test's own: {@code <test method>:<what>}. */
-    protected String name(String what) {
-        return testName + ":" + what;
     }
 
     /** A Redisson client with its defaults, shut down after the test. */
@@ -64,16 +49,12 @@ public abstract class OnOneServer {
     }
 
     protected RedissonClient redisson(Consumer<Config> tweak) {
-        RedissonClient client = Redissons.single(server, tweak);
-        redissons.add(client);
-        return client;
+        return keep(Redissons.single(server, tweak));
     }
 
     /** A module caller on a connection of its own, closed after the test. */
     protected ModuleCaller module() {
-        ModuleCaller caller = new ModuleCaller(server);
-        callers.add(caller);
-        return caller;
+        return moduleOn(server);
     }
 
     /** The test thread's own connection, for looking at the server (LOCK.INFO, LOCK.WAITERS...). */

@@ -141,6 +141,11 @@ public final class Processes {
         }
     }
 
+    /** Milliseconds from {@code startNanos} to {@code endNanos} (System.nanoTime). */
+    public static double msSince(long startNanos, long endNanos) {
+        return (endNanos - startNanos) / 1e6;
+    }
+
     public static void sleep(long ms) {
         try {
             Thread.sleep(ms);

@@ -49,6 +49,14 @@ public final class Redissons {
         return Redisson.create(config);
     }
 
+    /**
+     * A Redisson thread's owner id, {@code <client id>:<thread id>}: its lock field, a reader's
+     * field, and the writer's field without {@code :write}.
+     */
+    public static String owner(RedissonClient client, Thread thread) {
+        return client.getId() + ":" + thread.getId();
+    }
+
     /** The Redisson version on the classpath (surefire passes it; the jar's manifest says it too). */
     public static String version() {
         String given = System.getProperty("redisson.version");
