@@ -17,4 +17,6 @@ npm run build:test
 export LOCK_MODULE="${LOCK_MODULE:-$(cd ../.. && pwd)/target/release/liblock.so}"
 export REDIS_SERVER="${REDIS_SERVER:-redis-server}"
 echo "server: $REDIS_SERVER, module: $LOCK_MODULE"
-exec node --test --test-concurrency=1 build/test/*.test.js
+node --test --test-concurrency=1 build/test/*.test.js
+# The packed tarball installed into a clean project with the current ioredis and redis.
+./pack-test.sh

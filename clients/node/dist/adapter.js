@@ -34,7 +34,10 @@ function splitNode(node) {
 class IoRedisConnection {
     r;
     ended = false;
+    /** The last error event: ioredis rejects connect() with "Connection is closed." and tells why (WRONGPASS...) only here. */
+    lastError;
     endCbs = [];
+    ref = true;
     constructor(r) {
         this.r = r;
         const end = () => {
@@ -44,7 +47,9 @@ class IoRedisConnection {
             for (const cb of this.endCbs)
                 cb();
         };
-        r.on("error", () => { }); // reported through the commands' rejections and `end`
+        r.on("error", (e) => {
+            this.lastError = e; // otherwise reported through the commands' rejections and `end`
+        });
         r.on("close", end);
         r.on("end", end);
     }
@@ -70,6 +75,26 @@ class IoRedisConnection {
         else
             this.endCbs.push(cb);
     }
+    setRef(ref) {
+        this.ref = ref;
+        this.applyRef();
+    }
+    /** (Also once connected: ioredis makes the socket in connect().) */
+    applyRef() {
+        const socket = this.r.stream;
+        if (this.ref)
+            socket?.ref?.();
+        else
+            socket?.unref?.();
+    }
+}
+/** A failed connect, typed: a refusal of the credentials is an AuthenticationError, anything else UnavailableError. */
+function connectError(e, lastError) {
+    if ((0, errors_1.isReplyError)(e))
+        return (0, errors_1.toLockError)(e);
+    if ((0, errors_1.isReplyError)(lastError))
+        return (0, errors_1.toLockError)(lastError);
+    return new errors_1.UnavailableError(`cannot connect: ${e.message}`, { cause: e });
 }
 const IOREDIS_DEDICATED = {
     lazyConnect: true,
@@ -92,7 +117,7 @@ class IoRedisAdapter {
     call(_key, args) {
         return this.c.call(...args);
     }
-    async connect(node) {
+    async connect(node, keepAlive = false) {
         let r;
         if (this.cluster) {
             if (!node)
@@ -107,13 +132,15 @@ class IoRedisAdapter {
             r = this.c.duplicate(IOREDIS_DEDICATED);
         }
         const conn = new IoRedisConnection(r);
+        conn.setRef(keepAlive);
         try {
             await r.connect();
         }
         catch (e) {
             r.disconnect(false);
-            throw new errors_1.UnavailableError(`cannot connect: ${e.message}`, { cause: e });
+            throw connectError(e, conn.lastError);
         }
+        conn.applyRef();
         return conn;
     }
 }
@@ -173,6 +200,12 @@ class NodeRedisConnection {
         else
             this.endCbs.push(cb);
     }
+    setRef(ref) {
+        if (ref)
+            this.r.ref();
+        else
+            this.r.unref();
+    }
 }
 class NodeRedisAdapter {
     c;
@@ -195,7 +228,7 @@ class NodeRedisAdapter {
             pingInterval: undefined,
         });
     }
-    async connect(node) {
+    async connect(node, keepAlive = false) {
         let r;
         if (this.cluster) {
             if (!node)
@@ -216,8 +249,9 @@ class NodeRedisAdapter {
         }
         catch (e) {
             conn.destroy();
-            throw new errors_1.UnavailableError(`cannot connect: ${e.message}`, { cause: e });
+            throw connectError(e);
         }
+        conn.setRef(keepAlive);
         return conn;
     }
 }

@@ -43,6 +43,8 @@ export declare class Leadership extends EventEmitter implements ElectionEntry {
     readonly candidate: string;
     /** The leadership's fencing token. */
     readonly term: bigint;
+    /** `term` in decimal (JSON has no bigint). */
+    get termString(): string;
     value: string | null;
     readonly node: string;
     readonly leaseMs: number;

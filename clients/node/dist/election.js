@@ -51,6 +51,10 @@ class Leadership extends node_events_1.EventEmitter {
     candidate;
     /** The leadership's fencing token. */
     term;
+    /** `term` in decimal (JSON has no bigint). */
+    get termString() {
+        return this.term.toString();
+    }
     value;
     node;
     leaseMs;

@@ -51,6 +51,30 @@ export declare class UnavailableError extends LockError {
 export declare class ModuleNotLoadedError extends LockError {
     constructor(message?: string);
 }
+/**
+ * The server refused the client's credentials or the command: a wrong password (`WRONGPASS`), no
+ * password given (`NOAUTH`), or an ACL refusal (`NOPERM`). `code` is that code word. Never
+ * retried: another try would be refused the same way.
+ */
+export declare class AuthenticationError extends LockError {
+    constructor(message: string, options: {
+        cause?: unknown;
+        code: string;
+    });
+}
+/**
+ * A lease shorter than this server can keep alive: its `keepalive_min_lease_ms` (`INFO lock`), which
+ * depends on its `hz` (about 704 ms at hz 10). Like a RangeError, refused before anything is held.
+ */
+export declare class LeaseTooShortError extends LockError {
+    readonly leaseMs: number;
+    readonly minLeaseMs: number;
+    constructor(leaseMs: number, minLeaseMs: number, options?: {
+        cause?: unknown;
+    });
+}
+/** True for a credentials or ACL refusal (`WRONGPASS`, `NOAUTH`, `NOPERM`), as a reply or as this library's error. */
+export declare function isAuthError(e: unknown): boolean;
 /** True when `e` is an error reply from the server (ioredis or node-redis), not a connection failure. */
 export declare function isReplyError(e: unknown): e is Error;
 /** The leading code word of an error reply (`NOTOWNER`, `ERR`, `MOVED`...), or undefined for other errors. */

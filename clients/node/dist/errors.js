@@ -1,6 +1,7 @@
 "use strict";
 Object.defineProperty(exports, "__esModule", { value: true });
-exports.ModuleNotLoadedError = exports.UnavailableError = exports.LatchGoneError = exports.LostError = exports.DeadlockError = exports.NotOwnerError = exports.BusyError = exports.LockError = void 0;
+exports.LeaseTooShortError = exports.AuthenticationError = exports.ModuleNotLoadedError = exports.UnavailableError = exports.LatchGoneError = exports.LostError = exports.DeadlockError = exports.NotOwnerError = exports.BusyError = exports.LockError = void 0;
+exports.isAuthError = isAuthError;
 exports.isReplyError = isReplyError;
 exports.replyCode = replyCode;
 exports.toLockError = toLockError;
@@ -77,10 +78,44 @@ exports.UnavailableError = UnavailableError;
 class ModuleNotLoadedError extends LockError {
     constructor(message) {
         super(message ??
-            "the lock module is not loaded on this server: start it with `redis-server --loadmodule /path/to/liblock.so`");
+            "the lock module is not loaded on this server: start the server with --loadmodule /path/to/liblock.so");
     }
 }
 exports.ModuleNotLoadedError = ModuleNotLoadedError;
+/**
+ * The server refused the client's credentials or the command: a wrong password (`WRONGPASS`), no
+ * password given (`NOAUTH`), or an ACL refusal (`NOPERM`). `code` is that code word. Never
+ * retried: another try would be refused the same way.
+ */
+class AuthenticationError extends LockError {
+    constructor(message, options) {
+        super(message, options);
+    }
+}
+exports.AuthenticationError = AuthenticationError;
+/**
+ * A lease shorter than this server can keep alive: its `keepalive_min_lease_ms` (`INFO lock`), which
+ * depends on its `hz` (about 704 ms at hz 10). Like a RangeError, refused before anything is held.
+ */
+class LeaseTooShortError extends LockError {
+    leaseMs;
+    minLeaseMs;
+    constructor(leaseMs, minLeaseMs, options) {
+        super(`lease ${leaseMs} ms is below this server's minimum of ${minLeaseMs} ms ` +
+            `(keepalive_min_lease_ms; raise the lease or the server's hz)`, options);
+        this.leaseMs = leaseMs;
+        this.minLeaseMs = minLeaseMs;
+    }
+}
+exports.LeaseTooShortError = LeaseTooShortError;
+const AUTH_CODES = new Set(["WRONGPASS", "NOAUTH", "NOPERM"]);
+/** True for a credentials or ACL refusal (`WRONGPASS`, `NOAUTH`, `NOPERM`), as a reply or as this library's error. */
+function isAuthError(e) {
+    if (e instanceof AuthenticationError)
+        return true;
+    const code = replyCode(e);
+    return code !== undefined && AUTH_CODES.has(code);
+}
 const REPLY_ERROR_NAMES = new Set(["ReplyError", "ErrorReply", "SimpleError", "BlobError", "MultiErrorReply"]);
 /** True when `e` is an error reply from the server (ioredis or node-redis), not a connection failure. */
 function isReplyError(e) {
@@ -115,6 +150,8 @@ function toLockError(e) {
             return e;
         return new UnavailableError(`server unavailable: ${msg}`, { cause: e });
     }
+    if (AUTH_CODES.has(code))
+        return new AuthenticationError(msg, { cause: e, code });
     switch (code) {
         case "NOTOWNER":
             return new NotOwnerError(msg, { cause: e });

@@ -1,6 +1,6 @@
 "use strict";
 Object.defineProperty(exports, "__esModule", { value: true });
-exports.ResourceLockedError = exports.ExecutionError = exports.RedlockLock = exports.ModuleRedlock = exports.LatchGoneError = exports.ModuleNotLoadedError = exports.UnavailableError = exports.LostError = exports.DeadlockError = exports.NotOwnerError = exports.BusyError = exports.LockError = exports.Leadership = exports.Election = exports.Latch = exports.Permit = exports.Semaphore = exports.Hold = exports.MultiLock = exports.RWLock = exports.Lock = exports.Session = void 0;
+exports.ResourceLockedError = exports.ExecutionError = exports.RedlockLock = exports.ModuleRedlock = exports.LeaseTooShortError = exports.AuthenticationError = exports.LatchGoneError = exports.ModuleNotLoadedError = exports.UnavailableError = exports.LostError = exports.DeadlockError = exports.NotOwnerError = exports.BusyError = exports.LockError = exports.Leadership = exports.Election = exports.Latch = exports.Permit = exports.Semaphore = exports.Hold = exports.MultiLock = exports.RWLock = exports.Lock = exports.Session = void 0;
 var session_1 = require("./session");
 Object.defineProperty(exports, "Session", { enumerable: true, get: function () { return session_1.Session; } });
 Object.defineProperty(exports, "Lock", { enumerable: true, get: function () { return session_1.Lock; } });
@@ -23,6 +23,8 @@ Object.defineProperty(exports, "LostError", { enumerable: true, get: function ()
 Object.defineProperty(exports, "UnavailableError", { enumerable: true, get: function () { return errors_1.UnavailableError; } });
 Object.defineProperty(exports, "ModuleNotLoadedError", { enumerable: true, get: function () { return errors_1.ModuleNotLoadedError; } });
 Object.defineProperty(exports, "LatchGoneError", { enumerable: true, get: function () { return errors_1.LatchGoneError; } });
+Object.defineProperty(exports, "AuthenticationError", { enumerable: true, get: function () { return errors_1.AuthenticationError; } });
+Object.defineProperty(exports, "LeaseTooShortError", { enumerable: true, get: function () { return errors_1.LeaseTooShortError; } });
 var redlock_1 = require("./redlock");
 Object.defineProperty(exports, "ModuleRedlock", { enumerable: true, get: function () { return redlock_1.ModuleRedlock; } });
 Object.defineProperty(exports, "RedlockLock", { enumerable: true, get: function () { return redlock_1.RedlockLock; } });

@@ -232,17 +232,19 @@ class Semaphore {
         if (init)
             await init;
         const leaseMs = opts.leaseMs ?? this.s.leaseMs;
-        const owner = this.s.newOwner();
-        const reply = await this.s.acquireRaw({
+        const spec = {
             kind: "semaphore",
             keys: [this.key],
-            owner,
+            owner: this.s.newOwner(),
+            freshOwner: () => this.s.newOwner(),
             leaseMs,
             permits,
             timeoutMs: opts.timeoutMs,
             signal: opts.signal,
             bind: true,
-        });
+        };
+        const reply = await this.s.acquireRaw(spec);
+        const owner = spec.owner; // (a fresh one if the wait's connection broke and it queued again)
         if (reply == null) {
             throw new errors_1.BusyError(this.key, opts.timeoutMs
                 ? `semaphore '${this.key}': ${permits} permit(s) not available after ${opts.timeoutMs} ms`

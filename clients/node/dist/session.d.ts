@@ -10,6 +10,12 @@ export interface SessionOptions {
     pingIntervalMs?: number;
     /** A PING unanswered this long closes the session connection (and re-attaches), in ms. Default 3000. */
     pingTimeoutMs?: number;
+    /**
+     * Keep the Node process alive while the session is open. Default false: the session's sockets
+     * and timers are unref'd, so a process that forgot `close()` still exits (its holds then end
+     * with their lease); a wait in progress always keeps the process alive.
+     */
+    keepProcessAlive?: boolean;
 }
 export interface AcquireOptions {
     /** How long to wait for the lock, in ms: 0 tries once; undefined waits as long as it takes. */
@@ -106,8 +112,14 @@ export declare class NodeSession {
 interface RunSpec {
     kind: WaitKind;
     keys: string[];
-    /** The owner ("" for a latch wait, which has none). */
+    /** The owner ("" for a latch wait, which has none). A wait re-queued after its connection broke sets the fresh one here. */
     owner: string;
+    /**
+     * A fresh owner for a wait whose connection broke: the old owner is cleaned up and the wait
+     * queued again under this one. Absent when the owner cannot change (an owner given by the
+     * caller, the other side of a read-write lock holding, an election's candidate): the wait fails.
+     */
+    freshOwner?: () => string;
     leaseMs: number;
     /** Permits asked for (a semaphore). */
     permits?: number;
@@ -137,13 +149,24 @@ export declare class Session extends EventEmitter {
     private slotsLoading?;
     private counter;
     private closing;
+    /** @internal */ readonly keepProcessAlive: boolean;
+    /**
+     * The shortest lease the server keeps alive (`keepalive_min_lease_ms` of `INFO lock`, read when
+     * the session opened); undefined if the server does not tell (then the server itself refuses).
+     */
+    minLeaseMs?: number;
     private constructor();
     /**
      * Opens a session over `client` (an ioredis `Redis`/`Cluster` or a node-redis client/cluster):
      * a dedicated session connection (`client.duplicate()`), `LOCK.SESSION <token>`, subscribed to
-     * its loss channel. Rejects with `ModuleNotLoadedError` or `UnavailableError`.
+     * its loss channel. Reads the server's shortest kept-alive lease (`INFO lock`) first.
+     * Rejects with `LeaseTooShortError` (`leaseMs` below it), `AuthenticationError`,
+     * `ModuleNotLoadedError` or `UnavailableError`.
      */
     static open(client: RedisClientLike, opts?: SessionOptions): Promise<Session>;
+    private readMinLease;
+    /** @internal A lease the server keeps alive for this session: at least the server's floor. */
+    checkLease(leaseMs: number): void;
     /** An exclusive, reentrant lock named `key`. */
     lock(key: string): Lock;
     /** A read-write lock named `key`: `.read` and `.write` share one owner (downgrade, upgrade). */
@@ -194,8 +217,20 @@ export declare class Session extends EventEmitter {
     /** @internal A command through the user's client, errors typed. */
     call(key: string | undefined, args: string[]): Promise<unknown>;
     private checkKeys;
-    /** @internal Sends an acquire: waits on a pooled connection, cancels per the contract, retries NOSESSION once. */
+    /**
+     * @internal Sends an acquire: waits on a pooled connection, cancels per the contract, retries
+     * NOSESSION once, and queues again (with a fresh owner, in the time left) when the connection
+     * it waits on breaks while the server can still be reached.
+     */
     acquireRaw(spec: RunSpec): Promise<unknown>;
+    /**
+     * The connection a wait was on broke (CLIENT KILL, an idle reaper, a blip): on a fresh
+     * connection, end the old owner's wait and release a grant that may have crossed the break
+     * (the cancel of the contract), then give the wait a fresh owner for its next turn in line.
+     * Rejects with the broken connection's error when the owner cannot change or the session is
+     * closing, with AuthenticationError / UnavailableError when no fresh connection can be made.
+     */
+    private requeue;
     private acquireArgs;
     /**
      * After a cancelled wait: `LOCK.CANCEL key owner`, then `LOCK.RELEASE key owner` (MRELEASE for
@@ -208,7 +243,10 @@ export declare class Session extends EventEmitter {
     private sendAcquire;
     /** The wait on a pooled connection: its answer, or the cancel of the contract (close the connection, release the owner). */
     private waitOn;
-    /** A wait answered with an error (the connection goes back) or broken (it is closed, the owner released): rejects with `e`. */
+    /**
+     * A wait answered with an error (the connection goes back: rejects with `e`) or broken (it is
+     * closed; rejects with WaitBroken, for acquireRaw to clean up and queue again).
+     */
     private waitFailed;
     /** @internal */
     register(hold: Bindable, node: string, sem?: boolean): void;
@@ -243,6 +281,8 @@ declare class OwnerSlot {
     holds: number;
     constructor(s: Session);
     take(): string;
+    /** A fresh owner for a wait queued again after its connection broke (nothing holds as the old one). */
+    renew(): string;
     /** An owner given by the caller (checked by Session.checkOwner): kept for the other side of a read-write lock. */
     use(owner: string): string;
 }
@@ -272,6 +312,8 @@ export declare class Hold extends EventEmitter implements Bindable {
     /** @internal */
     constructor(s: Session, kind: Kind, keys: string[], owner: string, tokens: bigint[], leaseMs: number, onEnd: () => void, bound: boolean);
     get key(): string;
+    /** `token` in decimal: for JSON, logs and storage APIs that take no bigint (`JSON.stringify` throws on a bigint). */
+    get tokenString(): string;
     /** Aborted (with a `LostError` reason) when the hold is lost. */
     get signal(): AbortSignal;
     get lost(): boolean;
@@ -314,8 +356,9 @@ export declare class Lock {
     /** @internal */
     acquireNow(opts: AcquireOptions, bind: boolean, counted?: boolean): Promise<Hold>;
     /**
-     * Runs `fn` holding the lock and releases it after. `signal` aborts if the hold is lost; then
-     * `using` rejects with the LostError even if `fn` resolved.
+     * Runs `fn` holding the lock and releases it after. `signal` aborts if the hold is lost while
+     * `fn` runs; `using` then rejects with the LostError even if `fn` resolved. A loss after `fn`
+     * resolved (while releasing) does not undo its result: `using` resolves with it.
      */
     using<T>(fn: (signal: AbortSignal, hold: Hold) => Promise<T>): Promise<T>;
     using<T>(opts: AcquireOptions, fn: (signal: AbortSignal, hold: Hold) => Promise<T>): Promise<T>;

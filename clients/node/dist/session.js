@@ -36,6 +36,12 @@ function toBigInt(v) {
         return BigInt(v.toString());
     throw new errors_1.LockError(`unexpected reply ${String(v)}`);
 }
+/** The connection a wait was on broke mid-wait (`cause`: the client's error); a grant may have happened. */
+class WaitBroken extends Error {
+    constructor(cause) {
+        super("the connection of a wait broke", { cause });
+    }
+}
 function bindingId(key, owner) {
     return `${key}\u0000${owner}`;
 }
@@ -73,7 +79,7 @@ class NodeSession {
         return this.opening;
     }
     async connectOnce() {
-        const conn = await this.s.adapter.connect(this.node || undefined);
+        const conn = await this.s.adapter.connect(this.node || undefined, this.s.keepProcessAlive);
         try {
             try {
                 await conn.call(["LOCK.SESSION", this.s.token]);
@@ -86,7 +92,7 @@ class NodeSession {
                         throw new errors_1.ModuleNotLoadedError();
                     const hasSession = await conn.call(["COMMAND", "INFO", "LOCK.SESSION"]).catch(() => undefined);
                     if (Array.isArray(hasSession) && hasSession.length > 0 && hasSession[0] == null)
-                        throw new errors_1.ModuleNotLoadedError("the lock module on this server is too old: it has no LOCK.SESSION (load a build with the session protocol)");
+                        throw new errors_1.ModuleNotLoadedError("the lock module on this server has no LOCK.SESSION: start the server with --loadmodule /path/to/a current liblock.so");
                 }
                 throw (0, errors_1.toLockError)(e);
             }
@@ -118,6 +124,8 @@ class NodeSession {
             let timer;
             const timeout = new Promise((r) => {
                 timer = setTimeout(() => r("timeout"), this.s.pingTimeoutMs);
+                if (!this.s.keepProcessAlive)
+                    timer.unref();
             });
             const sent = performance.now();
             this.lastPingAt = sent;
@@ -135,7 +143,8 @@ class NodeSession {
             this.s.onPong(this.node, sent);
             this.schedulePing(conn, Math.max(0, this.lastPingAt + this.s.pingIntervalNow() - performance.now()));
         }, delay);
-        this.pingTimer.unref?.();
+        if (!this.s.keepProcessAlive)
+            this.pingTimer.unref();
     }
     /** The PING interval may have shortened (an election began): the next PING is scheduled by it. */
     kick() {
@@ -172,7 +181,8 @@ class NodeSession {
                     this.s.lose(b, "down");
             }
         }, 50);
-        this.downTimer.unref?.();
+        if (!this.s.keepProcessAlive)
+            this.downTimer.unref();
     }
     clearDown() {
         clearInterval(this.downTimer);
@@ -188,7 +198,8 @@ class NodeSession {
                         await this.open();
                     }
                     catch (e) {
-                        if (e instanceof errors_1.ModuleNotLoadedError)
+                        // Not a blip: said on the session's "error" event (the loop goes on: it may be fixed).
+                        if (e instanceof errors_1.ModuleNotLoadedError || e instanceof errors_1.AuthenticationError)
                             this.s.emit("error", e);
                         await sleep(delay);
                         delay = Math.min(delay * 2, 500);
@@ -222,27 +233,37 @@ class NodeSession {
     }
 }
 exports.NodeSession = NodeSession;
-/** Dedicated connections for waiting: one per concurrent wait, reused after. */
+/**
+ * Dedicated connections for waiting: one per concurrent wait, reused after. A connection taken
+ * keeps the process alive (a wait in progress is work to finish); an idle one does not, unless
+ * the session keeps the process alive.
+ */
 class WaitPool {
     adapter;
+    keepProcessAlive;
     idle = new Map();
     /** Every connection opened and not dropped yet, idle or busy (take and give leave it alone). */
     all = new Set();
-    constructor(adapter) {
+    constructor(adapter, keepProcessAlive) {
         this.adapter = adapter;
+        this.keepProcessAlive = keepProcessAlive;
     }
     take(node) {
         const list = this.idle.get(node);
         while (list && list.length > 0) {
             const c = list.pop();
-            if (!c.ended)
-                return c;
-            this.all.delete(c);
+            if (c.ended) {
+                this.all.delete(c);
+                continue;
+            }
+            if (!this.keepProcessAlive)
+                c.setRef(true);
+            return c;
         }
         return this.open(node);
     }
     async open(node) {
-        const c = await this.adapter.connect(node || undefined);
+        const c = await this.adapter.connect(node || undefined, true);
         this.all.add(c);
         return c;
     }
@@ -251,6 +272,8 @@ class WaitPool {
             this.all.delete(c);
             return;
         }
+        if (!this.keepProcessAlive)
+            c.setRef(false);
         let list = this.idle.get(node);
         if (!list)
             this.idle.set(node, (list = []));
@@ -289,6 +312,12 @@ class Session extends node_events_1.EventEmitter {
     slotsLoading;
     counter = 0;
     closing = false;
+    /** @internal */ keepProcessAlive;
+    /**
+     * The shortest lease the server keeps alive (`keepalive_min_lease_ms` of `INFO lock`, read when
+     * the session opened); undefined if the server does not tell (then the server itself refuses).
+     */
+    minLeaseMs;
     constructor(client, opts) {
         super();
         this.adapter = (0, adapter_1.adapterFor)(client);
@@ -296,22 +325,47 @@ class Session extends node_events_1.EventEmitter {
         this.leaseMs = opts.leaseMs ?? 30000;
         this.pingIntervalMs = opts.pingIntervalMs ?? 1000;
         this.pingTimeoutMs = opts.pingTimeoutMs ?? 3000;
-        this.pool = new WaitPool(this.adapter);
+        this.keepProcessAlive = opts.keepProcessAlive ?? false;
+        this.pool = new WaitPool(this.adapter, this.keepProcessAlive);
         // An 'error' event without a listener would throw: errors are reported through promises.
         this.on("error", () => { });
     }
     /**
      * Opens a session over `client` (an ioredis `Redis`/`Cluster` or a node-redis client/cluster):
      * a dedicated session connection (`client.duplicate()`), `LOCK.SESSION <token>`, subscribed to
-     * its loss channel. Rejects with `ModuleNotLoadedError` or `UnavailableError`.
+     * its loss channel. Reads the server's shortest kept-alive lease (`INFO lock`) first.
+     * Rejects with `LeaseTooShortError` (`leaseMs` below it), `AuthenticationError`,
+     * `ModuleNotLoadedError` or `UnavailableError`.
      */
     static async open(client, opts = {}) {
         const s = new Session(client, opts);
+        await s.readMinLease();
+        s.checkLease(s.leaseMs);
         if (!s.adapter.cluster)
             await s.nodeSession(STANDALONE);
         else
             await s.loadSlots();
         return s;
+    }
+    async readMinLease() {
+        let text;
+        try {
+            text = await this.adapter.call(undefined, ["INFO", "lock"]);
+        }
+        catch (e) {
+            // A user allowed the lock commands but not INFO: the server refuses a short lease itself.
+            if ((0, errors_1.replyCode)(e) === "NOPERM")
+                return;
+            throw (0, errors_1.toLockError)(e);
+        }
+        const m = /lock_keepalive_min_lease_ms:(\d+)/.exec(String(text));
+        if (m)
+            this.minLeaseMs = Number(m[1]);
+    }
+    /** @internal A lease the server keeps alive for this session: at least the server's floor. */
+    checkLease(leaseMs) {
+        if (this.minLeaseMs !== undefined ? leaseMs < this.minLeaseMs : leaseMs <= 0)
+            throw new errors_1.LeaseTooShortError(leaseMs, this.minLeaseMs ?? 1);
     }
     /** An exclusive, reentrant lock named `key`. */
     lock(key) {
@@ -504,12 +558,19 @@ class Session extends node_events_1.EventEmitter {
                 throw new errors_1.LockError(`a multi-lock's keys must hash to one cluster slot: give them one {hash tag}, e.g. '{order:7}:a', '{order:7}:b' (got ${keys.join(", ")})`);
         }
     }
-    /** @internal Sends an acquire: waits on a pooled connection, cancels per the contract, retries NOSESSION once. */
+    /**
+     * @internal Sends an acquire: waits on a pooled connection, cancels per the contract, retries
+     * NOSESSION once, and queues again (with a fresh owner, in the time left) when the connection
+     * it waits on breaks while the server can still be reached.
+     */
     async acquireRaw(spec) {
         if (this.closing)
             throw new errors_1.LockError("session closed");
         this.checkKeys(spec.keys);
+        if (spec.bind && spec.kind !== "latch")
+            this.checkLease(spec.leaseMs);
         spec.signal?.throwIfAborted();
+        const deadline = spec.timeoutMs !== undefined && spec.timeoutMs > 0 ? performance.now() + spec.timeoutMs : undefined;
         let nosessionRetried = false;
         for (let attempt = 0;; attempt++) {
             // (nodeFor and nodeSession answer at once when they can: no await then.)
@@ -533,6 +594,17 @@ class Session extends node_events_1.EventEmitter {
             catch (e) {
                 if (spec.signal?.aborted && e === spec.signal.reason)
                     throw e;
+                if (e instanceof WaitBroken) {
+                    await this.requeue(node, spec, e.cause);
+                    spec.signal?.throwIfAborted(); // aborted while the old owner was cleaned up: the fresh one was never queued
+                    if (deadline !== undefined) {
+                        const left = Math.ceil(deadline - performance.now());
+                        if (left <= 0)
+                            return null; // timed out, as the server would have said
+                        spec.timeoutMs = left;
+                    }
+                    continue;
+                }
                 const code = (0, errors_1.replyCode)(e);
                 if (code === "NOSESSION" && spec.bind && !nosessionRetried) {
                     nosessionRetried = true;
@@ -555,6 +627,35 @@ class Session extends node_events_1.EventEmitter {
                 throw (0, errors_1.toLockError)(e);
             }
         }
+    }
+    /**
+     * The connection a wait was on broke (CLIENT KILL, an idle reaper, a blip): on a fresh
+     * connection, end the old owner's wait and release a grant that may have crossed the break
+     * (the cancel of the contract), then give the wait a fresh owner for its next turn in line.
+     * Rejects with the broken connection's error when the owner cannot change or the session is
+     * closing, with AuthenticationError / UnavailableError when no fresh connection can be made.
+     */
+    async requeue(node, spec, broken) {
+        const fresh = spec.kind === "latch" ? () => "" : spec.freshOwner;
+        if (!fresh || this.closing) {
+            await this.boundedCleanup(spec);
+            throw (0, errors_1.toLockError)(broken);
+        }
+        let conn;
+        try {
+            conn = await this.pool.take(node);
+        }
+        catch (e) {
+            void this.boundedCleanup(spec); // through the client, in case it reconnects before the lease ends
+            throw (0, errors_1.toLockError)(e);
+        }
+        try {
+            await this.cleanup(spec, (args) => conn.call(args));
+        }
+        finally {
+            this.pool.give(node, conn);
+        }
+        spec.owner = fresh();
     }
     acquireArgs(spec) {
         let args;
@@ -591,7 +692,7 @@ class Session extends node_events_1.EventEmitter {
      * a multi-lock, SEM.RELEASE for a semaphore) for a grant that crossed it. A latch wait has no
      * owner and is given nothing: closing its connection ended it.
      */
-    async cleanup(spec) {
+    async cleanup(spec, send = (args) => this.adapter.call(spec.keys[0], args)) {
         if (spec.kind === "latch")
             return;
         // First end the wait in the server: once LOCK.CANCEL has answered no grant can reach the
@@ -600,7 +701,7 @@ class Session extends node_events_1.EventEmitter {
         // delivered to the server.) A multi-lock waiter leaves every key's queue through one key.
         for (let i = 0; i < 3; i++) {
             try {
-                await this.adapter.call(spec.keys[0], ["LOCK.CANCEL", spec.keys[0], spec.owner]);
+                await send(["LOCK.CANCEL", spec.keys[0], spec.owner]);
                 break;
             }
             catch (e) {
@@ -620,7 +721,7 @@ class Session extends node_events_1.EventEmitter {
             args.push("WRITE");
         for (let i = 0; i < 3; i++) {
             try {
-                await this.adapter.call(spec.keys[0], args);
+                await send(args);
                 return;
             }
             catch (e) {
@@ -695,16 +796,17 @@ class Session extends node_events_1.EventEmitter {
             });
         });
     }
-    /** A wait answered with an error (the connection goes back) or broken (it is closed, the owner released): rejects with `e`. */
+    /**
+     * A wait answered with an error (the connection goes back: rejects with `e`) or broken (it is
+     * closed; rejects with WaitBroken, for acquireRaw to clean up and queue again).
+     */
     waitFailed(node, spec, conn, e) {
         if ((0, errors_1.replyCode)(e) !== undefined) {
             this.pool.give(node, conn);
             return Promise.reject(e);
         }
-        // The connection broke mid-wait: a grant may have happened.
         this.pool.discard(conn);
-        const fail = () => Promise.reject(e);
-        return this.boundedCleanup(spec).then(fail, fail);
+        return Promise.reject(new WaitBroken(e));
     }
     /** @internal */
     register(hold, node, sem = false) {
@@ -871,6 +973,11 @@ class OwnerSlot {
             this.owner = this.s.newOwner();
         return this.owner;
     }
+    /** A fresh owner for a wait queued again after its connection broke (nothing holds as the old one). */
+    renew() {
+        this.owner = this.s.newOwner();
+        return this.owner;
+    }
     /** An owner given by the caller (checked by Session.checkOwner): kept for the other side of a read-write lock. */
     use(owner) {
         this.owner = owner;
@@ -915,6 +1022,10 @@ class Hold extends node_events_1.EventEmitter {
     }
     get key() {
         return this.keys[0];
+    }
+    /** `token` in decimal: for JSON, logs and storage APIs that take no bigint (`JSON.stringify` throws on a bigint). */
+    get tokenString() {
+        return this.token.toString();
     }
     /** Aborted (with a `LostError` reason) when the hold is lost. */
     get signal() {
@@ -1074,16 +1185,22 @@ class Lock {
             const held = this.hold;
             if (opts.owner !== undefined)
                 this.s.checkOwner(opts.owner, this.keys, held?.owner ?? (this.slot.holds > 0 ? this.slot.owner : undefined));
-            const owner = held ? held.owner : opts.owner !== undefined ? this.slot.use(opts.owner) : this.slot.take();
-            const reply = await this.s.acquireRaw({
+            const chosen = held ? held.owner : opts.owner !== undefined ? this.slot.use(opts.owner) : this.slot.take();
+            // The owner may change only while nothing holds as it: not a re-entry, not an owner the
+            // caller gave, not while the other side of a read-write lock holds.
+            const mayRenew = !held && opts.owner === undefined && this.slot.holds === 0;
+            const spec = {
                 kind: this.kind,
                 keys: this.keys,
-                owner,
+                owner: chosen,
+                freshOwner: mayRenew ? () => this.slot.renew() : undefined,
                 leaseMs,
                 timeoutMs: held ? 0 : opts.timeoutMs,
                 signal: opts.signal,
                 bind,
-            });
+            };
+            const reply = await this.s.acquireRaw(spec);
+            const owner = spec.owner;
             if (reply == null) {
                 if (held)
                     throw new errors_1.BusyError(this.key, `re-entry of '${this.key}' refused`);
@@ -1134,17 +1251,17 @@ class Lock {
                 await hold.release().catch(() => { });
             throw e;
         }
+        // Lost while fn ran: its work may not have been protected.
         if (hold.lost)
             throw hold.signal.reason;
         try {
             await hold.release();
         }
         catch (e) {
+            // Lost after fn returned (the release found no hold): the work was done under the lock.
             if (!(e instanceof errors_1.LostError))
                 throw e;
         }
-        if (hold.lost)
-            throw hold.signal.reason;
         return result;
     }
 }

@@ -6,7 +6,7 @@
 // the library decides what a dropped connection means (a cancelled wait, a session to
 // re-register).
 
-import { UnavailableError, toLockError } from "./errors";
+import { UnavailableError, isReplyError, toLockError } from "./errors";
 
 /** A client this library accepts: an ioredis `Redis` or `Cluster`, or a node-redis client or cluster. */
 export type RedisClientLike = object;
@@ -24,6 +24,11 @@ export interface Connection {
   /** Called once, when the connection ends for any reason. */
   onEnd(cb: () => void): void;
   readonly ended: boolean;
+  /**
+   * Whether the socket keeps the Node process alive. The library's connections are unref'd by
+   * default (a session left open does not hold the process) and ref'd while a wait is on them.
+   */
+  setRef(ref: boolean): void;
 }
 
 export interface Adapter {
@@ -31,8 +36,12 @@ export interface Adapter {
   readonly cluster: boolean;
   /** A command through the user's client; `key` routes it in a cluster. */
   call(key: string | undefined, args: string[]): Promise<unknown>;
-  /** A dedicated connection: a duplicate of the client (standalone, Sentinel) or to `node` ("host:port") in a cluster. */
-  connect(node?: string): Promise<Connection>;
+  /**
+   * A dedicated connection: a duplicate of the client (standalone, Sentinel) or to `node`
+   * ("host:port") in a cluster. Its socket keeps the process alive only with `keepAlive`.
+   * Rejects with AuthenticationError (credentials, ACL) or UnavailableError.
+   */
+  connect(node?: string, keepAlive?: boolean): Promise<Connection>;
 }
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -62,14 +71,19 @@ function splitNode(node: string): { host: string; port: number } {
 
 class IoRedisConnection implements Connection {
   ended = false;
+  /** The last error event: ioredis rejects connect() with "Connection is closed." and tells why (WRONGPASS...) only here. */
+  lastError?: unknown;
   private endCbs: (() => void)[] = [];
+  private ref = true;
   constructor(private readonly r: Loose) {
     const end = () => {
       if (this.ended) return;
       this.ended = true;
       for (const cb of this.endCbs) cb();
     };
-    r.on("error", () => {}); // reported through the commands' rejections and `end`
+    r.on("error", (e: unknown) => {
+      this.lastError = e; // otherwise reported through the commands' rejections and `end`
+    });
     r.on("close", end);
     r.on("end", end);
   }
@@ -92,6 +106,23 @@ class IoRedisConnection implements Connection {
     if (this.ended) queueMicrotask(cb);
     else this.endCbs.push(cb);
   }
+  setRef(ref: boolean): void {
+    this.ref = ref;
+    this.applyRef();
+  }
+  /** (Also once connected: ioredis makes the socket in connect().) */
+  applyRef(): void {
+    const socket = this.r.stream as { ref?: () => void; unref?: () => void } | undefined;
+    if (this.ref) socket?.ref?.();
+    else socket?.unref?.();
+  }
+}
+
+/** A failed connect, typed: a refusal of the credentials is an AuthenticationError, anything else UnavailableError. */
+function connectError(e: unknown, lastError?: unknown): Error {
+  if (isReplyError(e)) return toLockError(e);
+  if (isReplyError(lastError)) return toLockError(lastError);
+  return new UnavailableError(`cannot connect: ${(e as Error).message}`, { cause: e });
 }
 
 const IOREDIS_DEDICATED = {
@@ -114,7 +145,7 @@ class IoRedisAdapter implements Adapter {
   call(_key: string | undefined, args: string[]): Promise<unknown> {
     return this.c.call(...args);
   }
-  async connect(node?: string): Promise<Connection> {
+  async connect(node?: string, keepAlive = false): Promise<Connection> {
     let r: Loose;
     if (this.cluster) {
       if (!node) throw new Error("a cluster connection needs a node");
@@ -126,12 +157,14 @@ class IoRedisAdapter implements Adapter {
       r = this.c.duplicate(IOREDIS_DEDICATED);
     }
     const conn = new IoRedisConnection(r);
+    conn.setRef(keepAlive);
     try {
       await r.connect();
     } catch (e) {
       r.disconnect(false);
-      throw new UnavailableError(`cannot connect: ${(e as Error).message}`, { cause: e });
+      throw connectError(e, conn.lastError);
     }
+    conn.applyRef();
     return conn;
   }
 }
@@ -182,6 +215,10 @@ class NodeRedisConnection implements Connection {
     if (this.ended) queueMicrotask(cb);
     else this.endCbs.push(cb);
   }
+  setRef(ref: boolean): void {
+    if (ref) this.r.ref();
+    else this.r.unref();
+  }
 }
 
 class NodeRedisAdapter implements Adapter {
@@ -202,7 +239,7 @@ class NodeRedisAdapter implements Adapter {
       pingInterval: undefined,
     });
   }
-  async connect(node?: string): Promise<Connection> {
+  async connect(node?: string, keepAlive = false): Promise<Connection> {
     let r: Loose;
     if (this.cluster) {
       if (!node) throw new Error("a cluster connection needs a node");
@@ -219,8 +256,9 @@ class NodeRedisAdapter implements Adapter {
       await r.connect();
     } catch (e) {
       conn.destroy();
-      throw new UnavailableError(`cannot connect: ${(e as Error).message}`, { cause: e });
+      throw connectError(e);
     }
+    conn.setRef(keepAlive);
     return conn;
   }
 }

@@ -78,6 +78,10 @@ export class Leadership extends EventEmitter implements ElectionEntry {
   readonly candidate: string;
   /** The leadership's fencing token. */
   readonly term: bigint;
+  /** `term` in decimal (JSON has no bigint). */
+  get termString(): string {
+    return this.term.toString();
+  }
   value: string | null;
   readonly node: string;
   readonly leaseMs: number;

@@ -86,9 +86,47 @@ export class ModuleNotLoadedError extends LockError {
   constructor(message?: string) {
     super(
       message ??
-        "the lock module is not loaded on this server: start it with `redis-server --loadmodule /path/to/liblock.so`",
+        "the lock module is not loaded on this server: start the server with --loadmodule /path/to/liblock.so",
     );
   }
+}
+
+/**
+ * The server refused the client's credentials or the command: a wrong password (`WRONGPASS`), no
+ * password given (`NOAUTH`), or an ACL refusal (`NOPERM`). `code` is that code word. Never
+ * retried: another try would be refused the same way.
+ */
+export class AuthenticationError extends LockError {
+  constructor(message: string, options: { cause?: unknown; code: string }) {
+    super(message, options);
+  }
+}
+
+/**
+ * A lease shorter than this server can keep alive: its `keepalive_min_lease_ms` (`INFO lock`), which
+ * depends on its `hz` (about 704 ms at hz 10). Like a RangeError, refused before anything is held.
+ */
+export class LeaseTooShortError extends LockError {
+  readonly leaseMs: number;
+  readonly minLeaseMs: number;
+  constructor(leaseMs: number, minLeaseMs: number, options?: { cause?: unknown }) {
+    super(
+      `lease ${leaseMs} ms is below this server's minimum of ${minLeaseMs} ms ` +
+        `(keepalive_min_lease_ms; raise the lease or the server's hz)`,
+      options,
+    );
+    this.leaseMs = leaseMs;
+    this.minLeaseMs = minLeaseMs;
+  }
+}
+
+const AUTH_CODES = new Set(["WRONGPASS", "NOAUTH", "NOPERM"]);
+
+/** True for a credentials or ACL refusal (`WRONGPASS`, `NOAUTH`, `NOPERM`), as a reply or as this library's error. */
+export function isAuthError(e: unknown): boolean {
+  if (e instanceof AuthenticationError) return true;
+  const code = replyCode(e);
+  return code !== undefined && AUTH_CODES.has(code);
 }
 
 const REPLY_ERROR_NAMES = new Set(["ReplyError", "ErrorReply", "SimpleError", "BlobError", "MultiErrorReply"]);
@@ -122,6 +160,7 @@ export function toLockError(e: unknown): Error {
     if (e instanceof Error && e.name === "AbortError") return e;
     return new UnavailableError(`server unavailable: ${msg}`, { cause: e });
   }
+  if (AUTH_CODES.has(code)) return new AuthenticationError(msg, { cause: e, code });
   switch (code) {
     case "NOTOWNER":
       return new NotOwnerError(msg, { cause: e });

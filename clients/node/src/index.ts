@@ -13,6 +13,8 @@ export {
   UnavailableError,
   ModuleNotLoadedError,
   LatchGoneError,
+  AuthenticationError,
+  LeaseTooShortError,
 } from "./errors";
 export type { LostReason } from "./errors";
 export { ModuleRedlock, RedlockLock, ExecutionError, ResourceLockedError } from "./redlock";

@@ -276,17 +276,19 @@ export class Semaphore {
     const init = this.ensureInit();
     if (init) await init;
     const leaseMs = opts.leaseMs ?? this.s.leaseMs;
-    const owner = this.s.newOwner();
-    const reply = await this.s.acquireRaw({
-      kind: "semaphore",
+    const spec = {
+      kind: "semaphore" as const,
       keys: [this.key],
-      owner,
+      owner: this.s.newOwner(),
+      freshOwner: () => this.s.newOwner(),
       leaseMs,
       permits,
       timeoutMs: opts.timeoutMs,
       signal: opts.signal,
       bind: true,
-    });
+    };
+    const reply = await this.s.acquireRaw(spec);
+    const owner = spec.owner; // (a fresh one if the wait's connection broke and it queued again)
     if (reply == null) {
       throw new BusyError(
         this.key,

@@ -3,7 +3,9 @@ import { EventEmitter } from "node:events";
 
 import { Adapter, Connection, RedisClientLike, adapterFor } from "./adapter";
 import {
+  AuthenticationError,
   BusyError,
+  LeaseTooShortError,
   LockError,
   LostError,
   LostReason,
@@ -24,6 +26,12 @@ export interface SessionOptions {
   pingIntervalMs?: number;
   /** A PING unanswered this long closes the session connection (and re-attaches), in ms. Default 3000. */
   pingTimeoutMs?: number;
+  /**
+   * Keep the Node process alive while the session is open. Default false: the session's sockets
+   * and timers are unref'd, so a process that forgot `close()` still exits (its holds then end
+   * with their lease); a wait in progress always keeps the process alive.
+   */
+  keepProcessAlive?: boolean;
 }
 
 export interface AcquireOptions {
@@ -113,6 +121,13 @@ export interface Binding {
   holds: Bindable[];
 }
 
+/** The connection a wait was on broke mid-wait (`cause`: the client's error); a grant may have happened. */
+class WaitBroken extends Error {
+  constructor(cause: unknown) {
+    super("the connection of a wait broke", { cause });
+  }
+}
+
 function bindingId(key: string, owner: string): string {
   return `${key}\u0000${owner}`;
 }
@@ -152,7 +167,7 @@ export class NodeSession {
   }
 
   private async connectOnce(): Promise<void> {
-    const conn = await this.s.adapter.connect(this.node || undefined);
+    const conn = await this.s.adapter.connect(this.node || undefined, this.s.keepProcessAlive);
     try {
       try {
         await conn.call(["LOCK.SESSION", this.s.token]);
@@ -164,7 +179,7 @@ export class NodeSession {
           const hasSession = await conn.call(["COMMAND", "INFO", "LOCK.SESSION"]).catch(() => undefined);
           if (Array.isArray(hasSession) && hasSession.length > 0 && hasSession[0] == null)
             throw new ModuleNotLoadedError(
-              "the lock module on this server is too old: it has no LOCK.SESSION (load a build with the session protocol)",
+              "the lock module on this server has no LOCK.SESSION: start the server with --loadmodule /path/to/a current liblock.so",
             );
         }
         throw toLockError(e);
@@ -196,6 +211,7 @@ export class NodeSession {
       let timer: NodeJS.Timeout | undefined;
       const timeout = new Promise<"timeout">((r) => {
         timer = setTimeout(() => r("timeout"), this.s.pingTimeoutMs);
+        if (!this.s.keepProcessAlive) timer.unref();
       });
       const sent = performance.now();
       this.lastPingAt = sent;
@@ -212,7 +228,7 @@ export class NodeSession {
       this.s.onPong(this.node, sent);
       this.schedulePing(conn, Math.max(0, this.lastPingAt + this.s.pingIntervalNow() - performance.now()));
     }, delay);
-    this.pingTimer.unref?.();
+    if (!this.s.keepProcessAlive) this.pingTimer.unref();
   }
 
   /** The PING interval may have shortened (an election began): the next PING is scheduled by it. */
@@ -247,7 +263,7 @@ export class NodeSession {
         if (downFor > b.leaseMs) this.s.lose(b, "down");
       }
     }, 50);
-    this.downTimer.unref?.();
+    if (!this.s.keepProcessAlive) this.downTimer.unref();
   }
 
   private clearDown(): void {
@@ -264,7 +280,8 @@ export class NodeSession {
           try {
             await this.open();
           } catch (e) {
-            if (e instanceof ModuleNotLoadedError) this.s.emit("error", e);
+            // Not a blip: said on the session's "error" event (the loop goes on: it may be fixed).
+            if (e instanceof ModuleNotLoadedError || e instanceof AuthenticationError) this.s.emit("error", e);
             await sleep(delay);
             delay = Math.min(delay * 2, 500);
             continue;
@@ -297,25 +314,36 @@ export class NodeSession {
   }
 }
 
-/** Dedicated connections for waiting: one per concurrent wait, reused after. */
+/**
+ * Dedicated connections for waiting: one per concurrent wait, reused after. A connection taken
+ * keeps the process alive (a wait in progress is work to finish); an idle one does not, unless
+ * the session keeps the process alive.
+ */
 class WaitPool {
   private idle = new Map<string, Connection[]>();
   /** Every connection opened and not dropped yet, idle or busy (take and give leave it alone). */
   private all = new Set<Connection>();
-  constructor(private readonly adapter: Adapter) {}
+  constructor(
+    private readonly adapter: Adapter,
+    private readonly keepProcessAlive: boolean,
+  ) {}
 
   take(node: string): Connection | Promise<Connection> {
     const list = this.idle.get(node);
     while (list && list.length > 0) {
       const c = list.pop()!;
-      if (!c.ended) return c;
-      this.all.delete(c);
+      if (c.ended) {
+        this.all.delete(c);
+        continue;
+      }
+      if (!this.keepProcessAlive) c.setRef(true);
+      return c;
     }
     return this.open(node);
   }
 
   private async open(node: string): Promise<Connection> {
-    const c = await this.adapter.connect(node || undefined);
+    const c = await this.adapter.connect(node || undefined, true);
     this.all.add(c);
     return c;
   }
@@ -325,6 +353,7 @@ class WaitPool {
       this.all.delete(c);
       return;
     }
+    if (!this.keepProcessAlive) c.setRef(false);
     let list = this.idle.get(node);
     if (!list) this.idle.set(node, (list = []));
     list.push(c);
@@ -349,8 +378,14 @@ class WaitPool {
 interface RunSpec {
   kind: WaitKind;
   keys: string[];
-  /** The owner ("" for a latch wait, which has none). */
+  /** The owner ("" for a latch wait, which has none). A wait re-queued after its connection broke sets the fresh one here. */
   owner: string;
+  /**
+   * A fresh owner for a wait whose connection broke: the old owner is cleaned up and the wait
+   * queued again under this one. Absent when the owner cannot change (an owner given by the
+   * caller, the other side of a read-write lock holding, an election's candidate): the wait fails.
+   */
+  freshOwner?: () => string;
   leaseMs: number;
   /** Permits asked for (a semaphore). */
   permits?: number;
@@ -381,6 +416,12 @@ export class Session extends EventEmitter {
   private slotsLoading?: Promise<void>;
   private counter = 0;
   private closing = false;
+  /** @internal */ readonly keepProcessAlive: boolean;
+  /**
+   * The shortest lease the server keeps alive (`keepalive_min_lease_ms` of `INFO lock`, read when
+   * the session opened); undefined if the server does not tell (then the server itself refuses).
+   */
+  minLeaseMs?: number;
 
   private constructor(client: RedisClientLike, opts: SessionOptions) {
     super();
@@ -389,7 +430,8 @@ export class Session extends EventEmitter {
     this.leaseMs = opts.leaseMs ?? 30000;
     this.pingIntervalMs = opts.pingIntervalMs ?? 1000;
     this.pingTimeoutMs = opts.pingTimeoutMs ?? 3000;
-    this.pool = new WaitPool(this.adapter);
+    this.keepProcessAlive = opts.keepProcessAlive ?? false;
+    this.pool = new WaitPool(this.adapter, this.keepProcessAlive);
     // An 'error' event without a listener would throw: errors are reported through promises.
     this.on("error", () => {});
   }
@@ -397,13 +439,36 @@ export class Session extends EventEmitter {
   /**
    * Opens a session over `client` (an ioredis `Redis`/`Cluster` or a node-redis client/cluster):
    * a dedicated session connection (`client.duplicate()`), `LOCK.SESSION <token>`, subscribed to
-   * its loss channel. Rejects with `ModuleNotLoadedError` or `UnavailableError`.
+   * its loss channel. Reads the server's shortest kept-alive lease (`INFO lock`) first.
+   * Rejects with `LeaseTooShortError` (`leaseMs` below it), `AuthenticationError`,
+   * `ModuleNotLoadedError` or `UnavailableError`.
    */
   static async open(client: RedisClientLike, opts: SessionOptions = {}): Promise<Session> {
     const s = new Session(client, opts);
+    await s.readMinLease();
+    s.checkLease(s.leaseMs);
     if (!s.adapter.cluster) await s.nodeSession(STANDALONE);
     else await s.loadSlots();
     return s;
+  }
+
+  private async readMinLease(): Promise<void> {
+    let text: unknown;
+    try {
+      text = await this.adapter.call(undefined, ["INFO", "lock"]);
+    } catch (e) {
+      // A user allowed the lock commands but not INFO: the server refuses a short lease itself.
+      if (replyCode(e) === "NOPERM") return;
+      throw toLockError(e);
+    }
+    const m = /lock_keepalive_min_lease_ms:(\d+)/.exec(String(text));
+    if (m) this.minLeaseMs = Number(m[1]);
+  }
+
+  /** @internal A lease the server keeps alive for this session: at least the server's floor. */
+  checkLease(leaseMs: number): void {
+    if (this.minLeaseMs !== undefined ? leaseMs < this.minLeaseMs : leaseMs <= 0)
+      throw new LeaseTooShortError(leaseMs, this.minLeaseMs ?? 1);
   }
 
   /** An exclusive, reentrant lock named `key`. */
@@ -612,11 +677,17 @@ export class Session extends EventEmitter {
     }
   }
 
-  /** @internal Sends an acquire: waits on a pooled connection, cancels per the contract, retries NOSESSION once. */
+  /**
+   * @internal Sends an acquire: waits on a pooled connection, cancels per the contract, retries
+   * NOSESSION once, and queues again (with a fresh owner, in the time left) when the connection
+   * it waits on breaks while the server can still be reached.
+   */
   async acquireRaw(spec: RunSpec): Promise<unknown> {
     if (this.closing) throw new LockError("session closed");
     this.checkKeys(spec.keys);
+    if (spec.bind && spec.kind !== "latch") this.checkLease(spec.leaseMs);
     spec.signal?.throwIfAborted();
+    const deadline = spec.timeoutMs !== undefined && spec.timeoutMs > 0 ? performance.now() + spec.timeoutMs : undefined;
     let nosessionRetried = false;
     for (let attempt = 0; ; attempt++) {
       // (nodeFor and nodeSession answer at once when they can: no await then.)
@@ -638,6 +709,16 @@ export class Session extends EventEmitter {
         return reply;
       } catch (e) {
         if (spec.signal?.aborted && e === spec.signal.reason) throw e;
+        if (e instanceof WaitBroken) {
+          await this.requeue(node, spec, e.cause);
+          spec.signal?.throwIfAborted(); // aborted while the old owner was cleaned up: the fresh one was never queued
+          if (deadline !== undefined) {
+            const left = Math.ceil(deadline - performance.now());
+            if (left <= 0) return null; // timed out, as the server would have said
+            spec.timeoutMs = left;
+          }
+          continue;
+        }
         const code = replyCode(e);
         if (code === "NOSESSION" && spec.bind && !nosessionRetried) {
           nosessionRetried = true;
@@ -658,6 +739,34 @@ export class Session extends EventEmitter {
         throw toLockError(e);
       }
     }
+  }
+
+  /**
+   * The connection a wait was on broke (CLIENT KILL, an idle reaper, a blip): on a fresh
+   * connection, end the old owner's wait and release a grant that may have crossed the break
+   * (the cancel of the contract), then give the wait a fresh owner for its next turn in line.
+   * Rejects with the broken connection's error when the owner cannot change or the session is
+   * closing, with AuthenticationError / UnavailableError when no fresh connection can be made.
+   */
+  private async requeue(node: string, spec: RunSpec, broken: unknown): Promise<void> {
+    const fresh = spec.kind === "latch" ? () => "" : spec.freshOwner;
+    if (!fresh || this.closing) {
+      await this.boundedCleanup(spec);
+      throw toLockError(broken);
+    }
+    let conn: Connection;
+    try {
+      conn = await this.pool.take(node);
+    } catch (e) {
+      void this.boundedCleanup(spec); // through the client, in case it reconnects before the lease ends
+      throw toLockError(e);
+    }
+    try {
+      await this.cleanup(spec, (args) => conn.call(args));
+    } finally {
+      this.pool.give(node, conn);
+    }
+    spec.owner = fresh();
   }
 
   private acquireArgs(spec: RunSpec): string[] {
@@ -690,7 +799,10 @@ export class Session extends EventEmitter {
    * a multi-lock, SEM.RELEASE for a semaphore) for a grant that crossed it. A latch wait has no
    * owner and is given nothing: closing its connection ended it.
    */
-  private async cleanup(spec: RunSpec): Promise<void> {
+  private async cleanup(
+    spec: RunSpec,
+    send: (args: string[]) => Promise<unknown> = (args) => this.adapter.call(spec.keys[0], args),
+  ): Promise<void> {
     if (spec.kind === "latch") return;
     // First end the wait in the server: once LOCK.CANCEL has answered no grant can reach the
     // owner, so the release below drops exactly what crossed the cancel. (Closing the waiting
@@ -698,7 +810,7 @@ export class Session extends EventEmitter {
     // delivered to the server.) A multi-lock waiter leaves every key's queue through one key.
     for (let i = 0; i < 3; i++) {
       try {
-        await this.adapter.call(spec.keys[0], ["LOCK.CANCEL", spec.keys[0], spec.owner]);
+        await send(["LOCK.CANCEL", spec.keys[0], spec.owner]);
         break;
       } catch (e) {
         if (replyCode(e) !== undefined) break;
@@ -715,7 +827,7 @@ export class Session extends EventEmitter {
     if (spec.kind === "write") args.push("WRITE");
     for (let i = 0; i < 3; i++) {
       try {
-        await this.adapter.call(spec.keys[0], args);
+        await send(args);
         return;
       } catch (e) {
         const code = replyCode(e);
@@ -801,16 +913,17 @@ export class Session extends EventEmitter {
     });
   }
 
-  /** A wait answered with an error (the connection goes back) or broken (it is closed, the owner released): rejects with `e`. */
+  /**
+   * A wait answered with an error (the connection goes back: rejects with `e`) or broken (it is
+   * closed; rejects with WaitBroken, for acquireRaw to clean up and queue again).
+   */
   private waitFailed(node: string, spec: RunSpec, conn: Connection, e: unknown): Promise<never> {
     if (replyCode(e) !== undefined) {
       this.pool.give(node, conn);
       return Promise.reject(e);
     }
-    // The connection broke mid-wait: a grant may have happened.
     this.pool.discard(conn);
-    const fail = () => Promise.reject(e);
-    return this.boundedCleanup(spec).then(fail, fail);
+    return Promise.reject(new WaitBroken(e));
   }
 
   /** @internal */
@@ -960,6 +1073,11 @@ class OwnerSlot {
     if (!this.owner || this.holds === 0) this.owner = this.s.newOwner();
     return this.owner;
   }
+  /** A fresh owner for a wait queued again after its connection broke (nothing holds as the old one). */
+  renew(): string {
+    this.owner = this.s.newOwner();
+    return this.owner;
+  }
   /** An owner given by the caller (checked by Session.checkOwner): kept for the other side of a read-write lock. */
   use(owner: string): string {
     this.owner = owner;
@@ -1010,6 +1128,11 @@ export class Hold extends EventEmitter implements Bindable {
 
   get key(): string {
     return this.keys[0];
+  }
+
+  /** `token` in decimal: for JSON, logs and storage APIs that take no bigint (`JSON.stringify` throws on a bigint). */
+  get tokenString(): string {
+    return this.token.toString();
   }
 
   /** Aborted (with a `LostError` reason) when the hold is lost. */
@@ -1168,16 +1291,22 @@ export class Lock {
       const held = this.hold;
       if (opts.owner !== undefined)
         this.s.checkOwner(opts.owner, this.keys, held?.owner ?? (this.slot.holds > 0 ? this.slot.owner : undefined));
-      const owner = held ? held.owner : opts.owner !== undefined ? this.slot.use(opts.owner) : this.slot.take();
-      const reply = await this.s.acquireRaw({
+      const chosen = held ? held.owner : opts.owner !== undefined ? this.slot.use(opts.owner) : this.slot.take();
+      // The owner may change only while nothing holds as it: not a re-entry, not an owner the
+      // caller gave, not while the other side of a read-write lock holds.
+      const mayRenew = !held && opts.owner === undefined && this.slot.holds === 0;
+      const spec = {
         kind: this.kind,
         keys: this.keys,
-        owner,
+        owner: chosen,
+        freshOwner: mayRenew ? () => this.slot.renew() : undefined,
         leaseMs,
         timeoutMs: held ? 0 : opts.timeoutMs,
         signal: opts.signal,
         bind,
-      });
+      };
+      const reply = await this.s.acquireRaw(spec);
+      const owner = spec.owner;
       if (reply == null) {
         if (held) throw new BusyError(this.key, `re-entry of '${this.key}' refused`);
         throw new BusyError(
@@ -1219,8 +1348,9 @@ export class Lock {
   }
 
   /**
-   * Runs `fn` holding the lock and releases it after. `signal` aborts if the hold is lost; then
-   * `using` rejects with the LostError even if `fn` resolved.
+   * Runs `fn` holding the lock and releases it after. `signal` aborts if the hold is lost while
+   * `fn` runs; `using` then rejects with the LostError even if `fn` resolved. A loss after `fn`
+   * resolved (while releasing) does not undo its result: `using` resolves with it.
    */
   using<T>(fn: (signal: AbortSignal, hold: Hold) => Promise<T>): Promise<T>;
   using<T>(opts: AcquireOptions, fn: (signal: AbortSignal, hold: Hold) => Promise<T>): Promise<T>;
@@ -1244,13 +1374,14 @@ export class Lock {
       if (!hold.lost) await hold.release().catch(() => {});
       throw e;
     }
+    // Lost while fn ran: its work may not have been protected.
     if (hold.lost) throw hold.signal.reason;
     try {
       await hold.release();
     } catch (e) {
+      // Lost after fn returned (the release found no hold): the work was done under the lock.
       if (!(e instanceof LostError)) throw e;
     }
-    if (hold.lost) throw hold.signal.reason;
     return result;
   }
 }

@@ -13,6 +13,10 @@ import { createClient, createCluster } from "redis";
 // node-redis 4, installed under an npm alias (package.json: "redis4": "npm:redis@^4"): the
 // package claims both majors, so every node-redis case runs on both.
 import { createClient as createClient4, createCluster as createCluster4 } from "redis4";
+// The newest majors (ioredis 6, node-redis 6) under aliases too ("ioredis6", "redis6"): the
+// peer ranges accept them, test/majors.test.ts runs the core of the suite on them.
+import IORedis6 from "ioredis6";
+import { createClient as createClient6 } from "redis6";
 
 export const SERVER = process.env.REDIS_SERVER || "redis-server";
 export const MODULE = process.env.LOCK_MODULE || resolve(__dirname, "../../../../target/release/liblock.so");
@@ -126,37 +130,67 @@ export class Server {
   }
 }
 
-export type ClientKind = "ioredis" | "node-redis" | "node-redis4";
+export type ClientKind = "ioredis" | "node-redis" | "node-redis4" | "ioredis6" | "node-redis6";
 export const CLIENT_KINDS: ClientKind[] = ["ioredis", "node-redis", "node-redis4"];
+/** The newest majors, for the core subset (test/majors.test.ts). */
+export const NEW_MAJOR_KINDS: ClientKind[] = ["ioredis6", "node-redis6"];
+
+/** Connection options a test adds (a password). */
+export interface ConnectOptions {
+  username?: string;
+  password?: string;
+}
 
 export interface Client {
   client: object;
   close(): Promise<void>;
+  /** A round trip through the client (it is connected after). */
+  ping(): Promise<void>;
 }
 
-export async function connectClient(kind: ClientKind, port: number): Promise<Client> {
+export async function connectClient(kind: ClientKind, port: number, opts: ConnectOptions = {}): Promise<Client> {
   if (kind === "ioredis") {
-    const c = new IORedis({ port, host: "127.0.0.1" });
+    const c = new IORedis({ port, host: "127.0.0.1", username: opts.username, password: opts.password });
     c.on("error", () => {});
-    return { client: c, close: async () => void c.disconnect() };
+    return { client: c, close: async () => void c.disconnect(), ping: async () => void (await c.ping()) };
   }
-  if (kind === "node-redis4") {
-    const c = createClient4({ socket: { port, host: "127.0.0.1" } });
+  if (kind === "ioredis6") {
+    const c = new IORedis6({ port, host: "127.0.0.1", username: opts.username, password: opts.password });
+    c.on("error", () => {});
+    return { client: c, close: async () => void c.disconnect(), ping: async () => void (await c.ping()) };
+  }
+  if (kind === "node-redis6") {
+    const c = createClient6({ socket: { port, host: "127.0.0.1" }, username: opts.username, password: opts.password });
     c.on("error", () => {});
     await c.connect();
     return {
       client: c,
+      ping: async () => void (await c.ping()),
+      close: async () => {
+        if (c.isReady) await c.close();
+        else c.destroy();
+      },
+    };
+  }
+  if (kind === "node-redis4") {
+    const c = createClient4({ socket: { port, host: "127.0.0.1" }, username: opts.username, password: opts.password });
+    c.on("error", () => {});
+    await c.connect();
+    return {
+      client: c,
+      ping: async () => void (await c.ping()),
       close: async () => {
         if (c.isReady) await c.quit();
         else if (c.isOpen) await c.disconnect();
       },
     };
   }
-  const c = createClient({ socket: { port, host: "127.0.0.1" } });
+  const c = createClient({ socket: { port, host: "127.0.0.1" }, username: opts.username, password: opts.password });
   c.on("error", () => {});
   await c.connect();
   return {
     client: c,
+    ping: async () => void (await c.ping()),
     close: async () => {
       if (c.isReady) await c.close();
       else c.destroy();
@@ -241,4 +275,20 @@ export class LocalCluster {
   async stop(): Promise<void> {
     await Promise.all(this.servers.map((s) => s.stop()));
   }
+}
+
+/** The ids of the connections blocked in `cmd` (`CLIENT LIST`: `cmd=<cmd>`, `flags` with `b`). */
+export async function blockedClients(admin: IORedis, cmd = "lock.acquire"): Promise<string[]> {
+  const list = String(await admin.call("CLIENT", "LIST"));
+  const ids: string[] = [];
+  for (const line of list.split("\n")) {
+    const f = Object.fromEntries(line.split(" ").map((kv) => kv.split("=", 2) as [string, string]));
+    if (f.cmd === cmd && (f.flags ?? "").includes("b")) ids.push(f.id);
+  }
+  return ids;
+}
+
+/** How many connections the server has (`CLIENT LIST`). */
+export async function clientCount(admin: IORedis): Promise<number> {
+  return String(await admin.call("CLIENT", "LIST")).trim().split("\n").length;
 }
