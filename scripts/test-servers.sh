@@ -25,6 +25,8 @@ set -u
 self="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
 cd "$(dirname "$0")/.."
 
+# CARGO_FEATURES: features for cargo's runs (the Makefile's: the Rust client's optional ones).
+features="${CARGO_FEATURES:+--features $CARGO_FEATURES}"
 servers="${TEST_SERVERS:-}"
 [ -n "$servers" ] || servers="redis-server $(scripts/valkey-server-path.sh)"
 module="$(pwd)/target/release/liblock.so"
@@ -61,7 +63,7 @@ fi
 
 # Built once, so that the runs below build nothing (nor wait on each other
 # for cargo's lock on the build directory).
-if ! cargo test --no-run --test '*' "$@"; then
+if ! cargo test --no-run --test '*' $features "$@"; then
     echo "==> integration tests: the build FAILED"
     exit 1
 fi
@@ -78,8 +80,8 @@ for server in $servers; do
     n=$((n + 1))
     mkdir "$logs/$n"
     REDIS_SERVER="$server" setsid sh -c \
-        'cargo test --no-fail-fast --test "*" "$@" >"$0/cargo.log" 2>&1; { echo $? >"$0/cargo.rc"; } 2>/dev/null' \
-        "$logs/$n" "$@" &
+        'features=$1; shift; cargo test --no-fail-fast --test "*" $features "$@" >"$0/cargo.log" 2>&1; { echo $? >"$0/cargo.rc"; } 2>/dev/null' \
+        "$logs/$n" "$features" "$@" &
     runs="$runs $n:$!"
 done
 if [ $# -eq 0 ]; then

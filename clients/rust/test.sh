@@ -1,7 +1,8 @@
 #!/bin/sh
 # Runs the Rust client library's tests (unit and integration, on real servers) against
 # $REDIS_SERVER (default redis-server) with the module $LOCK_MODULE (default: the
-# workspace's target/release/liblock.so, built here if missing). Extra arguments go to
+# workspace's target/release/liblock.so, built here if missing), with every feature (tls,
+# cluster, sentinel: the topology tests need the last two). Extra arguments go to
 # `cargo test`. Exit status: pass/fail.
 set -eu
 cd "$(dirname "$0")"
@@ -12,4 +13,4 @@ if [ -z "${LOCK_MODULE:-}" ]; then
     export LOCK_MODULE
 fi
 export REDIS_SERVER="${REDIS_SERVER:-redis-server}"
-exec cargo test -p redis-lock-client "$@"
+exec cargo test -p redis-lock-client --all-features "$@"

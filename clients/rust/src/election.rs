@@ -51,8 +51,8 @@ impl Election {
 
     /// The leadership's lease instead of the session's: how long the server may go on
     /// seeing a vanished leader as leader, and twice how long the leader believes it leads
-    /// without a round trip on the session connection (at least the module's
-    /// `lock_keepalive_min_lease_ms`).
+    /// without a round trip on the session connection (at least the server's
+    /// `lock_keepalive_min_lease_ms`, else [`Error::LeaseTooShort`] at the campaign).
     pub fn lease(mut self, lease: Duration) -> Election {
         self.lease = Some(lease);
         self
@@ -108,12 +108,14 @@ impl Election {
     /// the observer).
     pub async fn observe(&self, last_term: i64, wait: Wait) -> Result<Option<Leader>> {
         self.inner.check_open()?;
-        let args = proto::elect_observe(&self.key, last_term, wait);
         let v = if wait.block_ms().is_none() {
+            let args = proto::elect_observe(&self.key, last_term, wait);
             self.inner.command(&args, Some(&self.key)).await?
         } else {
             self.inner
-                .waiting_call(&self.key, &args, wait, "ELECT.OBSERVE")
+                .waiting_call(&self.key, wait, "ELECT.OBSERVE", |left| {
+                    proto::elect_observe(&self.key, last_term, left)
+                })
                 .await?
         };
         proto::leader(&v).map_err(|_| unexpected("ELECT.OBSERVE", &v))

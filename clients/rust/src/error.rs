@@ -31,6 +31,22 @@ pub enum Error {
     /// The server does not know the `LOCK.*` commands: load the module with
     /// `--loadmodule /path/to/liblock.so` (or `loadmodule` in redis.conf).
     ModuleNotLoaded(String),
+    /// The server refused who the client is or what it may do: `WRONGPASS` (a wrong user or
+    /// password), `NOAUTH` (a password is needed), `NOPERM` (an ACL user without the right
+    /// to run a command or touch a key), or the redis crate's
+    /// [`redis::ErrorKind::AuthenticationFailed`]. Never retried: fix the credentials or the
+    /// user's ACL.
+    Auth(redis::RedisError),
+    /// The lease asked for (a session's [`crate::Options::lease`], a lock's, a semaphore's
+    /// or an election's) is shorter than the server can keep alive: its
+    /// `keepalive_min_lease_ms` (`INFO lock`; about 700 ms at the default `hz 10`, less at a
+    /// higher `hz`). Refused before anything is sent.
+    LeaseTooShort {
+        /// The lease asked for, in ms.
+        lease_ms: u64,
+        /// The server's shortest lease, in ms.
+        min_lease_ms: u64,
+    },
     /// The session was closed.
     Closed,
     /// Any other error (`WRONGTYPE`, `NOPERM`, a syntax error, ...).
@@ -56,6 +72,19 @@ impl fmt::Display for Error {
                 "the lock module is not loaded on the server ({m}): start the server with \
                  --loadmodule /path/to/liblock.so"
             ),
+            Error::Auth(e) => write!(
+                f,
+                "the server refused the credentials or the permission: {e} (check the user, \
+                 the password and its ACL)"
+            ),
+            Error::LeaseTooShort {
+                lease_ms,
+                min_lease_ms,
+            } => write!(
+                f,
+                "lease {lease_ms} ms is below this server's minimum of {min_lease_ms} ms \
+                 (keepalive_min_lease_ms; raise the lease or the server's hz)"
+            ),
             Error::Closed => f.write_str("the session is closed"),
             Error::Other(e) => write!(f, "{e}"),
         }
@@ -65,7 +94,7 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Unavailable(e) | Error::Other(e) => Some(e),
+            Error::Unavailable(e) | Error::Auth(e) | Error::Other(e) => Some(e),
             _ => None,
         }
     }
@@ -93,6 +122,14 @@ pub fn is_unknown_command(e: &redis::RedisError) -> bool {
     crate::proto::is_unknown_command(e.code().unwrap_or_default(), e.detail().unwrap_or_default())
 }
 
+/// Whether the server refused the client's identity or permissions (`WRONGPASS`, `NOAUTH`,
+/// `NOPERM`, or a failed `AUTH` / `HELLO AUTH` in the redis crate's words): retrying cannot
+/// help.
+pub fn is_auth_error(e: &redis::RedisError) -> bool {
+    e.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(e.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM"))
+}
+
 /// Error codes of a server that is not serving now, but may again (or another will).
 const UNAVAILABLE_CODES: &[&str] = &[
     "LOADING",
@@ -106,6 +143,9 @@ const UNAVAILABLE_CODES: &[&str] = &[
 
 impl From<redis::RedisError> for Error {
     fn from(e: redis::RedisError) -> Error {
+        if is_auth_error(&e) {
+            return Error::Auth(e);
+        }
         if is_unusable(&e) {
             return Error::Unavailable(e);
         }
@@ -159,5 +199,30 @@ mod tests {
         ));
         let io = redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
         assert!(matches!(Error::from(io), Error::Unavailable(_)));
+        for code in ["WRONGPASS", "NOAUTH", "NOPERM"] {
+            assert!(
+                matches!(Error::from(reply(code, "x")), Error::Auth(_)),
+                "{code}"
+            );
+        }
+        let failed = redis::RedisError::from((
+            redis::ErrorKind::AuthenticationFailed,
+            "Password authentication failed",
+        ));
+        assert!(matches!(Error::from(failed), Error::Auth(_)));
+    }
+
+    #[test]
+    fn a_lease_too_short_is_told_in_the_leases_words() {
+        let text = Error::LeaseTooShort {
+            lease_ms: 300,
+            min_lease_ms: 704,
+        }
+        .to_string();
+        assert!(
+            text.contains("lease 300 ms") && text.contains("minimum of 704 ms"),
+            "{text}"
+        );
+        assert!(!text.contains("KEEPALIVE"), "{text}");
     }
 }

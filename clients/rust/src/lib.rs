@@ -38,6 +38,16 @@
 //! and, once the server has seen it closed, sends `LOCK.RELEASE key owner` for a grant that
 //! raced the cancel: no waiter and no hold is left behind.
 //!
+//! A wait whose connection breaks (killed, reaped, reset) while the server can still be
+//! reached is cleaned up the same way and queued again, as a fresh owner on a new
+//! connection, for the time left: the place in line is lost. A server that cannot be
+//! reached is [`Error::Unavailable`]; a refused password or permission, [`Error::Auth`].
+//!
+//! # Features
+//!
+//! `session` (default): the client on one server. `tls`: `rediss://`. `cluster`:
+//! `Target::cluster`. `sentinel`: `Target::sentinel`.
+//!
 //! # Owners and re-entry
 //!
 //! Each [`Lock::acquire`] is a new owner `<token>:<n>`: two tasks acquiring the same key
@@ -80,7 +90,9 @@ mod session;
 
 #[cfg(feature = "session")]
 pub use election::{Election, Leadership};
-pub use error::{is_connection_error, is_unknown_command, is_unusable, Error, Result};
+pub use error::{
+    is_auth_error, is_connection_error, is_unknown_command, is_unusable, Error, Result,
+};
 #[cfg(feature = "session")]
 pub use lock::{Hold, Lock, MultiLock, RwLock};
 pub use proto::{Kind, Leader, Lost, Reason, Wait};

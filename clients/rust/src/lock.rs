@@ -1,15 +1,15 @@
 //! Locks and holds.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::RedisError;
 use tokio::sync::watch;
 
-use crate::error::{Error, Result};
+use crate::error::{is_unusable, Error, Result};
 use crate::proto::Lost;
 use crate::proto::{self, Acquire, Binding, Kind, SemAcquire, Wait};
-use crate::session::{CallError, Entry, Inner, Of};
+use crate::session::{wait_left, CallError, Entry, Inner, Of};
 
 /// A lock of the session: exclusive on one key, one side of a read-write lock, or exclusive
 /// on several keys at once (a multi-lock). Cheap to clone; each [`Lock::acquire`] is a new
@@ -36,8 +36,9 @@ impl Lock {
         }
     }
 
-    /// This lock with another lease than the session's (at least the module's
-    /// `lock_keepalive_min_lease_ms`, 704 ms at `hz 10`).
+    /// This lock with another lease than the session's: at least the server's
+    /// `lock_keepalive_min_lease_ms` (704 ms at `hz 10`), else the acquire is
+    /// [`Error::LeaseTooShort`] before anything is sent.
     pub fn lease(mut self, lease: Duration) -> Lock {
         self.lease = Some(lease);
         self
@@ -54,7 +55,10 @@ impl Lock {
     /// Acquires the lock, waiting in the server's queue as `wait` says: [`Error::Busy`] if
     /// not acquired. Dropping the future while it waits (a `tokio::time::timeout`, a
     /// `select!`) closes its waiting connection, ends the wait in the server (`LOCK.CANCEL`)
-    /// and releases a grant that crossed the cancel, on the runtime.
+    /// and releases a grant that crossed the cancel, on the runtime. If the waiting
+    /// connection breaks, the wait is cleaned up the same way and queued again as a fresh
+    /// owner for the time left (the place in line is lost); [`Error::Unavailable`] if the
+    /// server cannot be reached for it.
     pub async fn acquire(&self, wait: Wait) -> Result<Hold> {
         self.acquire_owned(wait, None).await
     }
@@ -131,7 +135,13 @@ fn unexpected(v: &redis::Value) -> Error {
 
 /// Takes a hold: a lock's (`of` a kind of lock), a semaphore's permits or an election's
 /// leadership (with `value`), bound to the session, waiting as `wait` says; a fresh owner
-/// unless `owner` is given (a re-entry).
+/// unless `owner` is given (a re-entry, or `acquire_as`).
+///
+/// A wait whose connection breaks while the server can still be reached is cleaned up as a
+/// cancel (`LOCK.CANCEL`, then the release of a grant that crossed the break) and queued
+/// again as a fresh owner (the given one for `acquire_as`) for the time left: the place in
+/// line is lost. So is an acquire that does not wait, whose connection broke before its
+/// answer. Not a re-entry: its release would drop a hold the owner has.
 pub(crate) async fn acquire(
     inner: &Arc<Inner>,
     keys: Vec<String>,
@@ -148,12 +158,19 @@ pub(crate) async fn acquire(
             "no key",
         )))
     })?;
-    let owner = owner.unwrap_or_else(|| inner.new_owner());
+    let started = Instant::now();
+    let given_owner = owner.is_some();
+    let reentry = owner
+        .as_deref()
+        .is_some_and(|o| inner.owner_holds_any(o, &keys));
+    let mut owner = owner.unwrap_or_else(|| inner.new_owner());
     let mut node = inner.node_of(&first);
     inner.ensure_session(&node).await?;
+    inner.check_lease(lease)?;
     let mut retried = false;
     let mut redirects = 0;
     loop {
+        let wait = wait_left(wait, started);
         let sent_at = inner.generation();
         let binding = Binding::Session(&inner.token);
         let args = match of {
@@ -180,10 +197,16 @@ pub(crate) async fn acquire(
             Of::Election => proto::elect_campaign(&first, &owner, value, lease, binding, wait),
         };
         let reply = if wait.block_ms().is_none() {
-            inner
-                .command(&args, Some(&first))
-                .await
-                .map_err(CallError::Redis)
+            match inner.command(&args, Some(&first)).await {
+                // Granted or not as the connection broke: cleaned up as a broken wait.
+                Err(e) if is_unusable(&e) && !reentry => {
+                    match inner.clean_cancelled(&keys, &owner, of).await {
+                        Ok(()) => Err(CallError::Broken),
+                        Err(unreachable) => Err(CallError::Redis(unreachable)),
+                    }
+                }
+                r => r.map_err(CallError::Redis),
+            }
         } else {
             inner.wait_call(&node, &args, wait, &keys, &owner, of).await
         };
@@ -246,6 +269,13 @@ pub(crate) async fn acquire(
                     "too many redirections",
                     addr,
                 ))))
+            }
+            // Cleaned up; the server answers: again, as a fresh owner, for the time left.
+            Err(CallError::Broken) => {
+                if !given_owner {
+                    owner = inner.new_owner();
+                }
+                continue;
             }
             Err(CallError::Redis(e)) => e,
         };

@@ -40,7 +40,8 @@ impl Semaphore {
         }
     }
 
-    /// This semaphore's permits with another lease than the session's.
+    /// This semaphore's permits with another lease than the session's (at least the
+    /// server's `lock_keepalive_min_lease_ms`, else [`Error::LeaseTooShort`] at the acquire).
     pub fn lease(mut self, lease: Duration) -> Semaphore {
         self.lease = Some(lease);
         self
@@ -200,12 +201,14 @@ impl Latch {
     /// before reaching zero.
     pub async fn wait(&self, wait: Wait) -> Result<bool> {
         self.inner.check_open()?;
-        let args = proto::latch_await(&self.key, wait);
         let v = if wait.block_ms().is_none() {
+            let args = proto::latch_await(&self.key, wait);
             self.inner.command(&args, Some(&self.key)).await?
         } else {
             self.inner
-                .waiting_call(&self.key, &args, wait, "LATCH.AWAIT")
+                .waiting_call(&self.key, wait, "LATCH.AWAIT", |left| {
+                    proto::latch_await(&self.key, left)
+                })
                 .await?
         };
         proto::latch_opened(&v).map_err(|_| unexpected("LATCH.AWAIT", &v))

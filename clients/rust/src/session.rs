@@ -9,11 +9,17 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
+#[cfg(feature = "cluster")]
 use redis::cluster_async::ClusterConnection;
+#[cfg(feature = "cluster")]
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+#[cfg(feature = "cluster")]
+use redis::ConnectionAddr;
+#[cfg(any(feature = "cluster", feature = "sentinel"))]
+use redis::IntoConnectionInfo;
 use redis::{
-    AsyncConnectionConfig, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, ProtocolVersion,
-    PushInfo, PushKind, RedisError, RedisResult, Value,
+    AsyncConnectionConfig, ConnectionInfo, ProtocolVersion, PushInfo, PushKind, RedisError,
+    RedisResult, Value,
 };
 use tokio::runtime::Handle;
 use tokio::sync::{mpsc, watch};
@@ -24,15 +30,18 @@ use crate::lock::{Lock, RwLock};
 use crate::proto::{self, Binding, Kind, Lost, Message, Reason, Wait};
 use crate::sem::{Latch, Semaphore};
 
-/// Where the session connects: one server, a Sentinel-monitored master, or a cluster.
+/// Where the session connects: one server, a Sentinel-monitored master (feature
+/// `sentinel`), or a cluster (feature `cluster`).
 pub struct Target(pub(crate) Backend);
 
 pub(crate) enum Backend {
     Single(redis::Client),
+    #[cfg(feature = "sentinel")]
     Sentinel {
         sentinel: tokio::sync::Mutex<redis::sentinel::SentinelClient>,
         master: Mutex<Option<redis::Client>>,
     },
+    #[cfg(feature = "cluster")]
     Cluster {
         client: redis::cluster::ClusterClient,
         template: ConnectionInfo,
@@ -42,6 +51,7 @@ pub(crate) enum Backend {
 impl Target {
     /// A cluster, from the addresses of some of its nodes (the first one's user, password
     /// and TLS settings are used for the direct connections to every node).
+    #[cfg(feature = "cluster")]
     pub fn cluster<T: IntoConnectionInfo>(nodes: Vec<T>) -> RedisResult<Target> {
         let infos: Vec<ConnectionInfo> = nodes
             .into_iter()
@@ -63,13 +73,15 @@ impl Target {
     /// The master that Sentinels at `sentinels` monitor as `master_name`. The session asks
     /// them for the master at every (re)connection, so after a failover it re-attaches its
     /// holds on the new master.
+    #[cfg(feature = "sentinel")]
     pub fn sentinel<T: IntoConnectionInfo>(
         sentinels: Vec<T>,
-        master_name: &str,
+        master_name: impl Into<String>,
     ) -> RedisResult<Target> {
         let sentinel = redis::sentinel::SentinelClient::build(
             sentinels,
-            master_name,
+            // A `String`: the redis crate takes one without `tls-rustls`, `impl AsRef<str>` with.
+            master_name.into(),
             None,
             redis::sentinel::SentinelServerType::Master,
         )?;
@@ -96,8 +108,9 @@ impl From<&redis::Client> for Target {
 #[derive(Clone, Debug)]
 pub struct Options {
     /// The lease of every hold (default 30 s): how long a hold outlives its session once the
-    /// session connection is gone. At least the module's `lock_keepalive_min_lease_ms` (704
-    /// ms at `hz 10`).
+    /// session connection is gone. At least the server's `lock_keepalive_min_lease_ms` (704
+    /// ms at `hz 10`, `INFO lock`): else opening the session is
+    /// [`Error::LeaseTooShort`].
     pub lease: Duration,
     /// How often the session connection is pinged (default 1 s).
     pub ping_interval: Duration,
@@ -192,16 +205,30 @@ pub(crate) struct Entry {
     pub tx: watch::Sender<Option<Lost>>,
 }
 
-/// A dedicated connection for one wait (`BLOCK`).
-pub(crate) struct WaitConn {
+/// A command or waiting connection, and whether the redis crate saw it close (its push
+/// sender's `Disconnection`): one the server dropped while it sat idle (its `timeout`, a
+/// `CLIENT KILL`) is replaced before use instead of failing the next command.
+#[derive(Clone)]
+pub(crate) struct Conn {
     pub con: MultiplexedConnection,
+    closed: Arc<AtomicBool>,
+}
+
+impl Conn {
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
 }
 
 /// What a command answered, or a redirection to follow (a cluster's `MOVED` on a direct
-/// connection).
+/// connection), or a wait whose connection broke.
 pub(crate) enum CallError {
     Redis(RedisError),
     Moved(String),
+    /// The waiting connection broke (killed, reaped, reset) while the server can still be
+    /// reached: the owner's wait and a grant that crossed the break were cleaned up as a
+    /// cancel does, so the caller may queue again as a fresh owner.
+    Broken,
 }
 
 impl From<RedisError> for CallError {
@@ -217,6 +244,15 @@ struct NodeState {
     alive: watch::Receiver<Instant>,
 }
 
+/// The wait left of `wait`, begun at `started`: the rest of a [`Wait::For`] (a try once it
+/// ran out); [`Wait::No`] and [`Wait::Forever`] as they are.
+pub(crate) fn wait_left(wait: Wait, started: Instant) -> Wait {
+    match wait {
+        Wait::For(d) => Wait::from_duration(d.saturating_sub(started.elapsed())),
+        other => other,
+    }
+}
+
 /// Idle waiting connections kept per node.
 const POOL_MAX: usize = 64;
 /// Extra time, past a `BLOCK` time, that the reply to a waiting acquire may take.
@@ -227,16 +263,20 @@ pub(crate) struct Inner {
     pub opts: Options,
     pub handle: Handle,
     backend: Backend,
-    cmd: Mutex<Option<MultiplexedConnection>>,
+    cmd: Mutex<Option<Conn>>,
     connecting: tokio::sync::Mutex<()>,
+    #[cfg(feature = "cluster")]
     cluster: Option<ClusterConnection>,
     slots: Mutex<Vec<(u16, u16, String)>>,
-    pool: Mutex<HashMap<String, Vec<WaitConn>>>,
+    pool: Mutex<HashMap<String, Vec<Conn>>>,
     pub holds: Mutex<HashMap<u64, Entry>>,
     nodes: Mutex<HashMap<String, NodeState>>,
     session_open: tokio::sync::Mutex<()>,
     counter: AtomicU64,
     generation: AtomicU64,
+    /// The shortest lease the servers can keep alive (`lock_keepalive_min_lease_ms` in
+    /// `INFO lock`, the highest of the nodes' seen): 0 until read.
+    lease_floor_ms: AtomicU64,
     closed: AtomicBool,
     shutdown: watch::Sender<bool>,
     lost: watch::Sender<Option<Lost>>,
@@ -290,6 +330,66 @@ impl Inner {
         }
     }
 
+    /// [`Error::LeaseTooShort`] for a lease below the servers' floor (as far as read).
+    pub fn check_lease(&self, lease: Duration) -> Result<()> {
+        let min_lease_ms = self.lease_floor_ms.load(Ordering::SeqCst);
+        let lease_ms = proto::millis(lease);
+        if lease_ms < min_lease_ms {
+            return Err(Error::LeaseTooShort {
+                lease_ms,
+                min_lease_ms,
+            });
+        }
+        Ok(())
+    }
+
+    /// Reads the server's lease floor (`INFO lock`) on `con`; see [`Inner::note_lease_floor`].
+    async fn read_lease_floor(&self, con: &mut MultiplexedConnection) -> RedisResult<()> {
+        let info: Value = redis::cmd("INFO").arg("lock").query_async(con).await?;
+        self.note_lease_floor(&info);
+        Ok(())
+    }
+
+    /// A cluster's lease floor, from one node (`INFO lock`) when the session opens; each
+    /// node's own is read when its session connection opens.
+    #[cfg(feature = "cluster")]
+    async fn read_cluster_lease_floor(&self) -> RedisResult<()> {
+        let Some(cluster) = &self.cluster else {
+            return Ok(());
+        };
+        let info = cluster
+            .clone()
+            .route_command(
+                redis::cmd("INFO").arg("lock").clone(),
+                RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
+            )
+            .await?;
+        self.note_lease_floor(&info);
+        Ok(())
+    }
+
+    /// Keeps the highest lease floor seen (`lock_keepalive_min_lease_ms` in an `INFO lock`
+    /// reply). A module without the field leaves it as it was (the server then refuses a
+    /// short lease itself).
+    fn note_lease_floor(&self, info: &Value) {
+        let text = match info {
+            Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+            Value::VerbatimString { text, .. } => text.clone(),
+            Value::SimpleString(s) => s.clone(),
+            _ => return,
+        };
+        // The server prefixes a module's INFO fields with its name.
+        let floor = text.lines().find_map(|line| {
+            line.strip_prefix("lock_keepalive_min_lease_ms:")?
+                .trim()
+                .parse::<u64>()
+                .ok()
+        });
+        if let Some(floor) = floor {
+            self.lease_floor_ms.fetch_max(floor, Ordering::SeqCst);
+        }
+    }
+
     pub fn new_owner(&self) -> String {
         format!(
             "{}:{}",
@@ -321,26 +421,39 @@ impl Inner {
     }
 
     fn is_cluster(&self) -> bool {
-        matches!(self.backend, Backend::Cluster { .. })
+        #[cfg(feature = "cluster")]
+        return matches!(self.backend, Backend::Cluster { .. });
+        #[cfg(not(feature = "cluster"))]
+        false
     }
 
-    /// A waiting command (`command`: LATCH.AWAIT, ELECT.OBSERVE) with `BLOCK`, on a waiting
-    /// connection of `key`'s node, following `MOVED`. The connection goes back to the pool
-    /// only once answered: dropped mid-wait, it is closed, which ends the wait in the server.
+    /// A waiting command (`command`: LATCH.AWAIT, ELECT.OBSERVE), `args` for a wait, with
+    /// `BLOCK`, on a waiting connection of `key`'s node, following `MOVED`. The connection
+    /// goes back to the pool only once answered: dropped mid-wait, it is closed, which ends
+    /// the wait in the server. A connection that breaks mid-wait took the wait with it (the
+    /// command holds nothing): sent again on a new connection for the time left.
     pub async fn waiting_call(
         &self,
         key: &str,
-        args: &[String],
         wait: Wait,
         command: &str,
+        args: impl Fn(Wait) -> Vec<String>,
     ) -> Result<Value> {
+        let started = Instant::now();
         let mut node = self.node_of(key);
-        let cmd = proto::cmd(args);
-        for _ in 0..5 {
+        let mut redirects = 0;
+        loop {
+            let left = wait_left(wait, started);
+            let cmd = proto::cmd(&args(left));
             let mut wc = self.checkout(&node).await?;
+            let bound = match left {
+                Wait::For(d) => Some(d + WAIT_MARGIN),
+                Wait::No => Some(self.opts.response_timeout),
+                Wait::Forever => None,
+            };
             let send = wc.con.send_packed_command(&cmd);
-            let reply = match wait {
-                Wait::For(d) => match tokio::time::timeout(d + WAIT_MARGIN, send).await {
+            let reply = match bound {
+                Some(bound) => match tokio::time::timeout(bound, send).await {
                     Ok(r) => r,
                     Err(_) => {
                         return Err(Error::Unavailable(RedisError::from((
@@ -350,7 +463,7 @@ impl Inner {
                         ))))
                     }
                 },
-                _ => send.await,
+                None => send.await,
             }
             .and_then(Value::extract_error);
             match reply {
@@ -358,11 +471,14 @@ impl Inner {
                     self.checkin(&node, wc);
                     return Ok(v);
                 }
-                Err(e) if crate::is_unusable(&e) => return Err(e.into()),
+                // Broken: again on a new connection (whose connect fails if the server is
+                // gone: Unavailable).
+                Err(e) if crate::is_unusable(&e) => continue,
                 Err(e) => {
                     self.checkin(&node, wc);
                     match e.redirect_node() {
-                        Some((addr, _)) if e.code() == Some("MOVED") => {
+                        Some((addr, _)) if e.code() == Some("MOVED") && redirects < 5 => {
+                            redirects += 1;
                             self.moved(key, addr);
                             node = addr.to_string();
                         }
@@ -371,10 +487,6 @@ impl Inner {
                 }
             }
         }
-        Err(Error::Unavailable(RedisError::from((
-            redis::ErrorKind::Io,
-            "too many redirections",
-        ))))
     }
 
     /// The node serving `key`: "" outside a cluster, else `host:port` (from the slot map).
@@ -392,9 +504,12 @@ impl Inner {
 
     /// Connection settings for a node: the single server, the master Sentinel names now,
     /// or a cluster node.
+    // `node` names a cluster node; one server or Sentinel's master has one node ("").
+    #[cfg_attr(not(feature = "cluster"), allow(unused_variables))]
     async fn node_info(&self, node: &str) -> RedisResult<ConnectionInfo> {
         match &self.backend {
             Backend::Single(c) => Ok(c.get_connection_info().clone()),
+            #[cfg(feature = "sentinel")]
             Backend::Sentinel { sentinel, master } => {
                 if let Some(c) = lock(master).clone() {
                     return Ok(c.get_connection_info().clone());
@@ -403,6 +518,7 @@ impl Inner {
                 *lock(master) = Some(c.clone());
                 Ok(c.get_connection_info().clone())
             }
+            #[cfg(feature = "cluster")]
             Backend::Cluster { template, .. } => {
                 let (host, port) = node
                     .rsplit_once(':')
@@ -451,6 +567,7 @@ impl Inner {
     /// Forgets connections to `node` after it failed or stopped being the master: the next
     /// use connects again (asking Sentinel anew).
     pub fn invalidate(&self, node: &str) {
+        #[cfg(feature = "sentinel")]
         if let Backend::Sentinel { master, .. } = &self.backend {
             *lock(master) = None;
         }
@@ -460,29 +577,52 @@ impl Inner {
         }
     }
 
+    /// A connection watched for its close (RESP3: the redis crate reports a close through a
+    /// push sender only there).
+    async fn connect_watched(
+        &self,
+        node: &str,
+        config: AsyncConnectionConfig,
+    ) -> RedisResult<Conn> {
+        let closed = Arc::new(AtomicBool::new(false));
+        let seen = closed.clone();
+        let config = config.set_push_sender(move |p: PushInfo| {
+            if p.kind == PushKind::Disconnection {
+                seen.store(true, Ordering::SeqCst);
+            }
+            Ok::<(), std::convert::Infallible>(())
+        });
+        let con = self.connect(node, config, true).await?;
+        Ok(Conn { con, closed })
+    }
+
+    /// The shared command connection: the open one, or a new one if it closed.
     async fn command_conn(&self) -> RedisResult<MultiplexedConnection> {
-        if let Some(c) = lock(&self.cmd).clone() {
-            return Ok(c);
+        let open = || lock(&self.cmd).clone().filter(|c| !c.is_closed());
+        if let Some(c) = open() {
+            return Ok(c.con);
         }
         let _one = self.connecting.lock().await;
-        if let Some(c) = lock(&self.cmd).clone() {
-            return Ok(c);
+        if let Some(c) = open() {
+            return Ok(c.con);
         }
         let c = self
-            .connect(
+            .connect_watched(
                 "",
                 AsyncConnectionConfig::new().set_response_timeout(Some(self.opts.response_timeout)),
-                false,
             )
             .await?;
         *lock(&self.cmd) = Some(c.clone());
-        Ok(c)
+        Ok(c.con)
     }
 
     /// Sends a command that answers at once on the shared command connection (a cluster:
     /// routed to the master of `key`'s slot, following `MOVED`).
+    // `key` routes in a cluster only.
+    #[cfg_attr(not(feature = "cluster"), allow(unused_variables))]
     pub async fn command(&self, args: &[String], key: Option<&str>) -> RedisResult<Value> {
         let cmd = proto::cmd(args);
+        #[cfg(feature = "cluster")]
         if let Some(cluster) = &self.cluster {
             let mut c = cluster.clone();
             let routing = match key {
@@ -509,23 +649,26 @@ impl Inner {
         r
     }
 
-    /// A dedicated connection to `node` for one wait: from the pool, or a new one.
-    pub async fn checkout(&self, node: &str) -> RedisResult<WaitConn> {
-        if let Some(c) = lock(&self.pool).get_mut(node).and_then(Vec::pop) {
-            return Ok(c);
+    /// A dedicated connection to `node` for one wait: an open one from the pool (those the
+    /// server closed meanwhile are dropped), or a new one.
+    pub async fn checkout(&self, node: &str) -> RedisResult<Conn> {
+        loop {
+            let Some(c) = lock(&self.pool).get_mut(node).and_then(Vec::pop) else {
+                break;
+            };
+            if !c.is_closed() {
+                return Ok(c);
+            }
         }
-        let con = self
-            .connect(
-                node,
-                AsyncConnectionConfig::new().set_response_timeout(None),
-                false,
-            )
-            .await?;
-        Ok(WaitConn { con })
+        self.connect_watched(
+            node,
+            AsyncConnectionConfig::new().set_response_timeout(None),
+        )
+        .await
     }
 
-    pub fn checkin(&self, node: &str, c: WaitConn) {
-        if self.is_closed() {
+    pub fn checkin(&self, node: &str, c: Conn) {
+        if self.is_closed() || c.is_closed() {
             return;
         }
         let mut pool = lock(&self.pool);
@@ -535,29 +678,48 @@ impl Inner {
         }
     }
 
-    /// After a cancelled wait: ends the owner's waits in the server (`LOCK.CANCEL`, for
-    /// semaphore waits too), after which no grant can reach it, then releases a grant that
-    /// crossed the cancel (`LOCK.RELEASE`, or `SEM.RELEASE`: `NOTOWNER` / `EXPIRED` ignored). Closing
-    /// the waiting connection alone is not enough: a grant written into a socket the client
-    /// just closed looks delivered to the server.
-    pub async fn clean_cancelled(&self, keys: &[String], owner: &str, of: Of) {
+    /// After a cancelled or broken wait: ends the owner's waits in the server
+    /// (`LOCK.CANCEL`, for semaphore waits too), after which no grant can reach it, then
+    /// releases a grant that crossed the cancel (`LOCK.RELEASE`, or `SEM.RELEASE`: `NOTOWNER`
+    /// / `EXPIRED` ignored). Closing the waiting connection alone is not enough: a grant
+    /// written into a socket the client just closed looks delivered to the server, and a
+    /// hold bound to the session outlives the waiting connection. `Err` when the server
+    /// could not be reached (or refused the client: `NOAUTH`, `WRONGPASS`, `NOPERM`) for one
+    /// of the two.
+    pub async fn clean_cancelled(&self, keys: &[String], owner: &str, of: Of) -> RedisResult<()> {
         let key = keys.first().map(String::as_str);
-        for attempt in 0..3 {
-            match self.command(&proto::cancel(keys, owner), key).await {
-                Ok(_) => break,
-                Err(e) if attempt < 2 && is_unusable(&e) => {
+        // A failed cancel does not stop the release: the server may have lost the waiter
+        // with the connection, or answered the cancel on a connection that broke after.
+        let cancelled = self.answered(&proto::cancel(keys, owner), key).await;
+        let released = self.answered(&of.release(keys, owner), key).await;
+        cancelled.and(released)
+    }
+
+    /// Sends a command whose repetition does no harm (a cancel, the release of a fresh
+    /// owner's single grant), again on a new connection when the connection failed: `Ok`
+    /// once the server answered, whatever it answered; `Err` when it could not be reached or
+    /// refused the client.
+    async fn answered(&self, args: &[String], key: Option<&str>) -> RedisResult<()> {
+        let mut attempt = 0;
+        loop {
+            match self.command(args, key).await {
+                Ok(_) => return Ok(()),
+                Err(e) if crate::is_auth_error(&e) => return Err(e),
+                Err(e) if is_unusable(&e) && attempt < 2 => {
+                    attempt += 1;
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
-                // The server is gone (the waiter with it) or refuses: release anyway.
-                Err(_) => break,
+                Err(e) if is_unusable(&e) => return Err(e),
+                Err(_) => return Ok(()),
             }
         }
-        let _ = self.command(&of.release(keys, owner), key).await;
     }
 
     /// Sends a waiting acquire on a dedicated connection of `node`. Cancelled (the future
-    /// dropped, the client-side bound passed, the connection broken): the connection is
-    /// closed and the owner's possible grant released, on the runtime.
+    /// dropped): the connection is closed and the owner's possible grant released, on the
+    /// runtime. Broken (the connection killed, reset or reaped): the owner is cleaned up
+    /// here the same way, then [`CallError::Broken`] if the server could be reached for it.
+    /// No reply by the client-side bound: cleaned up in the background, an I/O error.
     pub async fn wait_call(
         self: &Arc<Self>,
         node: &str,
@@ -588,10 +750,14 @@ impl Inner {
         let reply = match wait {
             proto::Wait::For(d) => match tokio::time::timeout(d + WAIT_MARGIN, send).await {
                 Ok(r) => r,
-                Err(_) => Err(RedisError::from((
-                    redis::ErrorKind::Io,
-                    "no reply to a waiting acquire in time",
-                ))),
+                // Not a broken connection: a server that does not answer (in time). The
+                // guard cleans up in the background.
+                Err(_) => {
+                    return Err(CallError::Redis(RedisError::from((
+                        redis::ErrorKind::Io,
+                        "no reply to a waiting acquire in time",
+                    ))))
+                }
             },
             _ => send.await,
         };
@@ -600,8 +766,18 @@ impl Inner {
                 guard.done(true);
                 Ok(v)
             }
-            // The guard cleans up: the grant may have been sent as the connection broke.
-            Err(e) if is_unusable(&e) => Err(e.into()),
+            // The grant may have been sent as the connection broke. The guard stays armed
+            // while this runs: dropped meanwhile, it cleans up again (both are harmless
+            // twice).
+            Err(e) if is_unusable(&e) => {
+                drop(guard.wc.take());
+                let cleaned = self.clean_cancelled(keys, owner, of).await;
+                guard.armed = false;
+                match cleaned {
+                    Ok(()) => Err(CallError::Broken),
+                    Err(unreachable) => Err(CallError::Redis(unreachable)),
+                }
+            }
             Err(e) => {
                 guard.done(true);
                 match e.redirect_node() {
@@ -819,6 +995,8 @@ impl Inner {
         con.send_packed_command(&proto::cmd(&proto::session(&self.token)))
             .await
             .and_then(Value::extract_error)?;
+        self.read_lease_floor(&mut con).await?;
+        #[cfg(feature = "sentinel")]
         if matches!(self.backend, Backend::Sentinel { .. }) {
             // Sentinel may still name the old master for a moment after a failover.
             let role: Value = redis::cmd("ROLE").query_async(&mut con).await?;
@@ -846,6 +1024,9 @@ impl Inner {
             return Ok(());
         }
         let first = self.connect_session(node).await?;
+        // Refused when it opens rather than at each acquire, in the lease's words (the
+        // server's refusal names KEEPALIVE). Dropping `first` closes its connection.
+        self.check_lease(self.opts.lease)?;
         let (up_tx, up_rx) = watch::channel(true);
         let (alive_tx, alive_rx) = watch::channel(first.sent);
         lock(&self.nodes).insert(
@@ -902,6 +1083,11 @@ impl Inner {
     }
 
     /// Reads the cluster's slot map (`CLUSTER SLOTS`).
+    #[cfg(not(feature = "cluster"))]
+    pub async fn refresh_slots(&self) {}
+
+    /// Reads the cluster's slot map (`CLUSTER SLOTS`).
+    #[cfg(feature = "cluster")]
     pub async fn refresh_slots(&self) {
         let Some(cluster) = &self.cluster else { return };
         let mut c = cluster.clone();
@@ -977,7 +1163,7 @@ impl Inner {
 struct CancelGuard {
     inner: Arc<Inner>,
     node: String,
-    wc: Option<WaitConn>,
+    wc: Option<Conn>,
     keys: Vec<String>,
     owner: String,
     of: Of,
@@ -1009,7 +1195,7 @@ impl Drop for CancelGuard {
             self.of,
         );
         self.inner.handle.spawn(async move {
-            inner.clean_cancelled(&keys, &owner, of).await;
+            let _ = inner.clean_cancelled(&keys, &owner, of).await;
         });
     }
 }
@@ -1032,6 +1218,13 @@ enum End {
     Shutdown,
     Dropped,
     Demoted,
+}
+
+/// Until the session is closed: at once if it is. The value, not a change: a session closed
+/// before its connection's task first ran (the task's receiver, made then, sees `true` as
+/// already seen) would not be told otherwise, and its task would ping on forever.
+async fn closed(shutdown: &mut watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|closed| *closed).await;
 }
 
 /// Keeps the session connection of `node`: pings it, reconnects and re-attaches every hold
@@ -1073,7 +1266,7 @@ async fn keep(inner: Arc<Inner>, node: String, first: SessionConn, signals: Sign
         }
         tokio::select! {
             _ = tokio::time::sleep(backoff) => {}
-            _ = shutdown.changed() => return,
+            _ = closed(&mut shutdown) => return,
         }
         backoff = (backoff * 2).min(Duration::from_millis(500));
         match inner.connect_session(&node).await {
@@ -1100,7 +1293,7 @@ async fn run(
         tokio::select! {
             // A shorter interval asked for (an election): the next ping is due sooner.
             _ = every.changed() => {}
-            _ = shutdown.changed() => return End::Shutdown,
+            _ = closed(shutdown) => return End::Shutdown,
             msg = rx.recv() => match msg {
                 None => return End::Dropped,
                 // Seen at once: the connection lived until now.
@@ -1153,6 +1346,7 @@ impl Session {
     /// Opens a session with `opts`.
     pub async fn open_with(target: impl Into<Target>, opts: Options) -> Result<Session> {
         let Target(backend) = target.into();
+        #[cfg(feature = "cluster")]
         let cluster = match &backend {
             Backend::Cluster { client, .. } => Some(client.get_async_connection().await?),
             _ => None,
@@ -1167,6 +1361,7 @@ impl Session {
             backend,
             cmd: Mutex::new(None),
             connecting: tokio::sync::Mutex::new(()),
+            #[cfg(feature = "cluster")]
             cluster,
             slots: Mutex::new(Vec::new()),
             pool: Mutex::new(HashMap::new()),
@@ -1175,6 +1370,7 @@ impl Session {
             session_open: tokio::sync::Mutex::new(()),
             counter: AtomicU64::new(0),
             generation: AtomicU64::new(0),
+            lease_floor_ms: AtomicU64::new(0),
             closed: AtomicBool::new(false),
             shutdown,
             lost,
@@ -1187,6 +1383,9 @@ impl Session {
                     "no slot map from CLUSTER SLOTS",
                 )));
             }
+            #[cfg(feature = "cluster")]
+            inner.read_cluster_lease_floor().await?;
+            inner.check_lease(inner.opts.lease)?;
         } else {
             inner.ensure_session("").await?;
         }

@@ -113,6 +113,18 @@ fn keys_on_each_node(cluster: &Cluster) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_of_three() {
     let cluster = Cluster::start(3);
+    // A lease below the nodes' floor: refused when the session opens.
+    let floor = cluster.nodes[0].stat("keepalive_min_lease_ms") as u64;
+    let short = Session::open_with(
+        Target::cluster(vec![cluster.nodes[0].url()]).unwrap(),
+        Options::default().lease(Duration::from_millis(floor - 1)),
+    )
+    .await;
+    assert!(
+        matches!(short, Err(Error::LeaseTooShort { min_lease_ms, .. }) if min_lease_ms == floor),
+        "{:?}",
+        short.err()
+    );
     let lease = Duration::from_millis(1500);
     let session = Session::open_with(
         Target::cluster(vec![cluster.nodes[0].url()]).unwrap(),
