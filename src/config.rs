@@ -225,10 +225,10 @@ fn yes_no(value: bool) -> &'static str {
     }
 }
 
-/// An integer as the docs write it: 10^15 for the largest duration.
+/// An integer as the docs write it: 2^53-1 for the largest duration.
 fn number(n: i64) -> String {
     if n == MAX_DURATION_MS {
-        "10^15".to_string()
+        "2^53-1".to_string()
     } else {
         n.to_string()
     }
@@ -392,7 +392,7 @@ mod tests {
         for (args, want) in [
             (
                 &["default-lease-ms"][..],
-                "load argument default-lease-ms has no value: give it as default-lease-ms <1 to 10^15>",
+                "load argument default-lease-ms has no value: give it as default-lease-ms <1 to 2^53-1>",
             ),
             (
                 &["token-ttl-ms", "5", "LOCK.TOKEN-TTL-MS", "6"],
@@ -400,11 +400,11 @@ mod tests {
             ),
             (
                 &["default-lease-ms", "abc"],
-                "load argument default-lease-ms 'abc' is not an integer (1 to 10^15)",
+                "load argument default-lease-ms 'abc' is not an integer (1 to 2^53-1)",
             ),
             (
                 &["default-lease-ms", "1.5"],
-                "load argument default-lease-ms '1.5' is not an integer (1 to 10^15)",
+                "load argument default-lease-ms '1.5' is not an integer (1 to 2^53-1)",
             ),
             (
                 &["keepalive-dead-peer-ms", "5"],
@@ -412,7 +412,7 @@ mod tests {
             ),
             (
                 &["default-lease-ms", "0"],
-                "load argument default-lease-ms 0 is out of range (1 to 10^15)",
+                "load argument default-lease-ms 0 is out of range (1 to 2^53-1)",
             ),
             (
                 &["redisson-notify", "maybe"],

@@ -1276,8 +1276,8 @@ fn durations_near_i64_max() {
         ),
         (
             "BLOCK",
-            "1000000000000001",
-            too_large("BLOCK", "1000000000000001"),
+            "9007199254740992",
+            too_large("BLOCK", "9007199254740992"),
         ),
         (
             "BLOCK",
@@ -1299,7 +1299,7 @@ fn durations_near_i64_max() {
             "9223372036854775807",
             too_large("EX", "9223372036854775807"),
         ),
-        ("EX", "1000000000001", too_large("EX", "1000000000001")),
+        ("EX", "9007199254741", too_large("EX", "9007199254741")),
     ];
     assert_eq!(q::<i64>(&mut con, &["LOCK.ACQUIRE", "k", "holder"]), 1);
     let before = snapshot(&mut con);
@@ -1316,8 +1316,8 @@ fn durations_near_i64_max() {
     assert_eq!(snapshot(&mut con), before);
     assert_eq!(waiters(&mut con, "k"), 0);
 
-    // The largest accepted values: 10^15 ms (about 31,700 years).
-    let max = "1000000000000000";
+    // The largest accepted values: 2^53 - 1 ms (about 285,000 years).
+    let max = "9007199254740991";
     let mut long: Connection = queue_waiter(
         &server,
         &mut con,
@@ -1340,13 +1340,13 @@ fn durations_near_i64_max() {
     assert_token_between(granted, before, token_floor(&mut con), 0, "first");
     let ttl = pttl(&mut con, "k");
     assert!(
-        ttl > 1_000_000_000_000_000 - 600_000,
-        "lease of about 10^15 ms, got {ttl}"
+        ttl > 9_007_199_254_740_991 - 600_000,
+        "lease of about 2^53 - 1 ms, got {ttl}"
     );
     // The token key is kept until that lease ends.
     let token_ttl = pttl(&mut con, "redisson_lock_token:{k}");
     assert!(
-        token_ttl > 1_000_000_000_000_000 - 600_000,
+        token_ttl > 9_007_199_254_740_991 - 600_000,
         "token key kept as long as the lease, got {token_ttl}"
     );
     assert_eq!(

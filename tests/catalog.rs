@@ -305,16 +305,20 @@ fn configs(con: &mut Connection) -> Vec<(String, String)> {
     pairs
 }
 
-/// A bound as docs/commands.md writes it: `1000`, `10^15`.
+/// A bound as docs/commands.md writes it: `1000`, `2^53-1`.
 fn bound(text: &str) -> Option<i64> {
-    match text.split_once('^') {
-        Some((base, exp)) => base.parse::<i64>().ok()?.checked_pow(exp.parse().ok()?),
-        None => text.parse().ok(),
-    }
+    let Some((base, exp)) = text.split_once('^') else {
+        return text.parse().ok();
+    };
+    let (exp, minus) = exp.split_once('-').unwrap_or((exp, "0"));
+    base.parse::<i64>()
+        .ok()?
+        .checked_pow(exp.parse().ok()?)?
+        .checked_sub(minus.parse().ok()?)
 }
 
-/// The `a to b` range of a config's description (`1 to 10^15`, `0 (never)
-/// to 10^15`, `1000 to 86400000 (1 s to 24 h)`), its first one.
+/// The `a to b` range of a config's description (`1 to 2^53-1`, `0 (never)
+/// to 2^53-1`, `1000 to 86400000 (1 s to 24 h)`), its first one.
 fn range(description: &str) -> Option<(i64, i64)> {
     let words: Vec<&str> = description
         .split(|c: char| c.is_whitespace() || c == ';' || c == ',')
@@ -410,16 +414,16 @@ fn every_config_is_documented_with_its_default_and_range() {
 #[test]
 fn ranges_are_read_as_written() {
     assert_eq!(
-        range("lease when `PX`/`EX` is not given; 1 to 10^15"),
-        Some((1, 1_000_000_000_000_000))
+        range("lease when `PX`/`EX` is not given; 1 to 2^53-1"),
+        Some((1, 9_007_199_254_740_991))
     );
     assert_eq!(
         range("...before the kernel closes it; 1000 to 86400000 (1 s to 24 h)"),
         Some((1000, 86_400_000))
     );
     assert_eq!(
-        range("renewals stop this long after it was bound; 0 (never) to 10^15"),
-        Some((0, 1_000_000_000_000_000))
+        range("renewals stop this long after it was bound; 0 (never) to 2^53-1"),
+        Some((0, 9_007_199_254_740_991))
     );
     assert_eq!(range("publish `0` on release"), None);
 }

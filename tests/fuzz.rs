@@ -584,9 +584,12 @@ const NUMBERS: &[&[u8]] = &[
     b"99999999999999999999999999999999999999",
     b"1000000000000000",
     b"1000000000000001",
+    b"9007199254740991",
+    b"9007199254740992",
     b"999999999999999",
     b"1000000000000",
     b"1000000000001",
+    b"9007199254741",
     b"9223372036854776",
     b"1e3",
     b" 5",
@@ -2690,7 +2693,7 @@ fn random_argument_vectors_get_an_error_code_or_a_valid_answer_and_errors_change
 
 /// The largest valid `BLOCK` and lease values (which the fuzz sends short)
 /// queue a caller like any other: it is handed the lock, with a lease of up
-/// to 10^15 ms, when the holder releases, or answered nil when unblocked,
+/// to 2^53 - 1 ms, when the holder releases, or answered nil when unblocked,
 /// and no deadline overflows.
 #[test]
 fn the_largest_valid_block_and_lease_values_wait_and_are_served() {

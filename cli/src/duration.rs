@@ -27,9 +27,9 @@ pub fn parse(text: &str) -> Result<Duration, String> {
         .parse()
         .map_err(|_| format!("'{text}' is not a duration (e.g. 500ms, 30s, 2m)"))?;
     let ms = (value * scale_ms).ceil();
-    // The module takes at most 10^15 ms.
-    if !ms.is_finite() || ms > 1e15 {
-        return Err(format!("'{text}' is too long (at most 10^15 ms)"));
+    // The module takes at most 2^53 - 1 ms (lock_rules::args::MAX_DURATION_MS).
+    if !ms.is_finite() || ms > 9_007_199_254_740_991.0 {
+        return Err(format!("'{text}' is too long (at most 2^53-1 ms)"));
     }
     Ok(Duration::from_millis(ms as u64))
 }

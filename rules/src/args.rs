@@ -8,10 +8,13 @@ use super::error::LockError;
 use super::request::KeepAlive;
 
 /// Upper bound for every duration argument (PX, EX in ms, BLOCK) and for the
-/// default-lease config: about 31,700 years. Keeping all durations below it
-/// means `now + duration` and the server's timer arithmetic (µs) never
+/// duration configs: 2^53 - 1 ms, about 285,000 years. The largest integer a
+/// JavaScript number or a double holds exactly, so a client's "forever"
+/// (`Number.MAX_SAFE_INTEGER / 10`, 3 times that for an extension) is taken;
+/// and low enough that `now + duration` in ms, and in µs the server's timers
+/// (9.0 × 10^18, with the clock added, against i64's 9.22 × 10^18), never
 /// overflow.
-pub const MAX_DURATION_MS: i64 = 1_000_000_000_000_000;
+pub const MAX_DURATION_MS: i64 = 9_007_199_254_740_991;
 
 /// How long a caller is prepared to wait for a busy lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -556,8 +559,8 @@ mod tests {
                 "ERR invalid EX '9223372036854775807': too large",
             ),
             (
-                &["PX", "1000000000000001"],
-                "ERR invalid PX '1000000000000001': too large",
+                &["PX", "9007199254740992"],
+                "ERR invalid PX '9007199254740992': too large",
             ),
             (
                 &["BLOCK", "-1"],

@@ -16,7 +16,7 @@
 //!
 //! Options are case-insensitive, in any order, each at most once; durations
 //! are integers as Redis reads them, `PX`/`EX` positive, `BLOCK` not
-//! negative, at most 10^15 ms. Errors quote what the client sent as
+//! negative, at most 2^53 - 1 ms. Errors quote what the client sent as
 //! printable ASCII, any other byte as `\xNN`, cut after 64 bytes.
 //!
 //! 256 cases per property by default; `PROPTEST_CASES=100000` for a long run.
