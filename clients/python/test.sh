@@ -3,7 +3,9 @@
 #   REDIS_SERVER (default redis-server) with LOCK_MODULE (default
 #   <repo>/target/release/liblock.so, built with cargo if missing).
 # Installs its own dependencies in clients/python/.venv (REDIS_PY='redis==5.0.*': that redis-py,
-# in clients/python/.venv-compat). Extra arguments go to pytest.
+# in clients/python/.venv-compat). Extra arguments go to pytest (the library's suite).
+# Then: mypy --strict on the package, and redis-py's own lock tests against the drop-in
+# (upstream/run.py: the sdist of the redis-py installed, from PyPI, cached in .upstream/).
 set -euo pipefail
 cd "$(dirname "$0")"
 repo=$(cd ../.. && pwd)
@@ -18,6 +20,9 @@ fi
 venv=.venv
 [ -z "${REDIS_PY:-}" ] || venv=.venv-compat
 [ -x $venv/bin/python ] || python3 -m venv $venv
-$venv/bin/pip install -q --disable-pip-version-check -e '.[test]' ${REDIS_PY:+"$REDIS_PY"}
+# (the default venv pins the redis-py whose lock tests upstream/inherent.py lists)
+$venv/bin/pip install -q --disable-pip-version-check -e '.[test]' "${REDIS_PY:-redis==8.2.0}"
 $venv/bin/python -c 'import redis; print("redis-py", redis.__version__)'
-exec $venv/bin/python -m pytest -q "$@"
+$venv/bin/python -m pytest -q "$@"
+$venv/bin/python -m mypy --strict src/redis_lock_client upstream
+$venv/bin/python upstream/run.py -q

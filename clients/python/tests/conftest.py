@@ -44,10 +44,11 @@ def wait_for(what, pred, timeout=10.0, interval=0.01):
 
 
 class Server:
-    def __init__(self, module=True, args=(), port=None):
+    def __init__(self, module=True, args=(), port=None, password=None):
         self.module = module
         self.args = list(args)
         self.port = port
+        self.password = password  # --requirepass
         self.dir = tempfile.mkdtemp(prefix="lockpy-")
         self.proc = None
 
@@ -58,6 +59,8 @@ class Server:
                    "--appendonly", "no", "--dir", self.dir, "--logfile", "server.log"]
             if self.module:
                 cmd += ["--loadmodule", MODULE]
+            if self.password is not None:
+                cmd += ["--requirepass", self.password]
             cmd += self.args
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                          stderr=subprocess.DEVNULL)
@@ -66,7 +69,7 @@ class Server:
                 if self.proc.poll() is not None:
                     break
                 try:
-                    if redis.Redis(port=port, socket_timeout=1).ping():
+                    if redis.Redis(port=port, password=self.password, socket_timeout=1).ping():
                         self.port = port
                         return self
                 except redis.ConnectionError:
@@ -83,6 +86,7 @@ class Server:
             return ""
 
     def client(self, **kw):
+        kw.setdefault("password", self.password)
         return redis.Redis(port=self.port, **kw)
 
     def kill(self):

@@ -11,11 +11,13 @@ from ._sync import Hold, Latch, Lock, MultiLock, Permit, RWLock, Semaphore, Sess
 from ._election import Election, Leader, Leadership, Observer
 from .dropin import ModuleLock, close_default_session, default_session
 from .errors import (
+    AuthenticationError,
     BusyError,
     CommandError,
     DeadlockError,
     ExpiredError,
     LatchGone,
+    LeaseTooShortError,
     LockError,
     LostError,
     ModuleNotLoadedError,
@@ -47,6 +49,8 @@ __all__ = [
     "DeadlockError",
     "LostError",
     "UnavailableError",
+    "AuthenticationError",
+    "LeaseTooShortError",
     "ModuleNotLoadedError",
     "CommandError",
 ]

@@ -1,16 +1,21 @@
 """What the sync and asyncio flavours share: commands, replies, errors."""
 
+from __future__ import annotations
+
 import math
 import secrets
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import redis.exceptions as rex
 
 from .errors import (
+    AuthenticationError,
     BusyError,
     CommandError,
     DeadlockError,
     ExpiredError,
     LatchGone,
+    LeaseTooShortError,
     LockError,
     ModuleNotLoadedError,
     NotOwnerError,
@@ -18,8 +23,6 @@ from .errors import (
 )
 
 CHANNEL_PREFIX = "__lock__:session:"
-#: The server's shortest KEEPALIVE lease at hz 10 (``lock_keepalive_min_lease_ms``).
-MIN_LEASE_MS = 704
 PING_INTERVAL = 1.0
 #: How long the session connection may stay silent (no PONG) before the
 #: library thinks it dead and reconnects.
@@ -32,7 +35,7 @@ BLOCK_SLACK = 5.0
 TRANSIENT_CODES = frozenset({"READONLY", "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN"})
 
 
-def is_transient(err):
+def is_transient(err: BaseException) -> bool:
     """An error reply met while a failover or a restart is under way (redis-py
     strips the code word of READONLY and LOADING into their classes)."""
     return isinstance(err, (rex.ReadOnlyError, rex.BusyLoadingError)) or error_code(err) in TRANSIENT_CODES
@@ -42,15 +45,15 @@ class NoSession(Exception):
     """NOSESSION from a server: the session is not named there (yet)."""
 
 
-def new_token():
+def new_token() -> str:
     return secrets.token_hex(16)
 
 
-def s(value):
+def s(value: Any) -> Any:
     return value.decode() if isinstance(value, (bytes, bytearray)) else value
 
 
-def block_ms(timeout):
+def block_ms(timeout: Optional[float]) -> Optional[int]:
     """``timeout`` in seconds (None = forever) -> the BLOCK argument, or None
     for a single try."""
     if timeout is None:
@@ -62,7 +65,9 @@ def block_ms(timeout):
     return max(1, math.ceil(timeout * 1000))
 
 
-def acquire_args(cmd, keys, owner, lease_ms, session_token, block):
+def acquire_args(
+    cmd: str, keys: Sequence[Any], owner: Any, lease_ms: int, session_token: str, block: Optional[int]
+) -> List[Any]:
     if cmd == "LOCK.MACQUIRE":
         args = [cmd, len(keys), *keys, owner]
     else:
@@ -73,21 +78,43 @@ def acquire_args(cmd, keys, owner, lease_ms, session_token, block):
     return args
 
 
-def error_code(err):
+def error_code(err: BaseException) -> str:
     msg = str(err)
     return msg.split(" ", 1)[0] if msg else ""
 
 
-def is_module_missing(err):
+def is_module_missing(err: BaseException) -> bool:
     # redis-py drops the leading "ERR " of error replies
     msg = str(err).lower()
     return msg.startswith("unknown command") or msg.startswith("err unknown command")
 
 
-def map_error(err, what=""):
+def _missing_module(err: BaseException) -> ModuleNotLoadedError:
+    return ModuleNotLoadedError(
+        f"the server does not know the lock module's commands ({err}): the module is not "
+        "loaded: start the server with --loadmodule /path/to/liblock.so"
+    )
+
+
+#: Error codes of a refused login or an ACL refusal (redis-py strips some of
+#: them into ``AuthenticationError`` / ``NoPermissionError``).
+AUTH_CODES = frozenset({"WRONGPASS", "NOAUTH", "NOPERM"})
+
+
+def is_auth_error(err: BaseException) -> bool:
+    return isinstance(err, (rex.AuthenticationError, rex.NoPermissionError)) or (
+        isinstance(err, rex.ResponseError) and error_code(err) in AUTH_CODES
+    )
+
+
+def map_error(err: BaseException, what: str = "") -> BaseException:
     """A redis-py exception -> this library's typed error (or NoSession)."""
     if isinstance(err, LockError):
         return err
+    if is_auth_error(err):
+        auth = AuthenticationError(f"{what}: {err}" if what else str(err))
+        auth.__cause__ = err
+        return auth
     if isinstance(err, (rex.ConnectionError, rex.TimeoutError)):
         e = UnavailableError(f"{what}: server unavailable: {err}" if what else f"server unavailable: {err}")
         e.__cause__ = err
@@ -104,26 +131,8 @@ def map_error(err, what=""):
             return NotOwnerError(str(err))
         if code == "DEADLOCK":
             return DeadlockError(str(err))
-        if is_module_missing(err) and "lock.session" in str(err).lower():
-            return ModuleNotLoadedError(
-                f"the lock module on this server is too old for sessions ({err}): load a build "
-                "with LOCK.SESSION (--loadmodule /path/to/liblock.so)"
-            )
-        if is_module_missing(err) and ("'sem." in str(err).lower() or "'latch." in str(err).lower()):
-            return ModuleNotLoadedError(
-                f"the server does not know the SEM.*/LATCH.* commands ({err}): load a build of the "
-                "lock module that has them (--loadmodule /path/to/liblock.so)"
-            )
-        if is_module_missing(err) and "'elect." in str(err).lower():
-            return ModuleNotLoadedError(
-                f"the server does not know the ELECT.* commands ({err}): load a build of the "
-                "lock module that has them (1.2.0 or later)"
-            )
         if is_module_missing(err):
-            return ModuleNotLoadedError(
-                f"the server does not know the LOCK.* commands ({err}): start it with "
-                "--loadmodule /path/to/liblock.so"
-            )
+            return _missing_module(err)
         if code == "CROSSSLOT":
             return CommandError(
                 f"{err} (a multi-lock's keys must share one {{hash tag}} on a cluster)"
@@ -132,7 +141,34 @@ def map_error(err, what=""):
     return err
 
 
-def parse_loss(data):
+def parse_min_lease(info: Any) -> Optional[int]:
+    """``INFO lock``'s reply (a dict, or the raw text) -> the server's
+    ``keepalive_min_lease_ms``, or None if it does not say (an older module)."""
+    if isinstance(info, dict):
+        for k in ("lock_keepalive_min_lease_ms", "keepalive_min_lease_ms"):
+            if k in info:
+                return int(info[k])
+        return None
+    text = info.decode() if isinstance(info, (bytes, bytearray)) else str(info)
+    for line in text.splitlines():
+        name, _, value = line.strip().partition(":")
+        if name in ("lock_keepalive_min_lease_ms", "keepalive_min_lease_ms"):
+            return int(value)
+    return None
+
+
+def check_lease(lease_ms: int, min_lease_ms: Optional[int] = None) -> None:
+    """Refuse a lease that is not positive or below the server's floor."""
+    if lease_ms <= 0:
+        raise LeaseTooShortError(f"lease {lease_ms} ms is not positive")
+    if min_lease_ms is not None and lease_ms < min_lease_ms:
+        raise LeaseTooShortError(
+            f"lease {lease_ms} ms is below this server's minimum of {min_lease_ms} ms "
+            "(keepalive_min_lease_ms; raise the lease or the server's hz)"
+        )
+
+
+def parse_loss(data: Any) -> Tuple[str, Optional[str], Optional[str]]:
     """A loss message -> (reason, owner, key); ``("demoted", None, None)``."""
     text = data if isinstance(data, bytes) else str(data).encode()
     if text == b"demoted":
@@ -145,35 +181,37 @@ def parse_loss(data):
     return reason.decode(), owner.decode("utf-8", "replace"), key.decode("utf-8", "replace")
 
 
-def busy(keys, timeout):
+def busy(keys: Sequence[Any], timeout: Optional[float]) -> BusyError:
     name = keys[0] if len(keys) == 1 else keys
     if timeout == 0:
         return BusyError(f"lock {name!r} is held by another owner")
     return BusyError(f"lock {name!r} not acquired within {timeout} s")
 
 
-def cluster_slot_keys_error(keys):
+def cluster_slot_keys_error(keys: Sequence[Any]) -> CommandError:
     return CommandError(
         f"a multi-lock's keys must hash to one slot on a cluster: give them one {{hash tag}} "
         f"(got {list(keys)!r})"
     )
 
 
-def resp2(kwargs):
+def resp2(kwargs: Dict[str, Any]) -> None:
     """Session connections read pub/sub as RESP2 arrays."""
     kwargs["protocol"] = 2  # redis-py 8 speaks RESP3 unless told
     for k in ("maint_notifications_pool_handler", "maint_notifications_config"):
         kwargs.pop(k, None)
 
 
-def sem_acquire_args(key, owner, permits, lease_ms, session_token, block):
+def sem_acquire_args(
+    key: Any, owner: str, permits: int, lease_ms: int, session_token: str, block: Optional[int]
+) -> List[Any]:
     args = ["SEM.ACQUIRE", key, owner, "PERMITS", permits, "PX", lease_ms, "SESSION", session_token]
     if block is not None:
         args += ["BLOCK", block]
     return args
 
 
-def check_permits(permits, what="permits"):
+def check_permits(permits: Any, what: str = "permits") -> int:
     if isinstance(permits, bool) or not isinstance(permits, int):
         raise TypeError(f"{what} must be an int")
     if permits < 1:
@@ -181,20 +219,21 @@ def check_permits(permits, what="permits"):
     return permits
 
 
-def sem_busy(key, permits, timeout):
+def sem_busy(key: Any, permits: int, timeout: Optional[float]) -> BusyError:
     if timeout == 0:
         return BusyError(f"semaphore {key!r}: {permits} permit(s) not available now (or others wait first)")
     return BusyError(f"semaphore {key!r}: {permits} permit(s) not acquired within {timeout} s")
 
 
-def _text(v):
+def _text(v: Any) -> Any:
     return v.decode("utf-8", "replace") if isinstance(v, (bytes, bytearray)) else v
 
 
-def as_map(reply):
+def as_map(reply: Any) -> Optional[Dict[str, Any]]:
     """A map reply (a dict in RESP3, a flat array in RESP2) -> a dict with str keys."""
     if reply is None:
         return None
+    items: Iterable[Tuple[Any, Any]]
     if isinstance(reply, dict):
         items = reply.items()
     else:
@@ -202,22 +241,22 @@ def as_map(reply):
     return {_text(k): v for k, v in items}
 
 
-def sem_info(reply):
+def sem_info(reply: Any) -> Optional[Dict[str, Any]]:
     """``SEM.INFO``'s reply -> a dict (None for a missing semaphore); holders'
     owners as str."""
     info = as_map(reply)
     if info is None:
         return None
     holders = []
-    for h in info.get("holders") or []:
-        h = as_map(h)
+    for reply_holder in info.get("holders") or []:
+        h = as_map(reply_holder) or {}
         h["owner"] = _text(h["owner"])
         holders.append(h)
     info["holders"] = holders
     return info
 
 
-def latch_ttl_args(ttl):
+def latch_ttl_args(ttl: Optional[float]) -> List[Any]:
     """``ttl`` in seconds (None: no expiry) -> ``PX ms``."""
     if ttl is None:
         return []
@@ -226,7 +265,46 @@ def latch_ttl_args(ttl):
     return ["PX", max(1, math.ceil(ttl * 1000))]
 
 
-def cancel_args(acquire_args):
+def wait_key(args: Sequence[Any]) -> Any:
+    """The (first) key of a waiting command's arguments."""
+    return args[2] if args[0] == "LOCK.MACQUIRE" else args[1]
+
+
+def owner_of(args: Sequence[Any]) -> Any:
+    """The owner (candidate) of a waiting command's arguments."""
+    return args[2 + int(args[1])] if args[0] == "LOCK.MACQUIRE" else args[2]
+
+
+def set_owner(args: List[Any], cleanup_args: List[Any], owner: Any) -> None:
+    """Replace the owner of a waiting command and of its cleanup, in place
+    (``LOCK.MRELEASE`` names it last, every other command third)."""
+    if args[0] == "LOCK.MACQUIRE":
+        args[2 + int(args[1])] = owner
+    else:
+        args[2] = owner
+    if cleanup_args[0] == "LOCK.MRELEASE":
+        cleanup_args[-1] = owner
+    else:
+        cleanup_args[2] = owner
+
+
+def set_block(args: List[Any], block: int) -> None:
+    """Replace the ``BLOCK ms`` of a waiting command, in place."""
+    for i in range(len(args) - 2, -1, -1):  # (from the end: a key or an owner may read BLOCK)
+        if isinstance(args[i], str) and args[i] == "BLOCK":
+            args[i + 1] = block
+            return
+
+
+def is_broken_connection(err: BaseException) -> bool:
+    """The connection a command waited on broke (closed by the server, reset,
+    refused on the way) - not a login refusal, not a read that timed out."""
+    return isinstance(err, rex.ConnectionError) and not is_auth_error(err) and not isinstance(
+        err, rex.BusyLoadingError
+    )
+
+
+def cancel_args(acquire_args: Sequence[Any]) -> List[Any]:
     """``LOCK.CANCEL key owner`` for an acquire's arguments: it ends the
     owner's wait in the server, after which no grant can reach it (a
     multi-lock waiter leaves every key's queue through its first key)."""

@@ -1,9 +1,12 @@
 """Leader election (``ELECT.*``) over a session: Election, Leadership, Leader."""
 
+from __future__ import annotations
+
 import logging
 import threading
 import time
 from collections import namedtuple
+from typing import Any, Callable, List, Literal, Optional
 
 import redis.exceptions as rex
 
@@ -21,7 +24,7 @@ log = logging.getLogger("redis_lock_client")
 Leader = namedtuple("Leader", "candidate term value ttl_ms")
 
 
-def _leader(reply):
+def _leader(reply: Any) -> Optional["Leader"]:
     """ELECT.LEADER / ELECT.OBSERVE's map -> a Leader, or None when nobody leads."""
     m = c.as_map(reply)
     if m is None or m.get("candidate") is None or not int(m.get("term") or 0):
@@ -41,13 +44,13 @@ class _Campaign:
 
     leads = False
 
-    def __init__(self, key, candidate, node):
+    def __init__(self, key: Any, candidate: Any, node: Optional[str]) -> None:
         self.key = key
         self.candidate = candidate
         self.node = node
-        self.lost_reason = None
+        self.lost_reason: Optional[str] = None
 
-    def _mark_lost(self, reason):
+    def _mark_lost(self, reason: str) -> None:
         if self.lost_reason is None:
             self.lost_reason = reason
 
@@ -58,7 +61,19 @@ class _LeadershipState:
 
     leads = True
 
-    def __init__(self, election, session, candidate, term, value, node, lease_s, deadline, lost, on_lost):
+    def __init__(
+        self,
+        election: Any,
+        session: Any,
+        candidate: Any,
+        term: Optional[int],
+        value: Any,
+        node: Optional[str],
+        lease_s: float,
+        deadline: float,
+        lost: Any,
+        on_lost: Optional[Callable[..., Any]],
+    ) -> None:
         self.election = election
         self.session = session
         self.name = election.name
@@ -70,42 +85,42 @@ class _LeadershipState:
         #: monotonic time until which this process may believe it leads
         self.deadline = deadline
         self.lost = lost
-        self.lost_reason = None
+        self.lost_reason: Optional[str] = None
         self.resigned = False
         self._on_lost = on_lost
 
     @property
-    def key(self):
+    def key(self) -> Any:
         return self.name
 
     @property
-    def is_leader(self):
+    def is_leader(self) -> bool:
         """True while the leadership is neither lost nor resigned, and its
         local deadline has not passed (checked now: look before acting)."""
         if self.lost_reason is None and not self.resigned and time.monotonic() >= self.deadline:
             self._mark_lost("deadline")
         return self.lost_reason is None and not self.resigned
 
-    def check(self):
+    def check(self) -> None:
         """Raise :class:`LostError` unless :attr:`is_leader`."""
         if not self.is_leader:
             raise LostError(
                 f"leadership of {self.name!r} (term {self.term}) ended: {self.lost_reason or 'resigned'}"
             )
 
-    def _extend_belief(self, sent):
+    def _extend_belief(self, sent: float) -> None:
         d = sent + self.lease / 2
         if d > self.deadline:
             self.deadline = d
 
-    def _proclaimed(self, value, term):
+    def _proclaimed(self, value: Any, term: Any) -> int:
         self.value = value if isinstance(value, str) else c._text(value)
         return int(term)
 
-    def _mark_lost(self, reason):
+    def _mark_lost(self, reason: str) -> None:
         raise NotImplementedError
 
-    def _lost_now(self):
+    def _lost_now(self) -> None:
         """After ``lost_reason`` is set: the event, the session's books, what
         is left of it on the server (a leadership no longer renewed, or bound
         to a connection that is gone) resigned now rather than at its lease's
@@ -121,15 +136,17 @@ class _LeadershipState:
             except Exception:  # noqa: BLE001
                 log.exception("on_lost callback failed")
 
-    def _run_callback(self, cb):
+    def _run_callback(self, cb: Any) -> None:
         cb(self)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         state = "leads" if self.lost_reason is None and not self.resigned else (self.lost_reason or "resigned")
         return f"<Leadership {self.name!r} candidate={self.candidate} term={self.term} {state}>"
 
 
-def campaign_args(name, candidate, value, lease_ms, token, block):
+def campaign_args(
+    name: Any, candidate: Any, value: Any, lease_ms: Optional[int], token: Any, block: Optional[int]
+) -> List[Any]:
     """``ELECT.CAMPAIGN name candidate [VALUE v] PX lease SESSION token [BLOCK ms]``."""
     args = ["ELECT.CAMPAIGN", name, candidate]
     if value is not None:
@@ -156,13 +173,23 @@ class Leadership(_LeadershipState):
     next candidate leads at once.  A context manager: leaving it resigns.
     """
 
-    def __init__(self, election, candidate, term, value, node, lease_s, deadline, on_lost):
+    def __init__(
+        self,
+        election: Any,
+        candidate: Any,
+        term: Optional[int],
+        value: Any,
+        node: Optional[str],
+        lease_s: float,
+        deadline: float,
+        on_lost: Optional[Callable[..., Any]],
+    ) -> None:
         super().__init__(
             election, election.session, candidate, term, value, node, lease_s, deadline, threading.Event(), on_lost
         )
         self._mu = threading.Lock()
 
-    def proclaim(self, value):
+    def proclaim(self, value: Any) -> int:
         """Set the leader's value (``ELECT.PROCLAIM``); observers see it.
         Returns the term.  :class:`NotOwnerError` (and the leadership marked
         lost) if this candidate no longer leads."""
@@ -174,7 +201,7 @@ class Leadership(_LeadershipState):
             raise
         return self._proclaimed(value, term)
 
-    def resign(self):
+    def resign(self) -> bool:
         """Leave the election (``ELECT.RESIGN``): the next candidate leads at
         once.  True if this candidate still led, False if not (lost before, or
         resigned already)."""
@@ -191,17 +218,17 @@ class Leadership(_LeadershipState):
             raise
         return led and self.lost_reason is None
 
-    def _mark_lost(self, reason):
+    def _mark_lost(self, reason: str) -> None:
         with self._mu:
             if self.lost_reason is not None or self.resigned:
                 return
             self.lost_reason = reason
         self._lost_now()
 
-    def __enter__(self):
+    def __enter__(self) -> "Leadership":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> Literal[False]:
         try:
             self.resign()
         except UnavailableError:
@@ -214,9 +241,18 @@ class _ElectionBase:
     lease, and the session given or the client to take one from
     (``_session_class`` is each one's ``Session``)."""
 
-    _session_class = None
+    _session_class: Any = None
 
-    def __init__(self, client, name, value=None, lease_ms=5000, on_lost=None):
+    def __init__(
+        self,
+        client: Any,
+        name: Any,
+        value: Any = None,
+        lease_ms: int = 5000,
+        on_lost: Optional[Callable[..., Any]] = None,
+    ) -> None:
+        self._session: Any
+        self._client: Any
         if isinstance(client, self._session_class):
             self._session, self._client = client, None
         else:
@@ -224,8 +260,7 @@ class _ElectionBase:
         self.name = name
         self.value = value
         self.lease_ms = int(lease_ms)
-        if self.lease_ms < c.MIN_LEASE_MS:
-            raise ValueError(f"lease_ms must be at least {c.MIN_LEASE_MS}")
+        c.check_lease(self.lease_ms)  # (the server's floor: when it campaigns, from its session)
         self._on_lost = on_lost
 
 
@@ -247,18 +282,21 @@ class Election(_ElectionBase):
     _session_class = Session
 
     @property
-    def session(self):
+    def session(self) -> Session:
         if self._session is None or (self._session._closed and self._client is not None):
             from .dropin import default_session
 
             self._session = default_session(self._client)
-        return self._session
+        session: Session = self._session
+        return session
 
     @property
-    def client(self):
+    def client(self) -> Any:
         return self._client if self._client is not None else self._session.client
 
-    def campaign(self, timeout=None, value=None, on_lost=None):
+    def campaign(
+        self, timeout: Optional[float] = None, value: Any = None, on_lost: Optional[Callable[..., Any]] = None
+    ) -> Leadership:
         """Wait to lead (FIFO, behind earlier candidates and lock waiters):
         ``timeout=None`` waits as long as it takes, ``0`` tries once,
         ``seconds`` waits that long; then :class:`BusyError`.  Cancelled
@@ -276,6 +314,7 @@ class Election(_ElectionBase):
             candidate = f"{session.token}:{next(session._owner_ids)}"
         node = session._node_of(self.name)
         sc = session._session_conn(node)
+        c.check_lease(self.lease_ms, session.min_lease_ms)
         pending = _Campaign(self.name, candidate, node)
         session._elections_add(pending, lease_s)  # PINGs every lease/4 from now
         try:
@@ -319,18 +358,18 @@ class Election(_ElectionBase):
             leadership._mark_lost(pending.lost_reason)
         return leadership
 
-    def _campaign_args(self, candidate, value, block):
+    def _campaign_args(self, candidate: Any, value: Any, block: Optional[int]) -> List[Any]:
         return campaign_args(self.name, candidate, value, self.lease_ms, self.session.token, block)
 
-    def _blocking(self, args, block, candidate):
+    def _blocking(self, args: List[Any], block: Optional[int], candidate: Any) -> Any:
         s = self.session
         return blocking_call(s.client, s.cluster, args, block, ["ELECT.RESIGN", self.name, candidate], s._pending_add)
 
-    def leader(self):
+    def leader(self) -> Optional["Leader"]:
         """Who leads now (``ELECT.LEADER``): a :class:`Leader`, or None."""
         return _leader(self.session._execute("ELECT.LEADER", self.name))
 
-    def observe(self):
+    def observe(self) -> "Observer":
         """An iterator of the leadership's changes (``ELECT.OBSERVE key TERM t
         BLOCK 0``): the current leader first once someone leads, then every
         change in order (a new term, a proclaimed value, or None when nobody
@@ -344,17 +383,17 @@ class Observer:
     """What :meth:`Election.observe` returns: iterate it; ``close()`` (from
     any thread) ends it, also while a step waits.  A context manager."""
 
-    def __init__(self, election):
+    def __init__(self, election: Any) -> None:
         self.election = election
         self.term = 0
         self._closed = False
         self._conn = None
         self._mu = threading.Lock()
 
-    def __iter__(self):
+    def __iter__(self) -> "Observer":
         return self
 
-    def __next__(self):
+    def __next__(self) -> Optional["Leader"]:
         if self._closed:
             raise StopIteration
         client = self.election.client
@@ -393,14 +432,14 @@ class Observer:
         self.term = 0 if leader is None else leader.term
         return leader
 
-    def _done(self, pool, conn, sock):
+    def _done(self, pool: Any, conn: Any, sock: Any) -> None:
         with self._mu:
             self._conn = None
         if sock is not None and conn._sock is sock:
             sock.settimeout(conn.socket_timeout)
         pool.release(conn)
 
-    def close(self):
+    def close(self) -> None:
         """End the iteration; a step waiting now ends (StopIteration)."""
         with self._mu:
             self._closed = True
@@ -414,9 +453,9 @@ class Observer:
             except OSError:
                 pass
 
-    def __enter__(self):
+    def __enter__(self) -> "Observer":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> Literal[False]:
         self.close()
         return False

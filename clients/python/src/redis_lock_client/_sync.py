@@ -1,13 +1,17 @@
 """The threaded flavour: Session, Lock, RWLock, MultiLock, Hold, Semaphore,
 Permit, Latch."""
 
+from __future__ import annotations
+
 import collections
 import itertools
 import logging
+import math
 import select
 import socket
 import threading
 import time
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 import redis.exceptions as rex
 from redis.backoff import NoBackoff
@@ -15,6 +19,9 @@ from redis.retry import Retry
 
 from . import _common as c
 from .errors import LockError, LostError, NotOwnerError, UnavailableError
+
+if TYPE_CHECKING:
+    from ._election import Election
 
 __all__ = ["Session", "Lock", "RWLock", "MultiLock", "Hold", "Semaphore", "Permit", "Latch"]
 
@@ -26,25 +33,25 @@ _thread_ids = itertools.count(1)
 _event_lock = threading.Lock()
 
 
-def _thread_key():
+def _thread_key() -> int:
     tid = getattr(_tl, "id", None)
     if tid is None:
         tid = _tl.id = next(_thread_ids)
     return tid
 
 
-def _is_cluster(client):
+def _is_cluster(client: Any) -> bool:
     return hasattr(client, "get_node_from_key") and hasattr(client, "nodes_manager")
 
 
-def _get_conn(pool):
+def _get_conn(pool: Any) -> Any:
     try:
         return pool.get_connection()
     except TypeError:  # redis-py 5.0 needs a command name
         return pool.get_connection("LOCK.ACQUIRE")
 
 
-def release_args(kind, keys, owner):
+def release_args(kind: str, keys: Tuple[Any, ...], owner: Any) -> List[Any]:
     if kind == "s":
         return ["SEM.RELEASE", keys[0], owner]
     if kind == "m":
@@ -57,32 +64,82 @@ def release_args(kind, keys, owner):
     return args
 
 
-def _pool_of(client, cluster, key):
+def _pool_of(client: Any, cluster: bool, key: Any) -> Any:
     if not cluster:
         return client.connection_pool
     return client.get_redis_connection(client.get_node_from_key(key)).connection_pool
 
 
-def blocking_call(client, cluster, args, block, cleanup_args, on_cleanup_failed, _moved=False):
+class _WaitBroken(Exception):
+    """The connection a wait was blocked on broke; the wait was cleaned up
+    in the server (cancelled, a crossed grant released) and can be sent again."""
+
+
+def blocking_call(
+    client: Any,
+    cluster: bool,
+    args: List[Any],
+    block: Optional[int],
+    cleanup_args: Optional[List[Any]],
+    on_cleanup_failed: Optional[Callable[[List[Any]], None]],
+    new_owner: Optional[Callable[[], Any]] = None,
+) -> Any:
     """Send one acquire on a pooled connection and read its answer, waiting
     as long as the server's BLOCK (the socket's timeout is lifted for that
-    read).  Cancelled (KeyboardInterrupt, any exception) or broken: the
-    connection is closed, ``LOCK.CANCEL key owner`` ends the wait in the
-    server (closing alone leaves a window: a grant written into the closed
-    socket looks delivered), then ``cleanup_args`` (a LOCK.RELEASE of the
-    owner) releases a grant that crossed the cancel.  ``cleanup_args=None``: a
-    wait that grants nothing (``LATCH.AWAIT``), only the connection is closed.
+    read).  Cancelled (KeyboardInterrupt, any exception): the connection is
+    closed, ``LOCK.CANCEL key owner`` ends the wait in the server (closing
+    alone leaves a window: a grant written into the closed socket looks
+    delivered), then ``cleanup_args`` (a LOCK.RELEASE of the owner) releases a
+    grant that crossed the cancel.  ``cleanup_args=None``: a wait that grants
+    nothing (``LATCH.AWAIT``), only the connection is closed.
+
+    A wait whose connection breaks (killed, reaped while idle in the pool, a
+    network blip) while the server can still be reached is cleaned up the
+    same way, then sent again on another connection for what is left of
+    ``block`` (its place in line is lost): as a fresh owner ``new_owner()``
+    when given (the owner in ``args`` and ``cleanup_args`` is replaced in
+    place: read it back with :func:`~redis_lock_client._common.owner_of`),
+    else as the same owner.  A server that cannot be reached any more raises
+    :class:`UnavailableError`; a wait whose time ran out meanwhile returns None.
     """
-    key = args[2] if args[0] == "LOCK.MACQUIRE" else args[1]
-    pool = _pool_of(client, cluster, key)
+    deadline = time.monotonic() + block / 1000 if block else None
+    moved = False
+    while True:
+        try:
+            return _blocking_once(client, cluster, args, block, cleanup_args, on_cleanup_failed)
+        except rex.MovedError:
+            if moved:
+                raise
+            moved = True
+            client.nodes_manager.initialize()
+        except _WaitBroken:
+            log.info("the connection of a wait for %r broke: waiting again", c.wait_key(args))
+            if deadline is not None:
+                block = math.ceil((deadline - time.monotonic()) * 1000)
+                if block <= 0:
+                    return None
+                c.set_block(args, block)
+            if new_owner is not None and cleanup_args is not None:
+                c.set_owner(args, cleanup_args, new_owner())
+
+
+def _blocking_once(
+    client: Any,
+    cluster: bool,
+    args: List[Any],
+    block: Optional[int],
+    cleanup_args: Optional[List[Any]],
+    on_cleanup_failed: Optional[Callable[[List[Any]], None]],
+) -> Any:
+    pool = _pool_of(client, cluster, c.wait_key(args))
     try:
         conn = _get_conn(pool)
     except Exception as e:
         raise c.map_error(e, args[0]) from e
     sent = False
     try:
+        sent = True  # (from the first byte: a write that fails half-way may have reached the server)
         conn.send_command(*args)
-        sent = True
         sock = conn._sock
         wait = None if block == 0 else (block / 1000 + c.BLOCK_SLACK if block else conn.socket_timeout)
         if wait == conn.socket_timeout or sock is None:
@@ -96,26 +153,35 @@ def blocking_call(client, cluster, args, block, cleanup_args, on_cleanup_failed,
                 sock.settimeout(conn.socket_timeout)
     except rex.ResponseError as e:
         pool.release(conn)
-        if isinstance(e, rex.MovedError) and cluster and not _moved:
-            client.nodes_manager.initialize()
-            return blocking_call(client, cluster, args, block, cleanup_args, on_cleanup_failed, True)
+        if isinstance(e, rex.MovedError) and cluster:
+            raise
         raise c.map_error(e, args[0]) from e
     except BaseException as e:
         conn.disconnect()
         pool.release(conn)
+        reachable = False
         if sent and cleanup_args is not None:
             try:
                 client.execute_command(*c.cancel_args(args))
+                reachable = True
             except rex.ResponseError:
-                pass
+                reachable = True
             except BaseException:
                 pass  # unreachable: the release below says so
             try:
                 client.execute_command(*cleanup_args)
+                reachable = True
             except rex.ResponseError:
-                pass  # NOTOWNER: it was never granted
+                reachable = True  # NOTOWNER: it was never granted
             except BaseException:
-                on_cleanup_failed(cleanup_args)
+                reachable = False
+                if on_cleanup_failed is not None:
+                    on_cleanup_failed(cleanup_args)
+        if c.is_broken_connection(e):
+            if cleanup_args is None:
+                reachable = _reachable(client, cluster, args)
+            if reachable:
+                raise _WaitBroken() from e
         err = c.map_error(e, args[0]) if isinstance(e, Exception) else e
         if err is e:
             raise
@@ -124,7 +190,21 @@ def blocking_call(client, cluster, args, block, cleanup_args, on_cleanup_failed,
     return reply
 
 
-def _check_owner(by_owner, owner, keys):
+def _reachable(client: Any, cluster: bool, args: List[Any]) -> bool:
+    """Whether the server of a wait's key answers (a PING on another connection)."""
+    try:
+        if cluster:
+            client.get_redis_connection(client.get_node_from_key(c.wait_key(args))).ping()
+        else:
+            client.ping()
+        return True
+    except rex.ResponseError:
+        return True  # it answered
+    except Exception:  # noqa: BLE001 - unreachable
+        return False
+
+
+def _check_owner(by_owner: Dict[Any, List[Any]], owner: Any, keys: Tuple[Any, ...]) -> None:
     """An explicit owner must be one of the session's live holds' (a lock's,
     not a semaphore's), holding none of ``keys`` yet (that is a re-entry; and
     a cancelled wait's cleanup, a release as the owner, must not drop a hold
@@ -149,7 +229,9 @@ class Hold:
     ``release()`` drops one.  A context manager: leaving it releases once.
     """
 
-    def __init__(self, session, kind, keys, owner, tokens, node):
+    def __init__(
+        self, session: Session, kind: str, keys: Tuple[Any, ...], owner: Any, tokens: List[int], node: Optional[str]
+    ) -> None:
         self.session = session
         self.kind = kind
         self.keys = keys
@@ -157,16 +239,17 @@ class Hold:
         self.tokens = tokens
         self.node = node
         self.count = 1
-        self._lost = None  # the Event, made when first asked for (most holds never are)
-        self.lost_reason = None
-        self._reg = None
+        self._lost: Optional[threading.Event] = None  # made when first asked for (most holds never are)
+        self.lost_reason: Optional[str] = None
+        self._reg: Optional[Tuple[str, Tuple[Any, ...], int]] = None
+        self._lost_callback: Optional[Callable[[str], Any]] = None  # the drop-in's on_lost(reason)
 
     @property
-    def key(self):
+    def key(self) -> Any:
         return self.keys[0]
 
     @property
-    def lost(self):
+    def lost(self) -> threading.Event:
         """A :class:`threading.Event`, set when the hold is lost."""
         ev = self._lost
         if ev is None:
@@ -179,34 +262,34 @@ class Hold:
         return ev
 
     @property
-    def token(self):
+    def token(self) -> Any:
         return self.tokens[0] if len(self.tokens) == 1 else self.tokens
 
     @property
-    def held(self):
+    def held(self) -> bool:
         return self.count > 0 and self.lost_reason is None
 
-    def check(self):
+    def check(self) -> None:
         """Raise :class:`LostError` if the hold was lost."""
         if self.lost_reason is not None:
             raise LostError(f"lock {self.key!r} was lost: {self.lost_reason}")
 
-    def release(self):
+    def release(self) -> None:
         self.session._release(self)
 
-    def extend(self, lease_ms=None):
+    def extend(self, lease_ms: Optional[int] = None) -> int:
         """Set a new lease from now (``LOCK.RENEW ... SESSION``); the server
         keeps renewing it while the session lives.  Returns the lease in ms."""
         return self.session._renew(self, lease_ms)
 
-    def __enter__(self):
+    def __enter__(self) -> "Hold":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         if self.count > 0:
             self.release()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         state = "lost" if self.lost_reason is not None else ("held" if self.count else "released")
         return f"<Hold {self.keys!r} owner={self.owner} token={self.token} {state}>"
 
@@ -214,31 +297,36 @@ class Hold:
 class _SessionConn:
     """The session connection to one server (one per cluster node)."""
 
-    def __init__(self, session, node, factory):
+    def __init__(self, session: Session, node: Optional[str], factory: Callable[[], Any]) -> None:
         self.session = session
         self.node = node
         self.factory = factory
-        self.conn = None
+        self.conn: Any = None
         self.up = threading.Event()
         self.closing = False
         self.last_alive = time.monotonic()
-        self.id = None
-        self.thread = None
+        self.id: Optional[int] = None
+        self.thread: Optional[threading.Thread] = None
         # Elections: send times of the PINGs not answered yet (in order), the
         # send time of the last one answered, and a pipe that wakes the
         # reader thread when the PING interval or a deadline changes.
-        self.pings = collections.deque()
-        self.last_ok_ping_sent = None
+        self.pings: collections.deque[float] = collections.deque()
+        self.last_ok_ping_sent: Optional[float] = None
         self.last_ping_at = time.monotonic()
         self.demoted = False
+        self.rehomed_at = 0.0  # (cluster) when the slot map was last re-read for it
         self._wake_r, self._wake_w = socket.socketpair()  # (a pipe is no socket on Windows)
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
 
-    def open(self):
+    def open(self) -> None:
         conn = self.factory()
         try:
             conn.connect()
+            if self.thread is None:  # first open: the lease must be one this server keeps alive
+                conn.send_command("INFO", "lock")
+                self.session.min_lease_ms = c.parse_min_lease(conn.read_response())
+                c.check_lease(self.session.lease_ms, self.session.min_lease_ms)
             conn.send_command("LOCK.SESSION", self.session.token)
             conn.read_response()
             conn.send_command("CLIENT", "ID")
@@ -255,14 +343,14 @@ class _SessionConn:
         self.last_alive = self.last_ping_at = time.monotonic()
         self.up.set()
 
-    def start(self):
+    def start(self) -> None:
         self.open()
-        self.thread = threading.Thread(
+        thread = self.thread = threading.Thread(
             target=self._run, name=f"lock-session-{self.session.token[:8]}", daemon=True
         )
-        self.thread.start()
+        thread.start()
 
-    def close(self):
+    def close(self) -> None:
         self.closing = True
         conn = self.conn
         sock = getattr(conn, "_sock", None) if conn else None
@@ -280,7 +368,7 @@ class _SessionConn:
             self._wake_r.close()
             self._wake_w.close()
 
-    def wake(self):
+    def wake(self) -> None:
         """Makes the reader thread look again at its PING interval and the
         elections' deadlines (a campaign began, a leadership was won)."""
         try:
@@ -289,7 +377,7 @@ class _SessionConn:
             pass
 
     # the reader thread
-    def _run(self):
+    def _run(self) -> None:
         while not self.closing:
             try:
                 self._serve(self.conn)
@@ -308,7 +396,7 @@ class _SessionConn:
                 return
             self._reconnect()
 
-    def _serve(self, conn):
+    def _serve(self, conn: Any) -> None:
         session = self.session
         while not self.closing:
             now = time.monotonic()
@@ -333,7 +421,7 @@ class _SessionConn:
                 if session._unattached:
                     session._retry_unattached()
 
-    def _readable(self, conn, wait):
+    def _readable(self, conn: Any, wait: float) -> bool:
         """Waits up to ``wait`` s for a reply on ``conn`` or a wake-up; True
         when a reply can be read."""
         if conn.can_read(timeout=0):
@@ -355,10 +443,10 @@ class _SessionConn:
                 self._wake_r.recv(4096)
             except OSError:
                 pass
-            return conn.can_read(timeout=0)
+            return bool(conn.can_read(timeout=0))
         return readable
 
-    def _handle(self, reply):
+    def _handle(self, reply: Any) -> None:
         if isinstance(reply, list) and reply and c.s(reply[0]) in ("pong", "PONG"):
             self._pong()
         elif reply in (b"PONG", "PONG"):
@@ -370,14 +458,14 @@ class _SessionConn:
                 raise rex.ConnectionError("server demoted to replica")
             self.session._loss_message(owner, key, reason)
 
-    def _pong(self):
+    def _pong(self) -> None:
         if not self.pings:
             return
         sent = self.pings.popleft()
         self.last_ok_ping_sent = sent
         self.session._elections_pong(self, sent)
 
-    def _reconnect(self):
+    def _reconnect(self) -> None:
         delay = 0.05
         session = self.session
         while not self.closing:
@@ -406,40 +494,47 @@ class Session:
     lives; a hold outlives a dead session by at most one lease.
     """
 
-    def __init__(self, client, lease_ms=30000, name=None):
+    def __init__(self, client: Any, lease_ms: int = 30000, name: Optional[str] = None) -> None:
         self.client = client
         self.lease_ms = int(lease_ms)
+        c.check_lease(self.lease_ms)  # the server's floor is checked when the session opens
+        #: the server's shortest lease kept alive (``keepalive_min_lease_ms``), read when it opens
+        self.min_lease_ms: Optional[int] = None
         self.token = f"{name}-{c.new_token()}" if name else c.new_token()
         self.cluster = _is_cluster(client)
         self._lock = threading.RLock()
         self._owner_ids = itertools.count(1)
-        self._by_owner = {}  # owner -> [Hold]
-        self._mine = {}  # (kind, keys, thread) -> Hold
-        self._rw_owner = {}  # (key, thread) -> owner
-        self._conns = {}  # node -> _SessionConn
-        self._callbacks = []
-        self._pending = []  # release commands to retry
-        self._unattached = {}  # owner -> (keys, first failure): re-attach to retry
+        self._by_owner: Dict[Any, List[Hold]] = {}  # owner -> [Hold]
+        self._mine: Dict[Tuple[str, Tuple[Any, ...], int], Hold] = {}  # (kind, keys, thread) -> Hold
+        self._rw_owner: Dict[Tuple[Any, int], Any] = {}  # (key, thread) -> owner
+        self._conns: Dict[Optional[str], _SessionConn] = {}  # node -> _SessionConn
+        self._callbacks: List[Callable[[Hold], Any]] = []
+        self._pending: List[List[Any]] = []  # release commands to retry
+        # owner -> (keys, first failure): re-attach to retry
+        self._unattached: Dict[Any, Tuple[Tuple[Any, ...], float]] = {}
         self._epoch = 0
         self._closed = False
         # elections: (key, candidate) -> Leadership, or a _Campaign while its
         # ELECT.CAMPAIGN is on its way; their leases set the PING interval
-        self._elections = {}
-        self._election_leases = {}  # id(campaign or leadership) -> lease in s
+        self._elections: Dict[Tuple[Any, Any], Any] = {}
+        self._election_leases: Dict[int, float] = {}  # id(campaign or leadership) -> lease in s
         if not self.cluster:
             self._session_conn(None)
 
     # connections
-    def _factory(self, pool):
-        def make():
-            kwargs = dict(pool.connection_kwargs)
-            c.resp2(kwargs)  # pub/sub replies as RESP2 arrays on this connection
-            kwargs["retry"] = Retry(NoBackoff(), 0)  # the session retries on its own
-            return pool.connection_class(**kwargs)
+    def _factory(self, pool: Any) -> Callable[[], Any]:
+        # (the pool's settings, not the pool: a default session must not keep its pool alive)
+        kwargs = dict(pool.connection_kwargs)
+        c.resp2(kwargs)  # pub/sub replies as RESP2 arrays on this connection
+        kwargs["retry"] = Retry(NoBackoff(), 0)  # the session retries on its own
+        connection_class = pool.connection_class
+
+        def make() -> Any:
+            return connection_class(**kwargs)
 
         return make
 
-    def _session_conn(self, node):
+    def _session_conn(self, node: Optional[str]) -> _SessionConn:
         sc = self._conns.get(node)
         if sc is not None:
             return sc
@@ -458,63 +553,70 @@ class Session:
             self._conns[node] = sc
             return sc
 
-    def _node_of(self, key):
+    def _node_of(self, key: Any) -> Optional[str]:
         if not self.cluster:
             return None
-        return self.client.get_node_from_key(key).name
+        name: str = self.client.get_node_from_key(key).name
+        return name
 
-    def _execute(self, *args):
+    def _execute(self, *args: Any) -> Any:
         try:
             return self.client.execute_command(*args)
         except Exception as e:
             raise c.map_error(e, str(args[0])) from e
 
     # public
-    def lock(self, name):
+    def lock(self, name: Any) -> "Lock":
         """An exclusive lock (reentrant per thread)."""
         return Lock(self, name)
 
-    def rwlock(self, name):
+    def rwlock(self, name: Any) -> "RWLock":
         """A read-write lock: ``.read_lock()``, ``.write_lock()``."""
         return RWLock(self, name)
 
-    def multilock(self, keys):
+    def multilock(self, keys: Tuple[Any, ...]) -> "MultiLock":
         """All of ``keys`` or none (``LOCK.MACQUIRE``); on a cluster the keys
         must share one ``{hash tag}``."""
         return MultiLock(self, keys)
 
-    def semaphore(self, name, permits=None):
+    def semaphore(self, name: Any, permits: Optional[int] = None) -> "Semaphore":
         """A counting semaphore whose permits are bound to this session
         (``SEM.*``); ``permits``: set the total once (``SEM.INIT``) if the
         semaphore does not exist yet."""
         return Semaphore(self, name, permits)
 
-    def election(self, name, value=None, lease_ms=5000, on_lost=None):
+    def election(
+        self,
+        name: Any,
+        value: Any = None,
+        lease_ms: int = 5000,
+        on_lost: Optional[Callable[..., Any]] = None,
+    ) -> "Election":
         """The election of a leader for ``name`` (``ELECT.*``), its
         leaderships kept by this session: see :class:`Election`."""
         from ._election import Election
 
         return Election(self, name, value=value, lease_ms=lease_ms, on_lost=on_lost)
 
-    def latch(self, name):
+    def latch(self, name: Any) -> "Latch":
         """A count-down latch (``LATCH.*``) on this session's client (a latch
         needs no session: ``Latch(client, name)`` is the same)."""
         return Latch(self.client, name)
 
-    def on_lost(self, callback):
+    def on_lost(self, callback: Callable[..., Any]) -> Callable[..., Any]:
         """``callback(hold)`` is called (on the session's thread) when a hold is lost."""
         self._callbacks.append(callback)
         return callback
 
-    def holds(self):
+    def holds(self) -> List[Hold]:
         with self._lock:
             return [h for hs in self._by_owner.values() for h in hs]
 
-    def session_client_id(self, key=None):
+    def session_client_id(self, key: Any = None) -> Optional[int]:
         """``CLIENT ID`` of the session connection (of ``key``'s node on a cluster)."""
         return self._session_conn(self._node_of(key) if key else None).id
 
-    def close(self):
+    def close(self) -> None:
         """Release every hold and close the session connection(s)."""
         with self._lock:
             if self._closed:
@@ -538,14 +640,23 @@ class Session:
         for sc in conns:
             sc.close()
 
-    def __enter__(self):
+    def _abandon(self) -> None:
+        """Close the session connection(s) without a word to the server (its
+        client is gone): the holds left end within one lease."""
+        with self._lock:
+            self._closed = True
+            conns = list(self._conns.values())
+        for sc in conns:
+            sc.close()
+
+    def __enter__(self) -> "Session":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
     # acquire / release
-    def _acquire(self, kind, keys, timeout, owner=None):
+    def _acquire(self, kind: str, keys: Tuple[Any, ...], timeout: Optional[float], owner: Any = None) -> Hold:
         if self._closed:
             raise LockError("session is closed")
         block = c.block_ms(timeout)
@@ -562,8 +673,9 @@ class Session:
                 owner = self._rw_owner.get((keys[0], tk)) if kind in "rw" else None
                 if owner is not None and owner not in self._by_owner:
                     owner = None  # its holds were lost
-            if owner is None:
-                owner = f"{self.token}:{next(self._owner_ids)}"
+            fresh = owner is None
+            if fresh:
+                owner = self._new_owner()
         if self.cluster and kind == "m":
             slots = {self.client.keyslot(k) for k in keys}
             if len(slots) > 1:
@@ -573,15 +685,16 @@ class Session:
         epoch = self._epoch
         args = c.acquire_args(_CMD[kind], keys, owner, self.lease_ms, self.token, block)
         try:
-            reply = self._blocking(args, kind, keys, owner, block)
+            reply = self._blocking(args, kind, keys, owner, block, fresh)
         except c.NoSession:
             self._wait_session(keys[0])
             try:
-                reply = self._blocking(args, kind, keys, owner, block)
+                reply = self._blocking(args, kind, keys, owner, block, fresh)
             except c.NoSession as e:
                 raise UnavailableError(f"session not registered on the server: {e}") from None
         if reply is None:
             raise c.busy(keys, timeout)
+        owner = c.owner_of(args)  # (a fresh one if the wait's connection broke)
         tokens = [int(t) for t in reply] if isinstance(reply, list) else [int(reply)]
         h = Hold(self, kind, keys, owner, tokens, self._node_of(keys[0]))
         h._reg = reg
@@ -595,26 +708,26 @@ class Session:
             self._reattach_owner(owner, keys)
         return h
 
-    def _sem_acquire(self, key, permits, timeout):
+    def _sem_acquire(self, key: Any, permits: int, timeout: Optional[float]) -> "Permit":
         if self._closed:
             raise LockError("session is closed")
         block = c.block_ms(timeout)
-        with self._lock:
-            owner = f"{self.token}:{next(self._owner_ids)}"  # fresh: never re-entered
+        owner = self._new_owner()  # fresh: never re-entered
         node = self._node_of(key)
         self._session_conn(node)
         epoch = self._epoch
         args = c.sem_acquire_args(key, owner, permits, self.lease_ms, self.token, block)
         try:
-            reply = self._blocking(args, "s", (key,), owner, block)
+            reply = self._blocking(args, "s", (key,), owner, block, True)
         except c.NoSession:
             self._wait_session(key)
             try:
-                reply = self._blocking(args, "s", (key,), owner, block)
+                reply = self._blocking(args, "s", (key,), owner, block, True)
             except c.NoSession as e:
                 raise UnavailableError(f"session not registered on the server: {e}") from None
         if reply is None:
             raise c.sem_busy(key, permits, timeout)
+        owner = c.owner_of(args)
         p = Permit(self, key, owner, int(reply), node)
         with self._lock:
             self._by_owner.setdefault(owner, []).append(p)
@@ -622,7 +735,7 @@ class Session:
             self._reattach_owner(owner, (key,))
         return p
 
-    def _sem_release_some(self, p, n):
+    def _sem_release_some(self, p: Permit, n: int) -> None:
         """``SEM.RELEASE key owner PERMITS n``: gives back ``n`` of the permits
         (fewer than held), the permit stays held."""
         try:
@@ -634,7 +747,7 @@ class Session:
             raise err from e
         p.permits = int(left)
 
-    def _track(self, kind, keys, owner, tokens):
+    def _track(self, kind: str, keys: Tuple[Any, ...], owner: Any, tokens: List[int]) -> Hold:
         """Adopt a hold taken outside ``acquire`` (the drop-in's) for re-attach
         and loss signals."""
         h = Hold(self, kind, tuple(keys), owner, tokens, self._node_of(keys[0]))
@@ -642,7 +755,7 @@ class Session:
             self._by_owner.setdefault(owner, []).append(h)
         return h
 
-    def _wait_session(self, key):
+    def _wait_session(self, key: Any) -> None:
         node = self._node_of(key)
         sc = self._session_conn(node)
         if not sc.up.wait(max(1.0, self.lease_ms / 1000)):
@@ -651,16 +764,26 @@ class Session:
             # the server forgot the name (a restart): open the session anew
             return
 
-    def _blocking(self, args, kind, keys, owner, block):
+    def _new_owner(self) -> str:
+        with self._lock:
+            return f"{self.token}:{next(self._owner_ids)}"
+
+    def _blocking(
+        self, args: List[Any], kind: str, keys: Tuple[Any, ...], owner: Any, block: Optional[int], fresh: bool
+    ) -> Any:
+        """The wait of an acquire; ``fresh``: the owner was made for it, and is
+        made anew if the wait's connection breaks (an owner that holds other
+        locks keeps waiting as itself)."""
         return blocking_call(
-            self.client, self.cluster, args, block, release_args(kind, keys, owner), self._pending_add
+            self.client, self.cluster, args, block, release_args(kind, keys, owner), self._pending_add,
+            self._new_owner if fresh else None,
         )
 
-    def _pending_add(self, args):
+    def _pending_add(self, args: List[Any]) -> None:
         with self._lock:
             self._pending.append(args)
 
-    def _retry_pending(self):
+    def _retry_pending(self) -> None:
         with self._lock:
             pending, self._pending = self._pending, []
         for args in pending:
@@ -672,9 +795,9 @@ class Session:
                 with self._lock:
                     self._pending.append(args)
 
-    def _forget(self, h):
+    def _forget(self, h: Hold) -> None:
         with self._lock:
-            if self._mine.get(h._reg) is h:
+            if h._reg is not None and self._mine.get(h._reg) is h:
                 del self._mine[h._reg]
             hs = self._by_owner.get(h.owner)
             if hs and h in hs:
@@ -684,7 +807,7 @@ class Session:
                     if h._reg is not None:
                         self._rw_owner.pop((h.key, h._reg[2]), None)
 
-    def _release(self, h):
+    def _release(self, h: Hold) -> None:
         with self._lock:
             if h.count <= 0:
                 raise LockError(f"lock {h.key!r}: release of a hold already released")
@@ -712,7 +835,7 @@ class Session:
                 "with its lease at the latest once the session closes)"
             ) from e
 
-    def _renew(self, h, lease_ms):
+    def _renew(self, h: Hold, lease_ms: Optional[int]) -> int:
         h.check()
         if h.count <= 0:
             raise LockError("hold already released")
@@ -726,7 +849,7 @@ class Session:
             raise
         return lease
 
-    def _renew_key(self, key, owner, lease, cmd="LOCK.RENEW"):
+    def _renew_key(self, key: Any, owner: Any, lease: int, cmd: str = "LOCK.RENEW") -> Any:
         args = [cmd, key, owner, "PX", lease, "SESSION", self.token]
         try:
             return self._execute(*args)
@@ -735,20 +858,24 @@ class Session:
             return self._execute(*args)
 
     # loss and re-attach
-    def _mark_lost(self, h, reason):
+    def _mark_lost(self, h: Hold, reason: str) -> None:
         with self._lock:
             if h.lost_reason is not None:
                 return
             h.lost_reason = reason
             h.lost.set()  # (made here if nobody asked for it yet)
             self._forget_lost(h)
-        for cb in list(self._callbacks):
+        callbacks = list(self._callbacks)
+        lost_callback = h._lost_callback
+        if lost_callback is not None:
+            callbacks.append(lambda h: lost_callback(reason))
+        for cb in callbacks:
             try:
                 cb(h)
             except Exception:  # noqa: BLE001
                 log.exception("on_lost callback failed")
 
-    def _forget_lost(self, h):
+    def _forget_lost(self, h: Hold) -> None:
         # a lost hold stays the thread's until released (so the thread sees it
         # lost), but is no longer re-attached
         hs = self._by_owner.get(h.owner)
@@ -757,7 +884,7 @@ class Session:
             if not hs:
                 del self._by_owner[h.owner]
 
-    def _loss_message(self, owner, key, reason):
+    def _loss_message(self, owner: Any, key: Any, reason: str) -> None:
         with self._lock:
             hs = [h for h in self._by_owner.get(owner, ()) if key in h.keys]
             e = self._elections.get((key, owner))
@@ -767,16 +894,16 @@ class Session:
             e._mark_lost(reason)
 
     # elections: the PING interval, the leaderships' deadlines, their losses
-    def _ping_interval(self):
+    def _ping_interval(self) -> float:
         leases = self._election_leases
         if not leases:
             return c.PING_INTERVAL
         try:
-            return min(c.PING_INTERVAL, min(leases.values()) / 4)
+            return float(min(c.PING_INTERVAL, min(leases.values()) / 4))
         except ValueError:  # emptied meanwhile
             return c.PING_INTERVAL
 
-    def _elections_add(self, e, lease_s):
+    def _elections_add(self, e: Any, lease_s: float) -> None:
         with self._lock:
             self._election_leases[id(e)] = lease_s
             self._elections[(e.key, e.candidate)] = e
@@ -784,35 +911,36 @@ class Session:
         if sc is not None:
             sc.wake()
 
-    def _elections_remove(self, e):
+    def _elections_remove(self, e: Any) -> None:
         with self._lock:
             self._election_leases.pop(id(e), None)
-            if self._elections.get((e.key, e.candidate)) is e:
-                del self._elections[(e.key, e.candidate)]
+            key = (e.key, e.candidate)
+            if self._elections.get(key) is e:
+                del self._elections[key]
 
-    def _leaderships(self, node=None):
+    def _leaderships(self, node: Optional[str] = None) -> List[Any]:
         with self._lock:
             return [e for e in self._elections.values() if e.leads and (node is None or e.node == node)]
 
-    def _next_deadline(self):
+    def _next_deadline(self) -> float:
         if not self._elections:
             return float("inf")
         return min((e.deadline for e in self._leaderships()), default=float("inf"))
 
-    def _check_deadlines(self, now):
+    def _check_deadlines(self, now: float) -> None:
         if not self._elections:
             return
         for e in self._leaderships():
             if now >= e.deadline:
                 e._mark_lost("deadline")
 
-    def _elections_pong(self, sc, sent):
+    def _elections_pong(self, sc: _SessionConn, sent: float) -> None:
         if not self._elections:
             return
         for e in self._leaderships(sc.node):
             e._extend_belief(sent)
 
-    def _elections_down(self, sc, reason):
+    def _elections_down(self, sc: _SessionConn, reason: str) -> None:
         if not self._elections:
             return
         with self._lock:
@@ -820,14 +948,14 @@ class Session:
         for e in es:
             e._mark_lost(reason)
 
-    def _resign_soon(self, key, candidate, lease_s):
+    def _resign_soon(self, key: Any, candidate: Any, lease_s: float) -> None:
         """``ELECT.RESIGN`` for a leadership lost, on a thread of its own (the
         server may not answer now): tried again while the server is
         unreachable or answers as a replica would (``READONLY``, a failover
         under way), for as long as the leadership could last (two leases)."""
         args = ["ELECT.RESIGN", key, candidate]
 
-        def run():
+        def run() -> None:
             until = time.monotonic() + 2 * lease_s
             delay = 0.05
             while not self._closed:
@@ -846,7 +974,7 @@ class Session:
 
         threading.Thread(target=run, name="lock-resign", daemon=True).start()
 
-    def _lost_if_down_too_long(self, sc):
+    def _lost_if_down_too_long(self, sc: _SessionConn) -> None:
         if time.monotonic() - sc.last_alive <= self.lease_ms / 1000:
             return
         with self._lock:
@@ -854,7 +982,7 @@ class Session:
         for h in hs:
             self._mark_lost(h, "session-down")
 
-    def _rehome(self, sc):
+    def _rehome(self, sc: _SessionConn) -> bool:
         """Cluster, session connection to ``sc.node`` down: a failover may have
         given its slots to another node. Re-reads the slot map (at most once a
         second), opens the session where each hold's key is now served and
@@ -869,7 +997,7 @@ class Session:
                 log.debug("cluster slot map refresh failed: %s", e)
             with self._lock:
                 hs = [h for h in self.holds() if h.node == sc.node]
-            moved = {}
+            moved: Dict[Tuple[Any, Optional[str]], List[Hold]] = {}
             for h in hs:
                 try:
                     node = self._node_of(h.key)
@@ -885,31 +1013,32 @@ class Session:
                     continue
                 for h in hs:
                     h.node = node
-                self._reattach_owner(owner, sorted({k for h in hs for k in h.keys}))
+                self._reattach_owner(owner, tuple(sorted({k for h in hs for k in h.keys})))
         with self._lock:
             idle = not any(h.node == sc.node for h in self.holds())
             if idle and now - sc.last_alive > self.lease_ms / 1000:
-                if self._conns.get(sc.node) is sc:
-                    del self._conns[sc.node]
+                node = sc.node
+                if self._conns.get(node) is sc:
+                    del self._conns[node]
                 sc.closing = True
                 return True
         return False
 
-    def _reattach(self, sc):
+    def _reattach(self, sc: _SessionConn) -> None:
         with self._lock:
-            owners = {}
+            owners: Dict[Any, set[Any]] = {}
             for h in self.holds():
                 if h.node == sc.node:
                     owners.setdefault(h.owner, set()).update(h.keys)
         for owner, keys in owners.items():
-            self._reattach_owner(owner, sorted(keys))
+            self._reattach_owner(owner, tuple(sorted(keys)))
 
-    def _renew_cmd(self, owner):
+    def _renew_cmd(self, owner: Any) -> str:
         with self._lock:
             hs = self._by_owner.get(owner)
             return "SEM.RENEW" if hs and hs[0].kind == "s" else "LOCK.RENEW"
 
-    def _reattach_owner(self, owner, keys):
+    def _reattach_owner(self, owner: Any, keys: Tuple[Any, ...]) -> None:
         cmd = self._renew_cmd(owner)
         for key in keys:
             with self._lock:
@@ -931,7 +1060,7 @@ class Session:
         with self._lock:
             self._unattached.pop(owner, None)
 
-    def _retry_unattached(self):
+    def _retry_unattached(self) -> None:
         with self._lock:
             todo = list(self._unattached.items())
         for owner, (keys, since) in todo:
@@ -952,11 +1081,12 @@ class Session:
 class _Acquirable:
     kind = "x"
 
-    def __init__(self, session, keys):
+    def __init__(self, session: Session, keys: Tuple[Any, ...]) -> None:
         self.session = session
         self.keys = keys
+        self._stacks = threading.local()  # each thread's holds taken by ``with``
 
-    def acquire(self, timeout=None, owner=None):
+    def acquire(self, timeout: Optional[float] = None, owner: Any = None) -> Hold:
         """Take the lock: ``timeout=None`` waits forever, ``0`` tries once,
         ``seconds`` waits that long (then :class:`BusyError`).
 
@@ -967,26 +1097,25 @@ class _Acquirable:
         :class:`DeadlockError`, and the owner keeps what it holds."""
         return self.session._acquire(self.kind, self.keys, timeout, owner)
 
-    def __enter__(self):
+    def __enter__(self) -> Hold:
         h = self.acquire()
-        stack = self.__dict__.setdefault("_stacks", threading.local())
-        stack.__dict__.setdefault("holds", []).append(h)
+        self._stacks.__dict__.setdefault("holds", []).append(h)
         return h
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self._stacks.holds.pop().release()
 
 
 class Lock(_Acquirable):
     """An exclusive lock, reentrant per thread."""
 
-    def __init__(self, session, name):
+    def __init__(self, session: Any, name: Any) -> None:
         super().__init__(session, (name,))
         self.name = name
 
 
 class _RWSide(_Acquirable):
-    def __init__(self, session, name, kind):
+    def __init__(self, session: Any, name: Any, kind: str) -> None:
         super().__init__(session, (name,))
         self.kind = kind
         self.name = name
@@ -995,14 +1124,14 @@ class _RWSide(_Acquirable):
 class RWLock:
     """A read-write lock: ``read_lock()`` shared, ``write_lock()`` exclusive."""
 
-    def __init__(self, session, name):
+    def __init__(self, session: Any, name: Any) -> None:
         self.session = session
         self.name = name
 
-    def read_lock(self):
+    def read_lock(self) -> "_RWSide":
         return _RWSide(self.session, self.name, "r")
 
-    def write_lock(self):
+    def write_lock(self) -> "_RWSide":
         return _RWSide(self.session, self.name, "w")
 
 
@@ -1011,7 +1140,7 @@ class MultiLock(_Acquirable):
 
     kind = "m"
 
-    def __init__(self, session, keys):
+    def __init__(self, session: Any, keys: Tuple[Any, ...]) -> None:
         keys = tuple(keys)
         if not keys:
             raise ValueError("a multi-lock needs at least one key")
@@ -1032,20 +1161,20 @@ class Permit(Hold):
     :meth:`Semaphore.acquire` takes permits of its own.
     """
 
-    def __init__(self, session, key, owner, permits, node):
+    def __init__(self, session: Session, key: Any, owner: Any, permits: int, node: Optional[str]) -> None:
         super().__init__(session, "s", (key,), owner, [], node)
         self.permits = permits
 
     @property
-    def token(self):
+    def token(self) -> None:
         return None  # no fencing token for permits
 
-    def check(self):
+    def check(self) -> None:
         """Raise :class:`LostError` if the permits were lost."""
         if self.lost_reason is not None:
             raise LostError(f"permits of semaphore {self.key!r} were lost: {self.lost_reason}")
 
-    def release(self, permits=None):
+    def release(self, permits: Optional[int] = None) -> None:
         """Give back ``permits`` of the permits (default: all).  A lost
         permit releases quietly; ``NOTOWNER``/``EXPIRED`` from the server
         raise :class:`NotOwnerError` / :class:`ExpiredError` and mark it lost."""
@@ -1055,15 +1184,16 @@ class Permit(Hold):
                 if permits > self.permits:
                     raise ValueError(f"release of {permits} permits: {self.permits} held")
                 if permits < self.permits:
-                    return self.session._sem_release_some(self, permits)
+                    self.session._sem_release_some(self, permits)
+                    return
         self.session._release(self)
 
-    def extend(self, lease_ms=None):
+    def extend(self, lease_ms: Optional[int] = None) -> int:
         """A new lease from now (``SEM.RENEW ... SESSION``), still kept alive
         by the session.  Returns the lease in ms."""
         return self.session._renew(self, lease_ms)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         state = "lost" if self.lost_reason is not None else ("held" if self.count else "released")
         return f"<Permit {self.key!r} owner={self.owner} permits={self.permits} {state}>"
 
@@ -1081,7 +1211,7 @@ class Semaphore:
     someone sets it.  The lease is the session's ``lease_ms``.
     """
 
-    def __init__(self, session, name, permits=None):
+    def __init__(self, session: Any, name: Any, permits: Optional[int] = None) -> None:
         self._session = session if isinstance(session, Session) else None
         self._client = None if self._session is not None else session
         self.name = name
@@ -1089,9 +1219,10 @@ class Semaphore:
         if permits is not None and (isinstance(permits, bool) or not isinstance(permits, int) or permits < 0):
             raise ValueError("permits must be None or an int >= 0")
         self._init_done = permits is None
+        self._stacks = threading.local()  # each thread's permits taken by ``with``
 
     @property
-    def session(self):
+    def session(self) -> Session:
         """The session the permits are bound to (a client's default session
         is made, or made anew after it was closed, when first needed)."""
         if self._session is None or (self._session._closed and self._client is not None):
@@ -1100,22 +1231,22 @@ class Semaphore:
             self._session = default_session(self._client)
         return self._session
 
-    def _execute(self, *args):
+    def _execute(self, *args: Any) -> Any:
         return self.session._execute(*args)
 
-    def _ensure_init(self):
+    def _ensure_init(self) -> None:
         if not self._init_done:
             self._execute("SEM.INIT", self.name, self.initial_permits)
             self._init_done = True
 
-    def init(self, permits):
+    def init(self, permits: Optional[int]) -> bool:
         """``SEM.INIT``: set the total to ``permits`` if the semaphore does not
         exist (after this object's own ``permits``, if given).  True if set,
         False if it existed (nothing changed)."""
         self._ensure_init()
         return bool(self._execute("SEM.INIT", self.name, permits))
 
-    def acquire(self, permits=1, blocking=True, timeout=None):
+    def acquire(self, permits: int = 1, blocking: bool = True, timeout: Optional[float] = None) -> Permit:
         """Take ``permits`` permits -> :class:`Permit`.  ``timeout=None`` waits
         forever, ``0`` (or ``blocking=False``) tries once, ``seconds`` waits that
         long; then :class:`BusyError`.  Waiters are served first come first
@@ -1129,31 +1260,30 @@ class Semaphore:
         self._ensure_init()
         return self.session._sem_acquire(self.name, permits, timeout)
 
-    def info(self):
+    def info(self) -> Optional[Dict[str, Any]]:
         """``SEM.INFO`` as a dict (``permits``, ``available``, ``holders``: a
         list of dicts with ``owner``, ``permits``, ``ttl``, ``keepalive_client``,
         ``waiters``), or None if the semaphore does not exist."""
         self._ensure_init()
         return c.sem_info(self._execute("SEM.INFO", self.name))
 
-    def available(self):
+    def available(self) -> int:
         """Permits available now (0 for a missing semaphore)."""
         info = self.info()
         return 0 if info is None else int(info["available"])
 
-    def add(self, delta):
+    def add(self, delta: int) -> int:
         """``SEM.ADD``: add (or with a negative ``delta`` take away) permits
         from the total.  Returns the permits available now."""
         self._ensure_init()
         return int(self._execute("SEM.ADD", self.name, delta))
 
-    def __enter__(self):
+    def __enter__(self) -> Permit:
         p = self.acquire()
-        stack = self.__dict__.setdefault("_stacks", threading.local())
-        stack.__dict__.setdefault("permits", []).append(p)
+        self._stacks.__dict__.setdefault("permits", []).append(p)
         return p
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self._stacks.permits.pop().release()
 
 
@@ -1163,38 +1293,38 @@ class Latch:
     works too: its client is used).  Waiting is ``LATCH.AWAIT ... BLOCK`` on
     a pooled connection, as lock waits."""
 
-    def __init__(self, client, name):
+    def __init__(self, client: Any, name: Any) -> None:
         if isinstance(client, Session):
             client = client.client
         self.client = client
         self.name = name
         self.cluster = _is_cluster(client)
 
-    def _execute(self, *args):
+    def _execute(self, *args: Any) -> Any:
         try:
             return self.client.execute_command(*args)
         except Exception as e:
             raise c.map_error(e, str(args[0])) from e
 
-    def init(self, count, ttl=None):
+    def init(self, count: int, ttl: Optional[float] = None) -> bool:
         """Set the count if the latch does not exist (``LATCH.INIT``); ``ttl``
         in seconds (None: no expiry).  True if set, False if it existed."""
         return bool(self._execute("LATCH.INIT", self.name, count, *c.latch_ttl_args(ttl)))
 
-    def count_down(self, n=1):
+    def count_down(self, n: int = 1) -> int:
         """Count down by ``n``; returns the count left (0: open)."""
         return int(self._execute("LATCH.COUNTDOWN", self.name, n))
 
-    def count(self):
+    def count(self) -> int:
         """The count now (0: open, also for a missing latch)."""
         info = self.info()
         return 0 if info is None else int(info["count"])
 
-    def info(self):
+    def info(self) -> Optional[Dict[str, Any]]:
         """``LATCH.INFO`` as a dict (``count``, ``ttl``, ``waiters``) or None."""
         return c.as_map(self._execute("LATCH.INFO", self.name))
 
-    def wait(self, timeout=None):
+    def wait(self, timeout: Optional[float] = None) -> bool:
         """Wait until the latch opens: True when open, False when ``timeout``
         (seconds; ``0``: just look) ran out.  :class:`LatchGone` if the latch
         ended without reaching zero (deleted, expired)."""

@@ -6,66 +6,177 @@ behaves from the outside like ``redis.lock.Lock`` (same methods, return
 values and exceptions), but waits in the server's fair queue (``BLOCK``)
 instead of polling every ``sleep`` seconds (``sleep`` is accepted and
 ignored).  ``timeout`` (seconds) is the lease, as in redis-py.
-``timeout=None`` (redis-py: no expiry) becomes a hold kept alive by the
-server through a per-client :class:`~redis_lock_client.Session`
-(``default_session(client)``, made at the first such acquire): it lasts as
-long as this process's session connection lives (and at most its lease,
-30 s by default, after the process dies), instead of forever.
+``timeout=None`` (or 0; redis-py: no expiry) becomes a hold kept alive by the
+server through the implicit :class:`~redis_lock_client.Session` of the
+client's connection pool (``default_session(client)``, made at the first
+such acquire): it lasts as long as this process's session connection lives
+(and at most its lease, 30 s by default, after the process dies), instead of
+forever.  The implicit session ends with its pool: when the pool is
+disconnected (``client.close()`` of a client that made its pool) or
+garbage-collected.
 """
+
+from __future__ import annotations
 
 import threading
 import uuid
 import weakref
 from types import SimpleNamespace
+from typing import Any, Callable, Dict, List, Literal, Optional, Union
 
+import redis
 import redis.exceptions as rex
 import redis.lock
 
 from . import _common as c
-from ._sync import _is_cluster, blocking_call, Session
+from ._sync import Hold, Session, _is_cluster, blocking_call
+from .errors import CommandError, LeaseTooShortError
 
-_sessions = weakref.WeakKeyDictionary()
-_sessions_lock = threading.Lock()
+__all__ = ["ModuleLock", "default_session", "close_default_session"]
+
+class _Slot:
+    """The implicit session of one connection pool (cluster client), made
+    anew after it was closed.  The pool's hooks and finalizer refer to the
+    slot, the slot to the session, the session to its pool only weakly."""
+
+    def __init__(self) -> None:
+        self.session: Optional[Session] = None
+
+    def end(self) -> None:
+        """Close the session (its holds are released): the pool is disconnected."""
+        session, self.session = self.session, None
+        if session is not None:
+            session.close()
+
+    def abandon(self) -> None:
+        """The pool is gone: close the session's connection(s), holds end with their lease."""
+        session, self.session = self.session, None
+        if session is not None:
+            session._abandon()
 
 
-def default_session(client, lease_ms=30000):
-    """The session ``ModuleLock`` uses for ``timeout=None`` locks of ``client``."""
-    with _sessions_lock:
-        s = _sessions.get(client)
-        if s is None or s._closed:
-            s = _sessions[client] = Session(client, lease_ms=lease_ms, name="dropin")
-        return s
+#: A connection pool (a cluster client) -> the slot of its clients' implicit session.
+_slots: "weakref.WeakKeyDictionary[Any, _Slot]" = weakref.WeakKeyDictionary()
+# (re-entrant: a client collected while it is held, on this thread, disconnects its pool)
+_slots_lock = threading.RLock()
 
 
-def close_default_session(client):
-    with _sessions_lock:
-        s = _sessions.pop(client, None)
-    if s is not None:
-        s.close()
+def _slot_key(client: Any) -> Any:
+    return client if _is_cluster(client) else client.connection_pool
 
 
-def lock_error(cls, message, name):
+def _weak_client(client: Any) -> Any:
+    """A client for the implicit session that does not keep the pool (the
+    cluster client) alive."""
+    if _is_cluster(client):
+        return weakref.proxy(client)
+    pool: Any = weakref.proxy(client.connection_pool)  # (a proxy stands for the pool)
+    return redis.Redis(connection_pool=pool)
+
+
+def _end_with(owner: Any, method: str, slot: _Slot) -> None:
+    """End ``slot``'s session before ``owner.method()`` (a pool's
+    ``disconnect``, a cluster client's ``close``) runs, and abandon it when
+    ``owner`` is garbage-collected.  Neither hook refers to ``owner`` strongly."""
+    original = getattr(type(owner), method)
+    owner_ref = weakref.ref(owner)
+
+    def ending(*args: Any, **kwargs: Any) -> Any:
+        slot.end()
+        target = owner_ref()
+        if target is None:  # (called while it is being collected)
+            return None
+        return original(target, *args, **kwargs)
+
+    setattr(owner, method, ending)
+    weakref.finalize(owner, slot.abandon)
+
+
+def default_session(client: Any, lease_ms: int = 30000) -> Session:
+    """The implicit session ``ModuleLock`` uses for ``timeout=None`` locks of
+    ``client``: one per connection pool (per cluster client), shared by every
+    client on that pool, ended with the pool (see the module's doc)."""
+    key = _slot_key(client)
+    with _slots_lock:
+        slot = _slots.get(key)
+        if slot is None:
+            slot = _slots[key] = _Slot()
+            _end_with(key, "close" if _is_cluster(client) else "disconnect", slot)
+        if slot.session is None or slot.session._closed:
+            slot.session = Session(_weak_client(client), lease_ms=lease_ms, name="dropin")
+        return slot.session
+
+
+def close_default_session(client: Any) -> None:
+    """Close the implicit session of ``client``'s pool (its holds are released)."""
+    with _slots_lock:
+        slot = _slots.get(_slot_key(client))
+    if slot is not None:
+        slot.end()
+
+
+def lock_error(cls: type, message: str, name: Any) -> Exception:
     try:
-        return cls(message, lock_name=name)
+        return cls(message, lock_name=name)  # type: ignore[no-any-return]
     except TypeError:  # redis-py before 5.1 has no lock_name
-        return cls(message)
+        return cls(message)  # type: ignore[no-any-return]
+
+
+def lease_ms_of(timeout: float) -> int:
+    """redis-py's ``timeout`` (seconds, > 0) -> the lease in ms; a negative
+    one is refused (redis-py's ``SET ... PX`` is refused by the server)."""
+    if timeout < 0:
+        raise LeaseTooShortError(f"lease {timeout} s is not positive (timeout must be None, 0 or > 0)")
+    return max(1, int(timeout * 1000))
+
+
+def block_of(blocking: bool, blocking_timeout: Optional[float]) -> Optional[int]:
+    """redis-py's ``blocking``/``blocking_timeout`` -> the BLOCK argument
+    (0 forever), or None for one try (not blocking, or a timeout <= 0, which
+    redis-py also tries once)."""
+    if not blocking:
+        return None
+    if blocking_timeout is None:
+        return 0
+    return int(blocking_timeout * 1000) or None if blocking_timeout > 0 else None
+
+
+def owner_from_info(reply: Any, encoder: Any) -> Optional[bytes]:
+    """``LOCK.INFO``'s reply -> the owner as bytes (None: no lock)."""
+    fields = c.as_map(reply)
+    if not fields:
+        return None
+    owner = fields.get("owner")
+    if owner is not None and not isinstance(owner, bytes):
+        owner = encoder.encode(owner)
+    return owner if isinstance(owner, bytes) else None
 
 
 class ModuleLock(redis.lock.Lock):
-    """A drop-in ``lock_class`` for ``redis.Redis.lock`` (and ``RedisCluster.lock``)."""
+    """A drop-in ``lock_class`` for ``redis.Redis.lock`` (and ``RedisCluster.lock``).
+
+    ``on_lost``: called with the reason (``forced``, ``gone``, ``maxhold``,
+    ``moved``, ``notowner``, ``session-down``) when a hold kept by the
+    implicit session (``timeout=None`` or 0) is lost, on the session's
+    thread; pass it to ``ModuleLock(r, name, on_lost=...)`` or set
+    ``lock.on_lost`` (``r.lock()`` passes no extra keyword).  A lock with a
+    lease (``timeout`` > 0) ends with its lease, as redis-py's: ``on_lost``
+    is refused for it.
+    """
 
     def __init__(
         self,
-        redis,
-        name,
-        timeout=None,
-        sleep=0.1,
-        blocking=True,
-        blocking_timeout=None,
-        thread_local=True,
-        raise_on_release_error=True,
-        **_ignored,
-    ):
+        redis: Any,
+        name: Any,
+        timeout: Optional[float] = None,
+        sleep: float = 0.1,
+        blocking: bool = True,
+        blocking_timeout: Optional[float] = None,
+        thread_local: bool = True,
+        raise_on_release_error: bool = True,
+        on_lost: Optional[Callable[[str], Any]] = None,
+        **_ignored: Any,
+    ) -> None:
         self.redis = redis
         self.name = name
         self.timeout = timeout
@@ -74,37 +185,40 @@ class ModuleLock(redis.lock.Lock):
         self.blocking_timeout = blocking_timeout
         self.thread_local = bool(thread_local)
         self.raise_on_release_error = raise_on_release_error
-        self.local = threading.local() if self.thread_local else SimpleNamespace()
+        self.local: Any = threading.local() if self.thread_local else SimpleNamespace()
         self.local.token = None
-        self._holds = {}  # token -> session Hold (timeout=None only)
+        self.fencing_token: Optional[int] = None
+        if on_lost is not None and timeout:
+            raise ValueError("on_lost needs a hold kept by the session: timeout=None (a lease lock just ends)")
+        self.on_lost = on_lost
+        self._holds: Dict[bytes, Hold] = {}  # token -> session Hold (timeout=None only)
 
-    def register_scripts(self):  # no Lua: the module's commands do it
+    def register_scripts(self) -> None:  # no Lua: the module's commands do it
         pass
 
-    def _err(self, cls, message):
+    def _err(self, cls: type, message: str) -> Exception:
         return lock_error(cls, message, self.name)
 
-    def acquire(self, sleep=None, blocking=None, blocking_timeout=None, token=None):
-        if token is None:
-            token = uuid.uuid1().hex.encode()
-        else:
-            token = self.redis.get_encoder().encode(token)
+    def acquire(
+        self,
+        sleep: Optional[float] = None,
+        blocking: Optional[bool] = None,
+        blocking_timeout: Optional[float] = None,
+        token: Optional[Union[str, bytes]] = None,
+    ) -> bool:
+        generated = token is None
+        btoken: bytes = uuid.uuid4().hex.encode() if token is None else self.redis.get_encoder().encode(token)
         if blocking is None:
             blocking = self.blocking
         if blocking_timeout is None:
             blocking_timeout = self.blocking_timeout
-        if not blocking:
-            block = None
-        elif blocking_timeout is None:
-            block = 0
-        else:
-            block = max(0, int(blocking_timeout * 1000))
-            if block == 0:
-                block = None
-        args = ["LOCK.ACQUIRE", self.name, token]
+        block = block_of(blocking, blocking_timeout)
+        args: List[Any] = ["LOCK.ACQUIRE", self.name, btoken]
         session = None
         if self.timeout:
-            args += ["PX", max(1, int(self.timeout * 1000))]
+            if self.on_lost is not None:
+                raise ValueError("on_lost needs a hold kept by the session: timeout=None")
+            args += ["PX", lease_ms_of(self.timeout)]
         else:
             session = default_session(self.redis)
             session._session_conn(session._node_of(self.name))
@@ -112,84 +226,107 @@ class ModuleLock(redis.lock.Lock):
         args.append("FENCE")
         if block is not None:
             args += ["BLOCK", block]
+        cleanup = ["LOCK.RELEASE", self.name, btoken]
+        on_fail: Callable[[List[Any]], None] = session._pending_add if session else (lambda a: None)
+        new_owner = (lambda: uuid.uuid4().hex.encode()) if generated else None
         cluster = _is_cluster(self.redis)
         try:
-            reply = blocking_call(
-                self.redis, cluster, args, block, ["LOCK.RELEASE", self.name, token],
-                session._pending_add if session else (lambda a: None),
-            )
-        except c.NoSession:
-            session._wait_session(self.name)
-            reply = blocking_call(
-                self.redis, cluster, args, block, ["LOCK.RELEASE", self.name, token],
-                session._pending_add,
-            )
+            try:
+                reply = blocking_call(self.redis, cluster, args, block, cleanup, on_fail, new_owner)
+            except c.NoSession:
+                assert session is not None
+                session._wait_session(self.name)
+                reply = blocking_call(self.redis, cluster, args, block, cleanup, on_fail, new_owner)
+        except CommandError as e:
+            if c.error_code(e) != "WRONGTYPE":
+                raise
+            # the key holds another type of value: redis-py's SET NX fails
+            # (False), and it polls until blocking_timeout or forever; the
+            # module cannot queue on it
+            if block != 0:
+                return False
+            raise self._err(
+                rex.LockError, f"Unable to acquire lock: {self.name!r} holds another type of value"
+            ) from None
         if reply is None:
             return False
+        btoken = c.owner_of(args)  # (a fresh one if the wait's connection broke)
         if session is not None:
-            self._holds[token] = session._track("x", (self.name,), token.decode(), [int(reply)])
-        self.local.token = token
+            h = session._track("x", (self.name,), btoken.decode(), [int(reply)])
+            h._lost_callback = self._lost
+            self._holds[btoken] = h
+        self.local.token = btoken
         self.fencing_token = int(reply)
         return True
 
-    def do_acquire(self, token):
+    def _lost(self, reason: str) -> None:
+        if self.on_lost is not None:
+            self.on_lost(reason)
+
+    def do_acquire(self, token: Union[str, bytes]) -> bool:
         return self.acquire(blocking=False, token=token)
 
-    def locked(self):
+    def locked(self) -> bool:
         return bool(self.redis.exists(self.name))
 
-    def _info_owner(self):
+    def _info_owner(self) -> Optional[bytes]:
         try:
-            info = self.redis.execute_command("LOCK.INFO", self.name)
+            reply = self.redis.execute_command("LOCK.INFO", self.name)
         except rex.ResponseError:
             return None  # not a lock (overwritten)
-        if not info:
-            return None
-        if isinstance(info, dict):
-            owner = info.get(b"owner", info.get("owner"))
-        else:
-            fields = dict(zip(info[::2], info[1::2]))
-            owner = fields.get(b"owner", fields.get("owner"))
-        if owner is not None and not isinstance(owner, bytes):
-            owner = self.redis.get_encoder().encode(owner)
-        return owner
+        return owner_from_info(reply, self.redis.get_encoder())
 
-    def owned(self):
-        return self.local.token is not None and self._info_owner() == self.local.token
+    def owned(self) -> bool:
+        return self.local.token is not None and bool(self._info_owner() == self.local.token)
 
-    def _untrack(self, token):
+    def _untrack(self, token: bytes) -> None:
         h = self._holds.pop(token, None)
         if h is not None:
             h.count = 0
             h.session._forget(h)
 
-    def do_release(self, expected_token):
-        self._untrack(expected_token)
+    def do_release(self, expected_token: bytes) -> None:  # type: ignore[override]
         try:
             self.redis.execute_command("LOCK.RELEASE", self.name, expected_token)
         except rex.ResponseError as e:
-            code = c.error_code(e)
-            if code in ("NOTOWNER", "WRONGTYPE"):
+            if c.error_code(e) in ("NOTOWNER", "WRONGTYPE"):
+                self._untrack(expected_token)
                 raise self._err(rex.LockNotOwnedError, "Cannot release a lock that's no longer owned") from None
             raise
+        self._untrack(expected_token)
 
-    def _renew(self, ms, what):
+    def _not_owned(self, what: str) -> Exception:
+        return self._err(rex.LockNotOwnedError, f"Cannot {what} a lock that's no longer owned")
+
+    def _renew(self, ms: int, what: str) -> Literal[True]:
         try:
             self.redis.execute_command("LOCK.RENEW", self.name, self.local.token, "PX", ms)
         except rex.ResponseError as e:
             if c.error_code(e) in ("NOTOWNER", "WRONGTYPE"):
-                raise self._err(rex.LockNotOwnedError, f"Cannot {what} a lock that's no longer owned") from None
+                raise self._not_owned(what) from None
             raise
         return True
 
-    def do_extend(self, additional_time, replace_ttl):
+    def _check_owned(self, what: str) -> Literal[True]:
+        if self._info_owner() != self.local.token:
+            raise self._not_owned(what)
+        return True
+
+    def do_extend(self, additional_time: float, replace_ttl: bool) -> Literal[True]:
+        if not self.timeout:  # timeout=0: no expiry in redis-py, nothing to extend
+            raise self._not_owned("extend")
         ms = int(additional_time * 1000)
         if not replace_ttl:
             pttl = self.redis.pttl(self.name)
             if pttl is None or pttl < 0:
-                raise self._err(rex.LockNotOwnedError, "Cannot extend a lock that's no longer owned")
+                raise self._not_owned("extend")
             ms += pttl
-        return self._renew(max(1, ms), "extend")
+        if ms <= 0:  # as redis-py: the expiry is left as it is
+            return self._check_owned("extend")
+        return self._renew(ms, "extend")
 
-    def do_reacquire(self):
-        return self._renew(max(1, int(self.timeout * 1000)), "reacquire")
+    def do_reacquire(self) -> Literal[True]:
+        assert self.timeout is not None
+        if not self.timeout:  # timeout=0: as redis-py, nothing to reset
+            return self._check_owned("reacquire")
+        return self._renew(lease_ms_of(self.timeout), "reacquire")

@@ -49,8 +49,22 @@ class UnavailableError(LockError):
     """The server cannot be reached (connection refused, closed, timed out)."""
 
 
+class AuthenticationError(LockError, redis.exceptions.AuthenticationError):
+    """The server refused this client's credentials or permissions: a wrong
+    password (``WRONGPASS``), none given (``NOAUTH``), or an ACL that does not
+    allow a command (``NOPERM``).  Never retried (trying again cannot help),
+    never reported as :class:`UnavailableError`."""
+
+
+class LeaseTooShortError(LockError, ValueError):
+    """A lease the server cannot keep alive: below its
+    ``keepalive_min_lease_ms`` (``INFO lock``; about 700 ms at the server's
+    default ``hz 10``), or not positive.  Raised when the session (or the
+    drop-in's lock) is made, before anything is held."""
+
+
 class ModuleNotLoadedError(LockError):
-    """The server does not know the ``LOCK.*`` commands: start it with
+    """The server does not know the module's commands: start it with
     ``--loadmodule /path/to/liblock.so``."""
 
 

@@ -10,12 +10,16 @@ waiting connection and releases a grant that raced the cancel.
 ``Semaphore``/``Permit``/``Latch`` are the sync ones' twins.
 """
 
+from __future__ import annotations
+
 import asyncio
 import collections
 import inspect
 import itertools
 import logging
+import math
 import time
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Literal, Optional, Tuple
 
 import redis.exceptions as rex
 from redis.asyncio.retry import Retry
@@ -46,24 +50,24 @@ _CMD = {"x": "LOCK.ACQUIRE", "r": "LOCK.RACQUIRE", "w": "LOCK.WACQUIRE", "m": "L
 _FOREVER = 10.0**9  # seconds: a read with no client-side limit (redis-py >= 5)
 
 
-def _is_cluster(client):
+def _is_cluster(client: Any) -> bool:
     return hasattr(client, "get_node_from_key") and hasattr(client, "nodes_manager")
 
 
-async def _get_conn(pool):
+async def _get_conn(pool: Any) -> Any:
     try:
         return await pool.get_connection()
     except TypeError:
         return await pool.get_connection("LOCK.ACQUIRE")
 
 
-def _pool_of(client, cluster, key):
+def _pool_of(client: Any, cluster: bool, key: Any) -> Any:
     if not cluster:
         return client.connection_pool
     return None
 
 
-def _cancel_requests():
+def _cancel_requests() -> int:
     """The cancel requests pending on the current task (``Task.cancelling()``,
     Python >= 3.11; 0 before).
 
@@ -81,21 +85,60 @@ def _cancel_requests():
     return cancelling() if cancelling is not None else 0
 
 
-def _honour_lost_cancel(before):
+def _honour_lost_cancel(before: int) -> None:
     """Raise the CancelledError a cancel request made since ``before`` (a
     :func:`_cancel_requests` count) should have raised."""
     if _cancel_requests() > before:
         raise asyncio.CancelledError()
 
 
-async def blocking_call(client, cluster, args, block, cleanup_args, on_cleanup_failed, cancels=None):
-    """The asyncio twin of ``redis_lock_client._sync.blocking_call``.
-    ``cancels``: the :func:`_cancel_requests` count when the caller's
-    operation began (default: now); one made since, and lost, ends the call
-    with CancelledError before its wait (see :func:`_cancel_requests`)."""
+class _WaitBroken(Exception):
+    """The connection a wait was blocked on broke; the wait was cleaned up."""
+
+
+async def blocking_call(
+    client: Any,
+    cluster: bool,
+    args: List[Any],
+    block: Optional[int],
+    cleanup_args: Optional[List[Any]],
+    on_cleanup_failed: Optional[Callable[[List[Any]], None]],
+    cancels: Optional[int] = None,
+    new_owner: Optional[Callable[[], Any]] = None,
+) -> Any:
+    """The asyncio twin of ``redis_lock_client._sync.blocking_call`` (a wait
+    whose connection breaks is cleaned up and sent again, as a fresh owner
+    ``new_owner()`` when given).  ``cancels``: the :func:`_cancel_requests`
+    count when the caller's operation began (default: now); one made since,
+    and lost, ends the call with CancelledError before its wait (see
+    :func:`_cancel_requests`)."""
     if cancels is None:
         cancels = _cancel_requests()
-    key = args[2] if args[0] == "LOCK.MACQUIRE" else args[1]
+    deadline = time.monotonic() + block / 1000 if block else None
+    while True:
+        try:
+            return await _blocking_once(client, cluster, args, block, cleanup_args, on_cleanup_failed, cancels)
+        except _WaitBroken:
+            log.info("the connection of a wait for %r broke: waiting again", c.wait_key(args))
+            if deadline is not None:
+                block = math.ceil((deadline - time.monotonic()) * 1000)
+                if block <= 0:
+                    return None
+                c.set_block(args, block)
+            if new_owner is not None and cleanup_args is not None:
+                c.set_owner(args, cleanup_args, new_owner())
+
+
+async def _blocking_once(
+    client: Any,
+    cluster: bool,
+    args: List[Any],
+    block: Optional[int],
+    cleanup_args: Optional[List[Any]],
+    on_cleanup_failed: Optional[Callable[[List[Any]], None]],
+    cancels: int,
+) -> Any:
+    key = c.wait_key(args)
     if cluster:
         node = client.get_node_from_key(key)
         conn = node.acquire_connection()
@@ -116,8 +159,8 @@ async def blocking_call(client, cluster, args, block, cleanup_args, on_cleanup_f
         if cluster:
             await conn.connect()
         _honour_lost_cancel(cancels)  # (lost in the pool's connect or before)
+        sent = True  # (from the first byte: a write that fails half-way may have reached the server)
         await conn.send_command(*args)
-        sent = True
         _honour_lost_cancel(cancels)  # (lost in the write): cancelled and cleaned up below
         if block is None or (block == 0 and getattr(conn, "socket_timeout", False) is None):
             # a try, or a wait with no limit on a connection with none: a plain read (no
@@ -135,30 +178,52 @@ async def blocking_call(client, cluster, args, block, cleanup_args, on_cleanup_f
     except BaseException as e:
         await conn.disconnect(nowait=True)
         await _release_conn(release)
+        reachable = False
         if sent and cleanup_args is not None:
             try:
                 await client.execute_command(*c.cancel_args(args))
+                reachable = True
             except rex.ResponseError:
-                pass
+                reachable = True
             except BaseException:
                 pass  # unreachable: the release below says so
             try:
                 await client.execute_command(*cleanup_args)
+                reachable = True
             except rex.ResponseError:
-                pass
+                reachable = True
             except BaseException:
-                on_cleanup_failed(cleanup_args)
+                reachable = False
+                if on_cleanup_failed is not None:
+                    on_cleanup_failed(cleanup_args)
+        if c.is_broken_connection(e):
+            if cleanup_args is None:
+                reachable = await _reachable(client, cluster, key)
+            if reachable:
+                raise _WaitBroken() from e
         err = c.map_error(e, args[0]) if isinstance(e, Exception) else e
         if err is e:
             raise
         raise err from e
-    r = release()
-    if r is not None and inspect.isawaitable(r):  # a coroutine in recent redis-py
-        await r
+    await _release_conn(release)  # (a coroutine in recent redis-py)
     return reply
 
 
-async def _release_conn(release):
+async def _reachable(client: Any, cluster: bool, key: Any) -> bool:
+    """Whether the server of ``key`` answers (a PING on another connection)."""
+    try:
+        if cluster:
+            await client.execute_command("PING", target_nodes=client.get_node_from_key(key))
+        else:
+            await client.ping()
+        return True
+    except rex.ResponseError:
+        return True
+    except Exception:  # noqa: BLE001 - unreachable
+        return False
+
+
+async def _release_conn(release: Callable[[], Any]) -> None:
     r = release()
     if r is not None and inspect.isawaitable(r):
         await r
@@ -167,7 +232,15 @@ async def _release_conn(release):
 class Hold:
     """One owner's hold (see the sync ``Hold``); ``lost`` is an asyncio.Event."""
 
-    def __init__(self, session, kind, keys, owner, tokens, node):
+    def __init__(
+        self,
+        session: Any,
+        kind: str,
+        keys: Tuple[Any, ...],
+        owner: Any,
+        tokens: List[int],
+        node: Optional[str],
+    ) -> None:
         self.session = session
         self.kind = kind
         self.keys = keys
@@ -175,13 +248,14 @@ class Hold:
         self.tokens = tokens
         self.node = node
         self.count = 1
-        self._lost = None  # the Event, made when first asked for (most holds never are)
-        self.lost_reason = None
-        self._reg = None
-        self._task = None
+        self._lost: Optional[asyncio.Event] = None  # made when first asked for (most holds never are)
+        self.lost_reason: Optional[str] = None
+        self._reg: Optional[Tuple[str, Tuple[Any, ...], int]] = None
+        self._task: Optional[asyncio.Task[Any]] = None
+        self._lost_callback: Optional[Callable[[str], Any]] = None  # the drop-in's on_lost(reason)
 
     @property
-    def lost(self):
+    def lost(self) -> asyncio.Event:
         """An :class:`asyncio.Event`, set when the hold is lost."""
         if self._lost is None:
             self._lost = asyncio.Event()
@@ -192,45 +266,51 @@ class Hold:
     key = property(lambda self: self.keys[0])
     token = property(lambda self: self.tokens[0] if len(self.tokens) == 1 else self.tokens)
 
-    def check(self):
+    def check(self) -> None:
         if self.lost_reason is not None:
             raise LostError(f"lock {self.key!r} was lost: {self.lost_reason}")
 
-    async def release(self):
+    async def release(self) -> None:
         await self.session._release(self)
 
-    async def extend(self, lease_ms=None):
-        return await self.session._renew(self, lease_ms)
+    async def extend(self, lease_ms: Optional[int] = None) -> int:
+        lease: int = await self.session._renew(self, lease_ms)
+        return lease
 
-    async def __aenter__(self):
+    async def __aenter__(self) -> "Hold":
         return self
 
-    async def __aexit__(self, *exc):
+    async def __aexit__(self, *exc: Any) -> None:
         if self.count > 0:
             await self.release()
 
 
 class _SessionConn:
-    def __init__(self, session, node, factory):
+    def __init__(self, session: Session, node: Optional[str], factory: Callable[[], Any]) -> None:
         self.session = session
         self.node = node
         self.factory = factory
-        self.conn = None
+        self.conn: Any = None
         self.up = asyncio.Event()
         self.closing = False
         self.last_alive = time.monotonic()
-        self.id = None
-        self.task = None
+        self.id: Optional[int] = None
+        self.task: Optional[asyncio.Task[None]] = None
         # elections: send times of the PINGs not answered yet, of the last one answered
-        self.pings = collections.deque()
-        self.last_ok_ping_sent = None
+        self.pings: collections.deque[float] = collections.deque()
+        self.last_ok_ping_sent: Optional[float] = None
+        self.rehomed_at = 0.0  # (cluster) when the slot map was last re-read for it
         self.last_ping_at = time.monotonic()
         self.demoted = False
 
-    async def open(self):
+    async def open(self) -> None:
         conn = self.factory()
         try:
             await conn.connect()
+            if self.task is None:  # first open: the lease must be one this server keeps alive
+                await conn.send_command("INFO", "lock")
+                self.session.min_lease_ms = c.parse_min_lease(await conn.read_response())
+                c.check_lease(self.session.lease_ms, self.session.min_lease_ms)
             await conn.send_command("LOCK.SESSION", self.session.token)
             await conn.read_response()
             await conn.send_command("CLIENT", "ID")
@@ -247,11 +327,11 @@ class _SessionConn:
         self.last_alive = self.last_ping_at = time.monotonic()
         self.up.set()
 
-    async def start(self):
+    async def start(self) -> None:
         await self.open()
         self.task = asyncio.get_running_loop().create_task(self._run())
 
-    async def close(self):
+    async def close(self) -> None:
         self.closing = True
         if self.task:
             self.task.cancel()
@@ -262,7 +342,7 @@ class _SessionConn:
         if self.conn:
             await self.conn.disconnect(nowait=True)
 
-    async def _run(self):
+    async def _run(self) -> None:
         while not self.closing:
             try:
                 await self._serve(self.conn)
@@ -282,7 +362,7 @@ class _SessionConn:
                 return
             await self._reconnect()
 
-    async def _serve(self, conn):
+    async def _serve(self, conn: Any) -> None:
         session = self.session
         while not self.closing:
             # every second, every lease/4 while an election campaigns or leads
@@ -305,7 +385,7 @@ class _SessionConn:
             if session._unattached:
                 await session._retry_unattached()
 
-    async def ping(self, conn=None):
+    async def ping(self, conn: Any = None) -> None:
         """A PING now (also from a campaign that needs PINGs sooner: the
         reader's wait then ends with its answer)."""
         conn = conn or self.conn
@@ -316,7 +396,7 @@ class _SessionConn:
         self.last_ping_at = now
         await conn.send_command("PING")
 
-    def _handle(self, reply):
+    def _handle(self, reply: Any) -> None:
         if isinstance(reply, list) and reply and c.s(reply[0]) in ("pong", "PONG"):
             self._pong()
         elif reply in (b"PONG", "PONG"):
@@ -328,14 +408,14 @@ class _SessionConn:
                 raise rex.ConnectionError("server demoted to replica")
             self.session._loss_message(owner, key, reason)
 
-    def _pong(self):
+    def _pong(self) -> None:
         if not self.pings:
             return
         sent = self.pings.popleft()
         self.last_ok_ping_sent = sent
         self.session._elections_pong(self, sent)
 
-    async def _reconnect(self):
+    async def _reconnect(self) -> None:
         delay = 0.05
         while not self.closing:
             self.session._lost_if_down_too_long(self)
@@ -356,27 +436,31 @@ class _SessionConn:
 class Session:
     """The asyncio Session: ``async with Session(r) as s`` or ``s = await Session(r).start()``."""
 
-    def __init__(self, client, lease_ms=30000, name=None):
+    def __init__(self, client: Any, lease_ms: int = 30000, name: Optional[str] = None) -> None:
         self.client = client
         self.lease_ms = int(lease_ms)
+        c.check_lease(self.lease_ms)  # the server's floor is checked when the session opens
+        #: the server's shortest lease kept alive (``keepalive_min_lease_ms``), read when it opens
+        self.min_lease_ms: Optional[int] = None
         self.token = f"{name}-{c.new_token()}" if name else c.new_token()
         self.cluster = _is_cluster(client)
         self._owner_ids = itertools.count(1)
-        self._by_owner = {}
-        self._mine = {}
-        self._rw_owner = {}
-        self._conns = {}
-        self._opening = {}
-        self._callbacks = []
-        self._pending = []
-        self._unattached = {}
+        self._by_owner: Dict[Any, List[Hold]] = {}
+        self._mine: Dict[Tuple[str, Tuple[Any, ...], int], Hold] = {}  # (kind, keys, id(task)) -> Hold
+        self._rw_owner: Dict[Tuple[Any, int], Tuple[Any, asyncio.Task[Any]]] = {}  # (key, id(task)) -> owner, task
+        self._conns: Dict[Optional[str], _SessionConn] = {}
+        self._opening: Dict[Optional[str], asyncio.Future[_SessionConn]] = {}
+        self._callbacks: List[Callable[[Hold], Any]] = []
+        self._pending: List[List[Any]] = []
+        self._unattached: Dict[Any, Tuple[Tuple[Any, ...], float]] = {}
         self._epoch = 0
         self._closed = False
+        self._bg: set[asyncio.Task[None]] = set()  # background resigns, kept until done
         # elections: (key, candidate) -> Leadership, or a campaign on its way
-        self._elections = {}
-        self._election_leases = {}  # id(entry) -> lease in s
+        self._elections: Dict[Tuple[Any, Any], Any] = {}
+        self._election_leases: Dict[int, float] = {}  # id(entry) -> lease in s
 
-    async def start(self):
+    async def start(self) -> "Session":
         try:
             if self.cluster:
                 await self.client.initialize()  # the slot map, for get_node_from_key
@@ -386,22 +470,25 @@ class Session:
             raise c.map_error(e, "session") from e
         return self
 
-    async def __aenter__(self):
+    async def __aenter__(self) -> "Session":
         return await self.start()
 
-    async def __aexit__(self, *exc):
+    async def __aexit__(self, *exc: Any) -> None:
         await self.close()
 
-    def _factory(self, pool_or_node):
-        def make():
-            kwargs = dict(pool_or_node.connection_kwargs)
-            c.resp2(kwargs)
-            kwargs["retry"] = Retry(NoBackoff(), 0)  # the session retries on its own
-            return pool_or_node.connection_class(**kwargs)
+    def _factory(self, pool_or_node: Any) -> Callable[[], Any]:
+        # (the pool's settings, not the pool: a default session must not keep its pool alive)
+        kwargs = dict(pool_or_node.connection_kwargs)
+        c.resp2(kwargs)
+        kwargs["retry"] = Retry(NoBackoff(), 0)  # the session retries on its own
+        connection_class = pool_or_node.connection_class
+
+        def make() -> Any:
+            return connection_class(**kwargs)
 
         return make
 
-    async def _session_conn(self, node):
+    async def _session_conn(self, node: Optional[str]) -> _SessionConn:
         sc = self._conns.get(node)
         if sc is not None:
             return sc
@@ -425,51 +512,57 @@ class Session:
         finally:
             del self._opening[node]
 
-    def _node_of(self, key):
+    def _node_of(self, key: Any) -> Optional[str]:
         return self.client.get_node_from_key(key).name if self.cluster else None
 
-    async def _execute(self, *args):
+    async def _execute(self, *args: Any) -> Any:
         try:
             return await self.client.execute_command(*args)
         except Exception as e:
             raise c.map_error(e, str(args[0])) from e
 
-    def lock(self, name):
+    def lock(self, name: Any) -> "_Acquirable":
         return _Acquirable(self, "x", (name,))
 
-    def rwlock(self, name):
+    def rwlock(self, name: Any) -> "RWLock":
         return RWLock(self, name)
 
-    def multilock(self, keys):
+    def multilock(self, keys: Tuple[Any, ...]) -> "_Acquirable":
         keys = tuple(keys)
         if not keys:
             raise ValueError("a multi-lock needs at least one key")
         return _Acquirable(self, "m", keys)
 
-    def semaphore(self, name, permits=None):
+    def semaphore(self, name: Any, permits: Optional[int] = None) -> "Semaphore":
         """A semaphore whose permits are bound to this session (see :class:`Semaphore`)."""
         return Semaphore(self, name, permits)
 
-    def election(self, name, value=None, lease_ms=5000, on_lost=None):
+    def election(
+        self,
+        name: Any,
+        value: Any = None,
+        lease_ms: int = 5000,
+        on_lost: Optional[Callable[..., Any]] = None,
+    ) -> "Election":
         """The election of a leader for ``name`` (see :class:`Election`)."""
         return Election(self, name, value=value, lease_ms=lease_ms, on_lost=on_lost)
 
-    def latch(self, name):
+    def latch(self, name: Any) -> "Latch":
         """A count-down latch on this session's client (see :class:`Latch`)."""
         return Latch(self.client, name)
 
-    def on_lost(self, callback):
+    def on_lost(self, callback: Callable[..., Any]) -> Callable[..., Any]:
         """``callback(hold)``, a function or a coroutine function."""
         self._callbacks.append(callback)
         return callback
 
-    def holds(self):
+    def holds(self) -> List[Hold]:
         return [h for hs in self._by_owner.values() for h in hs]
 
-    async def session_client_id(self, key=None):
+    async def session_client_id(self, key: Any = None) -> Optional[int]:
         return (await self._session_conn(self._node_of(key) if key else None)).id
 
-    async def close(self):
+    async def close(self) -> None:
         if self._closed:
             return
         for e in self._leaderships():
@@ -488,12 +581,31 @@ class Session:
         for sc in list(self._conns.values()):
             await sc.close()
 
-    async def _acquire(self, kind, keys, timeout, owner=None):
+    def _abandon(self) -> None:
+        """Stop the session connection(s) without a word to the server (its
+        client is gone, no await possible): the holds left end within one lease."""
+        self._closed = True
+        for sc in list(self._conns.values()):
+            sc.closing = True
+            task = sc.task
+            if task is not None and not task.done() and not task.get_loop().is_closed():
+                task.cancel()
+            writer = getattr(sc.conn, "_writer", None)
+            if writer is not None:
+                try:
+                    writer.close()
+                except Exception:  # noqa: BLE001 - its loop is gone already
+                    pass
+
+    async def _acquire(
+        self, kind: str, keys: Tuple[Any, ...], timeout: Optional[float], owner: Any = None
+    ) -> Hold:
         cancels = _cancel_requests()
         if self._closed:
             raise LockError("session is closed")
         block = c.block_ms(timeout)
         task = asyncio.current_task()
+        assert task is not None  # (called from a coroutine)
         reg = (kind, keys, id(task))
         if owner is not None:
             _check_owner(self._by_owner, owner, keys)
@@ -506,26 +618,29 @@ class Session:
             entry = self._rw_owner.get((keys[0], id(task)))
             if entry and entry[1] is task and entry[0] in self._by_owner:
                 owner = entry[0]
-        if owner is None:
-            owner = f"{self.token}:{next(self._owner_ids)}"
+        fresh = owner is None
+        if fresh:
+            owner = self._new_owner()
         if self.cluster and kind == "m" and len({self.client.keyslot(k) for k in keys}) > 1:
             raise c.cluster_slot_keys_error(keys)
         await self._session_conn(self._node_of(keys[0]))
         epoch = self._epoch
         args = c.acquire_args(_CMD[kind], keys, owner, self.lease_ms, self.token, block)
         cleanup = release_args(kind, keys, owner)
+        new_owner = self._new_owner if fresh else None  # (an owner holding other locks stays itself)
         try:
             reply = await blocking_call(
-                self.client, self.cluster, args, block, cleanup, self._pending.append, cancels)
+                self.client, self.cluster, args, block, cleanup, self._pending.append, cancels, new_owner)
         except c.NoSession:
             await self._wait_session(keys[0])
             try:
                 reply = await blocking_call(
-                    self.client, self.cluster, args, block, cleanup, self._pending.append, cancels)
+                    self.client, self.cluster, args, block, cleanup, self._pending.append, cancels, new_owner)
             except c.NoSession as e:
                 raise UnavailableError(f"session not registered on the server: {e}") from None
         if reply is None:
             raise c.busy(keys, timeout)
+        owner = c.owner_of(args)  # (a fresh one if the wait's connection broke)
         tokens = [int(t) for t in reply] if isinstance(reply, list) else [int(reply)]
         h = Hold(self, kind, keys, owner, tokens, self._node_of(keys[0]))
         h._reg, h._task = reg, task
@@ -537,13 +652,15 @@ class Session:
             await self._reattach_owner(owner, keys)
         return h
 
-    async def _sem_acquire(self, key, permits, timeout, cancels=None):
+    async def _sem_acquire(
+        self, key: Any, permits: int, timeout: Optional[float], cancels: Optional[int] = None
+    ) -> "Permit":
         if cancels is None:
             cancels = _cancel_requests()
         if self._closed:
             raise LockError("session is closed")
         block = c.block_ms(timeout)
-        owner = f"{self.token}:{next(self._owner_ids)}"  # fresh: never re-entered
+        owner = self._new_owner()  # fresh: never re-entered
         node = self._node_of(key)
         await self._session_conn(node)
         epoch = self._epoch
@@ -551,23 +668,25 @@ class Session:
         cleanup = release_args("s", (key,), owner)
         try:
             reply = await blocking_call(
-                self.client, self.cluster, args, block, cleanup, self._pending.append, cancels)
+                self.client, self.cluster, args, block, cleanup, self._pending.append, cancels, self._new_owner)
         except c.NoSession:
             await self._wait_session(key)
             try:
                 reply = await blocking_call(
-                    self.client, self.cluster, args, block, cleanup, self._pending.append, cancels)
+                    self.client, self.cluster, args, block, cleanup, self._pending.append, cancels,
+                    self._new_owner)
             except c.NoSession as e:
                 raise UnavailableError(f"session not registered on the server: {e}") from None
         if reply is None:
             raise c.sem_busy(key, permits, timeout)
+        owner = c.owner_of(args)
         p = Permit(self, key, owner, int(reply), node)
         self._by_owner.setdefault(owner, []).append(p)
         if self._epoch != epoch:
             await self._reattach_owner(owner, (key,))
         return p
 
-    async def _sem_release_some(self, p, n):
+    async def _sem_release_some(self, p: Any, n: int) -> None:
         try:
             left = await self.client.execute_command("SEM.RELEASE", p.key, p.owner, "PERMITS", n)
         except Exception as e:
@@ -577,19 +696,22 @@ class Session:
             raise err from e
         p.permits = int(left)
 
-    def _track(self, kind, keys, owner, tokens):
+    def _new_owner(self) -> str:
+        return f"{self.token}:{next(self._owner_ids)}"
+
+    def _track(self, kind: str, keys: Tuple[Any, ...], owner: Any, tokens: List[int]) -> Hold:
         h = Hold(self, kind, tuple(keys), owner, tokens, self._node_of(keys[0]))
         self._by_owner.setdefault(owner, []).append(h)
         return h
 
-    async def _wait_session(self, key):
+    async def _wait_session(self, key: Any) -> None:
         sc = await self._session_conn(self._node_of(key))
         try:
             await asyncio.wait_for(sc.up.wait(), max(1.0, self.lease_ms / 1000))
         except asyncio.TimeoutError:
             raise UnavailableError("the session connection is down") from None
 
-    async def _retry_pending(self):
+    async def _retry_pending(self) -> None:
         pending, self._pending = self._pending, []
         for args in pending:
             try:
@@ -599,8 +721,8 @@ class Session:
             except Exception:  # noqa: BLE001
                 self._pending.append(args)
 
-    def _forget(self, h):
-        if self._mine.get(h._reg) is h:
+    def _forget(self, h: Hold) -> None:
+        if h._reg is not None and self._mine.get(h._reg) is h:
             del self._mine[h._reg]
         hs = self._by_owner.get(h.owner)
         if hs and h in hs:
@@ -610,7 +732,7 @@ class Session:
                 if h._reg is not None:
                     self._rw_owner.pop((h.key, h._reg[2]), None)
 
-    async def _release(self, h):
+    async def _release(self, h: Hold) -> None:
         if h.count <= 0:
             raise LockError(f"lock {h.key!r}: release of a hold already released")
         h.count -= 1
@@ -633,7 +755,7 @@ class Session:
                 return
             raise UnavailableError(f"release of {h.key!r}: {e} (retried in the background)") from e
 
-    async def _renew(self, h, lease_ms):
+    async def _renew(self, h: Hold, lease_ms: Optional[int]) -> int:
         h.check()
         lease = int(lease_ms or self.lease_ms)
         cmd = "SEM.RENEW" if h.kind == "s" else "LOCK.RENEW"
@@ -645,7 +767,7 @@ class Session:
             raise
         return lease
 
-    async def _renew_key(self, key, owner, lease, cmd="LOCK.RENEW"):
+    async def _renew_key(self, key: Any, owner: Any, lease: int, cmd: str = "LOCK.RENEW") -> Any:
         args = [cmd, key, owner, "PX", lease, "SESSION", self.token]
         try:
             return await self._execute(*args)
@@ -653,7 +775,7 @@ class Session:
             await self._wait_session(key)
             return await self._execute(*args)
 
-    def _mark_lost(self, h, reason):
+    def _mark_lost(self, h: Hold, reason: str) -> None:
         if h.lost_reason is not None:
             return
         h.lost_reason = reason
@@ -664,7 +786,11 @@ class Session:
             hs.remove(h)
             if not hs:
                 del self._by_owner[h.owner]
-        for cb in list(self._callbacks):
+        callbacks = list(self._callbacks)
+        lost_callback = h._lost_callback
+        if lost_callback is not None:
+            callbacks.append(lambda h: lost_callback(reason))
+        for cb in callbacks:
             try:
                 res = cb(h)
                 if inspect.isawaitable(res):
@@ -672,7 +798,7 @@ class Session:
             except Exception:  # noqa: BLE001
                 log.exception("on_lost callback failed")
 
-    def _loss_message(self, owner, key, reason):
+    def _loss_message(self, owner: Any, key: Any, reason: str) -> None:
         for h in [h for h in self._by_owner.get(owner, ()) if key in h.keys]:
             self._mark_lost(h, reason)
         e = self._elections.get((key, owner))
@@ -680,12 +806,12 @@ class Session:
             e._mark_lost(reason)
 
     # elections (as the sync Session's)
-    def _ping_interval(self):
+    def _ping_interval(self) -> float:
         if not self._election_leases:
             return c.PING_INTERVAL
         return min(c.PING_INTERVAL, min(self._election_leases.values()) / 4)
 
-    async def _elections_add(self, e, lease_s, ping=False):
+    async def _elections_add(self, e: Any, lease_s: float, ping: bool = False) -> None:
         self._election_leases[id(e)] = lease_s
         self._elections[(e.key, e.candidate)] = e
         sc = self._conns.get(e.node)
@@ -697,38 +823,39 @@ class Session:
             except Exception:  # noqa: BLE001 - the reader sees the connection broken
                 pass
 
-    def _elections_remove(self, e):
+    def _elections_remove(self, e: Any) -> None:
         self._election_leases.pop(id(e), None)
-        if self._elections.get((e.key, e.candidate)) is e:
-            del self._elections[(e.key, e.candidate)]
+        key = (e.key, e.candidate)
+        if self._elections.get(key) is e:
+            del self._elections[key]
 
-    def _leaderships(self, node=None):
+    def _leaderships(self, node: Optional[str] = None) -> List[Any]:
         return [e for e in self._elections.values() if e.leads and (node is None or e.node == node)]
 
-    def _next_deadline(self):
+    def _next_deadline(self) -> float:
         if not self._elections:
             return float("inf")
         return min((e.deadline for e in self._leaderships()), default=float("inf"))
 
-    def _check_deadlines(self, now):
+    def _check_deadlines(self, now: float) -> None:
         for e in self._leaderships():
             if now >= e.deadline:
                 e._mark_lost("deadline")
 
-    def _elections_pong(self, sc, sent):
+    def _elections_pong(self, sc: Any, sent: float) -> None:
         for e in self._leaderships(sc.node):
             e._extend_belief(sent)
 
-    def _elections_down(self, sc, reason):
+    def _elections_down(self, sc: Any, reason: str) -> None:
         for e in [e for e in self._elections.values() if e.node == sc.node]:
             e._mark_lost(reason)
 
-    def _resign_soon(self, key, candidate, lease_s):
+    def _resign_soon(self, key: Any, candidate: Any, lease_s: float) -> None:
         """As the sync Session's: ``ELECT.RESIGN`` in a task of its own, tried
         again for two leases while the server is unreachable or a replica."""
         args = ["ELECT.RESIGN", key, candidate]
 
-        async def run():
+        async def run() -> None:
             until = time.monotonic() + 2 * lease_s
             delay = 0.05
             while not self._closed:
@@ -746,16 +873,15 @@ class Session:
                 delay = min(delay * 2, 0.5)
 
         task = asyncio.get_running_loop().create_task(run())
-        self._bg = getattr(self, "_bg", set())
         self._bg.add(task)
         task.add_done_callback(self._bg.discard)
 
-    def _lost_if_down_too_long(self, sc):
+    def _lost_if_down_too_long(self, sc: Any) -> None:
         if time.monotonic() - sc.last_alive > self.lease_ms / 1000:
             for h in [h for h in self.holds() if h.node == sc.node]:
                 self._mark_lost(h, "session-down")
 
-    async def _rehome(self, sc):
+    async def _rehome(self, sc: Any) -> bool:
         """Cluster: see the sync ``Session._rehome``."""
         now = time.monotonic()
         if now - getattr(sc, "rehomed_at", 0) >= 1.0:
@@ -764,7 +890,7 @@ class Session:
                 await self.client.nodes_manager.initialize()
             except Exception as e:  # noqa: BLE001
                 log.debug("cluster slot map refresh failed: %s", e)
-            moved = {}
+            moved: Dict[Tuple[Any, Optional[str]], List[Hold]] = {}
             for h in [h for h in self.holds() if h.node == sc.node]:
                 try:
                     node = self._node_of(h.key)
@@ -780,24 +906,25 @@ class Session:
                     continue
                 for h in hs:
                     h.node = node
-                await self._reattach_owner(owner, sorted({k for h in hs for k in h.keys}))
+                await self._reattach_owner(owner, tuple(sorted({k for h in hs for k in h.keys})))
         idle = not any(h.node == sc.node for h in self.holds())
         if idle and now - sc.last_alive > self.lease_ms / 1000:
-            if self._conns.get(sc.node) is sc:
-                del self._conns[sc.node]
+            node = sc.node
+            if self._conns.get(node) is sc:
+                del self._conns[node]
             sc.closing = True
             return True
         return False
 
-    async def _reattach(self, sc):
-        owners = {}
+    async def _reattach(self, sc: Any) -> None:
+        owners: Dict[Any, set[Any]] = {}
         for h in self.holds():
             if h.node == sc.node:
                 owners.setdefault(h.owner, set()).update(h.keys)
         for owner, keys in owners.items():
-            await self._reattach_owner(owner, sorted(keys))
+            await self._reattach_owner(owner, tuple(sorted(keys)))
 
-    async def _reattach_owner(self, owner, keys):
+    async def _reattach_owner(self, owner: Any, keys: Tuple[Any, ...]) -> None:
         hs = self._by_owner.get(owner)
         cmd = "SEM.RENEW" if hs and hs[0].kind == "s" else "LOCK.RENEW"
         for key in keys:
@@ -815,7 +942,7 @@ class Session:
                 return
         self._unattached.pop(owner, None)
 
-    async def _retry_unattached(self):
+    async def _retry_unattached(self) -> None:
         for owner, (keys, since) in list(self._unattached.items()):
             if owner not in self._by_owner:
                 self._unattached.pop(owner, None)
@@ -828,23 +955,24 @@ class Session:
 
 
 class _Acquirable:
-    def __init__(self, session, kind, keys):
+    def __init__(self, session: Session, kind: str, keys: Tuple[Any, ...]) -> None:
         self.session = session
         self.kind = kind
         self.keys = keys
+        self._held: Dict[Optional[asyncio.Task[Any]], List[Hold]] = {}  # each task's holds taken by ``async with``
 
-    async def acquire(self, timeout=None, owner=None):
+    async def acquire(self, timeout: Optional[float] = None, owner: Any = None) -> Hold:
         """``timeout=None`` waits forever, ``0`` tries once, ``seconds`` then BusyError.
         ``owner``: as the threaded ``acquire`` (the owner of another of this
         session's holds; a wait closing a cycle raises ``DeadlockError``)."""
         return await self.session._acquire(self.kind, self.keys, timeout, owner)
 
-    async def __aenter__(self):
+    async def __aenter__(self) -> Hold:
         h = await self.acquire()
-        self.__dict__.setdefault("_held", {}).setdefault(asyncio.current_task(), []).append(h)
+        self._held.setdefault(asyncio.current_task(), []).append(h)
         return h
 
-    async def __aexit__(self, *exc):
+    async def __aexit__(self, *exc: Any) -> None:
         task = asyncio.current_task()
         stack = self._held[task]
         h = stack.pop()
@@ -854,14 +982,14 @@ class _Acquirable:
 
 
 class RWLock:
-    def __init__(self, session, name):
+    def __init__(self, session: Any, name: Any) -> None:
         self.session = session
         self.name = name
 
-    def read_lock(self):
+    def read_lock(self) -> _Acquirable:
         return _Acquirable(self.session, "r", (self.name,))
 
-    def write_lock(self):
+    def write_lock(self) -> _Acquirable:
         return _Acquirable(self.session, "w", (self.name,))
 
 
@@ -869,17 +997,19 @@ class Permit(Hold):
     """Permits of a semaphore held by one owner (see the sync ``Permit``);
     ``lost`` is an :class:`asyncio.Event`."""
 
-    def __init__(self, session, key, owner, permits, node):
+    def __init__(
+        self, session: Session, key: Any, owner: Any, permits: int, node: Optional[str]
+    ) -> None:
         super().__init__(session, "s", (key,), owner, [], node)
         self.permits = permits
 
     token = property(lambda self: None)  # no fencing token for permits
 
-    def check(self):
+    def check(self) -> None:
         if self.lost_reason is not None:
             raise LostError(f"permits of semaphore {self.key!r} were lost: {self.lost_reason}")
 
-    async def release(self, permits=None):
+    async def release(self, permits: Optional[int] = None) -> None:
         """Give back ``permits`` of the permits (default: all)."""
         if permits is not None:
             c.check_permits(permits)
@@ -887,10 +1017,11 @@ class Permit(Hold):
                 if permits > self.permits:
                     raise ValueError(f"release of {permits} permits: {self.permits} held")
                 if permits < self.permits:
-                    return await self.session._sem_release_some(self, permits)
+                    await self.session._sem_release_some(self, permits)
+                    return
         await self.session._release(self)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         state = "lost" if self.lost_reason is not None else ("held" if self.count else "released")
         return f"<Permit {self.key!r} owner={self.owner} permits={self.permits} {state}>"
 
@@ -902,7 +1033,7 @@ class Semaphore:
     is used (opened at the first command).  ``await sem.acquire(...)`` ->
     :class:`Permit`; ``async with sem as permit:`` takes one permit."""
 
-    def __init__(self, session, name, permits=None):
+    def __init__(self, session: Any, name: Any, permits: Optional[int] = None) -> None:
         if permits is not None and (isinstance(permits, bool) or not isinstance(permits, int) or permits < 0):
             raise ValueError("permits must be None or an int >= 0")
         self._session = session if isinstance(session, Session) else None
@@ -910,31 +1041,34 @@ class Semaphore:
         self.name = name
         self.initial_permits = permits
         self._init_done = permits is None
+        self._held: Dict[Optional[asyncio.Task[Any]], List[Permit]] = {}  # each task's ``async with`` permits
 
-    async def _get_session(self):
+    async def _get_session(self) -> Session:
         if self._session is None or (self._session._closed and self._client is not None):
             self._session = await default_session(self._client)
         return self._session
 
     @property
-    def session(self):
+    def session(self) -> Optional[Session]:
         return self._session
 
-    async def _execute(self, *args):
+    async def _execute(self, *args: Any) -> Any:
         return await (await self._get_session())._execute(*args)
 
-    async def _ensure_init(self):
+    async def _ensure_init(self) -> None:
         if not self._init_done:
             await self._execute("SEM.INIT", self.name, self.initial_permits)
             self._init_done = True
 
-    async def init(self, permits):
+    async def init(self, permits: Optional[int]) -> bool:
         """``SEM.INIT`` (after this object's own ``permits``, if given): True
         if set, False if the semaphore existed."""
         await self._ensure_init()
         return bool(await self._execute("SEM.INIT", self.name, permits))
 
-    async def acquire(self, permits=1, blocking=True, timeout=None):
+    async def acquire(
+        self, permits: int = 1, blocking: bool = True, timeout: Optional[float] = None
+    ) -> Permit:
         """Take ``permits`` permits -> :class:`Permit` (``timeout`` as the sync
         ``Semaphore.acquire``; then :class:`BusyError`)."""
         c.check_permits(permits)
@@ -946,25 +1080,25 @@ class Semaphore:
         await self._ensure_init()
         return await (await self._get_session())._sem_acquire(self.name, permits, timeout, cancels)
 
-    async def info(self):
+    async def info(self) -> Optional[Dict[str, Any]]:
         """``SEM.INFO`` as a dict, or None if the semaphore does not exist."""
         await self._ensure_init()
         return c.sem_info(await self._execute("SEM.INFO", self.name))
 
-    async def available(self):
+    async def available(self) -> int:
         info = await self.info()
         return 0 if info is None else int(info["available"])
 
-    async def add(self, delta):
+    async def add(self, delta: int) -> int:
         await self._ensure_init()
         return int(await self._execute("SEM.ADD", self.name, delta))
 
-    async def __aenter__(self):
+    async def __aenter__(self) -> Permit:
         p = await self.acquire()
-        self.__dict__.setdefault("_held", {}).setdefault(asyncio.current_task(), []).append(p)
+        self._held.setdefault(asyncio.current_task(), []).append(p)
         return p
 
-    async def __aexit__(self, *exc):
+    async def __aexit__(self, *exc: Any) -> None:
         task = asyncio.current_task()
         stack = self._held[task]
         p = stack.pop()
@@ -976,34 +1110,34 @@ class Semaphore:
 class Latch:
     """The asyncio count-down latch (see the sync ``Latch``)."""
 
-    def __init__(self, client, name):
+    def __init__(self, client: Any, name: Any) -> None:
         if isinstance(client, Session):
             client = client.client
         self.client = client
         self.name = name
         self.cluster = _is_cluster(client)
 
-    async def _execute(self, *args):
+    async def _execute(self, *args: Any) -> Any:
         try:
             return await self.client.execute_command(*args)
         except Exception as e:
             raise c.map_error(e, str(args[0])) from e
 
-    async def init(self, count, ttl=None):
+    async def init(self, count: int, ttl: Optional[float] = None) -> bool:
         """``LATCH.INIT``; ``ttl`` in seconds.  True if set, False if it existed."""
         return bool(await self._execute("LATCH.INIT", self.name, count, *c.latch_ttl_args(ttl)))
 
-    async def count_down(self, n=1):
+    async def count_down(self, n: int = 1) -> int:
         return int(await self._execute("LATCH.COUNTDOWN", self.name, n))
 
-    async def count(self):
+    async def count(self) -> int:
         info = await self.info()
         return 0 if info is None else int(info["count"])
 
-    async def info(self):
+    async def info(self) -> Optional[Dict[str, Any]]:
         return c.as_map(await self._execute("LATCH.INFO", self.name))
 
-    async def wait(self, timeout=None):
+    async def wait(self, timeout: Optional[float] = None) -> bool:
         """True when the latch is open, False when ``timeout`` ran out;
         :class:`LatchGone` if it ended without reaching zero."""
         block = c.block_ms(timeout)

@@ -1,8 +1,11 @@
 """The asyncio twins of ``redis_lock_client._election``: Election, Leadership, Observer."""
 
+from __future__ import annotations
+
 import asyncio
 import inspect
 import time
+from typing import Any, Callable, List, Literal, Optional
 
 import redis.exceptions as rex
 
@@ -27,12 +30,22 @@ class Leadership(_LeadershipState):
     :class:`asyncio.Event`, ``proclaim`` and ``resign`` are coroutines, and it
     is an async context manager (leaving it resigns)."""
 
-    def __init__(self, election, candidate, term, value, node, lease_s, deadline, on_lost):
+    def __init__(
+        self,
+        election: Any,
+        candidate: Any,
+        term: Optional[int],
+        value: Any,
+        node: Optional[str],
+        lease_s: float,
+        deadline: float,
+        on_lost: Optional[Callable[..., Any]],
+    ) -> None:
         super().__init__(
             election, election._session, candidate, term, value, node, lease_s, deadline, asyncio.Event(), on_lost
         )
 
-    async def proclaim(self, value):
+    async def proclaim(self, value: Any) -> int:
         self.check()
         try:
             term = await self.session._execute("ELECT.PROCLAIM", self.name, self.candidate, value)
@@ -41,7 +54,7 @@ class Leadership(_LeadershipState):
             raise
         return self._proclaimed(value, term)
 
-    async def resign(self):
+    async def resign(self) -> bool:
         if self.resigned:
             return False
         self.resigned = True
@@ -54,21 +67,21 @@ class Leadership(_LeadershipState):
             raise
         return led and self.lost_reason is None
 
-    def _mark_lost(self, reason):
+    def _mark_lost(self, reason: str) -> None:
         if self.lost_reason is not None or self.resigned:
             return
         self.lost_reason = reason
         self._lost_now()
 
-    def _run_callback(self, cb):
+    def _run_callback(self, cb: Any) -> None:
         r = cb(self)
         if inspect.isawaitable(r):
             asyncio.ensure_future(r)
 
-    async def __aenter__(self):
+    async def __aenter__(self) -> "Leadership":
         return self
 
-    async def __aexit__(self, *exc):
+    async def __aexit__(self, *exc: Any) -> Literal[False]:
         try:
             await self.resign()
         except UnavailableError:
@@ -85,18 +98,21 @@ class Election(_ElectionBase):
 
     _session_class = Session
 
-    async def _get_session(self):
+    async def _get_session(self) -> Session:
         if self._session is None or (self._session._closed and self._client is not None):
             from .dropin import default_session
 
             self._session = await default_session(self._client)
-        return self._session
+        session: Session = self._session
+        return session
 
     @property
-    def client(self):
+    def client(self) -> Any:
         return self._client if self._client is not None else self._session.client
 
-    async def campaign(self, timeout=None, value=None, on_lost=None):
+    async def campaign(
+        self, timeout: Optional[float] = None, value: Any = None, on_lost: Optional[Callable[..., Any]] = None
+    ) -> Leadership:
         cancels = _cancel_requests()
         session = await self._get_session()
         if session._closed:
@@ -107,6 +123,7 @@ class Election(_ElectionBase):
         candidate = f"{session.token}:{next(session._owner_ids)}"
         node = session._node_of(self.name)
         sc = await session._session_conn(node)
+        c.check_lease(self.lease_ms, session.min_lease_ms)
         pending = _Campaign(self.name, candidate, node)
         await session._elections_add(pending, lease_s, ping=True)  # PINGs every lease/4 from now
         try:
@@ -156,16 +173,16 @@ class Election(_ElectionBase):
             leadership._mark_lost(pending.lost_reason)
         return leadership
 
-    def _campaign_args(self, session, candidate, value, block):
+    def _campaign_args(self, session: Any, candidate: Any, value: Any, block: Optional[int]) -> List[Any]:
         return campaign_args(self.name, candidate, value, self.lease_ms, session.token, block)
 
-    async def leader(self):
+    async def leader(self) -> Optional[Leader]:
         try:
             return _leader(await self.client.execute_command("ELECT.LEADER", self.name))
         except Exception as e:
             raise c.map_error(e, "ELECT.LEADER") from e
 
-    def observe(self):
+    def observe(self) -> "Observer":
         """``async for leader in election.observe():`` every change in order
         (see the sync one); ``break``, a task cancel or ``close()`` ends it."""
         return Observer(self)
@@ -175,16 +192,16 @@ class Observer:
     """The async iterator :meth:`Election.observe` returns; each step is
     ``ELECT.OBSERVE key TERM t BLOCK 0`` on a pooled connection."""
 
-    def __init__(self, election):
+    def __init__(self, election: Any) -> None:
         self.election = election
         self.term = 0
         self._closed = False
         self._conn = None
 
-    def __aiter__(self):
+    def __aiter__(self) -> "Observer":
         return self
 
-    async def __anext__(self):
+    async def __anext__(self) -> Optional[Leader]:
         cancels = _cancel_requests()
         if self._closed:
             raise StopAsyncIteration
@@ -228,16 +245,16 @@ class Observer:
         self.term = 0 if leader is None else leader.term
         return leader
 
-    async def close(self):
+    async def close(self) -> None:
         """End the iteration; a step waiting now ends (StopAsyncIteration)."""
         self._closed = True
         conn = self._conn
         if conn is not None:
             await conn.disconnect(nowait=True)
 
-    async def __aenter__(self):
+    async def __aenter__(self) -> "Observer":
         return self
 
-    async def __aexit__(self, *exc):
+    async def __aexit__(self, *exc: Any) -> Literal[False]:
         await self.close()
         return False

@@ -1,43 +1,133 @@
 """``ModuleLock`` for ``redis.asyncio``: ``r.lock(name, timeout=10, lock_class=ModuleLock)``.
 
-Same mapping as the sync drop-in (see ``redis_lock_client.dropin``).
+Same mapping as the sync drop-in (see ``redis_lock_client.dropin``): the
+implicit session of ``timeout=None`` locks is one per connection pool (per
+cluster client), ended when the pool is disconnected (``await
+client.aclose()`` of a client that made its pool) or garbage-collected.
 """
 
-import asyncio
+from __future__ import annotations
+
 import threading
 import uuid
 import weakref
 from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Literal, Optional, Union
 
+import redis.asyncio
 import redis.asyncio.lock
 import redis.exceptions as rex
 
 from .. import _common as c
-from ..dropin import lock_error
+from ..dropin import block_of, lease_ms_of, lock_error, owner_from_info
+from ..errors import CommandError
 
-_sessions = weakref.WeakKeyDictionary()
+if TYPE_CHECKING:
+    from . import Hold, Session
+
+__all__ = ["ModuleLock", "default_session", "close_default_session"]
+
+class _Slot:
+    """The implicit session of one connection pool (cluster client); see the
+    sync drop-in's."""
+
+    def __init__(self) -> None:
+        self.session: Optional["Session"] = None
+
+    async def end(self) -> None:
+        session, self.session = self.session, None
+        if session is not None:
+            await session.close()
+
+    def abandon(self) -> None:
+        session, self.session = self.session, None
+        if session is not None:
+            session._abandon()
 
 
-async def default_session(client, lease_ms=30000):
+#: A connection pool (a cluster client) -> the slot of its clients' implicit session.
+_slots: "weakref.WeakKeyDictionary[Any, _Slot]" = weakref.WeakKeyDictionary()
+
+
+def _is_cluster(client: Any) -> bool:
+    return hasattr(client, "get_node_from_key") and hasattr(client, "nodes_manager")
+
+
+def _slot_key(client: Any) -> Any:
+    return client if _is_cluster(client) else client.connection_pool
+
+
+def _weak_client(client: Any) -> Any:
+    if _is_cluster(client):
+        return weakref.proxy(client)
+    pool: Any = weakref.proxy(client.connection_pool)  # (a proxy stands for the pool)
+    return redis.asyncio.Redis(connection_pool=pool)
+
+
+def _end_with(owner: Any, method: str, slot: _Slot) -> None:
+    """End ``slot``'s session before ``owner.method()`` (a pool's
+    ``disconnect``, a cluster client's ``aclose``) runs; abandon it when
+    ``owner`` is garbage-collected.  Neither hook refers to ``owner`` strongly."""
+    original = getattr(type(owner), method)
+    owner_ref = weakref.ref(owner)
+
+    async def ending(*args: Any, **kwargs: Any) -> Any:
+        await slot.end()
+        target = owner_ref()
+        if target is None:  # (called while it is being collected)
+            return None
+        return await original(target, *args, **kwargs)
+
+    setattr(owner, method, ending)
+    weakref.finalize(owner, slot.abandon)
+
+
+async def default_session(client: Any, lease_ms: int = 30000) -> "Session":
+    """The implicit session of ``client``'s connection pool (see the module's doc)."""
     from . import Session
 
-    s = _sessions.get(client)
-    if s is None or s._closed:
-        s = Session(client, lease_ms=lease_ms, name="dropin")
-        _sessions[client] = s
-        await s.start()
-    return s
+    key = _slot_key(client)
+    slot = _slots.get(key)
+    if slot is None:
+        slot = _slots[key] = _Slot()
+        _end_with(key, "aclose" if _is_cluster(client) else "disconnect", slot)
+    session = slot.session
+    if session is None or session._closed:
+        # (in the slot before it opens: a concurrent acquire waits for the same opening)
+        session = slot.session = Session(_weak_client(client), lease_ms=lease_ms, name="dropin")
+        try:
+            await session.start()
+        except BaseException:
+            if slot.session is session:
+                slot.session = None
+            raise
+    return session
 
 
-async def close_default_session(client):
-    s = _sessions.pop(client, None)
-    if s is not None:
-        await s.close()
+async def close_default_session(client: Any) -> None:
+    """Close the implicit session of ``client``'s pool (its holds are released)."""
+    slot = _slots.get(_slot_key(client))
+    if slot is not None:
+        await slot.end()
 
 
 class ModuleLock(redis.asyncio.lock.Lock):
-    def __init__(self, redis, name, timeout=None, sleep=0.1, blocking=True,
-                 blocking_timeout=None, thread_local=True, raise_on_release_error=True, **_ignored):
+    """The asyncio drop-in ``lock_class`` (see the sync ``ModuleLock``);
+    ``on_lost`` may also be a coroutine function."""
+
+    def __init__(
+        self,
+        redis: Any,
+        name: Any,
+        timeout: Optional[float] = None,
+        sleep: float = 0.1,
+        blocking: bool = True,
+        blocking_timeout: Optional[float] = None,
+        thread_local: bool = True,
+        raise_on_release_error: bool = True,
+        on_lost: Optional[Callable[[str], Any]] = None,
+        **_ignored: Any,
+    ) -> None:
         self.redis = redis
         self.name = name
         self.timeout = timeout
@@ -46,39 +136,44 @@ class ModuleLock(redis.asyncio.lock.Lock):
         self.blocking_timeout = blocking_timeout
         self.thread_local = bool(thread_local)
         self.raise_on_release_error = raise_on_release_error
-        self.local = threading.local() if self.thread_local else SimpleNamespace()
+        self.local: Any = threading.local() if self.thread_local else SimpleNamespace()
         self.local.token = None
-        self._holds = {}
+        self.fencing_token: Optional[int] = None
+        if on_lost is not None and timeout:
+            raise ValueError("on_lost needs a hold kept by the session: timeout=None (a lease lock just ends)")
+        self.on_lost = on_lost
+        self._holds: Dict[bytes, "Hold"] = {}
 
-    def register_scripts(self):
+    def register_scripts(self) -> None:
         pass
 
-    def _err(self, cls, message):
+    def _err(self, cls: type, message: str) -> Exception:
         return lock_error(cls, message, self.name)
 
-    async def acquire(self, blocking=None, blocking_timeout=None, token=None):
-        from . import _cancel_requests, _is_cluster, blocking_call
+    async def acquire(
+        self,
+        blocking: Optional[bool] = None,
+        blocking_timeout: Optional[float] = None,
+        token: Optional[Union[str, bytes]] = None,
+        *,
+        sleep: Optional[float] = None,  # (accepted and ignored: no polling)
+    ) -> bool:
+        from . import _cancel_requests, blocking_call
 
         cancels = _cancel_requests()
-
-        if token is None:
-            token = uuid.uuid1().hex.encode()
-        else:
-            token = self.redis.get_encoder().encode(token)
+        generated = token is None
+        btoken: bytes = uuid.uuid4().hex.encode() if token is None else self.redis.get_encoder().encode(token)
         if blocking is None:
             blocking = self.blocking
         if blocking_timeout is None:
             blocking_timeout = self.blocking_timeout
-        if not blocking:
-            block = None
-        elif blocking_timeout is None:
-            block = 0
-        else:
-            block = int(blocking_timeout * 1000) or None
-        args = ["LOCK.ACQUIRE", self.name, token]
+        block = block_of(blocking, blocking_timeout)
+        args: List[Any] = ["LOCK.ACQUIRE", self.name, btoken]
         session = None
         if self.timeout:
-            args += ["PX", max(1, int(self.timeout * 1000))]
+            if self.on_lost is not None:
+                raise ValueError("on_lost needs a hold kept by the session: timeout=None")
+            args += ["PX", lease_ms_of(self.timeout)]
         else:
             session = await default_session(self.redis)
             await session._session_conn(session._node_of(self.name))
@@ -86,82 +181,121 @@ class ModuleLock(redis.asyncio.lock.Lock):
         args.append("FENCE")
         if block is not None:
             args += ["BLOCK", block]
-        cleanup = ["LOCK.RELEASE", self.name, token]
-        on_fail = session._pending.append if session else (lambda a: None)
+        cleanup = ["LOCK.RELEASE", self.name, btoken]
+        on_fail: Callable[[List[Any]], None] = session._pending.append if session else (lambda a: None)
+        new_owner = (lambda: uuid.uuid4().hex.encode()) if generated else None
         cluster = _is_cluster(self.redis)
         try:
-            reply = await blocking_call(self.redis, cluster, args, block, cleanup, on_fail, cancels)
-        except c.NoSession:
-            await session._wait_session(self.name)
-            reply = await blocking_call(self.redis, cluster, args, block, cleanup, on_fail, cancels)
+            try:
+                reply = await blocking_call(self.redis, cluster, args, block, cleanup, on_fail, cancels, new_owner)
+            except c.NoSession:
+                assert session is not None
+                await session._wait_session(self.name)
+                reply = await blocking_call(self.redis, cluster, args, block, cleanup, on_fail, cancels, new_owner)
+        except CommandError as e:
+            if c.error_code(e) != "WRONGTYPE":
+                raise
+            # another type of value: redis-py's SET NX fails (False); the module cannot queue on it
+            if block != 0:
+                return False
+            raise self._err(
+                rex.LockError, f"Unable to acquire lock: {self.name!r} holds another type of value"
+            ) from None
         if reply is None:
             return False
+        btoken = c.owner_of(args)  # (a fresh one if the wait's connection broke)
         if session is not None:
-            self._holds[token] = session._track("x", (self.name,), token.decode(), [int(reply)])
-        self.local.token = token
+            h = session._track("x", (self.name,), btoken.decode(), [int(reply)])
+            h._lost_callback = self._lost
+            self._holds[btoken] = h
+        self.local.token = btoken
         self.fencing_token = int(reply)
         return True
 
-    async def do_acquire(self, token):
+    def _lost(self, reason: str) -> Any:
+        if self.on_lost is not None:
+            return self.on_lost(reason)
+        return None
+
+    async def do_acquire(self, token: Union[str, bytes]) -> bool:
         return await self.acquire(blocking=False, token=token)
 
-    async def locked(self):
+    async def locked(self) -> bool:
         return bool(await self.redis.exists(self.name))
 
-    async def owned(self):
+    async def _info_owner(self) -> Optional[bytes]:
+        try:
+            reply = await self.redis.execute_command("LOCK.INFO", self.name)
+        except rex.ResponseError:
+            return None  # not a lock (overwritten)
+        return owner_from_info(reply, self.redis.get_encoder())
+
+    async def owned(self) -> bool:
         if self.local.token is None:
             return False
-        try:
-            info = await self.redis.execute_command("LOCK.INFO", self.name)
-        except rex.ResponseError:
-            return False
-        if not info:
-            return False
-        if isinstance(info, dict):
-            owner = info.get(b"owner", info.get("owner"))
-        else:
-            fields = dict(zip(info[::2], info[1::2]))
-            owner = fields.get(b"owner", fields.get("owner"))
-        if owner is not None and not isinstance(owner, bytes):
-            owner = self.redis.get_encoder().encode(owner)
-        return owner == self.local.token
+        return bool(await self._info_owner() == self.local.token)
 
-    async def release(self):
+    async def release(self) -> None:
         expected = self.local.token
         if expected is None:
             raise self._err(rex.LockError, "Cannot release a lock that's not owned or is already unlocked.")
-        self.local.token = None
-        await self.do_release(expected)
+        try:
+            await self.do_release(expected)
+        except rex.LockNotOwnedError:
+            if self.local.token == expected:
+                self.local.token = None
+            raise
+        if self.local.token == expected:
+            self.local.token = None
 
-    async def do_release(self, expected_token):
-        h = self._holds.pop(expected_token, None)
+    def _untrack(self, token: bytes) -> None:
+        h = self._holds.pop(token, None)
         if h is not None:
             h.count = 0
             h.session._forget(h)
+
+    async def do_release(self, expected_token: bytes) -> None:
         try:
             await self.redis.execute_command("LOCK.RELEASE", self.name, expected_token)
         except rex.ResponseError as e:
             if c.error_code(e) in ("NOTOWNER", "WRONGTYPE"):
+                self._untrack(expected_token)
                 raise self._err(rex.LockNotOwnedError, "Cannot release a lock that's no longer owned") from None
             raise
+        self._untrack(expected_token)
 
-    async def _renew(self, ms, what):
+    def _not_owned(self, what: str) -> Exception:
+        return self._err(rex.LockNotOwnedError, f"Cannot {what} a lock that's no longer owned")
+
+    async def _renew(self, ms: int, what: str) -> Literal[True]:
         try:
             await self.redis.execute_command("LOCK.RENEW", self.name, self.local.token, "PX", ms)
         except rex.ResponseError as e:
             if c.error_code(e) in ("NOTOWNER", "WRONGTYPE"):
-                raise self._err(rex.LockNotOwnedError, f"Cannot {what} a lock that's no longer owned") from None
+                raise self._not_owned(what) from None
             raise
         return True
 
-    async def do_extend(self, additional_time, replace_ttl):
+    async def _check_owned(self, what: str) -> Literal[True]:
+        if await self._info_owner() != self.local.token:
+            raise self._not_owned(what)
+        return True
+
+    async def do_extend(self, additional_time: float, replace_ttl: bool) -> Literal[True]:
+        if not self.timeout:  # timeout=0: no expiry in redis-py, nothing to extend
+            raise self._not_owned("extend")
         ms = int(additional_time * 1000)
         if not replace_ttl:
             pttl = await self.redis.pttl(self.name)
             if pttl is None or pttl < 0:
-                raise self._err(rex.LockNotOwnedError, "Cannot extend a lock that's no longer owned")
+                raise self._not_owned("extend")
             ms += pttl
-        return await self._renew(max(1, ms), "extend")
+        if ms <= 0:  # as redis-py: the expiry is left as it is
+            return await self._check_owned("extend")
+        return await self._renew(ms, "extend")
 
-    async def do_reacquire(self):
-        return await self._renew(max(1, int(self.timeout * 1000)), "reacquire")
+    async def do_reacquire(self) -> Literal[True]:
+        assert self.timeout is not None
+        if not self.timeout:  # timeout=0: as redis-py, nothing to reset
+            return await self._check_owned("reacquire")
+        return await self._renew(lease_ms_of(self.timeout), "reacquire")
