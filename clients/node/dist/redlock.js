@@ -81,6 +81,22 @@ function checkDuration(duration) {
 function sleep(ms) {
     return new Promise((r) => setTimeout(r, ms));
 }
+/** redlock's vote against when none of `resources` was locked, released or extended. */
+function notApplied(resources, cause) {
+    const e = new ResourceLockedError(`The operation was applied to: 0 of the ${resources.length} requested resources.`);
+    return cause === undefined ? e : Object.assign(e, { cause });
+}
+/** Runs `op` on a lock's hold; a hold the server no longer has is redlock's vote against. */
+async function onHold(resources, op) {
+    try {
+        await op();
+    }
+    catch (e) {
+        if (e instanceof errors_1.LostError || e instanceof errors_1.NotOwnerError)
+            throw notApplied(resources, e);
+        throw e;
+    }
+}
 /**
  * A failure another attempt cannot change, not retried: anything but a connection failure (an
  * authentication, module or lease refusal, an argument the server refuses).
@@ -187,7 +203,7 @@ class ModuleRedlock extends node_events_1.EventEmitter {
             }
             catch (e) {
                 if (e instanceof errors_1.BusyError)
-                    throw Object.assign(new ResourceLockedError(`The operation was applied to: 0 of the ${resources.length} requested resources.`), { cause: e });
+                    throw notApplied(resources, e);
                 throw e;
             }
         });
@@ -212,17 +228,10 @@ class ModuleRedlock extends node_events_1.EventEmitter {
         const releasedBefore = lock.hold.released;
         const { attempts } = await this.execute({ ...this.settings, ...settings }, async () => {
             if (releasedBefore)
-                throw new ResourceLockedError(`The operation was applied to: 0 of the ${lock.resources.length} requested resources.`);
-            try {
-                await lock.hold.releaseAll();
-            }
-            catch (e) {
-                if (e instanceof errors_1.LostError || e instanceof errors_1.NotOwnerError)
-                    throw Object.assign(new ResourceLockedError(`The operation was applied to: 0 of the ${lock.resources.length} requested resources.`), { cause: e });
-                throw e;
-            }
+                throw notApplied(lock.resources);
+            await onHold(lock.resources, () => lock.hold.releaseAll());
             if (lock.hold.lost)
-                throw new ResourceLockedError(`The operation was applied to: 0 of the ${lock.resources.length} requested resources.`);
+                throw notApplied(lock.resources);
         });
         return { attempts };
     }
@@ -233,16 +242,7 @@ class ModuleRedlock extends node_events_1.EventEmitter {
         const start = Date.now();
         if (existing.expiration < Date.now())
             throw new ExecutionError("Cannot extend an already-expired lock.", []);
-        const { attempts } = await this.execute(s, async () => {
-            try {
-                await existing.hold.extend(duration);
-            }
-            catch (e) {
-                if (e instanceof errors_1.LostError || e instanceof errors_1.NotOwnerError)
-                    throw Object.assign(new ResourceLockedError(`The operation was applied to: 0 of the ${existing.resources.length} requested resources.`), { cause: e });
-                throw e;
-            }
-        });
+        const { attempts } = await this.execute(s, () => onHold(existing.resources, () => existing.hold.extend(duration)));
         existing.expiration = 0;
         const drift = Math.round(s.driftFactor * duration) + 2;
         return new RedlockLock(this, existing.resources, existing.value, attempts, start + duration - drift, existing.hold);

@@ -560,8 +560,8 @@ class Session extends node_events_1.EventEmitter {
     }
     /**
      * @internal Sends an acquire: waits on a pooled connection, cancels per the contract, retries
-     * NOSESSION once, and queues again (with a fresh owner, in the time left) when the connection
-     * it waits on breaks while the server can still be reached.
+     * NOSESSION once, and queues again (with a fresh owner, or the same one when it cannot change,
+     * in the time left) when the connection it waits on breaks while the server can still be reached.
      */
     async acquireRaw(spec) {
         if (this.closing)
@@ -631,13 +631,16 @@ class Session extends node_events_1.EventEmitter {
     /**
      * The connection a wait was on broke (CLIENT KILL, an idle reaper, a blip): on a fresh
      * connection, end the old owner's wait and release a grant that may have crossed the break
-     * (the cancel of the contract), then give the wait a fresh owner for its next turn in line.
-     * Rejects with the broken connection's error when the owner cannot change or the session is
-     * closing, with AuthenticationError / UnavailableError when no fresh connection can be made.
+     * (the cancel of the contract), then give the wait a fresh owner for its next turn in line, or
+     * keep the owner when it cannot change. Keeping it is safe only after the cleanup's release has
+     * answered: a grant that crossed the break would otherwise make the next acquire a re-entry.
+     * The release names exactly the side or kind waited for, so what the owner held before the wait
+     * (its other side of a read-write lock, its other keys) stays; a re-entry never waits, so never
+     * comes here. Rejects with the broken connection's error when the session is closing, with
+     * AuthenticationError / UnavailableError when no fresh connection can be made.
      */
     async requeue(node, spec, broken) {
-        const fresh = spec.kind === "latch" ? () => "" : spec.freshOwner;
-        if (!fresh || this.closing) {
+        if (this.closing) {
             await this.boundedCleanup(spec);
             throw (0, errors_1.toLockError)(broken);
         }
@@ -655,7 +658,8 @@ class Session extends node_events_1.EventEmitter {
         finally {
             this.pool.give(node, conn);
         }
-        spec.owner = fresh();
+        if (spec.freshOwner)
+            spec.owner = spec.freshOwner(); // (a latch wait has no owner and no freshOwner)
     }
     acquireArgs(spec) {
         let args;

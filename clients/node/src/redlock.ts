@@ -102,6 +102,22 @@ function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
 
+/** redlock's vote against when none of `resources` was locked, released or extended. */
+function notApplied(resources: string[], cause?: unknown): ResourceLockedError {
+  const e = new ResourceLockedError(`The operation was applied to: 0 of the ${resources.length} requested resources.`);
+  return cause === undefined ? e : Object.assign(e, { cause });
+}
+
+/** Runs `op` on a lock's hold; a hold the server no longer has is redlock's vote against. */
+async function onHold(resources: string[], op: () => Promise<unknown>): Promise<void> {
+  try {
+    await op();
+  } catch (e) {
+    if (e instanceof LostError || e instanceof NotOwnerError) throw notApplied(resources, e);
+    throw e;
+  }
+}
+
 /**
  * A failure another attempt cannot change, not retried: anything but a connection failure (an
  * authentication, module or lease refusal, an argument the server refuses).
@@ -212,11 +228,7 @@ export class ModuleRedlock extends EventEmitter {
       try {
         return await lock.acquireNow({ leaseMs: duration, timeoutMs: windowMs }, bind);
       } catch (e) {
-        if (e instanceof BusyError)
-          throw Object.assign(
-            new ResourceLockedError(`The operation was applied to: 0 of the ${resources.length} requested resources.`),
-            { cause: e },
-          );
+        if (e instanceof BusyError) throw notApplied(resources, e);
         throw e;
       }
     });
@@ -242,20 +254,9 @@ export class ModuleRedlock extends EventEmitter {
     lock.expiration = 0;
     const releasedBefore = lock.hold.released;
     const { attempts } = await this.execute({ ...this.settings, ...settings }, async () => {
-      if (releasedBefore)
-        throw new ResourceLockedError(`The operation was applied to: 0 of the ${lock.resources.length} requested resources.`);
-      try {
-        await lock.hold.releaseAll();
-      } catch (e) {
-        if (e instanceof LostError || e instanceof NotOwnerError)
-          throw Object.assign(
-            new ResourceLockedError(`The operation was applied to: 0 of the ${lock.resources.length} requested resources.`),
-            { cause: e },
-          );
-        throw e;
-      }
-      if (lock.hold.lost)
-        throw new ResourceLockedError(`The operation was applied to: 0 of the ${lock.resources.length} requested resources.`);
+      if (releasedBefore) throw notApplied(lock.resources);
+      await onHold(lock.resources, () => lock.hold.releaseAll());
+      if (lock.hold.lost) throw notApplied(lock.resources);
     });
     return { attempts };
   }
@@ -266,18 +267,7 @@ export class ModuleRedlock extends EventEmitter {
     const s = { ...this.settings, ...settings };
     const start = Date.now();
     if (existing.expiration < Date.now()) throw new ExecutionError("Cannot extend an already-expired lock.", []);
-    const { attempts } = await this.execute(s, async () => {
-      try {
-        await existing.hold.extend(duration);
-      } catch (e) {
-        if (e instanceof LostError || e instanceof NotOwnerError)
-          throw Object.assign(
-            new ResourceLockedError(`The operation was applied to: 0 of the ${existing.resources.length} requested resources.`),
-            { cause: e },
-          );
-        throw e;
-      }
-    });
+    const { attempts } = await this.execute(s, () => onHold(existing.resources, () => existing.hold.extend(duration)));
     existing.expiration = 0;
     const drift = Math.round(s.driftFactor * duration) + 2;
     return new RedlockLock(this, existing.resources, existing.value, attempts, start + duration - drift, existing.hold);

@@ -383,7 +383,8 @@ interface RunSpec {
   /**
    * A fresh owner for a wait whose connection broke: the old owner is cleaned up and the wait
    * queued again under this one. Absent when the owner cannot change (an owner given by the
-   * caller, the other side of a read-write lock holding, an election's candidate): the wait fails.
+   * caller, the other side of a read-write lock holding, an election's candidate): the same
+   * owner is queued again once its cleanup has answered.
    */
   freshOwner?: () => string;
   leaseMs: number;
@@ -679,8 +680,8 @@ export class Session extends EventEmitter {
 
   /**
    * @internal Sends an acquire: waits on a pooled connection, cancels per the contract, retries
-   * NOSESSION once, and queues again (with a fresh owner, in the time left) when the connection
-   * it waits on breaks while the server can still be reached.
+   * NOSESSION once, and queues again (with a fresh owner, or the same one when it cannot change,
+   * in the time left) when the connection it waits on breaks while the server can still be reached.
    */
   async acquireRaw(spec: RunSpec): Promise<unknown> {
     if (this.closing) throw new LockError("session closed");
@@ -744,13 +745,16 @@ export class Session extends EventEmitter {
   /**
    * The connection a wait was on broke (CLIENT KILL, an idle reaper, a blip): on a fresh
    * connection, end the old owner's wait and release a grant that may have crossed the break
-   * (the cancel of the contract), then give the wait a fresh owner for its next turn in line.
-   * Rejects with the broken connection's error when the owner cannot change or the session is
-   * closing, with AuthenticationError / UnavailableError when no fresh connection can be made.
+   * (the cancel of the contract), then give the wait a fresh owner for its next turn in line, or
+   * keep the owner when it cannot change. Keeping it is safe only after the cleanup's release has
+   * answered: a grant that crossed the break would otherwise make the next acquire a re-entry.
+   * The release names exactly the side or kind waited for, so what the owner held before the wait
+   * (its other side of a read-write lock, its other keys) stays; a re-entry never waits, so never
+   * comes here. Rejects with the broken connection's error when the session is closing, with
+   * AuthenticationError / UnavailableError when no fresh connection can be made.
    */
   private async requeue(node: string, spec: RunSpec, broken: unknown): Promise<void> {
-    const fresh = spec.kind === "latch" ? () => "" : spec.freshOwner;
-    if (!fresh || this.closing) {
+    if (this.closing) {
       await this.boundedCleanup(spec);
       throw toLockError(broken);
     }
@@ -766,7 +770,7 @@ export class Session extends EventEmitter {
     } finally {
       this.pool.give(node, conn);
     }
-    spec.owner = fresh();
+    if (spec.freshOwner) spec.owner = spec.freshOwner(); // (a latch wait has no owner and no freshOwner)
   }
 
   private acquireArgs(spec: RunSpec): string[] {

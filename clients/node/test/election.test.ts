@@ -3,12 +3,12 @@
 // (the session's code is the same whatever the client) on ioredis.
 
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 
 import type IORedis from "ioredis";
 
-import { BusyError, Election, Leader, Leadership, LostError, Session } from "../src";
-import { CLIENT_KINDS, Client, Server, connectClient, info, waitFor, waiters } from "./helpers";
+import { BusyError, Election, Leader, Leadership, LostError } from "../src";
+import { CLIENT_KINDS, fixture, info, waitFor, waiters } from "./helpers";
 
 const LEASE = 1000;
 
@@ -30,43 +30,24 @@ function brief(l: Leader | null): [string, bigint, string | null] | null {
 
 for (const kind of CLIENT_KINDS) {
   describe(`election, ${kind}`, () => {
-    let server: Server;
-    let admin: IORedis;
-    let c: Client;
-    let s1: Session;
-    let s2: Session;
-
-    before(async () => {
-      server = await Server.start();
-      admin = server.admin();
-      c = await connectClient(kind, server.port);
-      s1 = await Session.open(c.client);
-      s2 = await Session.open(c.client);
-    });
-    after(async () => {
-      await s1?.close();
-      await s2?.close();
-      await c?.close();
-      admin?.disconnect();
-      await server?.stop();
-    });
+    const t = fixture({ kind, sessions: 2 });
 
     it("campaign, resign, first-come-first-served hand-off", async () => {
       const name = "el:fifo";
-      const e1 = s1.election(name, { value: "a", leaseMs: LEASE });
-      const e2 = new Election(s2, name, { value: "b", leaseMs: LEASE });
-      const e3 = s1.election(name, { value: "c", leaseMs: LEASE });
+      const e1 = t.sessions[0].election(name, { value: "a", leaseMs: LEASE });
+      const e2 = new Election(t.sessions[1], name, { value: "b", leaseMs: LEASE });
+      const e3 = t.sessions[0].election(name, { value: "c", leaseMs: LEASE });
       const l1 = await e1.campaign({ timeoutMs: 0 });
       assert.ok(l1.term > 0n && l1.isLeader);
       await assert.rejects(e2.campaign({ timeoutMs: 0 }), BusyError);
       await assert.rejects(e2.campaign({ timeoutMs: 50 }), BusyError);
-      assert.deepEqual(await waiters(admin, name), []);
+      assert.deepEqual(await waiters(t.admin, name), []);
 
       const p2 = e2.campaign();
-      await waitFor("the second candidate queued", async () => (await waiters(admin, name)).length === 1);
+      await waitFor("the second candidate queued", async () => (await waiters(t.admin, name)).length === 1);
       let l3: Leadership | undefined;
       const p3 = e3.campaign().then((l) => (l3 = l));
-      await waitFor("the third candidate queued", async () => (await waiters(admin, name)).length === 2);
+      await waitFor("the third candidate queued", async () => (await waiters(t.admin, name)).length === 2);
 
       assert.equal(await l1.resign(), true);
       assert.equal(await l1.resign(), false);
@@ -75,7 +56,7 @@ for (const kind of CLIENT_KINDS) {
       assert.ok(l2.candidate !== l1.candidate && l2.term > l1.term);
       assert.deepEqual(brief(await e1.leader()), [l2.candidate, l2.term, "b"]);
       assert.equal(l3, undefined, "first come, first served");
-      assert.equal((await waiters(admin, name)).length, 1);
+      assert.equal((await waiters(t.admin, name)).length, 1);
 
       assert.equal(await l2.resign(), true);
       await p3;
@@ -83,37 +64,18 @@ for (const kind of CLIENT_KINDS) {
       assert.deepEqual(brief(await e1.leader()), [l3!.candidate, l3!.term, "c"]);
       assert.equal(await l3!.resign(), true);
       assert.equal(await e1.leader(), null);
-      assert.deepEqual(await leftBehind(admin, name), []);
+      assert.deepEqual(await leftBehind(t.admin, name), []);
       await assert.rejects(l3!.proclaim("late"), LostError);
     });
   });
 }
 
 describe("election, ioredis", () => {
-  let server: Server;
-  let admin: IORedis;
-  let c: Client;
-  let s1: Session;
-  let s2: Session;
-
-  before(async () => {
-    server = await Server.start();
-    admin = server.admin();
-    c = await connectClient("ioredis", server.port);
-    s1 = await Session.open(c.client);
-    s2 = await Session.open(c.client);
-  });
-  after(async () => {
-    await s1?.close();
-    await s2?.close();
-    await c?.close();
-    admin?.disconnect();
-    await server?.stop();
-  });
+  const t = fixture({ kind: "ioredis", sessions: 2 });
 
   it("the value and proclaim are visible in leader()", async () => {
     const name = "el:value";
-    const e = s1.election(name, { value: "10.0.0.5:8080", leaseMs: LEASE });
+    const e = t.sessions[0].election(name, { value: "10.0.0.5:8080", leaseMs: LEASE });
     assert.equal(await e.leader(), null);
     const l = await e.campaign({ timeoutMs: 0 });
     const who = await e.leader();
@@ -123,33 +85,33 @@ describe("election, ioredis", () => {
     assert.equal((await e.leader())?.value, "10.0.0.6:8080");
     assert.equal(await l.resign(), true);
     assert.equal(await e.leader(), null);
-    const plain = await s1.election(name, { leaseMs: LEASE }).campaign({ timeoutMs: 0 });
+    const plain = await t.sessions[0].election(name, { leaseMs: LEASE }).campaign({ timeoutMs: 0 });
     assert.deepEqual(brief(await e.leader()), [plain.candidate, plain.term, null]);
     await plain.resign();
-    assert.deepEqual(await leftBehind(admin, name), []);
+    assert.deepEqual(await leftBehind(t.admin, name), []);
   });
 
   it("observe yields every change in order, and ends when its signal aborts", async () => {
     const name = "el:observe";
-    const e1 = s1.election(name, { value: "a", leaseMs: LEASE });
-    const e2 = s2.election(name, { value: "b", leaseMs: LEASE });
+    const e1 = t.sessions[0].election(name, { value: "a", leaseMs: LEASE });
+    const e2 = t.sessions[1].election(name, { value: "b", leaseMs: LEASE });
     const stop = new AbortController();
     const seen: (Leader | null)[] = [];
     let ended = false;
     const watching = (async () => {
-      for await (const change of new Election(c.client, name).observe({ signal: stop.signal })) seen.push(change);
+      for await (const change of new Election(t.client.client, name).observe({ signal: stop.signal })) seen.push(change);
       ended = true;
     })();
     const next = async (n: number) => {
       await waitFor(`change ${n}`, () => seen.length === n, 5000);
-      await waitFor("the observer waiting again", async () => (await observers(admin)) === 1);
+      await waitFor("the observer waiting again", async () => (await observers(t.admin)) === 1);
       return seen[n - 1];
     };
-    await waitFor("the observer waiting", async () => (await observers(admin)) === 1);
+    await waitFor("the observer waiting", async () => (await observers(t.admin)) === 1);
     const l1 = await e1.campaign({ timeoutMs: 0 });
     assert.deepEqual(brief(await next(1)), [l1.candidate, l1.term, "a"]);
     const p2 = e2.campaign();
-    await waitFor("the second candidate queued", async () => (await waiters(admin, name)).length === 1);
+    await waitFor("the second candidate queued", async () => (await waiters(t.admin, name)).length === 1);
     await l1.proclaim("a2");
     assert.deepEqual(brief(await next(2)), [l1.candidate, l1.term, "a2"]);
     await l1.resign();
@@ -160,76 +122,76 @@ describe("election, ioredis", () => {
     stop.abort();
     await watching;
     assert.ok(ended && seen.length === 4);
-    await waitFor("no observer left", async () => (await observers(admin)) === 0);
-    assert.deepEqual(await leftBehind(admin, name), []);
+    await waitFor("no observer left", async () => (await observers(t.admin)) === 0);
+    assert.deepEqual(await leftBehind(t.admin, name), []);
   });
 
   it("LOCK.FORCERELEASE: lost within a second", async () => {
     const name = "el:forced";
-    const e = s1.election(name, { leaseMs: LEASE });
+    const e = t.sessions[0].election(name, { leaseMs: LEASE });
     const l = await e.campaign({ timeoutMs: 0 });
     const lost = new Promise<LostError>((res) => l.onLost(res));
-    assert.equal(await admin.call("LOCK.FORCERELEASE", name), 1);
+    assert.equal(await t.admin.call("LOCK.FORCERELEASE", name), 1);
     const err = await Promise.race([lost, new Promise<null>((res) => setTimeout(() => res(null), 1000))]);
     assert.ok(err instanceof LostError && err.reason === "forced");
     assert.ok(l.signal.aborted && l.signal.reason === err && !l.isLeader);
     assert.throws(() => l.check(), LostError);
-    await waitFor("the record gone", async () => (await leftBehind(admin, name)).length === 0);
+    await waitFor("the record gone", async () => (await leftBehind(t.admin, name)).length === 0);
     const next = await e.campaign({ timeoutMs: 0 });
     assert.ok(next.term > l.term && !next.lost);
     await next.resign();
-    assert.deepEqual(await leftBehind(admin, name), []);
+    assert.deepEqual(await leftBehind(t.admin, name), []);
   });
 
   it("a leader whose session connection is killed: lost, the next candidate leads", async () => {
     const name = "el:killed";
-    const l1 = await s1.election(name, { leaseMs: LEASE }).campaign({ timeoutMs: 0 });
-    const p2 = s2.election(name, { leaseMs: LEASE }).campaign();
-    await waitFor("the second candidate queued", async () => (await waiters(admin, name)).length === 1);
+    const l1 = await t.sessions[0].election(name, { leaseMs: LEASE }).campaign({ timeoutMs: 0 });
+    const p2 = t.sessions[1].election(name, { leaseMs: LEASE }).campaign();
+    await waitFor("the second candidate queued", async () => (await waiters(t.admin, name)).length === 1);
     const lost = new Promise<LostError>((res) => l1.onLost(res));
     // the session connection: the one keeping the lock (LOCK.INFO's keepalive_client)
-    const kc = (await info(admin, name))?.keepalive_client;
+    const kc = (await info(t.admin, name))?.keepalive_client;
     assert.equal(typeof kc, "number");
-    assert.equal(await admin.call("CLIENT", "KILL", "ID", String(kc)), 1);
+    assert.equal(await t.admin.call("CLIENT", "KILL", "ID", String(kc)), 1);
     const err = await lost;
     assert.equal(err.reason, "connection");
     const l2 = await p2;
     assert.ok(l2.term > l1.term && !l1.isLeader);
-    assert.equal((await s2.election(name).leader())?.candidate, l2.candidate);
+    assert.equal((await t.sessions[1].election(name).leader())?.candidate, l2.candidate);
     await l2.resign();
-    assert.deepEqual(await leftBehind(admin, name), []);
+    assert.deepEqual(await leftBehind(t.admin, name), []);
   });
 
   it("a leader cut off (server stopped) stops believing at its deadline, before the server could hand over", async () => {
     const name = "el:deadline";
-    const l = await s1.election(name, { leaseMs: LEASE }).campaign({ timeoutMs: 0 });
+    const l = await t.sessions[0].election(name, { leaseMs: LEASE }).campaign({ timeoutMs: 0 });
     await waitFor("a PING answered since", () => l.deadline > performance.now() + LEASE / 2 - 100 && l.isLeader);
     const lost = new Promise<number>((res) => l.onLost(() => res(performance.now())));
     const stopped = performance.now();
-    server.kill("SIGSTOP");
+    t.server.kill("SIGSTOP");
     let noticed: number;
     try {
       noticed = await Promise.race([lost, new Promise<number>((res) => setTimeout(() => res(-1), LEASE))]);
     } finally {
-      server.kill("SIGCONT");
+      t.server.kill("SIGCONT");
     }
     assert.ok(noticed > 0, "lost within a lease of the stop");
     assert.equal(l.lostReason, "deadline");
     assert.ok(l.deadline <= stopped + LEASE / 2);
     assert.ok(noticed < l.deadline + LEASE / 2, "given up before the server could hand over");
-    await waitFor("resigned after the stop", async () => (await leftBehind(admin, name)).length === 0);
+    await waitFor("resigned after the stop", async () => (await leftBehind(t.admin, name)).length === 0);
   });
 
   it("an aborted campaign leaves nothing queued or held", async () => {
     const name = "el:abort";
-    const l = await s1.election(name, { leaseMs: LEASE }).campaign({ timeoutMs: 0 });
+    const l = await t.sessions[0].election(name, { leaseMs: LEASE }).campaign({ timeoutMs: 0 });
     const ac = new AbortController();
-    const p = s2.election(name, { leaseMs: LEASE }).campaign({ signal: ac.signal });
-    await waitFor("queued", async () => (await waiters(admin, name)).length === 1);
+    const p = t.sessions[1].election(name, { leaseMs: LEASE }).campaign({ signal: ac.signal });
+    await waitFor("queued", async () => (await waiters(t.admin, name)).length === 1);
     ac.abort(new Error("stop"));
     await assert.rejects(p, /stop/);
-    assert.deepEqual(await waiters(admin, name), []);
+    assert.deepEqual(await waiters(t.admin, name), []);
     assert.equal(await l.resign(), true);
-    assert.deepEqual(await leftBehind(admin, name), []);
+    assert.deepEqual(await leftBehind(t.admin, name), []);
   });
 });

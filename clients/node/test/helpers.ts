@@ -2,11 +2,13 @@
 // the module from LOCK_MODULE (default <repo>/target/release/liblock.so), on free loopback
 // ports, each killed by its own PID when the test ends.
 
+import assert from "node:assert/strict";
 import { ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { after, before } from "node:test";
 
 import IORedis, { Cluster } from "ioredis";
 import { createClient, createCluster } from "redis";
@@ -17,6 +19,8 @@ import { createClient as createClient4, createCluster as createCluster4 } from "
 // peer ranges accept them, test/majors.test.ts runs the core of the suite on them.
 import IORedis6 from "ioredis6";
 import { createClient as createClient6 } from "redis6";
+
+import { Session, SessionOptions } from "../src";
 
 export const SERVER = process.env.REDIS_SERVER || "redis-server";
 export const MODULE = process.env.LOCK_MODULE || resolve(__dirname, "../../../../target/release/liblock.so");
@@ -149,53 +153,166 @@ export interface Client {
 }
 
 export async function connectClient(kind: ClientKind, port: number, opts: ConnectOptions = {}): Promise<Client> {
-  if (kind === "ioredis") {
-    const c = new IORedis({ port, host: "127.0.0.1", username: opts.username, password: opts.password });
-    c.on("error", () => {});
-    return { client: c, close: async () => void c.disconnect(), ping: async () => void (await c.ping()) };
-  }
-  if (kind === "ioredis6") {
-    const c = new IORedis6({ port, host: "127.0.0.1", username: opts.username, password: opts.password });
-    c.on("error", () => {});
-    return { client: c, close: async () => void c.disconnect(), ping: async () => void (await c.ping()) };
-  }
-  if (kind === "node-redis6") {
-    const c = createClient6({ socket: { port, host: "127.0.0.1" }, username: opts.username, password: opts.password });
-    c.on("error", () => {});
-    await c.connect();
-    return {
-      client: c,
-      ping: async () => void (await c.ping()),
-      close: async () => {
-        if (c.isReady) await c.close();
-        else c.destroy();
-      },
-    };
-  }
-  if (kind === "node-redis4") {
-    const c = createClient4({ socket: { port, host: "127.0.0.1" }, username: opts.username, password: opts.password });
-    c.on("error", () => {});
-    await c.connect();
-    return {
-      client: c,
-      ping: async () => void (await c.ping()),
-      close: async () => {
+  const options = { port, host: "127.0.0.1", username: opts.username, password: opts.password };
+  const socket = { socket: { port, host: "127.0.0.1" }, username: opts.username, password: opts.password };
+  switch (kind) {
+    case "ioredis":
+      return ioredisClient(new IORedis(options));
+    case "ioredis6":
+      return ioredisClient(new IORedis6(options));
+    case "node-redis4": {
+      const c = createClient4(socket);
+      // node-redis 4 closes with quit() (disconnect() once the socket is not ready).
+      return nodeRedisClient(c, async () => {
         if (c.isReady) await c.quit();
         else if (c.isOpen) await c.disconnect();
-      },
-    };
+      });
+    }
+    case "node-redis": {
+      const c = createClient(socket);
+      return nodeRedisClient(c, async () => {
+        if (c.isReady) await c.close();
+        else c.destroy();
+      });
+    }
+    case "node-redis6": {
+      const c = createClient6(socket);
+      return nodeRedisClient(c, async () => {
+        if (c.isReady) await c.close();
+        else c.destroy();
+      });
+    }
   }
-  const c = createClient({ socket: { port, host: "127.0.0.1" }, username: opts.username, password: opts.password });
+}
+
+/** What connectClient needs of an ioredis client, the same in majors 5 and 6. */
+interface IORedisLike {
+  on(event: "error", listener: () => void): unknown;
+  ping(): Promise<unknown>;
+  disconnect(): void;
+}
+
+function ioredisClient(c: IORedisLike): Client {
+  c.on("error", () => {});
+  return { client: c, close: async () => void c.disconnect(), ping: async () => void (await c.ping()) };
+}
+
+/** What connectClient needs of a node-redis client, the same in majors 4, 5 and 6 (closing differs). */
+interface NodeRedisLike {
+  on(event: "error", listener: () => void): unknown;
+  connect(): Promise<unknown>;
+  ping(): Promise<unknown>;
+}
+
+async function nodeRedisClient(c: NodeRedisLike, close: () => Promise<void>): Promise<Client> {
   c.on("error", () => {});
   await c.connect();
-  return {
-    client: c,
-    ping: async () => void (await c.ping()),
-    close: async () => {
-      if (c.isReady) await c.close();
-      else c.destroy();
-    },
-  };
+  return { client: c, ping: async () => void (await c.ping()), close };
+}
+
+export interface FixtureOptions {
+  /** The client to connect (none: a server and its admin connection only). */
+  kind?: ClientKind;
+  /** Sessions opened on the client (default 1 when there is a client). */
+  sessions?: number;
+  sessionOptions?: SessionOptions;
+  /** What fresh() keys start with. */
+  keyPrefix?: string;
+  /** Run after the fixture is up, and before it is torn down (for what a suite adds to it). */
+  setUp?: (t: Fixture) => Promise<void>;
+  tearDown?: (t: Fixture) => Promise<void>;
+}
+
+/**
+ * A suite's shared state, made by `before` and ended by `after` hooks registered by fixture():
+ * one server with the module, an admin connection, a client of the kind asked for and the
+ * sessions on it. Read its fields in the tests (they are set once `before` has run).
+ */
+export class Fixture {
+  private n = 0;
+  private parts?: { server: Server; admin: IORedis; client?: Client; sessions: Session[] };
+
+  constructor(private readonly keyPrefix: string) {}
+
+  private get up(): NonNullable<Fixture["parts"]> {
+    assert.ok(this.parts, "the fixture is read before its before() hook ran");
+    return this.parts;
+  }
+  get server(): Server {
+    return this.up.server;
+  }
+  get admin(): IORedis {
+    return this.up.admin;
+  }
+  get client(): Client {
+    const c = this.up.client;
+    assert.ok(c, "this fixture has no client (no kind given)");
+    return c;
+  }
+  get sessions(): Session[] {
+    return this.up.sessions;
+  }
+  /** The first session. */
+  get session(): Session {
+    const s = this.up.sessions[0];
+    assert.ok(s, "this fixture has no session");
+    return s;
+  }
+  /** Whether start() got as far as the server and its admin connection. */
+  get started(): boolean {
+    return this.parts !== undefined;
+  }
+  /** A key no other test of the suite uses. */
+  fresh(): string {
+    return `${this.keyPrefix}:${++this.n}`;
+  }
+
+  /** @internal fixture()'s before hook. */
+  async start(opts: FixtureOptions): Promise<void> {
+    const server = await Server.start();
+    const parts: NonNullable<Fixture["parts"]> = { server, admin: server.admin(), sessions: [] };
+    this.parts = parts;
+    if (opts.kind === undefined) return;
+    parts.client = await connectClient(opts.kind, server.port);
+    for (let i = 0; i < (opts.sessions ?? 1); i++) parts.sessions.push(await Session.open(parts.client.client, opts.sessionOptions));
+  }
+
+  /** @internal fixture()'s after hook: whatever start() got to, in reverse. */
+  async stop(): Promise<void> {
+    const parts = this.parts;
+    if (!parts) return;
+    for (const s of parts.sessions) await s.close();
+    await parts.client?.close();
+    parts.admin.disconnect();
+    await parts.server.stop();
+  }
+}
+
+/** Registers the before/after hooks of a Fixture in the current describe() and returns it. */
+export function fixture(opts: FixtureOptions = {}): Fixture {
+  const t = new Fixture(opts.keyPrefix ?? "k");
+  before(async () => {
+    await t.start(opts);
+    await opts.setUp?.(t);
+  });
+  after(async () => {
+    try {
+      if (opts.tearDown && t.started) await opts.tearDown(t);
+    } finally {
+      await t.stop();
+    }
+  });
+  return t;
+}
+
+/** The rejection of `p` (fails the test when it resolves). */
+export async function rejection(p: Promise<unknown>): Promise<unknown> {
+  try {
+    await p;
+  } catch (e) {
+    return e;
+  }
+  assert.fail("expected a rejection");
 }
 
 /** LOCK.WAITERS key COUNT 0 -> the owners queued, in order. */
@@ -286,6 +403,29 @@ export async function blockedClients(admin: IORedis, cmd = "lock.acquire"): Prom
     if (f.cmd === cmd && (f.flags ?? "").includes("b")) ids.push(f.id);
   }
   return ids;
+}
+
+/**
+ * Breaks a wait: CLIENT KILL of the one connection blocked in `cmd`, once it blocks. Returns the
+ * killed connection's id.
+ */
+export async function killBlocked(admin: IORedis, cmd = "lock.acquire"): Promise<string> {
+  let id = "";
+  await waitFor(`a connection blocked in ${cmd}`, async () => {
+    const ids = await blockedClients(admin, cmd);
+    id = ids.length === 1 ? ids[0] : "";
+    return id !== "";
+  });
+  await admin.call("CLIENT", "KILL", "ID", id);
+  return id;
+}
+
+/** Until the wait broken by killBlocked blocks in `cmd` again, on another connection. */
+export async function blockedAgain(admin: IORedis, killed: string, cmd = "lock.acquire"): Promise<void> {
+  await waitFor(`blocked in ${cmd} again on another connection`, async () => {
+    const ids = await blockedClients(admin, cmd);
+    return ids.length === 1 && ids[0] !== killed;
+  });
 }
 
 /** How many connections the server has (`CLIENT LIST`). */

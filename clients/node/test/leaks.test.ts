@@ -4,12 +4,10 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { join } from "node:path";
-import { after, before, describe, it } from "node:test";
-
-import type IORedis from "ioredis";
+import { describe, it } from "node:test";
 
 import { ModuleRedlock, Session } from "../src";
-import { CLIENT_KINDS, Server, clientCount, connectClient, info, waitFor, waiters } from "./helpers";
+import { CLIENT_KINDS, clientCount, connectClient, fixture, info, waitFor, waiters } from "./helpers";
 
 /** The process's active resources by type (timers, sockets...), without the given baseline's. */
 function resourcesOver(baseline: string[]): string[] {
@@ -22,26 +20,16 @@ function resourcesOver(baseline: string[]): string[] {
 }
 
 describe("leaks", () => {
-  let server: Server;
-  let admin: IORedis;
-
-  before(async () => {
-    server = await Server.start();
-    admin = server.admin();
-  });
-  after(async () => {
-    admin?.disconnect();
-    await server?.stop();
-  });
+  const t = fixture();
 
   for (const kind of CLIENT_KINDS) {
     it(`a process that never closes its session exits once its own client is closed; a wait kept it alive until served (${kind})`, async () => {
       const key = `forgot:${kind}`;
       const waitKey = `forgot-wait:${kind}`;
-      const parent = await connectClient("ioredis", server.port);
+      const parent = await connectClient("ioredis", t.server.port);
       const session = await Session.open(parent.client);
       const blocker = await session.lock(waitKey).acquire();
-      const child = spawn(process.execPath, [join(__dirname, "forgetful.js"), kind, String(server.port), key, waitKey], {
+      const child = spawn(process.execPath, [join(__dirname, "forgetful.js"), kind, String(t.server.port), key, waitKey], {
         stdio: ["ignore", "pipe", "inherit"],
       });
       let out = "";
@@ -49,7 +37,7 @@ describe("leaks", () => {
       const exited = new Promise<number | null>((res) => child.on("exit", (code) => res(code)));
       let guard: NodeJS.Timeout | undefined;
       try {
-        await waitFor("the child waits", async () => out.includes("waiting") && (await waiters(admin, waitKey)).length === 1, 15000);
+        await waitFor("the child waits", async () => out.includes("waiting") && (await waiters(t.admin, waitKey)).length === 1, 15000);
         await blocker.release();
         const code = await Promise.race([
           exited,
@@ -58,7 +46,7 @@ describe("leaks", () => {
         assert.equal(code, 0, "the child exited by itself with its session open");
         assert.ok(out.includes("held"), "it was served before exiting");
         // Its holds end with their lease once its session connection is gone.
-        await waitFor("the forgotten hold ends", async () => (await info(admin, key)) === null, 15000);
+        await waitFor("the forgotten hold ends", async () => (await info(t.admin, key)) === null, 15000);
       } finally {
         clearTimeout(guard);
         child.kill("SIGKILL");
@@ -70,10 +58,10 @@ describe("leaks", () => {
 
   for (const kind of ["ioredis", "node-redis"] as const) {
     it(`1,000 sessions and redlocks opened, used and closed: no handle, no server connection left (${kind})`, async () => {
-      const c = await connectClient(kind, server.port);
+      const c = await connectClient(kind, t.server.port);
       try {
         await c.ping();
-        const baselineClients = await clientCount(admin); // this client's and admin's
+        const baselineClients = await clientCount(t.admin); // this client's and admin's
         // One session first, so the client's own lazily made timers are in the baseline.
         await (await Session.open(c.client)).close();
         const baselineResources = process.getActiveResourcesInfo();
@@ -90,7 +78,7 @@ describe("leaks", () => {
             await r.quit();
           }
         }
-        await waitFor("the server sees only the connections from before", async () => (await clientCount(admin)) === baselineClients, 10000);
+        await waitFor("the server sees only the connections from before", async () => (await clientCount(t.admin)) === baselineClients, 10000);
         await waitFor("no handle left in this process", () => resourcesOver(baselineResources).length === 0, 10000).catch(() => {
           assert.deepEqual(resourcesOver(baselineResources), [], "handles left");
         });

@@ -3,12 +3,12 @@
 // value read from the module's hash (field = the value) instead of GET, plus what the drop-in adds.
 
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 
 import type IORedis from "ioredis";
 
 import { ExecutionError, ExecutionStats, LostError, ModuleRedlock, RedlockLock, ResourceLockedError, UnavailableError } from "../src";
-import { CLIENT_KINDS, Client, Server, connectClient, freePort, info, sleep, waitFor } from "./helpers";
+import { CLIENT_KINDS, connectClient, fixture, freePort, info, rejection, sleep, waitFor } from "./helpers";
 
 /** The lock's value as the module stores it: the one field of the lock's hash (null: no lock). */
 async function lockValue(admin: IORedis, key: string): Promise<string | null> {
@@ -30,52 +30,35 @@ async function votesAgainst(e: ExecutionError): Promise<Error[]> {
   return out;
 }
 
-async function rejection(p: Promise<unknown>): Promise<unknown> {
-  try {
-    await p;
-  } catch (e) {
-    return e;
-  }
-  assert.fail("expected a rejection");
-}
-
 // redlock's own tests' "forever" (extended to 3 times it), under the module's largest PX (2^53 - 1 ms).
 const LONG = Math.floor(Number.MAX_SAFE_INTEGER / 10);
 
 for (const kind of CLIENT_KINDS) {
   describe(`ModuleRedlock, ${kind}`, () => {
-    let server: Server;
-    let admin: IORedis;
-    let c: Client;
     let redlock: ModuleRedlock;
     let minLease = 0;
-
-    before(async () => {
-      server = await Server.start();
-      admin = server.admin();
-      c = await connectClient(kind, server.port);
-      redlock = new ModuleRedlock([c.client], { retryCount: 3, retryDelay: 50, retryJitter: 0 });
-      minLease = Number(/lock_keepalive_min_lease_ms:(\d+)/.exec(String(await admin.info("lock")))![1]);
-    });
-    after(async () => {
-      await redlock?.quit();
-      await c?.close();
-      admin?.disconnect();
-      await server?.stop();
+    const t = fixture({
+      kind,
+      sessions: 0,
+      setUp: async ({ admin, client }) => {
+        redlock = new ModuleRedlock([client.client], { retryCount: 3, retryDelay: 50, retryJitter: 0 });
+        minLease = Number(/lock_keepalive_min_lease_ms:(\d+)/.exec(String(await admin.info("lock")))![1]);
+      },
+      tearDown: async () => await redlock?.quit(),
     });
 
     it("takes redlock's [client]; the client alone too; [] and two clients are refused", async () => {
-      const alone = new ModuleRedlock(c.client);
+      const alone = new ModuleRedlock(t.client.client);
       const lock = await alone.acquire(["ctor"], 5000);
-      assert.equal(await lockValue(admin, "ctor"), lock.value);
+      assert.equal(await lockValue(t.admin, "ctor"), lock.value);
       await lock.release();
       await alone.quit();
       assert.throws(() => new ModuleRedlock([]), /at least one redis client/);
-      const other = await connectClient(kind, server.port);
+      const other = await connectClient(kind, t.server.port);
       try {
-        assert.throws(() => new ModuleRedlock([c.client, other.client]), /one server.*got 2 clients/);
+        assert.throws(() => new ModuleRedlock([t.client.client, other.client]), /one server.*got 2 clients/);
         // The same client twice is one client (redlock keeps a Set).
-        assert.ok(new ModuleRedlock([c.client, c.client]));
+        assert.ok(new ModuleRedlock([t.client.client, t.client.client]));
       } finally {
         await other.close();
       }
@@ -92,39 +75,39 @@ for (const kind of CLIENT_KINDS) {
       let lock = await redlock.acquire(["a"], LONG);
       assert.ok(lock instanceof RedlockLock);
       assert.deepEqual(lock.resources, ["a"]);
-      assert.equal(await lockValue(admin, "a"), lock.value);
-      assert.equal(await admin.hget("a", lock.value), "1", "Redisson's layout: field = value, count of holds");
-      assert.equal(Math.floor(Number(await admin.pttl("a")) / 200), Math.floor(LONG / 200));
+      assert.equal(await lockValue(t.admin, "a"), lock.value);
+      assert.equal(await t.admin.hget("a", lock.value), "1", "Redisson's layout: field = value, count of holds");
+      assert.equal(Math.floor(Number(await t.admin.pttl("a")) / 200), Math.floor(LONG / 200));
       assert.ok(lock.expiration > t0 + LONG - LONG * 0.01 - 3 && lock.expiration <= Date.now() + LONG);
-      assert.equal((await info(admin, "a"))?.keepalive_client, undefined, "acquire keeps redlock's plain lease");
+      assert.equal((await info(t.admin, "a"))?.keepalive_client, undefined, "acquire keeps redlock's plain lease");
       assert.equal(lock.attempts.length, 1);
 
       const previous = lock;
       lock = await lock.extend(3 * LONG);
       assert.equal(previous.expiration, 0);
       assert.equal(lock.value, previous.value);
-      assert.equal(await lockValue(admin, "a"), lock.value);
-      assert.equal(Math.floor(Number(await admin.pttl("a")) / 200), Math.floor((3 * LONG) / 200));
+      assert.equal(await lockValue(t.admin, "a"), lock.value);
+      assert.equal(Math.floor(Number(await t.admin.pttl("a")) / 200), Math.floor((3 * LONG) / 200));
 
       await lock.release();
       assert.equal(lock.expiration, 0);
-      assert.equal(await admin.exists("a"), 0);
+      assert.equal(await t.admin.exists("a"), 0);
       await assert.rejects(redlock.extend(lock, 1000), ExecutionError, "a released lock cannot be extended");
     });
 
     it("acquires, extends and releases a multi-resource lock", async () => {
       let lock = await redlock.acquire(["m1", "m2"], LONG);
       for (const k of ["m1", "m2"]) {
-        assert.equal(await lockValue(admin, k), lock.value);
-        assert.equal(Math.floor(Number(await admin.pttl(k)) / 200), Math.floor(LONG / 200));
+        assert.equal(await lockValue(t.admin, k), lock.value);
+        assert.equal(Math.floor(Number(await t.admin.pttl(k)) / 200), Math.floor(LONG / 200));
       }
       lock = await lock.extend(3 * LONG);
       for (const k of ["m1", "m2"]) {
-        assert.equal(await lockValue(admin, k), lock.value);
-        assert.equal(Math.floor(Number(await admin.pttl(k)) / 200), Math.floor((3 * LONG) / 200));
+        assert.equal(await lockValue(t.admin, k), lock.value);
+        assert.equal(Math.floor(Number(await t.admin.pttl(k)) / 200), Math.floor((3 * LONG) / 200));
       }
       await lock.release();
-      assert.equal(await admin.exists("m1", "m2"), 0);
+      assert.equal(await t.admin.exists("m1", "m2"), 0);
     });
 
     it("an unreachable server: ExecutionError with retryCount + 1 attempts, an error event for each", async () => {
@@ -160,12 +143,12 @@ for (const kind of CLIENT_KINDS) {
 
     it("locks automatically expire", async () => {
       const lock = await redlock.acquire(["d"], 200);
-      assert.equal(await lockValue(admin, "d"), lock.value);
-      await waitFor("the lease ends", async () => (await admin.exists("d")) === 0, 5000);
+      assert.equal(await lockValue(t.admin, "d"), lock.value);
+      await waitFor("the lease ends", async () => (await t.admin.exists("d")) === 0, 5000);
       const lock2 = await redlock.acquire(["d"], 200);
-      assert.equal(await lockValue(admin, "d"), lock2.value);
+      assert.equal(await lockValue(t.admin, "d"), lock2.value);
       await lock2.release();
-      assert.equal(await admin.exists("d"), 0);
+      assert.equal(await t.admin.exists("d"), 0);
     });
 
     it("individual locks are exclusive: ExecutionError, retryCount + 1 attempts of ResourceLockedError, error events", async () => {
@@ -185,9 +168,9 @@ for (const kind of CLIENT_KINDS) {
       } finally {
         redlock.off("error", onError);
       }
-      assert.equal(await lockValue(admin, "c"), lock.value, "the holder is untouched");
+      assert.equal(await lockValue(t.admin, "c"), lock.value, "the holder is untouched");
       await lock.release();
-      assert.equal(await admin.exists("c"), 0);
+      assert.equal(await t.admin.exists("c"), 0);
     });
 
     it("overlapping multi-locks are exclusive, the free resource stays free", async () => {
@@ -196,16 +179,16 @@ for (const kind of CLIENT_KINDS) {
       assert.ok(e instanceof ExecutionError);
       assert.equal(e.attempts.length, 4);
       for (const v of await votesAgainst(e)) assert.ok(v instanceof ResourceLockedError);
-      assert.equal(await lockValue(admin, "c1"), lock.value);
-      assert.equal(await lockValue(admin, "c2"), lock.value);
-      assert.equal(await admin.exists("c3"), 0);
+      assert.equal(await lockValue(t.admin, "c1"), lock.value);
+      assert.equal(await lockValue(t.admin, "c2"), lock.value);
+      assert.equal(await t.admin.exists("c3"), 0);
       await lock.release();
-      assert.equal(await admin.exists("c1", "c2", "c3"), 0);
+      assert.equal(await t.admin.exists("c1", "c2", "c3"), 0);
     });
 
     it("release of a lock no longer held (force-released): ExecutionError of ResourceLockedError, as redlock", async () => {
       const lock = await redlock.acquire(["fr"], LONG);
-      await admin.call("LOCK.FORCERELEASE", "fr");
+      await t.admin.call("LOCK.FORCERELEASE", "fr");
       const e = await rejection(lock.release());
       assert.ok(e instanceof ExecutionError, `got ${String(e)}`);
       assert.equal(e.attempts.length, 4);
@@ -217,20 +200,20 @@ for (const kind of CLIENT_KINDS) {
       const duration = 500;
       assert.ok(duration < minLease, "the test's duration is under the floor");
       const out = await redlock.using(["x"], duration, { automaticExtensionThreshold: 200 }, async (signal) => {
-        const value = await lockValue(admin, "x");
+        const value = await lockValue(t.admin, "x");
         assert.equal(typeof value, "string");
-        assert.equal((await info(admin, "x"))?.keepalive_client, undefined, "a plain lease, not bound");
-        const pttl = Number(await admin.pttl("x"));
+        assert.equal((await info(t.admin, "x"))?.keepalive_client, undefined, "a plain lease, not bound");
+        const pttl = Number(await t.admin.pttl("x"));
         assert.ok(pttl > 0 && pttl <= duration, `the lease is the duration asked (${pttl})`);
         // Outlive the first lease: only the drop-in's extension keeps the lock.
         await sleep(duration + 200);
         assert.equal(signal.aborted, false);
         assert.equal(signal.error, undefined);
-        assert.equal(await lockValue(admin, "x"), value, "still the same lock");
+        assert.equal(await lockValue(t.admin, "x"), value, "still the same lock");
         return value;
       });
       assert.equal(typeof out, "string");
-      assert.equal(await admin.exists("x"), 0, "released");
+      assert.equal(await t.admin.exists("x"), 0, "released");
     });
 
     it("using is exclusive: two routines on one resource never overlap", async () => {
@@ -239,9 +222,9 @@ for (const kind of CLIENT_KINDS) {
       const routine = async () => {
         inside++;
         if (inside > 1) overlapped = true;
-        const value = await lockValue(admin, "y");
+        const value = await lockValue(t.admin, "y");
         await sleep(100);
-        assert.equal(await lockValue(admin, "y"), value);
+        assert.equal(await lockValue(t.admin, "y"), value);
         inside--;
         return value;
       };
@@ -249,21 +232,21 @@ for (const kind of CLIENT_KINDS) {
       const [v1, v2] = await Promise.all([redlock.using(["y"], 500, slow, routine), redlock.using(["y"], 500, slow, routine)]);
       assert.equal(overlapped, false);
       assert.notEqual(v1, v2, "two locks, two values");
-      assert.equal(await admin.exists("y"), 0);
+      assert.equal(await t.admin.exists("y"), 0);
     });
 
     it("using at or over the floor: bound to the session; signal aborts on loss; the release then rejects, as redlock", async () => {
       const out = await redlock.using(["u"], minLease, async (signal) => {
         assert.equal(signal.aborted, false);
-        assert.equal(typeof (await info(admin, "u"))?.keepalive_client, "number", "the server keeps it alive");
+        assert.equal(typeof (await info(t.admin, "u"))?.keepalive_client, "number", "the server keeps it alive");
         return "ran";
       });
       assert.equal(out, "ran");
-      assert.equal(await admin.exists("u"), 0);
+      assert.equal(await t.admin.exists("u"), 0);
 
       const e = await rejection(
         redlock.using(["u"], 2000, { retryCount: 0 }, async (signal) => {
-          await admin.call("LOCK.FORCERELEASE", "u");
+          await t.admin.call("LOCK.FORCERELEASE", "u");
           await waitFor("signal aborted", () => signal.aborted, 5000);
           assert.ok(signal.error instanceof LostError);
           return "done";

@@ -6,12 +6,12 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { join } from "node:path";
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 
 import type IORedis from "ioredis";
 
 import { BusyError, LatchGoneError, LostError, Permit, Session } from "../src";
-import { CLIENT_KINDS, Client, Server, connectClient, sleep, waitFor } from "./helpers";
+import { CLIENT_KINDS, fixture, sleep, waitFor } from "./helpers";
 
 interface RawHolder {
   owner: string;
@@ -69,29 +69,11 @@ function settled<T>(p: Promise<T>): { done: boolean; p: Promise<T> } {
 
 for (const kind of CLIENT_KINDS) {
   describe(`semaphore and latch, ${kind}`, () => {
-    let server: Server;
-    let admin: IORedis;
-    let c: Client;
-    let session: Session;
-    let n = 0;
-    const fresh = () => `sem:${++n}`;
-
-    before(async () => {
-      server = await Server.start();
-      admin = server.admin();
-      c = await connectClient(kind, server.port);
-      session = await Session.open(c.client, { leaseMs: 5000 });
-    });
-    after(async () => {
-      await session?.close();
-      await c?.close();
-      admin?.disconnect();
-      await server?.stop();
-    });
+    const t = fixture({ kind, sessionOptions: { leaseMs: 5000 }, keyPrefix: "sem" });
 
     it("never more than N permits out at once, with mixed permit counts; nothing left after", async () => {
-      const key = fresh();
-      const sem = session.semaphore(key, 3);
+      const key = t.fresh();
+      const sem = t.session.semaphore(key, 3);
       let inside = 0;
       let max = 0;
       let runs = 0;
@@ -109,22 +91,22 @@ for (const kind of CLIENT_KINDS) {
       );
       assert.equal(runs, 60);
       assert.ok(max <= 3, `${max} permits out at once`);
-      await assertEmpty(admin, key, 3);
+      await assertEmpty(t.admin, key, 3);
       assert.equal(await sem.available(), 3);
       assert.equal(await sem.init(10), false, "SEM.INIT sets the permits once");
     });
 
     it("FIFO with mixed permit counts: a caller asking for 3 is not overtaken by a later one asking for 1", async () => {
-      const key = fresh();
-      const sem = session.semaphore(key, 3);
+      const key = t.fresh();
+      const sem = t.session.semaphore(key, 3);
       const all = await sem.acquire(3);
       assert.equal(all.permits, 3);
-      assert.ok(all.owner.startsWith(session.token + ":"));
+      assert.ok(all.owner.startsWith(t.session.token + ":"));
       const want = [2, 1, 3, 1]; // A, B, C, D in this order
       const waits: { done: boolean; p: Promise<Permit> }[] = [];
       for (const k of want) {
         waits.push(settled(sem.acquire(k, { timeoutMs: 10000 })));
-        await waitFor(`${waits.length} queued`, async () => (await semInfo(admin, key))?.waiters === waits.length);
+        await waitFor(`${waits.length} queued`, async () => (await semInfo(t.admin, key))?.waiters === waits.length);
       }
       const [A, B, C, D] = waits;
       const seen = await sem.info(); // the library's reading of SEM.INFO
@@ -135,14 +117,14 @@ for (const kind of CLIENT_KINDS) {
         seen?.holders.map((h) => [h.owner, h.permits, typeof h.keepaliveClient, h.ttlMs > 0]),
         [[all.owner, 3, "number", true]],
       );
-      const owners = async () => (await semInfo(admin, key))!.holders.map((h) => `${h.owner}=${h.permits}`).sort();
+      const owners = async () => (await semInfo(t.admin, key))!.holders.map((h) => `${h.owner}=${h.permits}`).sort();
 
       await all.release();
       const a = await A.p;
       const b = await B.p;
       assert.deepEqual(await owners(), [`${a.owner}=2`, `${b.owner}=1`].sort());
       await a.release(); // 2 available: C (3) is first and waits; D (1) must not go before it
-      let i = await semInfo(admin, key);
+      let i = await semInfo(t.admin, key);
       assert.equal(i?.available, 2);
       assert.equal(i?.waiters, 2);
       assert.deepEqual(await owners(), [`${b.owner}=1`]);
@@ -150,7 +132,7 @@ for (const kind of CLIENT_KINDS) {
       await b.release();
       const cp = await C.p;
       assert.equal(cp.permits, 3);
-      i = await semInfo(admin, key);
+      i = await semInfo(t.admin, key);
       assert.equal(i?.waiters, 1);
       assert.equal(D.done, false);
       await cp.release();
@@ -160,29 +142,29 @@ for (const kind of CLIENT_KINDS) {
       assert.equal(new Set([all.owner, a.owner, b.owner, cp.owner, d.owner]).size, 5);
       await d.release();
       assert.equal(d.released, true);
-      await assertEmpty(admin, key, 3);
+      await assertEmpty(t.admin, key, 3);
     });
 
     it("a timed-out, a refused and an aborted wait leave nothing queued or held, also when the cancel crosses a grant", async () => {
-      const key = fresh();
-      const sem = session.semaphore(key, 2);
+      const key = t.fresh();
+      const sem = t.session.semaphore(key, 2);
       const holder = await sem.acquire(2);
       await assert.rejects(sem.acquire(1, { timeoutMs: 100 }), BusyError);
       assert.equal(await sem.tryAcquire(), undefined);
       const ac = new AbortController();
       const p = sem.acquire(2, { signal: ac.signal });
-      await waitFor("queued", async () => (await semInfo(admin, key))?.waiters === 1);
+      await waitFor("queued", async () => (await semInfo(t.admin, key))?.waiters === 1);
       const cause = new Error("stop");
       ac.abort(cause);
       await assert.rejects(p, (e) => e === cause);
-      let i = await semInfo(admin, key);
+      let i = await semInfo(t.admin, key);
       assert.equal(i?.waiters, 0);
       assert.deepEqual(
         i?.holders.map((h) => h.owner),
         [holder.owner],
       );
       await holder.release();
-      await assertEmpty(admin, key, 2);
+      await assertEmpty(t.admin, key, 2);
 
       // Release and abort in the same tick: whoever wins, nothing is left.
       for (let k = 0; k < 15; k++) {
@@ -192,36 +174,36 @@ for (const kind of CLIENT_KINDS) {
           (pm) => pm.release().then(() => "granted"),
           () => "cancelled",
         );
-        await waitFor("queued", async () => (await semInfo(admin, key))?.waiters === 1);
+        await waitFor("queued", async () => (await semInfo(t.admin, key))?.waiters === 1);
         const r = h.release();
         ac2.abort();
         await r;
         await w;
         await waitFor("nothing held", async () => {
-          i = await semInfo(admin, key);
+          i = await semInfo(t.admin, key);
           return i?.holders.length === 0 && i.waiters === 0;
         }, 3000);
       }
-      await assertEmpty(admin, key, 2);
+      await assertEmpty(t.admin, key, 2);
     });
 
     if (kind === "ioredis") {
       it("the session connection killed: permits re-attached (SEM.RENEW ... SESSION), kept past their lease", async () => {
-        const s2 = await Session.open(c.client, { leaseMs: 1000 });
+        const s2 = await Session.open(t.client.client, { leaseMs: 1000 });
         try {
-          const key = fresh();
+          const key = t.fresh();
           const permit = await s2.semaphore(key, 3).acquire(2);
-          const before = (await semInfo(admin, key))!.holders[0].keepalive_client!;
+          const before = (await semInfo(t.admin, key))!.holders[0].keepalive_client!;
           assert.equal(typeof before, "number", "bound to the session connection");
           const reconnected = new Promise((r) => s2.once("reconnected", r));
-          await admin.call("CLIENT", "KILL", "ID", String(before));
+          await t.admin.call("CLIENT", "KILL", "ID", String(before));
           await reconnected;
           await waitFor("re-attached to the new session connection", async () => {
-            const id = (await semInfo(admin, key))?.holders[0]?.keepalive_client;
+            const id = (await semInfo(t.admin, key))?.holders[0]?.keepalive_client;
             return typeof id === "number" && id !== before;
           }, 5000);
           await sleep(1200); // past a lease since the re-attach
-          const i = await semInfo(admin, key);
+          const i = await semInfo(t.admin, key);
           assert.deepEqual(
             i?.holders.map((h) => [h.owner, h.permits]),
             [[permit.owner, 2]],
@@ -230,18 +212,18 @@ for (const kind of CLIENT_KINDS) {
           await permit.release(1);
           assert.equal(permit.permits, 1);
           await permit.release();
-          await assertEmpty(admin, key, 3);
+          await assertEmpty(t.admin, key, 3);
         } finally {
           await s2.close();
         }
       });
 
       it("a stopped holder's session connection killed (CLIENT KILL): its permits come back within the lease", async () => {
-        const key = fresh();
+        const key = t.fresh();
         const lease = 1000;
-        const sem = session.semaphore(key, 2);
+        const sem = t.session.semaphore(key, 2);
         await sem.available(); // SEM.INIT done before the child takes both permits
-        const child = spawn(process.execPath, [join(__dirname, "sem-holder.js"), "ioredis", String(server.port), key, String(lease), "2"], {
+        const child = spawn(process.execPath, [join(__dirname, "sem-holder.js"), "ioredis", String(t.server.port), key, String(lease), "2"], {
           stdio: ["ignore", "pipe", "inherit"],
         });
         try {
@@ -252,35 +234,35 @@ for (const kind of CLIENT_KINDS) {
             });
             child.on("exit", (code) => rej(new Error(`holder exited ${code}`)));
           });
-          const held = (await semInfo(admin, key))!.holders;
+          const held = (await semInfo(t.admin, key))!.holders;
           assert.deepEqual(
             held.map((h) => [h.owner, h.permits]),
             [[owner, 2]],
           );
           const waiting = sem.acquire(2, { timeoutMs: 20000 });
-          await waitFor("queued", async () => (await semInfo(admin, key))?.waiters === 1);
+          await waitFor("queued", async () => (await semInfo(t.admin, key))?.waiters === 1);
           child.kill("SIGSTOP"); // it cannot reconnect and re-attach
           const t0 = Date.now();
-          await admin.call("CLIENT", "KILL", "ID", String(held[0].keepalive_client));
+          await t.admin.call("CLIENT", "KILL", "ID", String(held[0].keepalive_client));
           const p = await waiting;
           const waited = Date.now() - t0;
           console.log(`# semaphore: holder's session connection killed -> waiter served after ${waited} ms (lease ${lease})`);
           assert.ok(waited <= lease + 1500, `served ${waited} ms after the kill`);
           assert.equal(p.permits, 2);
           await p.release();
-          await assertEmpty(admin, key, 2);
+          await assertEmpty(t.admin, key, 2);
         } finally {
           child.kill("SIGKILL");
         }
       });
 
       it("permits whose keys are deleted are reported lost: permit.signal aborts with a LostError", async () => {
-        const s2 = await Session.open(c.client, { leaseMs: 1000 });
+        const s2 = await Session.open(t.client.client, { leaseMs: 1000 });
         try {
-          const key = fresh();
+          const key = t.fresh();
           const permit = await s2.semaphore(key, 1).acquire();
           const lost = new Promise<LostError>((r) => permit.onLost(r));
-          await admin.del(key, `{${key}}:timeout`);
+          await t.admin.del(key, `{${key}}:timeout`);
           const err = await lost;
           assert.ok(err instanceof LostError);
           assert.equal(err.key, key);
@@ -296,41 +278,41 @@ for (const kind of CLIENT_KINDS) {
     }
 
     it("latch: wait() woken by the last countDown; an open latch answers at once; a timeout answers false", async () => {
-      const key = fresh();
-      const latch = session.latch(key);
+      const key = t.fresh();
+      const latch = t.session.latch(key);
       assert.equal(await latch.init(2), true);
       assert.equal(await latch.init(5), false);
       assert.equal(await latch.count(), 2);
       const w = settled(latch.wait());
-      await waitFor("waiting", async () => (await latchWaiters(admin, key)) === 1);
+      await waitFor("waiting", async () => (await latchWaiters(t.admin, key)) === 1);
       assert.equal(await latch.countDown(), 1);
-      assert.equal(await latchWaiters(admin, key), 1);
+      assert.equal(await latchWaiters(t.admin, key), 1);
       assert.equal(w.done, false);
       assert.equal(await latch.countDown(), 0);
       assert.equal(await w.p, true);
       assert.equal(await latch.count(), 0);
-      assert.equal(await admin.exists(key), 0);
+      assert.equal(await t.admin.exists(key), 0);
       assert.equal(await latch.wait({ timeoutMs: 0 }), true);
       assert.equal(await latch.init(1), true);
       assert.equal(await latch.wait({ timeoutMs: 0 }), false);
       assert.equal(await latch.wait({ timeoutMs: 50 }), false);
       const ac = new AbortController();
       const aborted = latch.wait({ signal: ac.signal });
-      await waitFor("waiting", async () => (await latchWaiters(admin, key)) === 1);
+      await waitFor("waiting", async () => (await latchWaiters(t.admin, key)) === 1);
       ac.abort();
       await assert.rejects(aborted, (e: Error) => e.name === "AbortError");
-      await waitFor("no waiter", async () => (await latchWaiters(admin, key)) === 0, 3000);
+      await waitFor("no waiter", async () => (await latchWaiters(t.admin, key)) === 0, 3000);
       assert.equal(await latch.countDown(), 0);
     });
 
     it("latch: deleted while waited on -> LatchGoneError (GONE)", async () => {
-      const key = fresh();
-      const latch = session.latch(key);
+      const key = t.fresh();
+      const latch = t.session.latch(key);
       await latch.init(3);
       const w = latch.wait({ timeoutMs: 10000 });
-      await waitFor("waiting", async () => (await latchWaiters(admin, key)) === 1);
+      await waitFor("waiting", async () => (await latchWaiters(t.admin, key)) === 1);
       const gone = assert.rejects(w, (e: unknown) => e instanceof LatchGoneError && e.code === "GONE" && e.key === key);
-      await admin.del(key);
+      await t.admin.del(key);
       await gone;
     });
   });
