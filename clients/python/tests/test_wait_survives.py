@@ -16,29 +16,49 @@ from redis_lock_client.asyncio import Session as AsyncSession
 from conftest import Server, info, wait_for, waiters
 
 
-def blocked_ids(r, key=None):
-    """CLIENT IDs of the connections blocked in a LOCK.ACQUIRE (of ``key``'s waiters)."""
-    ids = []
-    for c in r.client_list():
-        if c.get("cmd") == "lock.acquire" and "b" in c.get("flags", ""):
-            ids.append(int(c["id"]))
-    return ids
+def blocked_ids(r, cmd="lock.acquire"):
+    """CLIENT IDs of the connections blocked in ``cmd``."""
+    return [int(c["id"]) for c in r.client_list() if c.get("cmd") == cmd and "b" in c.get("flags", "")]
 
 
-def kill_waiting_connection(r, key, times):
-    """Kill the connection waiting on ``key`` ``times`` times, each time once
-    the library waits again on a new one; returns the ids killed."""
+def kill_blocked(r, cmd, times, queued=lambda: True):
+    """Kill the connection blocked in ``cmd`` ``times`` times, each time once
+    the library waits again on a new one (and ``queued()``: its wait is in
+    the server's queue); returns the ids killed once it waits again."""
     killed = []
+
+    def new_ids():
+        return [i for i in blocked_ids(r, cmd) if i not in killed] if queued() else None
+
     for _ in range(times):
-        new = wait_for(
-            "a new waiting connection",
-            lambda: [i for i in blocked_ids(r) if i not in killed] if waiters(r, key) == 1 else None,
-        )
+        new = wait_for(f"a new connection blocked in {cmd}", new_ids)
         assert len(new) == 1
         r.execute_command("CLIENT", "KILL", "ID", new[0])
         killed.append(new[0])
-    wait_for("waiting again", lambda: [i for i in blocked_ids(r) if i not in killed] and waiters(r, key) == 1)
+    wait_for(f"blocked in {cmd} again", new_ids)
     return killed
+
+
+def kill_waiting_connection(r, key, times):
+    """Kill the connection waiting on the lock ``key`` ``times`` times (see
+    :func:`kill_blocked`)."""
+    return kill_blocked(r, "lock.acquire", times, queued=lambda: waiters(r, key) == 1)
+
+
+def start_thread(call):
+    """Run ``call()`` on a thread of its own: (the thread, a dict that gets
+    ``value``, what it returned, or ``error``, what it raised)."""
+    outcome = {}
+
+    def run():
+        try:
+            outcome["value"] = call()
+        except Exception as e:  # noqa: BLE001 - the test looks at it
+            outcome["error"] = e
+
+    t = threading.Thread(target=run)
+    t.start()
+    return t, outcome
 
 
 def assert_only_owner(r, key, owner):
@@ -50,18 +70,12 @@ def assert_only_owner(r, key, owner):
 def test_wait_survives_five_kills(r):
     r.execute_command("LOCK.ACQUIRE", "k", "holder", "PX", 60000)
     with Session(r) as session:
-        result = {}
-
-        def wait():
-            result["hold"] = session.lock("k").acquire(timeout=30)
-
-        t = threading.Thread(target=wait)
-        t.start()
+        t, outcome = start_thread(lambda: session.lock("k").acquire(timeout=30))
         kill_waiting_connection(r, "k", 5)
         r.execute_command("LOCK.RELEASE", "k", "holder")
         t.join(10)
         assert not t.is_alive()
-        hold = result["hold"]
+        hold = outcome["value"]
         assert hold.held
         assert_only_owner(r, "k", hold.owner)  # no leftover owner from the killed waits
         hold.release()
@@ -73,9 +87,7 @@ def test_kill_loop_until_holder_releases(r):
     holder releases: the waiter is served, nothing is left queued."""
     r.execute_command("LOCK.ACQUIRE", "loop", "holder", "PX", 60000)
     with Session(r) as session:
-        result = {}
-        t = threading.Thread(target=lambda: result.setdefault("hold", session.lock("loop").acquire(timeout=30)))
-        t.start()
+        t, outcome = start_thread(lambda: session.lock("loop").acquire(timeout=30))
         kills = 0
         while kills < 20:
             ids = blocked_ids(r)
@@ -85,27 +97,18 @@ def test_kill_loop_until_holder_releases(r):
         wait_for("waiting again", lambda: waiters(r, "loop") == 1 and blocked_ids(r))
         r.execute_command("LOCK.RELEASE", "loop", "holder")
         t.join(10)
-        assert_only_owner(r, "loop", result["hold"].owner)
-        result["hold"].release()
+        assert_only_owner(r, "loop", outcome["value"].owner)
+        outcome["value"].release()
 
 
 def test_timeout_still_counts_across_kills(r):
     r.execute_command("LOCK.ACQUIRE", "t", "holder", "PX", 60000)
     with Session(r) as session:
-        errors = []
-
-        def wait():
-            try:
-                session.lock("t").acquire(timeout=1.5)
-            except Exception as e:  # noqa: BLE001
-                errors.append(e)
-
-        t = threading.Thread(target=wait)
-        t.start()
+        t, outcome = start_thread(lambda: session.lock("t").acquire(timeout=1.5))
         kill_waiting_connection(r, "t", 2)
         t.join(10)
         assert not t.is_alive()
-        assert type(errors[0]).__name__ == "BusyError"
+        assert type(outcome["error"]).__name__ == "BusyError"
     assert waiters(r, "t") == 0
     assert info(r, "t")["owner"] == b"holder"
 
@@ -139,13 +142,11 @@ def test_idle_reaper(server, r):
 def test_dropin_wait_survives_kills(r):
     r.execute_command("LOCK.ACQUIRE", "d", "holder", "PX", 60000)
     lock = r.lock("d", lock_class=ModuleLock, timeout=20, thread_local=False)
-    result = {}
-    t = threading.Thread(target=lambda: result.setdefault("ok", lock.acquire(blocking_timeout=30)))
-    t.start()
+    t, outcome = start_thread(lambda: lock.acquire(blocking_timeout=30))
     kill_waiting_connection(r, "d", 5)
     r.execute_command("LOCK.RELEASE", "d", "holder")
     t.join(10)
-    assert result["ok"] is True
+    assert outcome["value"] is True
     assert_only_owner(r, "d", lock.local.token.decode())
     assert lock.owned()
     lock.release()
@@ -157,21 +158,12 @@ def test_unreachable_after_kill_raises_unavailable():
         r = srv.client()
         r.execute_command("LOCK.ACQUIRE", "u", "holder", "PX", 60000)
         session = Session(r, lease_ms=2000)
-        errors = []
-
-        def wait():
-            try:
-                session.lock("u").acquire(timeout=30)
-            except Exception as e:  # noqa: BLE001
-                errors.append(e)
-
-        t = threading.Thread(target=wait)
-        t.start()
+        t, outcome = start_thread(lambda: session.lock("u").acquire(timeout=30))
         wait_for("waiting", lambda: waiters(r, "u") == 1)
         srv.kill()
         t.join(15)
         assert not t.is_alive()
-        assert isinstance(errors[0], UnavailableError)
+        assert isinstance(outcome["error"], UnavailableError)
         session.close()
     finally:
         srv.cleanup()
@@ -211,46 +203,22 @@ def test_latch_wait_survives_kills(r):
 
     latch = Latch(r, "gate")
     assert latch.init(1)
-    result = {}
-    t = threading.Thread(target=lambda: result.setdefault("open", latch.wait(timeout=30)))
-    t.start()
-    killed = []
-    for _ in range(3):
-        new = wait_for("a new waiting connection", lambda: [
-            int(c["id"]) for c in r.client_list()
-            if c.get("cmd") == "latch.await" and int(c["id"]) not in killed
-        ])
-        r.execute_command("CLIENT", "KILL", "ID", new[0])
-        killed.append(new[0])
-    wait_for("waiting again", lambda: [
-        c for c in r.client_list() if c.get("cmd") == "latch.await" and int(c["id"]) not in killed
-    ])
+    t, outcome = start_thread(lambda: latch.wait(timeout=30))
+    kill_blocked(r, "latch.await", 3)
     assert latch.count_down() == 0
     t.join(10)
-    assert result["open"] is True
+    assert outcome["value"] is True
 
 
 def test_campaign_survives_kills(r, server):
     leader_session = Session(server.client())
     with Session(r) as session:
         first = leader_session.election("office").campaign(timeout=0)
-        result = {}
-        t = threading.Thread(target=lambda: result.setdefault("l", session.election("office").campaign(timeout=30)))
-        t.start()
-        killed = []
-        for _ in range(3):
-            new = wait_for("a new campaigning connection", lambda: [
-                int(c["id"]) for c in r.client_list()
-                if c.get("cmd") == "elect.campaign" and int(c["id"]) not in killed
-            ])
-            r.execute_command("CLIENT", "KILL", "ID", new[0])
-            killed.append(new[0])
-        wait_for("campaigning again", lambda: [
-            c for c in r.client_list() if c.get("cmd") == "elect.campaign" and int(c["id"]) not in killed
-        ])
+        t, outcome = start_thread(lambda: session.election("office").campaign(timeout=30))
+        kill_blocked(r, "elect.campaign", 3)
         assert first.resign()
         t.join(10)
-        leadership = result["l"]
+        leadership = outcome["value"]
         assert leadership.is_leader
         leader = session.election("office").leader()
         assert leader.candidate == leadership.candidate

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import math
 import secrets
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+import time
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import redis.exceptions as rex
 
@@ -21,6 +24,8 @@ from .errors import (
     NotOwnerError,
     UnavailableError,
 )
+
+log = logging.getLogger("redis_lock_client")
 
 CHANNEL_PREFIX = "__lock__:session:"
 PING_INTERVAL = 1.0
@@ -313,3 +318,65 @@ def cancel_args(acquire_args: Sequence[Any]) -> List[Any]:
         return ["LOCK.CANCEL", acquire_args[2], acquire_args[2 + n]]
     return ["LOCK.CANCEL", acquire_args[1], acquire_args[2]]
 
+
+
+class WaitBroken(Exception):
+    """The connection a wait was blocked on broke while the server can still
+    be reached; the wait was cleaned up there (cancelled, a crossed grant
+    released) and can be sent again."""
+
+
+@dataclasses.dataclass
+class Wait:
+    """One blocking command of ``blocking_call`` (either face's), all of it
+    but the connection it is sent on: ``args``, changed in place when it is sent
+    again (read the owner back with :func:`owner_of`); ``block``, its BLOCK
+    (0 forever, None a single try); ``cleanup_args``, the release of a grant
+    that crossed a cancel (None: a wait that grants nothing, as
+    ``LATCH.AWAIT``); ``on_cleanup_failed``, given them when the server
+    cannot be reached; ``new_owner``, the maker of the owner a wait sent
+    again takes (None: the same owner)."""
+
+    args: List[Any]
+    block: Optional[int]
+    cleanup_args: Optional[List[Any]]
+    on_cleanup_failed: Optional[Callable[[List[Any]], None]]
+    new_owner: Optional[Callable[[], Any]] = None
+    #: when its BLOCK ends (``time.monotonic()``), None if never (a try, or forever)
+    deadline: Optional[float] = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.deadline = time.monotonic() + self.block / 1000 if self.block else None
+
+    @property
+    def key(self) -> Any:
+        return wait_key(self.args)
+
+    def failure(self, err: BaseException, reachable: bool) -> BaseException:
+        """What the wait raises when ``err`` cut it short: :class:`WaitBroken`
+        (send it again) if its connection broke while the server can still be
+        ``reachable``, else this library's error for ``err`` (``err`` itself if
+        it has none, as a cancel)."""
+        if reachable and is_broken_connection(err):
+            broken = WaitBroken()
+            broken.__cause__ = err
+            return broken
+        mapped = map_error(err, self.args[0]) if isinstance(err, Exception) else err
+        if mapped is not err:
+            mapped.__cause__ = err
+        return mapped
+
+    def again(self) -> bool:
+        """Ready the wait to be sent again after :class:`WaitBroken`, for what
+        is left of its BLOCK (its place in line is lost), as a fresh owner
+        when ``new_owner`` is given.  False: its time ran out meanwhile."""
+        log.info("the connection of a wait for %r broke: waiting again", self.key)
+        if self.deadline is not None:
+            left = math.ceil((self.deadline - time.monotonic()) * 1000)
+            if left <= 0:
+                return False
+            self.block = left
+            set_block(self.args, left)
+        if self.new_owner is not None and self.cleanup_args is not None:
+            set_owner(self.args, self.cleanup_args, self.new_owner())
+        return True

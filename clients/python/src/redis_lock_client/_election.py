@@ -60,6 +60,8 @@ class _LeadershipState:
     local deadline and the checks made on it."""
 
     leads = True
+    #: the type of ``lost`` (each face's Event)
+    _event_type: Callable[[], Any]
 
     def __init__(
         self,
@@ -71,7 +73,6 @@ class _LeadershipState:
         node: Optional[str],
         lease_s: float,
         deadline: float,
-        lost: Any,
         on_lost: Optional[Callable[..., Any]],
     ) -> None:
         self.election = election
@@ -84,10 +85,13 @@ class _LeadershipState:
         self.lease = lease_s
         #: monotonic time until which this process may believe it leads
         self.deadline = deadline
-        self.lost = lost
+        self.lost = self._event_type()
         self.lost_reason: Optional[str] = None
         self.resigned = False
         self._on_lost = on_lost
+        # guards lost_reason and resigned: a sync leadership is lost on the
+        # session's thread and resigned on its caller's (never contended in asyncio)
+        self._mu = threading.Lock()
 
     @property
     def key(self) -> Any:
@@ -118,7 +122,21 @@ class _LeadershipState:
         return int(term)
 
     def _mark_lost(self, reason: str) -> None:
-        raise NotImplementedError
+        with self._mu:
+            if self.lost_reason is not None or self.resigned:
+                return
+            self.lost_reason = reason
+        self._lost_now()
+
+    def _resigning(self) -> bool:
+        """Mark the leadership resigned and out of the session's books; False
+        if it was already."""
+        with self._mu:
+            if self.resigned:
+                return False
+            self.resigned = True
+        self.session._elections_remove(self)
+        return True
 
     def _lost_now(self) -> None:
         """After ``lost_reason`` is set: the event, the session's books, what
@@ -173,21 +191,7 @@ class Leadership(_LeadershipState):
     next candidate leads at once.  A context manager: leaving it resigns.
     """
 
-    def __init__(
-        self,
-        election: Any,
-        candidate: Any,
-        term: Optional[int],
-        value: Any,
-        node: Optional[str],
-        lease_s: float,
-        deadline: float,
-        on_lost: Optional[Callable[..., Any]],
-    ) -> None:
-        super().__init__(
-            election, election.session, candidate, term, value, node, lease_s, deadline, threading.Event(), on_lost
-        )
-        self._mu = threading.Lock()
+    _event_type = threading.Event
 
     def proclaim(self, value: Any) -> int:
         """Set the leader's value (``ELECT.PROCLAIM``); observers see it.
@@ -205,11 +209,8 @@ class Leadership(_LeadershipState):
         """Leave the election (``ELECT.RESIGN``): the next candidate leads at
         once.  True if this candidate still led, False if not (lost before, or
         resigned already)."""
-        with self._mu:
-            if self.resigned:
-                return False
-            self.resigned = True
-        self.session._elections_remove(self)
+        if not self._resigning():
+            return False
         args = ["ELECT.RESIGN", self.name, self.candidate]
         try:
             led = bool(self.session._execute(*args))
@@ -217,13 +218,6 @@ class Leadership(_LeadershipState):
             self.session._pending_add(args)  # retried at the session's PINGs
             raise
         return led and self.lost_reason is None
-
-    def _mark_lost(self, reason: str) -> None:
-        with self._mu:
-            if self.lost_reason is not None or self.resigned:
-                return
-            self.lost_reason = reason
-        self._lost_now()
 
     def __enter__(self) -> "Leadership":
         return self
@@ -350,7 +344,7 @@ class Election(_ElectionBase):
             raise
         ping = sc.last_ok_ping_sent
         deadline = max(sent, ping if ping is not None else sent) + lease_s / 2
-        leadership = Leadership(self, candidate, term, value, node, lease_s, deadline, on_lost)
+        leadership = Leadership(self, session, candidate, term, value, node, lease_s, deadline, on_lost)
         # (in this order: a loss message finds the pending campaign or the leadership)
         session._elections_add(leadership, lease_s)  # also wakes the session thread for its deadline
         session._elections_remove(pending)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import collections
 import itertools
 import logging
-import math
 import select
 import socket
 import threading
@@ -70,11 +69,6 @@ def _pool_of(client: Any, cluster: bool, key: Any) -> Any:
     return client.get_redis_connection(client.get_node_from_key(key)).connection_pool
 
 
-class _WaitBroken(Exception):
-    """The connection a wait was blocked on broke; the wait was cleaned up
-    in the server (cancelled, a crossed grant released) and can be sent again."""
-
-
 def blocking_call(
     client: Any,
     cluster: bool,
@@ -102,36 +96,24 @@ def blocking_call(
     else as the same owner.  A server that cannot be reached any more raises
     :class:`UnavailableError`; a wait whose time ran out meanwhile returns None.
     """
-    deadline = time.monotonic() + block / 1000 if block else None
+    wait = c.Wait(args, block, cleanup_args, on_cleanup_failed, new_owner)
     moved = False
     while True:
         try:
-            return _blocking_once(client, cluster, args, block, cleanup_args, on_cleanup_failed)
+            return _blocking_once(client, cluster, wait)
         except rex.MovedError:
             if moved:
                 raise
             moved = True
             client.nodes_manager.initialize()
-        except _WaitBroken:
-            log.info("the connection of a wait for %r broke: waiting again", c.wait_key(args))
-            if deadline is not None:
-                block = math.ceil((deadline - time.monotonic()) * 1000)
-                if block <= 0:
-                    return None
-                c.set_block(args, block)
-            if new_owner is not None and cleanup_args is not None:
-                c.set_owner(args, cleanup_args, new_owner())
+        except c.WaitBroken:
+            if not wait.again():
+                return None
 
 
-def _blocking_once(
-    client: Any,
-    cluster: bool,
-    args: List[Any],
-    block: Optional[int],
-    cleanup_args: Optional[List[Any]],
-    on_cleanup_failed: Optional[Callable[[List[Any]], None]],
-) -> Any:
-    pool = _pool_of(client, cluster, c.wait_key(args))
+def _blocking_once(client: Any, cluster: bool, wait: c.Wait) -> Any:
+    args, block = wait.args, wait.block
+    pool = _pool_of(client, cluster, wait.key)
     try:
         conn = _get_conn(pool)
     except Exception as e:
@@ -141,11 +123,11 @@ def _blocking_once(
         sent = True  # (from the first byte: a write that fails half-way may have reached the server)
         conn.send_command(*args)
         sock = conn._sock
-        wait = None if block == 0 else (block / 1000 + c.BLOCK_SLACK if block else conn.socket_timeout)
-        if wait == conn.socket_timeout or sock is None:
+        read_timeout = None if block == 0 else (block / 1000 + c.BLOCK_SLACK if block else conn.socket_timeout)
+        if read_timeout == conn.socket_timeout or sock is None:
             sock = None  # nothing to lift
         else:
-            sock.settimeout(wait)
+            sock.settimeout(read_timeout)
         try:
             reply = conn.read_response()
         finally:
@@ -159,42 +141,40 @@ def _blocking_once(
     except BaseException as e:
         conn.disconnect()
         pool.release(conn)
-        reachable = False
-        if sent and cleanup_args is not None:
-            try:
-                client.execute_command(*c.cancel_args(args))
-                reachable = True
-            except rex.ResponseError:
-                reachable = True
-            except BaseException:
-                pass  # unreachable: the release below says so
-            try:
-                client.execute_command(*cleanup_args)
-                reachable = True
-            except rex.ResponseError:
-                reachable = True  # NOTOWNER: it was never granted
-            except BaseException:
-                reachable = False
-                if on_cleanup_failed is not None:
-                    on_cleanup_failed(cleanup_args)
-        if c.is_broken_connection(e):
-            if cleanup_args is None:
-                reachable = _reachable(client, cluster, args)
-            if reachable:
-                raise _WaitBroken() from e
-        err = c.map_error(e, args[0]) if isinstance(e, Exception) else e
-        if err is e:
-            raise
-        raise err from e
+        if wait.cleanup_args is not None:
+            reachable = sent and _clean_up(client, wait)
+        else:  # (nothing to clean up: a PING says whether a broken wait can be sent again)
+            reachable = c.is_broken_connection(e) and _reachable(client, cluster, wait.key)
+        raise wait.failure(e, reachable)
     pool.release(conn)
     return reply
 
 
-def _reachable(client: Any, cluster: bool, args: List[Any]) -> bool:
-    """Whether the server of a wait's key answers (a PING on another connection)."""
+def _clean_up(client: Any, wait: c.Wait) -> bool:
+    """End a wait cut short in the server: ``LOCK.CANCEL`` of its owner,
+    then its ``cleanup_args`` (a release of a grant that crossed the cancel).
+    Whether the server could be reached (else ``on_cleanup_failed``)."""
+    assert wait.cleanup_args is not None
+    try:
+        client.execute_command(*c.cancel_args(wait.args))
+    except BaseException:  # noqa: BLE001 - refused: nothing to cancel; unreachable: the release says so
+        pass
+    try:
+        client.execute_command(*wait.cleanup_args)
+    except rex.ResponseError:
+        return True  # NOTOWNER: it was never granted
+    except BaseException:
+        if wait.on_cleanup_failed is not None:
+            wait.on_cleanup_failed(wait.cleanup_args)
+        return False
+    return True
+
+
+def _reachable(client: Any, cluster: bool, key: Any) -> bool:
+    """Whether the server of ``key`` answers (a PING on another connection)."""
     try:
         if cluster:
-            client.get_redis_connection(client.get_node_from_key(c.wait_key(args))).ping()
+            client.get_redis_connection(client.get_node_from_key(key)).ping()
         else:
             client.ping()
         return True

@@ -22,14 +22,14 @@ import threading
 import uuid
 import weakref
 from types import SimpleNamespace
-from typing import Any, Callable, Dict, List, Literal, Optional, Union
+from typing import Any, Callable, Dict, List, Literal, Optional, Tuple, Union
 
 import redis
 import redis.exceptions as rex
 import redis.lock
 
 from . import _common as c
-from ._sync import Hold, Session, _is_cluster, blocking_call
+from ._sync import Session, _is_cluster, blocking_call
 from .errors import CommandError, LeaseTooShortError
 
 __all__ = ["ModuleLock", "default_session", "close_default_session"]
@@ -152,17 +152,13 @@ def owner_from_info(reply: Any, encoder: Any) -> Optional[bytes]:
     return owner if isinstance(owner, bytes) else None
 
 
-class ModuleLock(redis.lock.Lock):
-    """A drop-in ``lock_class`` for ``redis.Redis.lock`` (and ``RedisCluster.lock``).
+def _new_token() -> bytes:
+    return uuid.uuid4().hex.encode()
 
-    ``on_lost``: called with the reason (``forced``, ``gone``, ``maxhold``,
-    ``moved``, ``notowner``, ``session-down``) when a hold kept by the
-    implicit session (``timeout=None`` or 0) is lost, on the session's
-    thread; pass it to ``ModuleLock(r, name, on_lost=...)`` or set
-    ``lock.on_lost`` (``r.lock()`` passes no extra keyword).  A lock with a
-    lease (``timeout`` > 0) ends with its lease, as redis-py's: ``on_lost``
-    is refused for it.
-    """
+
+class _ModuleLockBase:
+    """What the sync and asyncio ``ModuleLock`` share: their state, and the
+    steps of an acquire that do no I/O (each sends and waits in its own way)."""
 
     def __init__(
         self,
@@ -191,13 +187,90 @@ class ModuleLock(redis.lock.Lock):
         if on_lost is not None and timeout:
             raise ValueError("on_lost needs a hold kept by the session: timeout=None (a lease lock just ends)")
         self.on_lost = on_lost
-        self._holds: Dict[bytes, Hold] = {}  # token -> session Hold (timeout=None only)
+        self._holds: Dict[bytes, Any] = {}  # token -> session Hold (timeout=None only)
 
     def register_scripts(self) -> None:  # no Lua: the module's commands do it
         pass
 
     def _err(self, cls: type, message: str) -> Exception:
         return lock_error(cls, message, self.name)
+
+    def _not_owned(self, what: str) -> Exception:
+        return self._err(rex.LockNotOwnedError, f"Cannot {what} a lock that's no longer owned")
+
+    def _block(self, blocking: Optional[bool], blocking_timeout: Optional[float]) -> Optional[int]:
+        """An acquire's ``blocking``/``blocking_timeout`` (None: the lock's) -> the BLOCK argument."""
+        return block_of(
+            self.blocking if blocking is None else blocking,
+            self.blocking_timeout if blocking_timeout is None else blocking_timeout,
+        )
+
+    def _owner(self, token: Optional[Union[str, bytes]]) -> Tuple[bytes, Optional[Callable[[], bytes]]]:
+        """An acquire's owner (``token``, or a fresh one) and the maker of the
+        owner a wait sent again takes (a fresh one unless the caller chose it)."""
+        if token is not None:
+            return self.redis.get_encoder().encode(token), None
+        return _new_token(), _new_token
+
+    def _acquire_args(self, owner: bytes, block: Optional[int], session: Any) -> List[Any]:
+        """``LOCK.ACQUIRE``'s arguments: with a lease (``timeout`` > 0;
+        ``session`` None) or kept alive by the implicit ``session``."""
+        args: List[Any] = ["LOCK.ACQUIRE", self.name, owner]
+        if session is None:
+            if self.on_lost is not None:
+                raise ValueError("on_lost needs a hold kept by the session: timeout=None")
+            assert self.timeout is not None
+            args += ["PX", lease_ms_of(self.timeout)]
+        else:
+            args += ["PX", session.lease_ms, "SESSION", session.token]
+        args.append("FENCE")
+        if block is not None:
+            args += ["BLOCK", block]
+        return args
+
+    def _wrong_type(self, block: Optional[int]) -> Literal[False]:
+        """An acquire of a key that holds another type of value: redis-py's
+        SET NX fails (False), and it polls until blocking_timeout or forever;
+        the module cannot queue on it."""
+        if block != 0:
+            return False
+        raise self._err(rex.LockError, f"Unable to acquire lock: {self.name!r} holds another type of value") from None
+
+    def _acquired(self, args: List[Any], reply: Any, session: Any) -> bool:
+        """An acquire's reply (the fencing token; None: not acquired) -> its result."""
+        if reply is None:
+            return False
+        owner = c.owner_of(args)  # (a fresh one if the wait's connection broke)
+        if session is not None:
+            h = session._track("x", (self.name,), owner.decode(), [int(reply)])
+            h._lost_callback = self._lost
+            self._holds[owner] = h
+        self.local.token = owner
+        self.fencing_token = int(reply)
+        return True
+
+    def _lost(self, reason: str) -> Any:
+        # (the asyncio one's on_lost may return a coroutine: its session runs it)
+        return None if self.on_lost is None else self.on_lost(reason)
+
+    def _untrack(self, token: bytes) -> None:
+        h = self._holds.pop(token, None)
+        if h is not None:
+            h.count = 0
+            h.session._forget(h)
+
+
+class ModuleLock(_ModuleLockBase, redis.lock.Lock):
+    """A drop-in ``lock_class`` for ``redis.Redis.lock`` (and ``RedisCluster.lock``).
+
+    ``on_lost``: called with the reason (``forced``, ``gone``, ``maxhold``,
+    ``moved``, ``notowner``, ``session-down``) when a hold kept by the
+    implicit session (``timeout=None`` or 0) is lost, on the session's
+    thread; pass it to ``ModuleLock(r, name, on_lost=...)`` or set
+    ``lock.on_lost`` (``r.lock()`` passes no extra keyword).  A lock with a
+    lease (``timeout`` > 0) ends with its lease, as redis-py's: ``on_lost``
+    is refused for it.
+    """
 
     def acquire(
         self,
@@ -206,29 +279,15 @@ class ModuleLock(redis.lock.Lock):
         blocking_timeout: Optional[float] = None,
         token: Optional[Union[str, bytes]] = None,
     ) -> bool:
-        generated = token is None
-        btoken: bytes = uuid.uuid4().hex.encode() if token is None else self.redis.get_encoder().encode(token)
-        if blocking is None:
-            blocking = self.blocking
-        if blocking_timeout is None:
-            blocking_timeout = self.blocking_timeout
-        block = block_of(blocking, blocking_timeout)
-        args: List[Any] = ["LOCK.ACQUIRE", self.name, btoken]
+        owner, new_owner = self._owner(token)
+        block = self._block(blocking, blocking_timeout)
         session = None
-        if self.timeout:
-            if self.on_lost is not None:
-                raise ValueError("on_lost needs a hold kept by the session: timeout=None")
-            args += ["PX", lease_ms_of(self.timeout)]
-        else:
+        if not self.timeout:
             session = default_session(self.redis)
             session._session_conn(session._node_of(self.name))
-            args += ["PX", session.lease_ms, "SESSION", session.token]
-        args.append("FENCE")
-        if block is not None:
-            args += ["BLOCK", block]
-        cleanup = ["LOCK.RELEASE", self.name, btoken]
+        args = self._acquire_args(owner, block, session)
+        cleanup = ["LOCK.RELEASE", self.name, owner]
         on_fail: Callable[[List[Any]], None] = session._pending_add if session else (lambda a: None)
-        new_owner = (lambda: uuid.uuid4().hex.encode()) if generated else None
         cluster = _is_cluster(self.redis)
         try:
             try:
@@ -240,28 +299,8 @@ class ModuleLock(redis.lock.Lock):
         except CommandError as e:
             if c.error_code(e) != "WRONGTYPE":
                 raise
-            # the key holds another type of value: redis-py's SET NX fails
-            # (False), and it polls until blocking_timeout or forever; the
-            # module cannot queue on it
-            if block != 0:
-                return False
-            raise self._err(
-                rex.LockError, f"Unable to acquire lock: {self.name!r} holds another type of value"
-            ) from None
-        if reply is None:
-            return False
-        btoken = c.owner_of(args)  # (a fresh one if the wait's connection broke)
-        if session is not None:
-            h = session._track("x", (self.name,), btoken.decode(), [int(reply)])
-            h._lost_callback = self._lost
-            self._holds[btoken] = h
-        self.local.token = btoken
-        self.fencing_token = int(reply)
-        return True
-
-    def _lost(self, reason: str) -> None:
-        if self.on_lost is not None:
-            self.on_lost(reason)
+            return self._wrong_type(block)
+        return self._acquired(args, reply, session)
 
     def do_acquire(self, token: Union[str, bytes]) -> bool:
         return self.acquire(blocking=False, token=token)
@@ -279,12 +318,6 @@ class ModuleLock(redis.lock.Lock):
     def owned(self) -> bool:
         return self.local.token is not None and bool(self._info_owner() == self.local.token)
 
-    def _untrack(self, token: bytes) -> None:
-        h = self._holds.pop(token, None)
-        if h is not None:
-            h.count = 0
-            h.session._forget(h)
-
     def do_release(self, expected_token: bytes) -> None:  # type: ignore[override]
         try:
             self.redis.execute_command("LOCK.RELEASE", self.name, expected_token)
@@ -294,9 +327,6 @@ class ModuleLock(redis.lock.Lock):
                 raise self._err(rex.LockNotOwnedError, "Cannot release a lock that's no longer owned") from None
             raise
         self._untrack(expected_token)
-
-    def _not_owned(self, what: str) -> Exception:
-        return self._err(rex.LockNotOwnedError, f"Cannot {what} a lock that's no longer owned")
 
     def _renew(self, ms: int, what: str) -> Literal[True]:
         try:

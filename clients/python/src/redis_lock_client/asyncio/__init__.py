@@ -17,7 +17,6 @@ import collections
 import inspect
 import itertools
 import logging
-import math
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Literal, Optional, Tuple
 
@@ -26,7 +25,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from .. import _common as c
-from .._sync import _check_owner, release_args
+from .._sync import _check_owner, _is_cluster, release_args
 from ..errors import LockError, LostError, NotOwnerError, UnavailableError
 from .dropin import ModuleLock, close_default_session, default_session
 
@@ -48,10 +47,6 @@ __all__ = [
 log = logging.getLogger("redis_lock_client")
 _CMD = {"x": "LOCK.ACQUIRE", "r": "LOCK.RACQUIRE", "w": "LOCK.WACQUIRE", "m": "LOCK.MACQUIRE"}
 _FOREVER = 10.0**9  # seconds: a read with no client-side limit (redis-py >= 5)
-
-
-def _is_cluster(client: Any) -> bool:
-    return hasattr(client, "get_node_from_key") and hasattr(client, "nodes_manager")
 
 
 async def _get_conn(pool: Any) -> Any:
@@ -92,10 +87,6 @@ def _honour_lost_cancel(before: int) -> None:
         raise asyncio.CancelledError()
 
 
-class _WaitBroken(Exception):
-    """The connection a wait was blocked on broke; the wait was cleaned up."""
-
-
 async def blocking_call(
     client: Any,
     cluster: bool,
@@ -114,33 +105,19 @@ async def blocking_call(
     :func:`_cancel_requests`)."""
     if cancels is None:
         cancels = _cancel_requests()
-    deadline = time.monotonic() + block / 1000 if block else None
+    wait = c.Wait(args, block, cleanup_args, on_cleanup_failed, new_owner)
     while True:
         try:
-            return await _blocking_once(client, cluster, args, block, cleanup_args, on_cleanup_failed, cancels)
-        except _WaitBroken:
-            log.info("the connection of a wait for %r broke: waiting again", c.wait_key(args))
-            if deadline is not None:
-                block = math.ceil((deadline - time.monotonic()) * 1000)
-                if block <= 0:
-                    return None
-                c.set_block(args, block)
-            if new_owner is not None and cleanup_args is not None:
-                c.set_owner(args, cleanup_args, new_owner())
+            return await _blocking_once(client, cluster, wait, cancels)
+        except c.WaitBroken:
+            if not wait.again():
+                return None
 
 
-async def _blocking_once(
-    client: Any,
-    cluster: bool,
-    args: List[Any],
-    block: Optional[int],
-    cleanup_args: Optional[List[Any]],
-    on_cleanup_failed: Optional[Callable[[List[Any]], None]],
-    cancels: int,
-) -> Any:
-    key = c.wait_key(args)
+async def _blocking_once(client: Any, cluster: bool, wait: c.Wait, cancels: int) -> Any:
+    args, block = wait.args, wait.block
     if cluster:
-        node = client.get_node_from_key(key)
+        node = client.get_node_from_key(wait.key)
         conn = node.acquire_connection()
         if hasattr(node, "release"):
             release = lambda: node.release(conn)  # noqa: E731
@@ -178,35 +155,32 @@ async def _blocking_once(
     except BaseException as e:
         await conn.disconnect(nowait=True)
         await _release_conn(release)
-        reachable = False
-        if sent and cleanup_args is not None:
-            try:
-                await client.execute_command(*c.cancel_args(args))
-                reachable = True
-            except rex.ResponseError:
-                reachable = True
-            except BaseException:
-                pass  # unreachable: the release below says so
-            try:
-                await client.execute_command(*cleanup_args)
-                reachable = True
-            except rex.ResponseError:
-                reachable = True
-            except BaseException:
-                reachable = False
-                if on_cleanup_failed is not None:
-                    on_cleanup_failed(cleanup_args)
-        if c.is_broken_connection(e):
-            if cleanup_args is None:
-                reachable = await _reachable(client, cluster, key)
-            if reachable:
-                raise _WaitBroken() from e
-        err = c.map_error(e, args[0]) if isinstance(e, Exception) else e
-        if err is e:
-            raise
-        raise err from e
+        if wait.cleanup_args is not None:
+            reachable = sent and await _clean_up(client, wait)
+        else:  # (nothing to clean up: a PING says whether a broken wait can be sent again)
+            reachable = c.is_broken_connection(e) and await _reachable(client, cluster, wait.key)
+        raise wait.failure(e, reachable)
     await _release_conn(release)  # (a coroutine in recent redis-py)
     return reply
+
+
+async def _clean_up(client: Any, wait: c.Wait) -> bool:
+    """The asyncio twin of ``redis_lock_client._sync._clean_up``: LOCK.CANCEL,
+    then the release of a crossed grant; whether the server could be reached."""
+    assert wait.cleanup_args is not None
+    try:
+        await client.execute_command(*c.cancel_args(wait.args))
+    except BaseException:  # noqa: BLE001 - refused: nothing to cancel; unreachable: the release says so
+        pass
+    try:
+        await client.execute_command(*wait.cleanup_args)
+    except rex.ResponseError:
+        return True  # NOTOWNER: it was never granted
+    except BaseException:
+        if wait.on_cleanup_failed is not None:
+            wait.on_cleanup_failed(wait.cleanup_args)
+        return False
+    return True
 
 
 async def _reachable(client: Any, cluster: bool, key: Any) -> bool:

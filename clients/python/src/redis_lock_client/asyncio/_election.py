@@ -24,26 +24,12 @@ from . import _FOREVER, Session, _cancel_requests, _get_conn, _honour_lost_cance
 __all__ = ["Election", "Leadership", "Leader", "Observer"]
 
 
-
 class Leadership(_LeadershipState):
     """See the sync :class:`redis_lock_client.Leadership`; ``lost`` is an
     :class:`asyncio.Event`, ``proclaim`` and ``resign`` are coroutines, and it
     is an async context manager (leaving it resigns)."""
 
-    def __init__(
-        self,
-        election: Any,
-        candidate: Any,
-        term: Optional[int],
-        value: Any,
-        node: Optional[str],
-        lease_s: float,
-        deadline: float,
-        on_lost: Optional[Callable[..., Any]],
-    ) -> None:
-        super().__init__(
-            election, election._session, candidate, term, value, node, lease_s, deadline, asyncio.Event(), on_lost
-        )
+    _event_type = asyncio.Event
 
     async def proclaim(self, value: Any) -> int:
         self.check()
@@ -55,10 +41,8 @@ class Leadership(_LeadershipState):
         return self._proclaimed(value, term)
 
     async def resign(self) -> bool:
-        if self.resigned:
+        if not self._resigning():
             return False
-        self.resigned = True
-        self.session._elections_remove(self)
         args = ["ELECT.RESIGN", self.name, self.candidate]
         try:
             led = bool(await self.session._execute(*args))
@@ -66,12 +50,6 @@ class Leadership(_LeadershipState):
             self.session._pending.append(args)  # retried at the session's PINGs
             raise
         return led and self.lost_reason is None
-
-    def _mark_lost(self, reason: str) -> None:
-        if self.lost_reason is not None or self.resigned:
-            return
-        self.lost_reason = reason
-        self._lost_now()
 
     def _run_callback(self, cb: Any) -> None:
         r = cb(self)
@@ -165,8 +143,7 @@ class Election(_ElectionBase):
             raise
         ping = sc.last_ok_ping_sent
         deadline = max(sent, ping if ping is not None else sent) + lease_s / 2
-        leadership = Leadership(self, candidate, term, value, node, lease_s, deadline, on_lost)
-        leadership.session = session
+        leadership = Leadership(self, session, candidate, term, value, node, lease_s, deadline, on_lost)
         await session._elections_add(leadership, lease_s)
         session._elections_remove(pending)
         if pending.lost_reason is not None:

@@ -8,22 +8,20 @@ client.aclose()`` of a client that made its pool) or garbage-collected.
 
 from __future__ import annotations
 
-import threading
-import uuid
 import weakref
-from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Literal, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, List, Literal, Optional, Union
 
 import redis.asyncio
 import redis.asyncio.lock
 import redis.exceptions as rex
 
 from .. import _common as c
-from ..dropin import block_of, lease_ms_of, lock_error, owner_from_info
+from .._sync import _is_cluster
+from ..dropin import _ModuleLockBase, lease_ms_of, owner_from_info
 from ..errors import CommandError
 
 if TYPE_CHECKING:
-    from . import Hold, Session
+    from . import Session
 
 __all__ = ["ModuleLock", "default_session", "close_default_session"]
 
@@ -47,10 +45,6 @@ class _Slot:
 
 #: A connection pool (a cluster client) -> the slot of its clients' implicit session.
 _slots: "weakref.WeakKeyDictionary[Any, _Slot]" = weakref.WeakKeyDictionary()
-
-
-def _is_cluster(client: Any) -> bool:
-    return hasattr(client, "get_node_from_key") and hasattr(client, "nodes_manager")
 
 
 def _slot_key(client: Any) -> Any:
@@ -111,44 +105,9 @@ async def close_default_session(client: Any) -> None:
         await slot.end()
 
 
-class ModuleLock(redis.asyncio.lock.Lock):
+class ModuleLock(_ModuleLockBase, redis.asyncio.lock.Lock):
     """The asyncio drop-in ``lock_class`` (see the sync ``ModuleLock``);
     ``on_lost`` may also be a coroutine function."""
-
-    def __init__(
-        self,
-        redis: Any,
-        name: Any,
-        timeout: Optional[float] = None,
-        sleep: float = 0.1,
-        blocking: bool = True,
-        blocking_timeout: Optional[float] = None,
-        thread_local: bool = True,
-        raise_on_release_error: bool = True,
-        on_lost: Optional[Callable[[str], Any]] = None,
-        **_ignored: Any,
-    ) -> None:
-        self.redis = redis
-        self.name = name
-        self.timeout = timeout
-        self.sleep = sleep
-        self.blocking = blocking
-        self.blocking_timeout = blocking_timeout
-        self.thread_local = bool(thread_local)
-        self.raise_on_release_error = raise_on_release_error
-        self.local: Any = threading.local() if self.thread_local else SimpleNamespace()
-        self.local.token = None
-        self.fencing_token: Optional[int] = None
-        if on_lost is not None and timeout:
-            raise ValueError("on_lost needs a hold kept by the session: timeout=None (a lease lock just ends)")
-        self.on_lost = on_lost
-        self._holds: Dict[bytes, "Hold"] = {}
-
-    def register_scripts(self) -> None:
-        pass
-
-    def _err(self, cls: type, message: str) -> Exception:
-        return lock_error(cls, message, self.name)
 
     async def acquire(
         self,
@@ -161,29 +120,15 @@ class ModuleLock(redis.asyncio.lock.Lock):
         from . import _cancel_requests, blocking_call
 
         cancels = _cancel_requests()
-        generated = token is None
-        btoken: bytes = uuid.uuid4().hex.encode() if token is None else self.redis.get_encoder().encode(token)
-        if blocking is None:
-            blocking = self.blocking
-        if blocking_timeout is None:
-            blocking_timeout = self.blocking_timeout
-        block = block_of(blocking, blocking_timeout)
-        args: List[Any] = ["LOCK.ACQUIRE", self.name, btoken]
+        owner, new_owner = self._owner(token)
+        block = self._block(blocking, blocking_timeout)
         session = None
-        if self.timeout:
-            if self.on_lost is not None:
-                raise ValueError("on_lost needs a hold kept by the session: timeout=None")
-            args += ["PX", lease_ms_of(self.timeout)]
-        else:
+        if not self.timeout:
             session = await default_session(self.redis)
             await session._session_conn(session._node_of(self.name))
-            args += ["PX", session.lease_ms, "SESSION", session.token]
-        args.append("FENCE")
-        if block is not None:
-            args += ["BLOCK", block]
-        cleanup = ["LOCK.RELEASE", self.name, btoken]
+        args = self._acquire_args(owner, block, session)
+        cleanup = ["LOCK.RELEASE", self.name, owner]
         on_fail: Callable[[List[Any]], None] = session._pending.append if session else (lambda a: None)
-        new_owner = (lambda: uuid.uuid4().hex.encode()) if generated else None
         cluster = _is_cluster(self.redis)
         try:
             try:
@@ -195,27 +140,8 @@ class ModuleLock(redis.asyncio.lock.Lock):
         except CommandError as e:
             if c.error_code(e) != "WRONGTYPE":
                 raise
-            # another type of value: redis-py's SET NX fails (False); the module cannot queue on it
-            if block != 0:
-                return False
-            raise self._err(
-                rex.LockError, f"Unable to acquire lock: {self.name!r} holds another type of value"
-            ) from None
-        if reply is None:
-            return False
-        btoken = c.owner_of(args)  # (a fresh one if the wait's connection broke)
-        if session is not None:
-            h = session._track("x", (self.name,), btoken.decode(), [int(reply)])
-            h._lost_callback = self._lost
-            self._holds[btoken] = h
-        self.local.token = btoken
-        self.fencing_token = int(reply)
-        return True
-
-    def _lost(self, reason: str) -> Any:
-        if self.on_lost is not None:
-            return self.on_lost(reason)
-        return None
+            return self._wrong_type(block)
+        return self._acquired(args, reply, session)
 
     async def do_acquire(self, token: Union[str, bytes]) -> bool:
         return await self.acquire(blocking=False, token=token)
@@ -248,12 +174,6 @@ class ModuleLock(redis.asyncio.lock.Lock):
         if self.local.token == expected:
             self.local.token = None
 
-    def _untrack(self, token: bytes) -> None:
-        h = self._holds.pop(token, None)
-        if h is not None:
-            h.count = 0
-            h.session._forget(h)
-
     async def do_release(self, expected_token: bytes) -> None:
         try:
             await self.redis.execute_command("LOCK.RELEASE", self.name, expected_token)
@@ -263,9 +183,6 @@ class ModuleLock(redis.asyncio.lock.Lock):
                 raise self._err(rex.LockNotOwnedError, "Cannot release a lock that's no longer owned") from None
             raise
         self._untrack(expected_token)
-
-    def _not_owned(self, what: str) -> Exception:
-        return self._err(rex.LockNotOwnedError, f"Cannot {what} a lock that's no longer owned")
 
     async def _renew(self, ms: int, what: str) -> Literal[True]:
         try:
