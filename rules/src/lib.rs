@@ -15,7 +15,8 @@
 //! locks, `semaphore` (permits, in Redisson's layout) and `latch` (count-down
 //! latches) and `election` (the leader record, long polls, a leader's
 //! liveness); `deadlock` (the waits-for graph over owners and the cycle a
-//! new wait would close; the server layer does not consult it yet).
+//! new wait would close, which the server consults before it queues a
+//! caller and refuses with `DEADLOCK`).
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
