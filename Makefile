@@ -14,7 +14,7 @@ PORT ?= 6379
 REDIS_SERVER ?= redis-server
 MODULE := target/release/liblock.so
 
-.PHONY: build module run test chaos failover fuzz fmt lint deps clean bench bench-clients install
+.PHONY: build module run test-deps test chaos failover fuzz fmt lint deps clean bench bench-clients install
 
 build: deps
 	cargo build --release
@@ -24,8 +24,14 @@ build: deps
 module: deps
 	cargo build --release -p redis-lock
 
+# What each target needs, installed when missing (scripts/deps.sh): building and
+# running need only cargo, libclang and a server; the tests add what the suites
+# use, the benchmark its peers.
 deps:
 	@scripts/deps.sh
+
+test-deps:
+	@scripts/deps.sh --test
 
 run: build
 	@mkdir -p data
@@ -46,7 +52,7 @@ run: build
 # its tests and lint, with the same set everywhere so that nothing is built twice.
 TEST_SERVERS ?=
 CLIENT_FEATURES = redis-lock-client/tls,redis-lock-client/cluster,redis-lock-client/sentinel
-test: module
+test: module test-deps
 	cargo test --no-run --tests --features $(CLIENT_FEATURES)
 	cargo test --lib --bins --features $(CLIENT_FEATURES)
 	cargo test -p lock-rules --doc
@@ -81,7 +87,7 @@ fuzz: build
 fmt:
 	cargo fmt --all
 
-lint: deps
+lint: test-deps
 	cargo clippy --workspace --all-targets --features $(CLIENT_FEATURES) -- -D warnings
 
 clean:

