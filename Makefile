@@ -66,7 +66,7 @@ LOCK_CHAOS_KEYS ?= 4
 LOCK_CHAOS_RW_KEYS ?= 3
 chaos: build
 	LOCK_CHAOS_SECS=$(LOCK_CHAOS_SECS) LOCK_CHAOS_CLIENTS=$(LOCK_CHAOS_CLIENTS) LOCK_CHAOS_KEYS=$(LOCK_CHAOS_KEYS) LOCK_CHAOS_RW_KEYS=$(LOCK_CHAOS_RW_KEYS) \
-		cargo test --release --test chaos history -- --nocapture
+		cargo test --release --test integration -- --exact chaos::history_under_faults_keeps_every_guarantee --nocapture
 
 # tests/failover.rs for 5 minutes per mode (without and with WAIT, side by
 # side) instead of the ~1 min `make test` runs (20 s, and at least one kill,
@@ -76,12 +76,12 @@ chaos: build
 LOCK_FAILOVER_SECS ?= 300
 failover: build
 	LOCK_FAILOVER_SECS=$(LOCK_FAILOVER_SECS) REDIS_SERVER=$(REDIS_SERVER) \
-		cargo test --release --test failover -- --nocapture
+		cargo test --release --test integration -- --exact failover::tokens_hold_and_locks_come_back_across_sentinel_failovers --nocapture
 
 # tests/fuzz.rs with 1M vectors instead of the sample `make test` runs, and
 # the parser properties (rules/tests/args_props.rs) with 1M cases each.
 fuzz: build
-	LOCK_FUZZ_VECTORS=1000000 cargo test --release --test fuzz -- --nocapture
+	LOCK_FUZZ_VECTORS=1000000 cargo test --release --test integration fuzz:: -- --nocapture
 	PROPTEST_CASES=1000000 cargo test --release -p lock-rules --test args_props
 
 fmt:

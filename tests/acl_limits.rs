@@ -3,7 +3,7 @@
 //! by waiters, `maxmemory` with `noeviction`, leases past their deadline but
 //! not yet expired, 1 MB owners, durations near i64::MAX.
 
-mod common;
+use crate::common;
 use common::commands::{self, Cmd};
 use common::*;
 

@@ -13,7 +13,7 @@
 //!   `CONFIG SET` accepts) and the configs README.md names;
 //! - the `INFO lock` fields against the table of docs/commands.md.
 
-mod common;
+use crate::common;
 use common::commands::{self, Cmd};
 use common::*;
 

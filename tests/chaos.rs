@@ -56,7 +56,7 @@
 //! `LOCK_CHAOS_RW_KEYS`, `LOCK_CHAOS_SEM_KEYS`, `LOCK_CHAOS_SEM_CLIENTS`,
 //! `LOCK_CHAOS_SEED`) and prints the totals.
 
-mod common;
+use crate::common;
 #[path = "common/semaphore.rs"]
 mod semaphore;
 use common::dataset::{aof_matches, replica_matches};

@@ -2,7 +2,7 @@
 //! in the lock's slot, shard-channel notifications, hand-off on a node, and
 //! no module write into a slot the node gives away.
 
-mod common;
+use crate::common;
 use common::*;
 
 fn slot(cluster: &Cluster, key: &str) -> i64 {

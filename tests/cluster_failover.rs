@@ -7,7 +7,7 @@
 //! again on the new master and are served there; locks, leases and fencing
 //! tokens carry over, and no two owners ever hold one lock at once.
 
-mod common;
+use crate::common;
 use common::cluster_client::{key_slot, CallError, ClusterClient};
 use common::*;
 

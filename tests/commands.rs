@@ -1,6 +1,6 @@
 //! Every LOCK.* command, reply and error against a real server.
 
-mod common;
+use crate::common;
 use common::*;
 
 use std::sync::Barrier;

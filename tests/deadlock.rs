@@ -7,7 +7,7 @@
 //! whom each waiter waits for; INFO counts what was found; the setting
 //! turns it off.
 
-mod common;
+use crate::common;
 use common::*;
 
 fn wait_queued(con: &mut Connection, key: &str, n: usize) {

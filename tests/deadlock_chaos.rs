@@ -51,10 +51,10 @@
 //!
 //! `make test` runs each phase for 1.5 s; `LOCK_DEADLOCK_CHAOS_SECS` (per
 //! phase), `LOCK_DEADLOCK_CHAOS_CLIENTS` and `LOCK_DEADLOCK_CHAOS_SEED`
-//! tune it (`cargo test --release --test deadlock_chaos -- --nocapture`
+//! tune it (`cargo test --release --test integration deadlock_chaos:: -- --nocapture`
 //! prints the totals).
 
-mod common;
+use crate::common;
 use common::*;
 
 use std::collections::HashMap;

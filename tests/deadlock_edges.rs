@@ -7,7 +7,7 @@
 //! `search_cost_*` is ignored: it prints how long one wait's check takes in
 //! a costly graph (run with `-- --ignored --nocapture`; no timed assertion).
 
-mod common;
+use crate::common;
 use common::*;
 
 use std::time::{Duration, Instant};
@@ -428,8 +428,8 @@ fn client_id_of_blocked(con: &mut Connection) -> String {
 /// readers; one more caller then waits for the write lock of `l`. Its
 /// check visits the k holders and, for each, reads `m` and its n readers
 /// again: k x n work in one command (the docs say "one read of each lock
-/// on the path"). Rerun: `cargo test --release --test deadlock_review --
-/// --ignored --nocapture` (K, N in env DLR_K, DLR_N; defaults 100, 2000).
+/// on the path"). Rerun: `cargo test --release --test integration
+/// deadlock_edges:: -- --ignored --nocapture` (K, N in env DLR_K, DLR_N; defaults 100, 2000).
 #[test]
 #[ignore]
 fn search_cost_of_a_wait_whose_holders_wait_for_a_widely_read_lock() {

@@ -8,7 +8,7 @@
 //! messages (`forced`, `gone`, `idle`); errors by code; a replica and the
 //! AOF that agree with the master key by key, and nothing left behind.
 
-mod common;
+use crate::common;
 use common::*;
 
 use std::collections::BTreeMap;

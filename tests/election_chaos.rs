@@ -15,7 +15,7 @@
 //! within the lease; stop or cut: within 1.5 leases + 2 s), plus slack for
 //! a loaded machine.
 
-mod common;
+use crate::common;
 use common::netns::{self, Netns};
 use common::*;
 

@@ -17,7 +17,7 @@
 //! replica itself (`REPLICAOF`) at once instead of waiting about 10 s for
 //! Sentinel to do it.
 
-mod common;
+use crate::common;
 
 use common::sentinel::Sentinels;
 use common::*;

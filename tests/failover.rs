@@ -65,7 +65,7 @@
 //! print the totals, per failover kind too. `LOCK_FAILOVER_MODES=plain` or
 //! `wait` runs one mode.
 
-mod common;
+use crate::common;
 use common::sentinel::{self, connect, role, Sentinels, PATIENCE_SETTLE};
 use common::*;
 

@@ -2,7 +2,7 @@
 //! from an older RDB or FLUSHALL, all of which take the token counter back;
 //! and a token key does not outlive its lock for long (`lock.token-ttl-ms`).
 
-mod common;
+use crate::common;
 
 use common::*;
 use redis::{Connection, Value};

@@ -9,7 +9,7 @@
 //! lock while the FENCE waiter is still queued; then the FENCE waiter's
 //! reply is its error and the other's the lock.
 
-mod common;
+use crate::common;
 use common::*;
 
 const NOT_AN_INTEGER: &str =

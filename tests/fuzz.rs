@@ -59,7 +59,7 @@
 //!   `EPOCH` vectors and after each vector with a 1 MB argument, so
 //!   `DEBUG DIGEST` stays cheap.
 
-mod common;
+use crate::common;
 use common::*;
 
 use std::collections::BTreeMap;

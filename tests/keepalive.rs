@@ -10,7 +10,7 @@
 //! server's own clock: the waiter's new deadline minus its lease is when
 //! it was handed the lock.
 
-mod common;
+use crate::common;
 use common::dataset::{aof_matches, replica_matches};
 use common::netns::Netns;
 use common::redis_cli::Cli;

@@ -5,7 +5,7 @@
 //! FLUSHALL); a BLOCK time that runs out answers nil; LATCH.INFO; keys of
 //! other types; a replica that refuses writes and waits.
 
-mod common;
+use crate::common;
 use common::*;
 
 use std::io::{BufRead, BufReader, Write};

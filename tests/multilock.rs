@@ -3,7 +3,7 @@
 //! callers naming keys in any order never deadlock, and LOCK.MRELEASE
 //! releases all or none.
 
-mod common;
+use crate::common;
 use common::*;
 
 use std::thread;

@@ -1,7 +1,7 @@
 //! Persistence: locks, their absolute lease deadlines and fencing counters
 //! survive an AOF or RDB restart; expired leases are not brought back.
 
-mod common;
+use crate::common;
 use common::*;
 
 /// owner, holds, token of a lock (token `None` when absent).

@@ -4,7 +4,7 @@
 //! users who may not read the key, empty on a replica), and waits and holds
 //! measured by the server within what the client measured around them.
 
-mod common;
+use crate::common;
 use common::*;
 
 use std::thread;

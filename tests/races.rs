@@ -3,7 +3,7 @@
 //! the server's before-sleep step. If the connection is already broken then,
 //! the answer is never delivered and the module must release the hold again.
 
-mod common;
+use crate::common;
 use common::*;
 
 use std::io::Write;

@@ -2,7 +2,7 @@
 //! Redisson-style Lua scripts and by LOCK.* commands see each other, and the
 //! module publishes on Redisson's release channel.
 
-mod common;
+use crate::common;
 use common::*;
 
 /// Redisson-style tryLock (shared with the bench): nil on success, else the

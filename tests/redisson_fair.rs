@@ -11,7 +11,7 @@
 //! that is not woken would sleep out the lease, which shows as a failure
 //! (never as a slow pass).
 
-mod common;
+use crate::common;
 use common::fair::*;
 use common::redis_cli::Cli;
 use common::*;

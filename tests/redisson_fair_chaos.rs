@@ -12,7 +12,7 @@
 //!   the AOF agree after the module kept a free lock for a dead fair waiter,
 //!   pruned it at its deadline and granted its own waiter.
 
-mod common;
+use crate::common;
 use common::dataset::{aof_matches, differences, replica_matches, visible_data};
 use common::fair::*;
 use common::*;

@@ -4,7 +4,7 @@
 //! the SEM.* / LATCH.* commands share one state, wake each other's
 //! waiters, and the module publishes on Redisson's channels.
 
-mod common;
+use crate::common;
 #[path = "common/redisson_sem.rs"]
 mod redisson_sem;
 

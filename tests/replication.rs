@@ -2,7 +2,7 @@
 //! module) and the AOF as native commands, replicas refuse lock writes, and
 //! failover in either direction leaves a working server.
 
-mod common;
+use crate::common;
 use common::dataset::aof_matches;
 use common::*;
 

@@ -4,7 +4,7 @@
 //! served with runs of readers granted together, downgrade and upgrade
 //! rules, per-hold leases, Redisson interop both ways, and replication.
 
-mod common;
+use crate::common;
 use common::*;
 
 const READ_ACQUIRE: &str = include_str!("../scripts/redisson-read-acquire.lua");

@@ -18,7 +18,7 @@
 //! its `UNBLOCKED` reply is written: under Sentinel alone a waiter on a
 //! demoted master sees its connection close (nothing granted either way).
 
-mod common;
+use crate::common;
 #[path = "common/semaphore.rs"]
 mod semaphore;
 

@@ -4,7 +4,7 @@
 //! without the module, and the AOF as native writes; a replica never
 //! changes them by itself.
 
-mod common;
+use crate::common;
 #[path = "common/redisson_sem.rs"]
 mod redisson_sem;
 

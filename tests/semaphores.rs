@@ -7,7 +7,7 @@
 //! back, SEM.TAKE and SEM.GIVE, fencing tokens, WRONGTYPE and CROSSSLOT, and
 //! a replica that refuses writes but shows what it was sent.
 
-mod common;
+use crate::common;
 use common::redis_cli::Cli;
 use common::*;
 

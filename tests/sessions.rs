@@ -5,7 +5,7 @@
 //! without its owner releasing it, on `__lock__:session:<token>`; and
 //! LOCK.CANCEL, with which a library ends a wait it gave up on.
 
-mod common;
+use crate::common;
 use common::*;
 
 fn keepalive_client(con: &mut Connection, key: &str) -> Option<i64> {

@@ -6,7 +6,7 @@
 //! read timeout, and after one `redis::Connection` silently drops the next
 //! reply (it counts the timed-out one as "to skip").
 
-mod common;
+use crate::common;
 use common::*;
 
 use std::io::{ErrorKind, Read, Write};

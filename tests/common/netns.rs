@@ -17,7 +17,7 @@ pub struct Netns {
 
 impl Netns {
     /// A namespace on a free `<net>.x.0/24` (`net` like `10.212`: each
-    /// test file its own, so that test binaries running side by side never
+    /// test file its own, so that test runs side by side (one per server) never
     /// share one), named after `tag` and this process.
     pub fn create(net: &str, tag: &str) -> Result<Netns, String> {
         let pid = std::process::id();
