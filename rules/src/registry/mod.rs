@@ -1,8 +1,9 @@
 //! Who is waiting for which lock: one FIFO per (db, key) of callers blocked
 //! in an acquire, how to find a waiter again from its handle (the server's
-//! blocked-client handle, `H`) or its id, multi-lock callers' entries in
-//! several queues, the timers attached to them, and the views of the queues
-//! that LOCK.WAITERS and LOCK.QUEUES answer with.
+//! blocked-client handle, `H`) or its id, and the timers attached to them.
+//! Multi-lock callers' entries in several queues are `groups.rs`'s; the
+//! views of the queues that LOCK.WAITERS and LOCK.QUEUES answer with,
+//! `views.rs`'s.
 //!
 //! This is bookkeeping only: it never opens keys or answers clients; every
 //! change hands back what the caller must undo in the server ([`Released`]).
@@ -13,12 +14,18 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::Hash;
 use std::time::Instant;
 
-use crate::args::Limit;
 use crate::ids::IdMap;
 use crate::lock_id::LockId;
 use crate::queue::{Fifo, WaiterId};
-use crate::request::{FieldName, LockKind, Queued, Request};
+use crate::request::{FieldName, Queued, Request};
 use crate::transition::Wake;
+
+mod groups;
+mod views;
+
+use groups::Group;
+pub use groups::GroupId;
+pub use views::{longest_waiting_first, QueueView, WaiterView};
 
 /// A server timer's id, as the server hands it out.
 pub type TimerId = u64;
@@ -68,101 +75,6 @@ impl<H> Queued for Waiter<H> {
             .collect();
         self.fair_ahead = kept.into();
     }
-}
-
-/// A multi-lock caller: the id of its first entry. It has one entry in
-/// the queue of each of its keys.
-pub type GroupId = WaiterId;
-
-struct Group {
-    request: Request,
-    members: Vec<(LockId<'static>, WaiterId)>,
-    /// The caller's BLOCK deadline (also on its first entry).
-    deadline: Option<Instant>,
-}
-
-/// One queued caller as LOCK.WAITERS shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WaiterView<'r> {
-    pub request: &'r Request,
-    /// A LOCK.MACQUIRE caller (its request's kind is the exclusive lock).
-    pub multi: bool,
-    /// Its multi-lock caller, to list every key it waits for.
-    pub group: Option<GroupId>,
-    pub queued_at: Instant,
-    /// The end of its BLOCK time; `None` for BLOCK 0.
-    pub deadline: Option<Instant>,
-}
-
-impl WaiterView<'_> {
-    /// `exclusive`, `read`, `write`, `multi` for a LOCK.MACQUIRE caller,
-    /// `semaphore` for SEM.ACQUIRE, `take` for SEM.TAKE.
-    pub fn kind(&self) -> &'static str {
-        match (self.multi, self.request.kind) {
-            (true, _) => "multi",
-            (false, LockKind::Exclusive) => "exclusive",
-            (false, LockKind::Read) => "read",
-            (false, LockKind::Write) => "write",
-            (false, LockKind::Permits(_)) if self.request.owner.is_empty() => "take",
-            (false, LockKind::Permits(_)) => "semaphore",
-        }
-    }
-
-    /// Whole ms since it was queued.
-    pub fn waited_ms(&self, now: Instant) -> i64 {
-        whole_ms(now.saturating_duration_since(self.queued_at))
-    }
-
-    /// Ms left of its BLOCK time, rounded up (as the wait timer is armed);
-    /// -1 for BLOCK 0.
-    pub fn timeout_ms(&self, now: Instant) -> i64 {
-        self.deadline.map_or(-1, |at| {
-            let left = at.saturating_duration_since(now).as_micros().div_ceil(1000);
-            i64::try_from(left).unwrap_or(i64::MAX)
-        })
-    }
-}
-
-fn whole_ms(d: std::time::Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
-
-/// One lock's queue as LOCK.QUEUES shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct QueueView {
-    pub key: Vec<u8>,
-    pub waiters: usize,
-    /// When the first in line was queued: it has waited longest, since
-    /// callers only ever join at the tail.
-    pub first_queued_at: Instant,
-}
-
-impl QueueView {
-    /// Whole ms the first in line has waited.
-    pub fn longest_wait_ms(&self, now: Instant) -> i64 {
-        whole_ms(now.saturating_duration_since(self.first_queued_at))
-    }
-}
-
-/// The `limit` queues that have waited longest, longest first (ties by
-/// key), out of `queues`: O(N) to pick them, O(M log M) to order the M
-/// kept.
-pub fn longest_waiting_first(mut queues: Vec<QueueView>, limit: Limit) -> Vec<QueueView> {
-    let order = |a: &QueueView, b: &QueueView| {
-        a.first_queued_at
-            .cmp(&b.first_queued_at)
-            .then_with(|| a.key.cmp(&b.key))
-    };
-    let keep = limit.max();
-    if keep == 0 {
-        return Vec::new();
-    }
-    if keep < queues.len() {
-        queues.select_nth_unstable_by(keep - 1, order);
-        queues.truncate(keep);
-    }
-    queues.sort_unstable_by(order);
-    queues
 }
 
 /// The timer at a held lock's lease deadline, armed while anyone waits.
@@ -351,36 +263,6 @@ impl<H: Copy + Eq + Hash> Registry<H> {
         }
     }
 
-    /// Queues a multi-lock caller on every lock of `locks`, under fresh ids
-    /// (from [`Registry::next_serial`], one per lock, the first one naming
-    /// the group).
-    pub fn enqueue_group(&mut self, locks: &[LockId<'_>], ids: &[WaiterId], waiter: Waiter<H>) {
-        let Some(&group) = ids.first() else {
-            return;
-        };
-        let mut members = Vec::with_capacity(ids.len());
-        for (i, (lock, &id)) in locks.iter().zip(ids).enumerate() {
-            let entry = Waiter {
-                request: waiter.request.clone(),
-                bc: waiter.bc,
-                deadline: if i == 0 { waiter.deadline } else { None },
-                group: Some(group),
-                queued_at: waiter.queued_at,
-                fair_ahead: Box::default(),
-            };
-            self.enqueue(lock, id, entry);
-            members.push((lock.to_owned(), id));
-        }
-        self.groups.insert(
-            group,
-            Group {
-                request: waiter.request,
-                members,
-                deadline: waiter.deadline,
-            },
-        );
-    }
-
     /// The queue entries of `owner` waiting for `lock` (LOCK.CANCEL), first
     /// in line first. A scan of the lock's queue: a cancel is rare, and an
     /// index by owner would cost every wait.
@@ -427,101 +309,6 @@ impl<H: Copy + Eq + Hash> Registry<H> {
             .collect()
     }
 
-    /// Every key a multi-lock caller waits for, in the order named.
-    pub fn group_locks(&self, group: GroupId) -> Vec<LockId<'static>> {
-        self.groups.get(&group).map_or_else(Vec::new, |g| {
-            g.members.iter().map(|(lock, _)| lock.clone()).collect()
-        })
-    }
-
-    /// The callers queued for `lock`, first in line first, at most `limit`.
-    pub fn waiters(&self, lock: &LockId<'_>, limit: Limit) -> Vec<WaiterView<'_>> {
-        let Some(queue) = self.queue(lock) else {
-            return Vec::new();
-        };
-        queue
-            .fifo
-            .iter()
-            .take(limit.max())
-            .map(|(_, w)| {
-                let group = w.group.and_then(|g| self.groups.get(&g));
-                WaiterView {
-                    request: &w.request,
-                    multi: w.group.is_some(),
-                    group: w.group,
-                    queued_at: w.queued_at,
-                    deadline: group.map_or(w.deadline, |g| g.deadline),
-                }
-            })
-            .collect()
-    }
-
-    /// Every lock of `db` someone waits for, in no particular order.
-    pub fn queues(&self, db: i32) -> Vec<QueueView> {
-        let Some(keys) = self.queues.get(&db) else {
-            return Vec::new();
-        };
-        keys.iter()
-            .filter_map(|(key, q)| {
-                let (_, first) = q.fifo.front()?;
-                Some(QueueView {
-                    key: key.clone(),
-                    waiters: q.fifo.len(),
-                    first_queued_at: first.queued_at,
-                })
-            })
-            .collect()
-    }
-
-    /// Whether a multi-lock caller waits for any lock.
-    pub fn groups_wait(&self) -> bool {
-        !self.groups.is_empty()
-    }
-
-    /// The multi-lock caller first in the queue of `lock`, if it is one.
-    pub fn group_at_head(&self, lock: &LockId<'_>) -> Option<GroupId> {
-        if self.groups.is_empty() {
-            return None;
-        }
-        self.queue(lock)?.fifo.front().and_then(|(_, w)| w.group)
-    }
-
-    /// The owner of the multi-lock caller queued nearest ahead of `owner`'s
-    /// first entry for `lock` (nearest the tail if `owner` has none there):
-    /// nobody behind a multi-lock caller is served before it.
-    pub fn multi_ahead(&self, lock: &LockId<'_>, owner: &[u8]) -> Option<FieldName> {
-        if self.groups.is_empty() {
-            return None;
-        }
-        let queue = self.queue(lock)?;
-        let own_entry = self
-            .by_owner
-            .get(owner)
-            .into_iter()
-            .flatten()
-            .find(|id| self.locations.get(id).is_some_and(|at| at == lock));
-        let ahead = match own_entry {
-            Some(&entry) => queue.multi_entries.range(..entry).next_back(),
-            None => queue.multi_entries.last(),
-        }?;
-        Some(queue.fifo.get(*ahead)?.request.owner.clone())
-    }
-
-    /// A multi-lock caller's entries and request, and for each entry
-    /// whether it heads its queue.
-    pub fn group(&self, group: GroupId) -> Option<(Request, Vec<(LockId<'static>, bool)>)> {
-        let group = self.groups.get(&group)?;
-        let entries = group
-            .members
-            .iter()
-            .map(|(lock, id)| {
-                let front = self.queue(lock).and_then(|q| q.fifo.front());
-                (lock.clone(), front.is_some_and(|(head, _)| head == *id))
-            })
-            .collect();
-        Some((group.request.clone(), entries))
-    }
-
     /// Runs `rules` on the queue of `lock` (an empty one if nobody waits).
     /// Waiters it pops must then be passed to [`Registry::forget_woken`].
     pub fn with_queue<R>(
@@ -550,50 +337,6 @@ impl<H: Copy + Eq + Hash> Registry<H> {
         released.merge(others);
         released.wait_timer = self.idle_wait_timer();
         released
-    }
-
-    /// Takes every entry of `group` but `except` out of its queue. With
-    /// `resettle`, their keys are listed for whoever is first there now.
-    fn remove_group_except(
-        &mut self,
-        group: GroupId,
-        except: WaiterId,
-        resettle: bool,
-    ) -> Released {
-        let mut released = Released::default();
-        let Some(Group { members, .. }) = self.groups.remove(&group) else {
-            return released;
-        };
-        for (lock, id) in members {
-            if id == except {
-                continue;
-            }
-            self.locations.remove(&id);
-            let Some(queue) = self.queue_mut(&lock) else {
-                continue;
-            };
-            if let Some(waiter) = queue.fifo.remove(id) {
-                // Only a caller's first entry is known by its handle.
-                self.forget_entry(&lock, id, &waiter, id == group);
-            }
-            released.merge(self.drop_if_empty(&lock));
-            if resettle {
-                released.resettle.push(lock);
-            }
-        }
-        released
-    }
-
-    /// Takes a multi-lock caller out of every queue to grant it its keys.
-    pub fn take_group(&mut self, group: GroupId) -> Option<(Waiter<H>, Released)> {
-        let (&(ref lock, first), _) = self.groups.get(&group)?.members.split_first()?;
-        let lock = lock.clone();
-        let waiter = self.queue_mut(&lock)?.fifo.remove(first)?;
-        self.forget_entry(&lock, first, &waiter, true);
-        let mut released = self.drop_if_empty(&lock);
-        released.merge(self.remove_group_except(group, first, false));
-        released.wait_timer = self.idle_wait_timer();
-        Some((waiter, released))
     }
 
     /// Drops the bookkeeping of entry `id`, already taken out of the queue
@@ -757,6 +500,8 @@ impl<H: Copy + Eq + Hash> Registry<H> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::args::Limit;
+    use crate::request::LockKind;
 
     /// Handles are plain numbers here; the module's are blocked clients.
     fn bc(n: usize) -> usize {
