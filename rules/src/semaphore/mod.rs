@@ -16,181 +16,20 @@
 //! before it (a caller asking for 3 is not overtaken by callers asking for
 //! 1, as in a fair `java.util.concurrent.Semaphore`).
 
-use std::collections::HashMap;
-
-use crate::args::parse_i64;
 use crate::error::LockError;
 use crate::queue::Fifo;
 use crate::request::{Queued, Request};
 use crate::transition::{next_token, Acquisition, TokenValue, Verdict, Wake};
 
-/// Redisson's score for a permit without a lease
-/// (`RedissonPermitExpirableSemaphore.nonExpirableTimeout`).
-pub const NEVER: i64 = 922_337_203_685_477;
+mod member;
+mod state;
+mod writes;
 
-/// The most permits a semaphore has in all (available plus held by
-/// owners): Redisson's `int`.
-pub const MAX_PERMITS: i64 = i32::MAX as i64;
+pub use member::{owner_of, permit_id};
+pub use state::{HolderView, Permit, SemaphoreState, SemaphoreView, MAX_PERMITS, NEVER};
+pub use writes::{SemaphoreTally, SemaphoreWrites};
 
-/// One permit held: a member of the sorted set and its lease end.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Permit {
-    pub id: Vec<u8>,
-    pub until: i64,
-}
-
-/// What a semaphore's keys hold.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SemaphoreState {
-    /// The counter; `None` when its key does not exist (no permits).
-    pub available: Option<i64>,
-    /// The sorted set's members, in any order.
-    pub permits: Vec<Permit>,
-}
-
-impl SemaphoreState {
-    /// The counter's value as read from its string key.
-    pub fn parse_available(raw: &[u8]) -> Result<i64, LockError> {
-        parse_i64(raw).ok_or_else(LockError::not_a_semaphore)
-    }
-
-    pub fn exists(&self) -> bool {
-        self.available.is_some() || !self.permits.is_empty()
-    }
-
-    /// As SEM.INFO shows it at `now_ms`, without writing: permits whose
-    /// lease ended count as available.
-    pub fn view(&self, now_ms: i64) -> SemaphoreView {
-        let mut available = self.available.unwrap_or(0);
-        let mut holders: Vec<HolderView> = Vec::new();
-        let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
-        for permit in &self.permits {
-            if expired(permit.until, now_ms) {
-                available = available.saturating_add(1);
-                continue;
-            }
-            let owner = owner_of(&permit.id).map_or(&permit.id[..], |(owner, _)| owner);
-            match index.get(owner) {
-                Some(&i) => {
-                    holders[i].permits += 1;
-                    holders[i].until = holders[i].until.max(permit.until);
-                }
-                None => {
-                    index.insert(owner.to_vec(), holders.len());
-                    holders.push(HolderView {
-                        owner: owner.to_vec(),
-                        permits: 1,
-                        until: permit.until,
-                    });
-                }
-            }
-        }
-        holders.sort_by(|a, b| a.owner.cmp(&b.owner));
-        let held: i64 = holders.iter().map(|h| h.permits).sum();
-        SemaphoreView {
-            permits: available.saturating_add(held),
-            available,
-            holders,
-        }
-    }
-}
-
-/// SEM.INFO's view of a semaphore.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SemaphoreView {
-    /// Available plus held by owners.
-    pub permits: i64,
-    pub available: i64,
-    /// By owner.
-    pub holders: Vec<HolderView>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HolderView {
-    pub owner: Vec<u8>,
-    pub permits: i64,
-    /// The latest lease end of its permits ([`NEVER`]: none).
-    pub until: i64,
-}
-
-impl HolderView {
-    /// Ms left of its lease, -1 for a permit without one.
-    pub fn ttl_ms(&self, now_ms: i64) -> i64 {
-        if self.until >= NEVER {
-            -1
-        } else {
-            self.until.saturating_sub(now_ms).max(0)
-        }
-    }
-}
-
-/// A lease is over once the clock is past its deadline millisecond, as a
-/// key's TTL is: a permit lasts at least what its holder asked for.
-fn expired(until: i64, now_ms: i64) -> bool {
-    until < now_ms
-}
-
-/// The member of `owner`'s `index`th permit: `<owner>:<index>`.
-pub fn permit_id(owner: &[u8], index: u32) -> Vec<u8> {
-    let mut id = Vec::with_capacity(owner.len() + 8);
-    id.extend_from_slice(owner);
-    id.push(b':');
-    id.extend_from_slice(index.to_string().as_bytes());
-    id
-}
-
-/// The owner and index of a SEM.ACQUIRE permit; `None` for a member that
-/// is not one (a Redisson permit id).
-pub fn owner_of(id: &[u8]) -> Option<(&[u8], u32)> {
-    let colon = id.iter().rposition(|&b| b == b':')?;
-    let (owner, digits) = (&id[..colon], &id[colon + 1..]);
-    if owner.is_empty() || digits.is_empty() || digits[0] == b'0' {
-        return None;
-    }
-    if !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let index = std::str::from_utf8(digits).ok()?.parse().ok()?;
-    Some((owner, index))
-}
-
-/// What a transition writes, in this order.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct SemaphoreWrites {
-    /// `ZREM {key}:timeout id`
-    pub removed: Vec<Vec<u8>>,
-    /// `ZADD {key}:timeout until id`: a new permit or a new lease.
-    pub added: Vec<Permit>,
-    /// `SET key n` (keeping its TTL): the counter changed (or was created).
-    pub available: Option<i64>,
-    /// `SET redisson_lock_token:{key} token PXAT ...`: the fencing token
-    /// granted, and the lease end it fences.
-    pub token: Option<(i64, i64)>,
-    /// `PUBLISH redisson_sc:{key} n`, for Redisson's waiters: permits came
-    /// back and `n` are available.
-    pub notify: Option<i64>,
-}
-
-impl SemaphoreWrites {
-    pub fn is_empty(&self) -> bool {
-        self.removed.is_empty()
-            && self.added.is_empty()
-            && self.available.is_none()
-            && self.token.is_none()
-    }
-}
-
-/// Counts for `INFO lock`, as this transition changed them.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct SemaphoreTally {
-    /// Grants, at once or to a waiter.
-    pub acquired: u64,
-    pub handed_off: u64,
-    /// Permits given back by their owner.
-    pub released: u64,
-    /// Permits taken back because their lease ended.
-    pub expired: u64,
-}
+use state::expired;
 
 /// One atomic change of one semaphore.
 #[derive(Debug)]
