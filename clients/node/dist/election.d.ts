@@ -1,7 +1,7 @@
-import { EventEmitter } from "node:events";
 import { RedisClientLike } from "./adapter";
-import { LostError, LostReason } from "./errors";
-import { ElectionEntry, Session } from "./session";
+import { LostReason } from "./errors";
+import { Held } from "./core/hold";
+import { ElectionEntry, SessionCore } from "./core/session";
 /** Who leads. */
 export interface Leader {
     candidate: string;
@@ -37,7 +37,7 @@ export interface ObserveOptions {
  * dropping (`connection`), or its local deadline passing (`deadline`: no PING answered for half a
  * lease). A lost leadership is resigned in the background, so that the next candidate leads at once.
  */
-export declare class Leadership extends EventEmitter implements ElectionEntry {
+export declare class Leadership extends Held implements ElectionEntry {
     private readonly s;
     readonly key: string;
     readonly candidate: string;
@@ -50,25 +50,18 @@ export declare class Leadership extends EventEmitter implements ElectionEntry {
     readonly leaseMs: number;
     /** performance.now() until which this process may believe it leads (moved on by each answered PING). */
     deadline: number;
-    private controller?;
-    private lostError?;
     private resigned;
     private timer?;
     /** @internal */
-    constructor(s: Session, key: string, candidate: string, term: bigint, value: string | null, node: string, leaseMs: number, deadline: number);
+    constructor(s: SessionCore, key: string, candidate: string, term: bigint, value: string | null, node: string, leaseMs: number, deadline: number);
     /** The election's name. */
     get name(): string;
-    /** Aborted (with a `LostError` reason) when the leadership is lost. */
-    get signal(): AbortSignal;
-    get lost(): boolean;
     /** Why it was lost, if it was. */
     get lostReason(): LostReason | undefined;
     /** True while neither lost nor resigned and the local deadline has not passed (checked now: look before acting). */
     get isLeader(): boolean;
     /** Throws the `LostError` unless `isLeader`. */
     check(): void;
-    /** Calls `cb` once if the leadership is lost. */
-    onLost(cb: (err: LostError) => void): this;
     /** Publishes a new value (`ELECT.PROCLAIM`); observers see it. Resolves to the term. NOTOWNER: lost, `LostError`. */
     proclaim(value: string): Promise<bigint>;
     /** Leaves the election (`ELECT.RESIGN`): the next candidate leads at once. True if this candidate still led. */
@@ -99,7 +92,7 @@ export declare class Election {
     private sessionP?;
     private readonly own;
     private readonly client?;
-    constructor(sessionOrClient: Session | RedisClientLike, name: string, opts?: ElectionOptions);
+    constructor(sessionOrClient: SessionCore | RedisClientLike, name: string, opts?: ElectionOptions);
     private session;
     /**
      * Waits to lead (FIFO, behind earlier candidates). Resolves to the Leadership of a fresh

@@ -1,27 +1,17 @@
 "use strict";
-// Leader election (ELECT.*) over a Session: a campaign is a FIFO wait (BLOCK on a pooled
+// Leader election (ELECT.*) over the session core: a campaign is a FIFO wait (BLOCK on a pooled
 // connection, cancelled with LOCK.CANCEL then ELECT.RESIGN) for a fresh candidate id, its
 // leadership bound to the session connection (SESSION token). While an election campaigns or
 // leads, the session PINGs every lease/4, and a leader believes it leads only until the send time
 // of its last answered PING + lease/2.
 Object.defineProperty(exports, "__esModule", { value: true });
 exports.Election = exports.Leadership = void 0;
-const node_events_1 = require("node:events");
 const adapter_1 = require("./adapter");
 const errors_1 = require("./errors");
-const semaphore_1 = require("./semaphore");
-const session_1 = require("./session");
-function toBig(v) {
-    if (typeof v === "bigint")
-        return v;
-    if (typeof v === "number")
-        return BigInt(v);
-    if (typeof v === "string")
-        return BigInt(v);
-    if (Buffer.isBuffer(v))
-        return BigInt(v.toString());
-    throw new errors_1.LockError(`unexpected reply ${String(v)}`);
-}
+const acquire_1 = require("./core/acquire");
+const hold_1 = require("./core/hold");
+const session_1 = require("./core/session");
+const util_1 = require("./core/util");
 function text(v) {
     if (v === null || v === undefined)
         return null;
@@ -31,9 +21,9 @@ function text(v) {
 function toLeader(reply) {
     if (reply == null)
         return null;
-    const r = (0, semaphore_1.toRecord)(reply);
+    const r = (0, util_1.toRecord)(reply);
     const candidate = text(r.candidate);
-    const term = r.term == null ? 0n : toBig(r.term);
+    const term = r.term == null ? 0n : (0, util_1.toBigInt)(r.term);
     if (candidate === null || term === 0n)
         return null;
     return { candidate, term, value: text(r.value), ttlMs: r.ttl == null ? -1 : Number(text(r.ttl)) };
@@ -45,7 +35,7 @@ function toLeader(reply) {
  * dropping (`connection`), or its local deadline passing (`deadline`: no PING answered for half a
  * lease). A lost leadership is resigned in the background, so that the next candidate leads at once.
  */
-class Leadership extends node_events_1.EventEmitter {
+class Leadership extends hold_1.Held {
     s;
     key;
     candidate;
@@ -60,8 +50,6 @@ class Leadership extends node_events_1.EventEmitter {
     leaseMs;
     /** performance.now() until which this process may believe it leads (moved on by each answered PING). */
     deadline;
-    controller;
-    lostError;
     resigned = false;
     timer;
     /** @internal */
@@ -81,18 +69,6 @@ class Leadership extends node_events_1.EventEmitter {
     get name() {
         return this.key;
     }
-    /** Aborted (with a `LostError` reason) when the leadership is lost. */
-    get signal() {
-        if (!this.controller) {
-            this.controller = new AbortController();
-            if (this.lostError)
-                this.controller.abort(this.lostError);
-        }
-        return this.controller.signal;
-    }
-    get lost() {
-        return this.lostError !== undefined;
-    }
     /** Why it was lost, if it was. */
     get lostReason() {
         return this.lostError?.reason;
@@ -109,10 +85,6 @@ class Leadership extends node_events_1.EventEmitter {
             return;
         throw this.lostError ?? new errors_1.LostError(this.key, this.candidate, "notowner", "election");
     }
-    /** Calls `cb` once if the leadership is lost. */
-    onLost(cb) {
-        return this.once("lost", cb);
-    }
     /** Publishes a new value (`ELECT.PROCLAIM`); observers see it. Resolves to the term. NOTOWNER: lost, `LostError`. */
     async proclaim(value) {
         this.check();
@@ -128,7 +100,7 @@ class Leadership extends node_events_1.EventEmitter {
             throw e;
         }
         this.value = value;
-        return toBig(reply);
+        return (0, util_1.toBigInt)(reply);
     }
     /** Leaves the election (`ELECT.RESIGN`): the next candidate leads at once. True if this candidate still led. */
     async resign() {
@@ -169,7 +141,7 @@ class Leadership extends node_events_1.EventEmitter {
                 }
                 if (performance.now() + delay > until)
                     return;
-                await new Promise((r) => setTimeout(r, delay).unref?.());
+                await (0, util_1.sleep)(delay);
             }
         })();
     }
@@ -193,8 +165,7 @@ class Leadership extends node_events_1.EventEmitter {
         // What is left of it on the server (no longer renewed, or bound to a connection that is gone)
         // goes now, not at its lease's end.
         this.resignInBackground();
-        this.controller?.abort(this.lostError);
-        this.emit("lost", this.lostError);
+        this.announceLost(this.lostError);
     }
     /** One timer at the deadline; answered PINGs move the deadline, the timer then waits on. */
     arm() {
@@ -247,7 +218,7 @@ class Election {
         this.leaseMs = opts.leaseMs ?? 5000;
         if (!Number.isInteger(this.leaseMs) || this.leaseMs < 704)
             throw new RangeError(`leaseMs must be an integer of at least 704 (the server's shortest kept-alive lease), got ${this.leaseMs}`);
-        if (sessionOrClient instanceof session_1.Session) {
+        if (sessionOrClient instanceof session_1.SessionCore) {
             this.sessionP = Promise.resolve(sessionOrClient);
             this.own = false;
         }
@@ -258,7 +229,7 @@ class Election {
     }
     session() {
         if (!this.sessionP) {
-            const p = session_1.Session.open(this.client);
+            const p = session_1.SessionCore.open(this.client);
             this.sessionP = p;
             p.catch(() => {
                 if (this.sessionP === p)
@@ -288,7 +259,7 @@ class Election {
             s.addElection(pending); // (kicks the PING timer of a session connection just opened)
             const epoch = ns.epoch;
             sent = performance.now();
-            const reply = await s.acquireRaw({
+            const reply = await (0, acquire_1.acquireRaw)(s, {
                 kind: "election",
                 keys: [this.name],
                 owner: candidate,
@@ -303,7 +274,7 @@ class Election {
                     ? `election '${this.name}': not leading after ${opts.timeoutMs} ms`
                     : `election '${this.name}': another candidate leads`);
             }
-            term = toBig(reply);
+            term = (0, util_1.toBigInt)(reply);
             const now = s.nodeSessionIfAny(node);
             if (!now || now.epoch !== epoch || !now.up || pending.lostReason === "connection") {
                 // The session connection was replaced while we waited: bind the leadership to the new one
@@ -319,7 +290,7 @@ class Election {
                 const r = await s.call(this.name, args);
                 if (r == null)
                     throw new errors_1.LostError(this.name, candidate, "connection", "election");
-                term = toBig(r);
+                term = (0, util_1.toBigInt)(r);
                 pending.lostReason = undefined;
             }
         }

@@ -1,16 +1,19 @@
 "use strict";
+// The package root: the public API, each name from the module that owns it.
 Object.defineProperty(exports, "__esModule", { value: true });
 exports.ResourceLockedError = exports.ExecutionError = exports.RedlockLock = exports.ModuleRedlock = exports.LeaseTooShortError = exports.AuthenticationError = exports.LatchGoneError = exports.ModuleNotLoadedError = exports.UnavailableError = exports.LostError = exports.DeadlockError = exports.NotOwnerError = exports.BusyError = exports.LockError = exports.Leadership = exports.Election = exports.Latch = exports.Permit = exports.Semaphore = exports.Hold = exports.MultiLock = exports.RWLock = exports.Lock = exports.Session = void 0;
 var session_1 = require("./session");
 Object.defineProperty(exports, "Session", { enumerable: true, get: function () { return session_1.Session; } });
-Object.defineProperty(exports, "Lock", { enumerable: true, get: function () { return session_1.Lock; } });
-Object.defineProperty(exports, "RWLock", { enumerable: true, get: function () { return session_1.RWLock; } });
-Object.defineProperty(exports, "MultiLock", { enumerable: true, get: function () { return session_1.MultiLock; } });
-Object.defineProperty(exports, "Hold", { enumerable: true, get: function () { return session_1.Hold; } });
+var lock_1 = require("./lock");
+Object.defineProperty(exports, "Lock", { enumerable: true, get: function () { return lock_1.Lock; } });
+Object.defineProperty(exports, "RWLock", { enumerable: true, get: function () { return lock_1.RWLock; } });
+Object.defineProperty(exports, "MultiLock", { enumerable: true, get: function () { return lock_1.MultiLock; } });
+Object.defineProperty(exports, "Hold", { enumerable: true, get: function () { return lock_1.Hold; } });
 var semaphore_1 = require("./semaphore");
 Object.defineProperty(exports, "Semaphore", { enumerable: true, get: function () { return semaphore_1.Semaphore; } });
 Object.defineProperty(exports, "Permit", { enumerable: true, get: function () { return semaphore_1.Permit; } });
-Object.defineProperty(exports, "Latch", { enumerable: true, get: function () { return semaphore_1.Latch; } });
+var latch_1 = require("./latch");
+Object.defineProperty(exports, "Latch", { enumerable: true, get: function () { return latch_1.Latch; } });
 var election_1 = require("./election");
 Object.defineProperty(exports, "Election", { enumerable: true, get: function () { return election_1.Election; } });
 Object.defineProperty(exports, "Leadership", { enumerable: true, get: function () { return election_1.Leadership; } });

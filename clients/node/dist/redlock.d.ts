@@ -1,6 +1,8 @@
 import { EventEmitter } from "node:events";
 import { LockError } from "./errors";
-import { Hold, Session, SessionOptions } from "./session";
+import type { SessionOptions } from "./core/session";
+import type { Hold } from "./lock";
+import { Session } from "./session";
 import type { RedisClientLike } from "./adapter";
 export interface Settings {
     readonly driftFactor: number;

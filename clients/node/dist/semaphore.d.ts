@@ -1,6 +1,7 @@
-import { EventEmitter } from "node:events";
 import { LostError } from "./errors";
-import type { AcquireOptions, Bindable, Binding, Session } from "./session";
+import type { Bindable, Binding } from "./core/bindings";
+import { Held } from "./core/hold";
+import type { AcquireOptions, SessionCore } from "./core/session";
 /** One holder of a semaphore, as `SEM.INFO` reports it. */
 export interface SemaphoreHolder {
     owner: string;
@@ -21,28 +22,12 @@ export interface SemaphoreInfo {
     /** Callers queued on this server. */
     waiters: number;
 }
-/** `LATCH.INFO`. */
-export interface LatchInfo {
-    count: number;
-    /** Ms left before the latch expires; -1 for none. */
-    ttlMs: number;
-    /** Callers waiting on this server. */
-    waiters: number;
-}
-export interface LatchWaitOptions {
-    /** How long to wait, in ms: 0 looks once; undefined waits as long as it takes. */
-    timeoutMs?: number;
-    /** Cancels the wait (its connection is closed, which ends it in the server); rejects with `signal.reason`. */
-    signal?: AbortSignal;
-}
-/** @internal A map reply (RESP3 map, or RESP2 flat array of pairs) as a plain object. */
-export declare function toRecord(v: unknown): Record<string, unknown>;
 /**
  * Permits of a semaphore held by one owner (fresh for each acquisition), bound to the session:
  * the server renews their lease while the session connection lives. `signal` aborts with a
  * `LostError` when they are lost.
  */
-export declare class Permit extends EventEmitter implements Bindable {
+export declare class Permit extends Held implements Bindable {
     private readonly s;
     private readonly onEnd;
     readonly key: string;
@@ -50,21 +35,14 @@ export declare class Permit extends EventEmitter implements Bindable {
     /** Permits this handle holds now (0 once released or lost). */
     permits: number;
     leaseMs: number;
-    private controller?;
-    private lostError?;
     private releasing?;
     /** @internal */
     bindings?: Binding[];
     /** @internal */
-    constructor(s: Session, key: string, owner: string, permits: number, leaseMs: number, onEnd: () => void);
+    constructor(s: SessionCore, key: string, owner: string, permits: number, leaseMs: number, onEnd: () => void);
     /** @internal */
     get keys(): string[];
-    /** Aborted (with a `LostError` reason) when the permits are lost. */
-    get signal(): AbortSignal;
-    get lost(): boolean;
     get released(): boolean;
-    /** Calls `cb` once if the permits are lost. */
-    onLost(cb: (err: LostError) => void): this;
     /** @internal */
     markLost(err: LostError): void;
     private lostBy;
@@ -91,7 +69,7 @@ export declare class Semaphore {
     private initDone;
     private initializing?;
     /** @internal */
-    constructor(s: Session, key: string, initialPermits?: number | undefined);
+    constructor(s: SessionCore, key: string, initialPermits?: number | undefined);
     /** SEM.INIT once, before this object's first command (tried again by the next one if it failed). */
     private ensureInit;
     /** Sets the semaphore's permits if it does not exist (`SEM.INIT`): true if set, false if it existed (nothing changed). */
@@ -120,28 +98,4 @@ export declare class Semaphore {
     available(): Promise<number>;
     /** `SEM.INFO`: permits, available, holders, waiters; null when the semaphore does not exist. */
     info(): Promise<SemaphoreInfo | null>;
-}
-/** A count-down latch named `key` (Redisson's `RCountDownLatch` layout): open once its count reaches zero. */
-export declare class Latch {
-    private readonly s;
-    readonly key: string;
-    /** @internal */
-    constructor(s: Session, key: string);
-    /** Sets the count if the latch does not exist (`LATCH.INIT`): true if set, false if it existed. `ttlMs`: it expires after that. */
-    init(count: number, opts?: {
-        ttlMs?: number;
-    }): Promise<boolean>;
-    /** Counts down by `n` (default 1): the count left (0: open, the key is gone, every waiter is woken). */
-    countDown(n?: number): Promise<number>;
-    /** The count now (0 when open: the latch does not exist). */
-    count(): Promise<number>;
-    /** `LATCH.INFO`: count, ttl, waiters; null when the latch does not exist (open). */
-    info(): Promise<LatchInfo | null>;
-    /**
-     * Waits until the latch opens (`LATCH.AWAIT ... BLOCK`, on a pooled connection): true when
-     * open, false when `timeoutMs` ran out. Rejects with `LatchGoneError` when the latch ends
-     * without reaching zero (deleted, flushed, overwritten, expired), with `signal.reason` when
-     * aborted.
-     */
-    wait(opts?: LatchWaitOptions): Promise<boolean>;
 }

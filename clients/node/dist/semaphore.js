@@ -1,42 +1,14 @@
 "use strict";
-// Semaphores (SEM.*) and count-down latches (LATCH.*) over a Session: permits are bound to the
-// session connection like lock holds (`SESSION token`), re-attached with SEM.RENEW, waited for
-// with BLOCK on pooled connections, and a cancelled wait leaves nothing (LOCK.CANCEL, then
+// Semaphores (SEM.*) over the session core: permits are bound to the session connection like
+// lock holds (`SESSION token`), re-attached with SEM.RENEW, waited for with BLOCK on pooled
+// connections (the core's acquire path), and a cancelled wait leaves nothing (LOCK.CANCEL, then
 // SEM.RELEASE).
 Object.defineProperty(exports, "__esModule", { value: true });
-exports.Latch = exports.Semaphore = exports.Permit = void 0;
-exports.toRecord = toRecord;
-const node_events_1 = require("node:events");
+exports.Semaphore = exports.Permit = void 0;
 const errors_1 = require("./errors");
-/** @internal A map reply (RESP3 map, or RESP2 flat array of pairs) as a plain object. */
-function toRecord(v) {
-    const o = {};
-    if (Array.isArray(v)) {
-        for (let i = 0; i + 1 < v.length; i += 2)
-            o[String(v[i])] = v[i + 1];
-    }
-    else if (v instanceof Map) {
-        for (const [k, x] of v)
-            o[String(k)] = x;
-    }
-    else if (v && typeof v === "object") {
-        Object.assign(o, v);
-    }
-    return o;
-}
-function num(v) {
-    if (typeof v === "number")
-        return v;
-    if (typeof v === "bigint" || typeof v === "string")
-        return Number(v);
-    if (Buffer.isBuffer(v))
-        return Number(v.toString());
-    throw new errors_1.LockError(`unexpected reply ${String(v)}`);
-}
-function checkCount(what, n, max) {
-    if (!Number.isInteger(n) || n < 1 || n > max)
-        throw new RangeError(`${what} must be an integer from 1 to ${max}, got ${n}`);
-}
+const acquire_1 = require("./core/acquire");
+const hold_1 = require("./core/hold");
+const util_1 = require("./core/util");
 /** The most permits one SEM.ACQUIRE may ask for. */
 const MAX_PERMITS = 100000;
 /**
@@ -44,7 +16,7 @@ const MAX_PERMITS = 100000;
  * the server renews their lease while the session connection lives. `signal` aborts with a
  * `LostError` when they are lost.
  */
-class Permit extends node_events_1.EventEmitter {
+class Permit extends hold_1.Held {
     s;
     onEnd;
     key;
@@ -52,8 +24,6 @@ class Permit extends node_events_1.EventEmitter {
     /** Permits this handle holds now (0 once released or lost). */
     permits;
     leaseMs;
-    controller;
-    lostError;
     releasing;
     /** @internal */
     bindings;
@@ -71,24 +41,8 @@ class Permit extends node_events_1.EventEmitter {
     get keys() {
         return [this.key];
     }
-    /** Aborted (with a `LostError` reason) when the permits are lost. */
-    get signal() {
-        if (!this.controller) {
-            this.controller = new AbortController();
-            if (this.lostError)
-                this.controller.abort(this.lostError);
-        }
-        return this.controller.signal;
-    }
-    get lost() {
-        return this.lostError !== undefined;
-    }
     get released() {
         return this.permits === 0 && !this.lostError;
-    }
-    /** Calls `cb` once if the permits are lost. */
-    onLost(cb) {
-        return this.once("lost", cb);
     }
     /** @internal */
     markLost(err) {
@@ -97,8 +51,7 @@ class Permit extends node_events_1.EventEmitter {
         this.lostError = err;
         this.permits = 0;
         this.onEnd();
-        this.controller?.abort(err);
-        this.emit("lost", err);
+        this.announceLost(err);
     }
     lostBy(e) {
         const code = (0, errors_1.replyCode)(e) ?? (e instanceof errors_1.NotOwnerError ? "NOTOWNER" : undefined);
@@ -118,7 +71,7 @@ class Permit extends node_events_1.EventEmitter {
         if (this.permits === 0)
             return Promise.resolve();
         if (n !== undefined) {
-            checkCount("permits to release", n, this.permits);
+            (0, util_1.checkCount)("permits to release", n, this.permits);
             if (n === this.permits)
                 n = undefined;
         }
@@ -136,7 +89,7 @@ class Permit extends node_events_1.EventEmitter {
             args.push("PERMITS", String(n));
         let left;
         try {
-            left = num(await this.s.adapter.call(this.key, args));
+            left = (0, util_1.toNumber)(await this.s.adapter.call(this.key, args));
         }
         catch (e) {
             const lost = this.lostBy(e);
@@ -222,12 +175,12 @@ class Semaphore {
     }
     /** Sets the semaphore's permits if it does not exist (`SEM.INIT`): true if set, false if it existed (nothing changed). */
     async init(permits) {
-        return num(await this.s.call(this.key, ["SEM.INIT", this.key, String(permits)])) === 1;
+        return (0, util_1.toNumber)(await this.s.call(this.key, ["SEM.INIT", this.key, String(permits)])) === 1;
     }
     async acquire(a, b) {
         const permits = typeof a === "number" ? a : 1;
         const opts = (typeof a === "object" ? a : b) ?? {};
-        checkCount("permits", permits, MAX_PERMITS);
+        (0, util_1.checkCount)("permits", permits, MAX_PERMITS);
         const init = this.ensureInit();
         if (init)
             await init;
@@ -243,7 +196,7 @@ class Semaphore {
             signal: opts.signal,
             bind: true,
         };
-        const reply = await this.s.acquireRaw(spec);
+        const reply = await (0, acquire_1.acquireRaw)(this.s, spec);
         const owner = spec.owner; // (a fresh one if the wait's connection broke and it queued again)
         if (reply == null) {
             throw new errors_1.BusyError(this.key, opts.timeoutMs
@@ -252,7 +205,7 @@ class Semaphore {
         }
         const n = this.s.nodeFor(this.key);
         const node = typeof n === "string" ? n : await n;
-        const p = new Permit(this.s, this.key, owner, num(reply), leaseMs, () => this.s.unregister(p));
+        const p = new Permit(this.s, this.key, owner, (0, util_1.toNumber)(reply), leaseMs, () => this.s.unregister(p));
         this.s.register(p, node, true);
         return p;
     }
@@ -300,7 +253,7 @@ class Semaphore {
         const init = this.ensureInit();
         if (init)
             await init;
-        return num(await this.s.call(this.key, ["SEM.ADD", this.key, String(delta)]));
+        return (0, util_1.toNumber)(await this.s.call(this.key, ["SEM.ADD", this.key, String(delta)]));
     }
     /** Permits available now (0 for a semaphore that does not exist). */
     async available() {
@@ -314,83 +267,21 @@ class Semaphore {
         const reply = await this.s.call(this.key, ["SEM.INFO", this.key]);
         if (reply == null)
             return null;
-        const r = toRecord(reply);
+        const r = (0, util_1.toRecord)(reply);
         const holders = Array.isArray(r.holders) ? r.holders : [];
         return {
-            permits: num(r.permits),
-            available: num(r.available),
+            permits: (0, util_1.toNumber)(r.permits),
+            available: (0, util_1.toNumber)(r.available),
             holders: holders.map((h) => {
-                const x = toRecord(h);
-                const holder = { owner: String(x.owner), permits: num(x.permits), ttlMs: num(x.ttl) };
+                const x = (0, util_1.toRecord)(h);
+                const holder = { owner: String(x.owner), permits: (0, util_1.toNumber)(x.permits), ttlMs: (0, util_1.toNumber)(x.ttl) };
                 if (x.keepalive_client !== undefined && x.keepalive_client !== null)
-                    holder.keepaliveClient = num(x.keepalive_client);
+                    holder.keepaliveClient = (0, util_1.toNumber)(x.keepalive_client);
                 return holder;
             }),
-            waiters: num(r.waiters),
+            waiters: (0, util_1.toNumber)(r.waiters),
         };
     }
 }
 exports.Semaphore = Semaphore;
-/** A count-down latch named `key` (Redisson's `RCountDownLatch` layout): open once its count reaches zero. */
-class Latch {
-    s;
-    key;
-    /** @internal */
-    constructor(s, key) {
-        this.s = s;
-        this.key = key;
-    }
-    /** Sets the count if the latch does not exist (`LATCH.INIT`): true if set, false if it existed. `ttlMs`: it expires after that. */
-    async init(count, opts = {}) {
-        checkCount("count", count, 2 ** 53);
-        const args = ["LATCH.INIT", this.key, String(count)];
-        if (opts.ttlMs !== undefined)
-            args.push("PX", String(opts.ttlMs));
-        return num(await this.s.call(this.key, args)) === 1;
-    }
-    /** Counts down by `n` (default 1): the count left (0: open, the key is gone, every waiter is woken). */
-    async countDown(n = 1) {
-        checkCount("n", n, Number.MAX_SAFE_INTEGER);
-        return num(await this.s.call(this.key, ["LATCH.COUNTDOWN", this.key, String(n)]));
-    }
-    /** The count now (0 when open: the latch does not exist). */
-    async count() {
-        return (await this.info())?.count ?? 0;
-    }
-    /** `LATCH.INFO`: count, ttl, waiters; null when the latch does not exist (open). */
-    async info() {
-        const reply = await this.s.call(this.key, ["LATCH.INFO", this.key]);
-        if (reply == null)
-            return null;
-        const r = toRecord(reply);
-        return { count: num(r.count), ttlMs: num(r.ttl), waiters: num(r.waiters) };
-    }
-    /**
-     * Waits until the latch opens (`LATCH.AWAIT ... BLOCK`, on a pooled connection): true when
-     * open, false when `timeoutMs` ran out. Rejects with `LatchGoneError` when the latch ends
-     * without reaching zero (deleted, flushed, overwritten, expired), with `signal.reason` when
-     * aborted.
-     */
-    async wait(opts = {}) {
-        let reply;
-        try {
-            reply = await this.s.acquireRaw({
-                kind: "latch",
-                keys: [this.key],
-                owner: "",
-                leaseMs: 0,
-                timeoutMs: opts.timeoutMs,
-                signal: opts.signal,
-                bind: false,
-            });
-        }
-        catch (e) {
-            if (e instanceof errors_1.LockError && e.code === "GONE")
-                throw new errors_1.LatchGoneError(this.key, e.message, { cause: e });
-            throw e;
-        }
-        return reply != null;
-    }
-}
-exports.Latch = Latch;
 //# sourceMappingURL=semaphore.js.map

@@ -1,15 +1,15 @@
-// Leader election (ELECT.*) over a Session: a campaign is a FIFO wait (BLOCK on a pooled
+// Leader election (ELECT.*) over the session core: a campaign is a FIFO wait (BLOCK on a pooled
 // connection, cancelled with LOCK.CANCEL then ELECT.RESIGN) for a fresh candidate id, its
 // leadership bound to the session connection (SESSION token). While an election campaigns or
 // leads, the session PINGs every lease/4, and a leader believes it leads only until the send time
 // of its last answered PING + lease/2.
 
-import { EventEmitter } from "node:events";
-
 import { Connection, RedisClientLike, adapterFor } from "./adapter";
-import { BusyError, LockError, LostError, LostReason, NotOwnerError, UnavailableError, toLockError } from "./errors";
-import { toRecord } from "./semaphore";
-import { ElectionEntry, Session } from "./session";
+import { BusyError, LostError, LostReason, NotOwnerError, UnavailableError, toLockError } from "./errors";
+import { acquireRaw } from "./core/acquire";
+import { Held } from "./core/hold";
+import { ElectionEntry, SessionCore } from "./core/session";
+import { sleep, toBigInt, toRecord } from "./core/util";
 
 /** Who leads. */
 export interface Leader {
@@ -43,14 +43,6 @@ export interface ObserveOptions {
   signal?: AbortSignal;
 }
 
-function toBig(v: unknown): bigint {
-  if (typeof v === "bigint") return v;
-  if (typeof v === "number") return BigInt(v);
-  if (typeof v === "string") return BigInt(v);
-  if (Buffer.isBuffer(v)) return BigInt(v.toString());
-  throw new LockError(`unexpected reply ${String(v)}`);
-}
-
 function text(v: unknown): string | null {
   if (v === null || v === undefined) return null;
   return Buffer.isBuffer(v) ? v.toString() : String(v);
@@ -61,7 +53,7 @@ function toLeader(reply: unknown): Leader | null {
   if (reply == null) return null;
   const r = toRecord(reply);
   const candidate = text(r.candidate);
-  const term = r.term == null ? 0n : toBig(r.term);
+  const term = r.term == null ? 0n : toBigInt(r.term);
   if (candidate === null || term === 0n) return null;
   return { candidate, term, value: text(r.value), ttlMs: r.ttl == null ? -1 : Number(text(r.ttl)) };
 }
@@ -73,7 +65,7 @@ function toLeader(reply: unknown): Leader | null {
  * dropping (`connection`), or its local deadline passing (`deadline`: no PING answered for half a
  * lease). A lost leadership is resigned in the background, so that the next candidate leads at once.
  */
-export class Leadership extends EventEmitter implements ElectionEntry {
+export class Leadership extends Held implements ElectionEntry {
   readonly key: string;
   readonly candidate: string;
   /** The leadership's fencing token. */
@@ -87,14 +79,12 @@ export class Leadership extends EventEmitter implements ElectionEntry {
   readonly leaseMs: number;
   /** performance.now() until which this process may believe it leads (moved on by each answered PING). */
   deadline: number;
-  private controller?: AbortController;
-  private lostError?: LostError;
   private resigned = false;
   private timer?: NodeJS.Timeout;
 
   /** @internal */
   constructor(
-    private readonly s: Session,
+    private readonly s: SessionCore,
     key: string,
     candidate: string,
     term: bigint,
@@ -119,19 +109,6 @@ export class Leadership extends EventEmitter implements ElectionEntry {
     return this.key;
   }
 
-  /** Aborted (with a `LostError` reason) when the leadership is lost. */
-  get signal(): AbortSignal {
-    if (!this.controller) {
-      this.controller = new AbortController();
-      if (this.lostError) this.controller.abort(this.lostError);
-    }
-    return this.controller.signal;
-  }
-
-  get lost(): boolean {
-    return this.lostError !== undefined;
-  }
-
   /** Why it was lost, if it was. */
   get lostReason(): LostReason | undefined {
     return this.lostError?.reason;
@@ -149,11 +126,6 @@ export class Leadership extends EventEmitter implements ElectionEntry {
     throw this.lostError ?? new LostError(this.key, this.candidate, "notowner", "election");
   }
 
-  /** Calls `cb` once if the leadership is lost. */
-  onLost(cb: (err: LostError) => void): this {
-    return this.once("lost", cb);
-  }
-
   /** Publishes a new value (`ELECT.PROCLAIM`); observers see it. Resolves to the term. NOTOWNER: lost, `LostError`. */
   async proclaim(value: string): Promise<bigint> {
     this.check();
@@ -168,7 +140,7 @@ export class Leadership extends EventEmitter implements ElectionEntry {
       throw e;
     }
     this.value = value;
-    return toBig(reply);
+    return toBigInt(reply);
   }
 
   /** Leaves the election (`ELECT.RESIGN`): the next candidate leads at once. True if this candidate still led. */
@@ -205,7 +177,7 @@ export class Leadership extends EventEmitter implements ElectionEntry {
           if (!(e instanceof UnavailableError)) return;
         }
         if (performance.now() + delay > until) return;
-        await new Promise((r) => setTimeout(r, delay).unref?.());
+        await sleep(delay);
       }
     })();
   }
@@ -230,8 +202,7 @@ export class Leadership extends EventEmitter implements ElectionEntry {
     // What is left of it on the server (no longer renewed, or bound to a connection that is gone)
     // goes now, not at its lease's end.
     this.resignInBackground();
-    this.controller?.abort(this.lostError);
-    this.emit("lost", this.lostError);
+    this.announceLost(this.lostError);
   }
 
   /** One timer at the deadline; answered PINGs move the deadline, the timer then waits on. */
@@ -273,17 +244,17 @@ export class Election {
   readonly name: string;
   readonly value?: string;
   readonly leaseMs: number;
-  private sessionP?: Promise<Session>;
+  private sessionP?: Promise<SessionCore>;
   private readonly own: boolean;
   private readonly client?: RedisClientLike;
 
-  constructor(sessionOrClient: Session | RedisClientLike, name: string, opts: ElectionOptions = {}) {
+  constructor(sessionOrClient: SessionCore | RedisClientLike, name: string, opts: ElectionOptions = {}) {
     this.name = name;
     this.value = opts.value;
     this.leaseMs = opts.leaseMs ?? 5000;
     if (!Number.isInteger(this.leaseMs) || this.leaseMs < 704)
       throw new RangeError(`leaseMs must be an integer of at least 704 (the server's shortest kept-alive lease), got ${this.leaseMs}`);
-    if (sessionOrClient instanceof Session) {
+    if (sessionOrClient instanceof SessionCore) {
       this.sessionP = Promise.resolve(sessionOrClient);
       this.own = false;
     } else {
@@ -292,9 +263,9 @@ export class Election {
     }
   }
 
-  private session(): Promise<Session> {
+  private session(): Promise<SessionCore> {
     if (!this.sessionP) {
-      const p = Session.open(this.client!);
+      const p = SessionCore.open(this.client!);
       this.sessionP = p;
       p.catch(() => {
         if (this.sessionP === p) this.sessionP = undefined;
@@ -324,7 +295,7 @@ export class Election {
       s.addElection(pending); // (kicks the PING timer of a session connection just opened)
       const epoch = ns.epoch;
       sent = performance.now();
-      const reply = await s.acquireRaw({
+      const reply = await acquireRaw(s, {
         kind: "election",
         keys: [this.name],
         owner: candidate,
@@ -342,7 +313,7 @@ export class Election {
             : `election '${this.name}': another candidate leads`,
         );
       }
-      term = toBig(reply);
+      term = toBigInt(reply);
       const now = s.nodeSessionIfAny(node);
       if (!now || now.epoch !== epoch || !now.up || pending.lostReason === "connection") {
         // The session connection was replaced while we waited: bind the leadership to the new one
@@ -355,7 +326,7 @@ export class Election {
         args.push("PX", String(this.leaseMs), "SESSION", s.token);
         const r = await s.call(this.name, args);
         if (r == null) throw new LostError(this.name, candidate, "connection", "election");
-        term = toBig(r);
+        term = toBigInt(r);
         pending.lostReason = undefined;
       }
     } catch (e) {

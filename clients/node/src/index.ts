@@ -1,9 +1,14 @@
-export { Session, Lock, RWLock, MultiLock, Hold } from "./session";
-export type { SessionOptions, AcquireOptions } from "./session";
-export { Semaphore, Permit, Latch } from "./semaphore";
+// The package root: the public API, each name from the module that owns it.
+
+export { Session } from "./session";
+export { Lock, RWLock, MultiLock, Hold } from "./lock";
+export type { SessionOptions, AcquireOptions } from "./core/session";
+export { Semaphore, Permit } from "./semaphore";
+export { Latch } from "./latch";
 export { Election, Leadership } from "./election";
 export type { Leader, ElectionOptions, CampaignOptions, ObserveOptions } from "./election";
-export type { SemaphoreInfo, SemaphoreHolder, LatchInfo, LatchWaitOptions } from "./semaphore";
+export type { SemaphoreInfo, SemaphoreHolder } from "./semaphore";
+export type { LatchInfo, LatchWaitOptions } from "./latch";
 export {
   LockError,
   BusyError,

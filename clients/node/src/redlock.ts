@@ -11,7 +11,9 @@
 import { EventEmitter } from "node:events";
 
 import { BusyError, LockError, LostError, NotOwnerError, UnavailableError } from "./errors";
-import { Hold, Session, SessionOptions } from "./session";
+import type { SessionOptions } from "./core/session";
+import type { Hold } from "./lock";
+import { Session } from "./session";
 import type { RedisClientLike } from "./adapter";
 
 export interface Settings {

@@ -1,12 +1,14 @@
-// Semaphores (SEM.*) and count-down latches (LATCH.*) over a Session: permits are bound to the
-// session connection like lock holds (`SESSION token`), re-attached with SEM.RENEW, waited for
-// with BLOCK on pooled connections, and a cancelled wait leaves nothing (LOCK.CANCEL, then
+// Semaphores (SEM.*) over the session core: permits are bound to the session connection like
+// lock holds (`SESSION token`), re-attached with SEM.RENEW, waited for with BLOCK on pooled
+// connections (the core's acquire path), and a cancelled wait leaves nothing (LOCK.CANCEL, then
 // SEM.RELEASE).
 
-import { EventEmitter } from "node:events";
-
-import { BusyError, LatchGoneError, LockError, LostError, NotOwnerError, replyCode, toLockError } from "./errors";
-import type { AcquireOptions, Bindable, Binding, Session } from "./session";
+import { BusyError, LostError, NotOwnerError, replyCode, toLockError } from "./errors";
+import { acquireRaw } from "./core/acquire";
+import type { Bindable, Binding } from "./core/bindings";
+import { Held } from "./core/hold";
+import type { AcquireOptions, SessionCore } from "./core/session";
+import { checkCount, toNumber, toRecord } from "./core/util";
 
 /** One holder of a semaphore, as `SEM.INFO` reports it. */
 export interface SemaphoreHolder {
@@ -30,46 +32,6 @@ export interface SemaphoreInfo {
   waiters: number;
 }
 
-/** `LATCH.INFO`. */
-export interface LatchInfo {
-  count: number;
-  /** Ms left before the latch expires; -1 for none. */
-  ttlMs: number;
-  /** Callers waiting on this server. */
-  waiters: number;
-}
-
-export interface LatchWaitOptions {
-  /** How long to wait, in ms: 0 looks once; undefined waits as long as it takes. */
-  timeoutMs?: number;
-  /** Cancels the wait (its connection is closed, which ends it in the server); rejects with `signal.reason`. */
-  signal?: AbortSignal;
-}
-
-/** @internal A map reply (RESP3 map, or RESP2 flat array of pairs) as a plain object. */
-export function toRecord(v: unknown): Record<string, unknown> {
-  const o: Record<string, unknown> = {};
-  if (Array.isArray(v)) {
-    for (let i = 0; i + 1 < v.length; i += 2) o[String(v[i])] = v[i + 1];
-  } else if (v instanceof Map) {
-    for (const [k, x] of v) o[String(k)] = x;
-  } else if (v && typeof v === "object") {
-    Object.assign(o, v);
-  }
-  return o;
-}
-
-function num(v: unknown): number {
-  if (typeof v === "number") return v;
-  if (typeof v === "bigint" || typeof v === "string") return Number(v);
-  if (Buffer.isBuffer(v)) return Number(v.toString());
-  throw new LockError(`unexpected reply ${String(v)}`);
-}
-
-function checkCount(what: string, n: number, max: number): void {
-  if (!Number.isInteger(n) || n < 1 || n > max) throw new RangeError(`${what} must be an integer from 1 to ${max}, got ${n}`);
-}
-
 /** The most permits one SEM.ACQUIRE may ask for. */
 const MAX_PERMITS = 100000;
 
@@ -78,21 +40,19 @@ const MAX_PERMITS = 100000;
  * the server renews their lease while the session connection lives. `signal` aborts with a
  * `LostError` when they are lost.
  */
-export class Permit extends EventEmitter implements Bindable {
+export class Permit extends Held implements Bindable {
   readonly key: string;
   readonly owner: string;
   /** Permits this handle holds now (0 once released or lost). */
   permits: number;
   leaseMs: number;
-  private controller?: AbortController;
-  private lostError?: LostError;
   private releasing?: Promise<void>;
   /** @internal */
   bindings?: Binding[];
 
   /** @internal */
   constructor(
-    private readonly s: Session,
+    private readonly s: SessionCore,
     key: string,
     owner: string,
     permits: number,
@@ -111,26 +71,8 @@ export class Permit extends EventEmitter implements Bindable {
     return [this.key];
   }
 
-  /** Aborted (with a `LostError` reason) when the permits are lost. */
-  get signal(): AbortSignal {
-    if (!this.controller) {
-      this.controller = new AbortController();
-      if (this.lostError) this.controller.abort(this.lostError);
-    }
-    return this.controller.signal;
-  }
-
-  get lost(): boolean {
-    return this.lostError !== undefined;
-  }
-
   get released(): boolean {
     return this.permits === 0 && !this.lostError;
-  }
-
-  /** Calls `cb` once if the permits are lost. */
-  onLost(cb: (err: LostError) => void): this {
-    return this.once("lost", cb);
   }
 
   /** @internal */
@@ -139,8 +81,7 @@ export class Permit extends EventEmitter implements Bindable {
     this.lostError = err;
     this.permits = 0;
     this.onEnd();
-    this.controller?.abort(err);
-    this.emit("lost", err);
+    this.announceLost(err);
   }
 
   private lostBy(e: unknown): LostError | undefined {
@@ -174,7 +115,7 @@ export class Permit extends EventEmitter implements Bindable {
     if (n !== undefined) args.push("PERMITS", String(n));
     let left: number;
     try {
-      left = num(await this.s.adapter.call(this.key, args));
+      left = toNumber(await this.s.adapter.call(this.key, args));
     } catch (e) {
       const lost = this.lostBy(e);
       if (lost) {
@@ -227,7 +168,7 @@ export class Semaphore {
 
   /** @internal */
   constructor(
-    private readonly s: Session,
+    private readonly s: SessionCore,
     readonly key: string,
     private readonly initialPermits?: number,
   ) {
@@ -258,7 +199,7 @@ export class Semaphore {
 
   /** Sets the semaphore's permits if it does not exist (`SEM.INIT`): true if set, false if it existed (nothing changed). */
   async init(permits: number): Promise<boolean> {
-    return num(await this.s.call(this.key, ["SEM.INIT", this.key, String(permits)])) === 1;
+    return toNumber(await this.s.call(this.key, ["SEM.INIT", this.key, String(permits)])) === 1;
   }
 
   /**
@@ -287,7 +228,7 @@ export class Semaphore {
       signal: opts.signal,
       bind: true,
     };
-    const reply = await this.s.acquireRaw(spec);
+    const reply = await acquireRaw(this.s, spec);
     const owner = spec.owner; // (a fresh one if the wait's connection broke and it queued again)
     if (reply == null) {
       throw new BusyError(
@@ -299,7 +240,7 @@ export class Semaphore {
     }
     const n = this.s.nodeFor(this.key);
     const node = typeof n === "string" ? n : await n;
-    const p: Permit = new Permit(this.s, this.key, owner, num(reply), leaseMs, () => this.s.unregister(p));
+    const p: Permit = new Permit(this.s, this.key, owner, toNumber(reply), leaseMs, () => this.s.unregister(p));
     this.s.register(p, node, true);
     return p;
   }
@@ -355,7 +296,7 @@ export class Semaphore {
   async add(delta: number): Promise<number> {
     const init = this.ensureInit();
     if (init) await init;
-    return num(await this.s.call(this.key, ["SEM.ADD", this.key, String(delta)]));
+    return toNumber(await this.s.call(this.key, ["SEM.ADD", this.key, String(delta)]));
   }
 
   /** Permits available now (0 for a semaphore that does not exist). */
@@ -372,76 +313,15 @@ export class Semaphore {
     const r = toRecord(reply);
     const holders = Array.isArray(r.holders) ? r.holders : [];
     return {
-      permits: num(r.permits),
-      available: num(r.available),
+      permits: toNumber(r.permits),
+      available: toNumber(r.available),
       holders: holders.map((h) => {
         const x = toRecord(h);
-        const holder: SemaphoreHolder = { owner: String(x.owner), permits: num(x.permits), ttlMs: num(x.ttl) };
-        if (x.keepalive_client !== undefined && x.keepalive_client !== null) holder.keepaliveClient = num(x.keepalive_client);
+        const holder: SemaphoreHolder = { owner: String(x.owner), permits: toNumber(x.permits), ttlMs: toNumber(x.ttl) };
+        if (x.keepalive_client !== undefined && x.keepalive_client !== null) holder.keepaliveClient = toNumber(x.keepalive_client);
         return holder;
       }),
-      waiters: num(r.waiters),
+      waiters: toNumber(r.waiters),
     };
-  }
-}
-
-/** A count-down latch named `key` (Redisson's `RCountDownLatch` layout): open once its count reaches zero. */
-export class Latch {
-  /** @internal */
-  constructor(
-    private readonly s: Session,
-    readonly key: string,
-  ) {}
-
-  /** Sets the count if the latch does not exist (`LATCH.INIT`): true if set, false if it existed. `ttlMs`: it expires after that. */
-  async init(count: number, opts: { ttlMs?: number } = {}): Promise<boolean> {
-    checkCount("count", count, 2 ** 53);
-    const args = ["LATCH.INIT", this.key, String(count)];
-    if (opts.ttlMs !== undefined) args.push("PX", String(opts.ttlMs));
-    return num(await this.s.call(this.key, args)) === 1;
-  }
-
-  /** Counts down by `n` (default 1): the count left (0: open, the key is gone, every waiter is woken). */
-  async countDown(n = 1): Promise<number> {
-    checkCount("n", n, Number.MAX_SAFE_INTEGER);
-    return num(await this.s.call(this.key, ["LATCH.COUNTDOWN", this.key, String(n)]));
-  }
-
-  /** The count now (0 when open: the latch does not exist). */
-  async count(): Promise<number> {
-    return (await this.info())?.count ?? 0;
-  }
-
-  /** `LATCH.INFO`: count, ttl, waiters; null when the latch does not exist (open). */
-  async info(): Promise<LatchInfo | null> {
-    const reply = await this.s.call(this.key, ["LATCH.INFO", this.key]);
-    if (reply == null) return null;
-    const r = toRecord(reply);
-    return { count: num(r.count), ttlMs: num(r.ttl), waiters: num(r.waiters) };
-  }
-
-  /**
-   * Waits until the latch opens (`LATCH.AWAIT ... BLOCK`, on a pooled connection): true when
-   * open, false when `timeoutMs` ran out. Rejects with `LatchGoneError` when the latch ends
-   * without reaching zero (deleted, flushed, overwritten, expired), with `signal.reason` when
-   * aborted.
-   */
-  async wait(opts: LatchWaitOptions = {}): Promise<boolean> {
-    let reply: unknown;
-    try {
-      reply = await this.s.acquireRaw({
-        kind: "latch",
-        keys: [this.key],
-        owner: "",
-        leaseMs: 0,
-        timeoutMs: opts.timeoutMs,
-        signal: opts.signal,
-        bind: false,
-      });
-    } catch (e) {
-      if (e instanceof LockError && e.code === "GONE") throw new LatchGoneError(this.key, e.message, { cause: e });
-      throw e;
-    }
-    return reply != null;
   }
 }
