@@ -1,24 +1,15 @@
 //! Leader election (`ELECT.*`): campaigns bound to the session, the leadership's loss
-//! signal with its local deadline, and observing who leads.
+//! signal with its local deadline, observing who leads, and the constructor on [`Session`].
+//! A leadership is a hold of the core ([`crate::session`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redis::{RedisError, Value};
 use tokio::sync::watch;
 
-use crate::error::{Error, Result};
-use crate::lock::{self, Hold};
+use crate::error::{unexpected, Error, Result};
 use crate::proto::{self, Leader, Lost, Reason, Wait};
-use crate::session::{Inner, Of};
-
-fn unexpected(what: &str, v: &Value) -> Error {
-    Error::Other(RedisError::from((
-        redis::ErrorKind::Parse,
-        "unexpected reply",
-        format!("{what}: {v:?}"),
-    )))
-}
+use crate::session::{acquire, Hold, Inner, Of, Session};
 
 /// An election of the session on `key`: one leader at a time among the candidates that
 /// campaign, first come first served (in the same queue as the lock `key`'s waiters). Each
@@ -76,7 +67,7 @@ impl Election {
         self.inner.ping_at_least_every(lease / 4);
         // Before the campaign is sent: the server's lease starts no earlier.
         let started = Instant::now();
-        let hold = lock::acquire(
+        let hold = acquire(
             &self.inner,
             vec![self.key.clone()],
             Of::Election,
@@ -315,5 +306,13 @@ impl Watcher {
         // resigning hands over at once. `0` (it did not lead) is fine.
         let args = proto::elect_resign(&self.key, &self.candidate);
         let _ = self.inner.command(&args, Some(&self.key)).await;
+    }
+}
+
+// The election's constructor lives here: the core does not know its objects.
+impl Session {
+    /// An election on `key` (`ELECT.*`): [`Election::campaign`] leads it in turn.
+    pub fn election(&self, key: impl Into<String>) -> Election {
+        Election::new(self.inner.clone(), key.into())
     }
 }

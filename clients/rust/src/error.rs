@@ -141,6 +141,17 @@ const UNAVAILABLE_CODES: &[&str] = &[
     "BUSY",
 ];
 
+/// A reply of `what` (a command's name) that is none of the shapes it may take: shared by
+/// the objects, which read their own commands' replies.
+#[cfg(feature = "session")]
+pub(crate) fn unexpected(what: &str, v: &redis::Value) -> Error {
+    Error::Other(redis::RedisError::from((
+        redis::ErrorKind::Parse,
+        "unexpected reply",
+        format!("{what}: {v:?}"),
+    )))
+}
+
 impl From<redis::RedisError> for Error {
     fn from(e: redis::RedisError) -> Error {
         if is_auth_error(&e) {

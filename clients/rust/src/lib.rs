@@ -75,6 +75,10 @@
 //!
 //! This module is the tokio face; [`blocking`] has the same types for threads.
 
+// Three layers, each importing only those below it: `proto` and `error` (no I/O); the core,
+// `session` (the session, its connections, waits and holds: none of the objects); the
+// objects `lock`, `sem`, `election` (each only the core, each with its own constructors on
+// `Session`); and on top this root and `blocking` (the threads' face of all of them).
 #[cfg(feature = "session")]
 pub mod blocking;
 #[cfg(feature = "session")]
@@ -94,9 +98,9 @@ pub use error::{
     is_auth_error, is_connection_error, is_unknown_command, is_unusable, Error, Result,
 };
 #[cfg(feature = "session")]
-pub use lock::{Hold, Lock, MultiLock, RwLock};
+pub use lock::{Lock, MultiLock, RwLock};
 pub use proto::{Kind, Leader, Lost, Reason, Wait};
 #[cfg(feature = "session")]
 pub use sem::{Latch, Permits, Semaphore};
 #[cfg(feature = "session")]
-pub use session::{Options, Session, Target};
+pub use session::{Hold, Options, Session, Target};

@@ -1,23 +1,15 @@
-//! Semaphores (`SEM.*`) and count-down latches (`LATCH.*`).
+//! Semaphores (`SEM.*`) and count-down latches (`LATCH.*`), and their constructors on
+//! [`Session`]. A semaphore's permits are a hold of the core ([`crate::session`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::{RedisError, Value};
+use redis::Value;
 use tokio::sync::watch;
 
-use crate::error::{Error, Result};
-use crate::lock::{self, Hold};
+use crate::error::{unexpected, Result};
 use crate::proto::{self, Lost, Wait};
-use crate::session::{Inner, Of};
-
-fn unexpected(what: &str, v: &Value) -> Error {
-    Error::Other(RedisError::from((
-        redis::ErrorKind::Parse,
-        "unexpected reply",
-        format!("{what}: {v:?}"),
-    )))
-}
+use crate::session::{acquire, Hold, Inner, Of, Session};
 
 /// A semaphore of the session: at most its total of permits held at once, across every
 /// client (Redisson's `RSemaphore` / `RPermitExpirableSemaphore` layout). Permits are held as
@@ -42,6 +34,8 @@ impl Semaphore {
 
     /// This semaphore's permits with another lease than the session's (at least the
     /// server's `lock_keepalive_min_lease_ms`, else [`Error::LeaseTooShort`] at the acquire).
+    ///
+    /// [`Error::LeaseTooShort`]: crate::Error::LeaseTooShort
     pub fn lease(mut self, lease: Duration) -> Semaphore {
         self.lease = Some(lease);
         self
@@ -70,6 +64,8 @@ impl Semaphore {
     /// Takes one permit, waiting as `wait` says: [`Error::Busy`] if not taken. Dropping the
     /// future while it waits ends the wait in the server (`LOCK.CANCEL`) and gives back a
     /// permit that crossed the cancel (`SEM.RELEASE`), on the runtime.
+    ///
+    /// [`Error::Busy`]: crate::Error::Busy
     pub async fn acquire(&self, wait: Wait) -> Result<Permits> {
         self.acquire_many(1, wait).await
     }
@@ -78,7 +74,7 @@ impl Semaphore {
     /// by later callers asking for fewer).
     pub async fn acquire_many(&self, n: u32, wait: Wait) -> Result<Permits> {
         let lease = self.lease.unwrap_or(self.inner.opts.lease);
-        let hold = lock::acquire(
+        let hold = acquire(
             &self.inner,
             vec![self.key.clone()],
             Of::Semaphore { permits: n },
@@ -146,6 +142,10 @@ impl Permits {
 
     /// Gives every permit back (`SEM.RELEASE key owner`). [`Error::Lost`], or
     /// [`Error::NotOwner`] / [`Error::Expired`], if they were no longer held.
+    ///
+    /// [`Error::Lost`]: crate::Error::Lost
+    /// [`Error::NotOwner`]: crate::Error::NotOwner
+    /// [`Error::Expired`]: crate::Error::Expired
     pub async fn release(self) -> Result<()> {
         self.hold.release().await
     }
@@ -199,6 +199,8 @@ impl Latch {
     /// Waits as `wait` says for the latch to open: `true` once open, `false` if the wait ran
     /// out (`Wait::No`: at once). [`Error::Gone`] when the latch expired or was deleted
     /// before reaching zero.
+    ///
+    /// [`Error::Gone`]: crate::Error::Gone
     pub async fn wait(&self, wait: Wait) -> Result<bool> {
         self.inner.check_open()?;
         let v = if wait.block_ms().is_none() {
@@ -217,5 +219,19 @@ impl Latch {
     async fn call(&self, args: &[String]) -> Result<Value> {
         self.inner.check_open()?;
         Ok(self.inner.command(args, Some(&self.key)).await?)
+    }
+}
+
+// The constructors of semaphores and latches live here: the core does not know its objects.
+impl Session {
+    /// A semaphore on `key` (`SEM.*`): [`Semaphore::init`] sets its total once,
+    /// [`Semaphore::acquire`] takes a permit bound to this session.
+    pub fn semaphore(&self, key: impl Into<String>) -> Semaphore {
+        Semaphore::new(self.inner.clone(), key.into())
+    }
+
+    /// A count-down latch on `key` (`LATCH.*`).
+    pub fn latch(&self, key: impl Into<String>) -> Latch {
+        Latch::new(self.inner.clone(), key.into())
     }
 }
