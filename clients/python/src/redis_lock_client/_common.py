@@ -1,4 +1,7 @@
-"""What the sync and asyncio flavours share: commands, replies, errors."""
+"""What the sync and asyncio faces share, without I/O: the commands' arguments,
+the replies' parsing, the errors' mapping, the owner checks and the re-queue
+decision of a wait (:class:`Wait`).  Both faces' core and objects import it;
+it imports nothing of the package but ``errors``."""
 
 from __future__ import annotations
 
@@ -50,6 +53,15 @@ class NoSession(Exception):
     """NOSESSION from a server: the session is not named there (yet)."""
 
 
+#: The acquire command of each kind of lock hold (``s``, a semaphore's, is ``SEM.ACQUIRE``).
+ACQUIRE_CMD = {"x": "LOCK.ACQUIRE", "r": "LOCK.RACQUIRE", "w": "LOCK.WACQUIRE", "m": "LOCK.MACQUIRE"}
+
+
+def is_cluster(client: Any) -> bool:
+    """A ``RedisCluster`` (either face's): keys live on several nodes."""
+    return hasattr(client, "get_node_from_key") and hasattr(client, "nodes_manager")
+
+
 def new_token() -> str:
     return secrets.token_hex(16)
 
@@ -81,6 +93,42 @@ def acquire_args(
     if block is not None:
         args += ["BLOCK", block]
     return args
+
+
+def release_args(kind: str, keys: Tuple[Any, ...], owner: Any) -> List[Any]:
+    """The release of a hold of ``kind`` (``x``, ``r``, ``w``, ``m``, ``s``)."""
+    if kind == "s":
+        return ["SEM.RELEASE", keys[0], owner]
+    if kind == "m":
+        return ["LOCK.MRELEASE", len(keys), *keys, owner]
+    args = ["LOCK.RELEASE", keys[0], owner]
+    if kind == "r":
+        args.append("READ")
+    elif kind == "w":
+        args.append("WRITE")
+    return args
+
+
+def check_owner(by_owner: Dict[Any, List[Any]], owner: Any, keys: Tuple[Any, ...]) -> None:
+    """An explicit owner must be one of the session's live holds' (a lock's,
+    not a semaphore's), holding none of ``keys`` yet (that is a re-entry; and
+    a cancelled wait's cleanup, a release as the owner, must not drop a hold
+    it already has)."""
+    hs = by_owner.get(owner)
+    if not hs:
+        raise LockError(f"owner {owner!r} holds nothing in this session: pass the owner of a live hold")
+    if any(h.kind == "s" for h in hs):
+        raise LockError(f"owner {owner!r} holds semaphore permits: pass the owner of a lock's hold")
+    if any(k in h.keys for h in hs for k in keys):
+        raise LockError(f"owner {owner!r} already holds one of {list(keys)!r}: re-enter instead")
+
+
+def multilock_keys(keys: Iterable[Any]) -> Tuple[Any, ...]:
+    """A multi-lock's keys, refused if there are none."""
+    keys = tuple(keys)
+    if not keys:
+        raise ValueError("a multi-lock needs at least one key")
+    return keys
 
 
 def error_code(err: BaseException) -> str:
@@ -224,6 +272,12 @@ def check_permits(permits: Any, what: str = "permits") -> int:
     return permits
 
 
+def check_initial_permits(permits: Optional[int]) -> None:
+    """A semaphore's total given when it is made: None (set by someone else) or an int >= 0."""
+    if permits is not None and (isinstance(permits, bool) or not isinstance(permits, int) or permits < 0):
+        raise ValueError("permits must be None or an int >= 0")
+
+
 def sem_busy(key: Any, permits: int, timeout: Optional[float]) -> BusyError:
     if timeout == 0:
         return BusyError(f"semaphore {key!r}: {permits} permit(s) not available now (or others wait first)")
@@ -268,6 +322,14 @@ def latch_ttl_args(ttl: Optional[float]) -> List[Any]:
     if ttl <= 0:
         raise ValueError("ttl must be None or > 0 seconds")
     return ["PX", max(1, math.ceil(ttl * 1000))]
+
+
+def latch_await_args(name: Any, block: Optional[int]) -> List[Any]:
+    """``LATCH.AWAIT name [BLOCK ms]`` (``block`` as :func:`block_ms`'s)."""
+    args = ["LATCH.AWAIT", name]
+    if block is not None:
+        args += ["BLOCK", block]
+    return args
 
 
 def wait_key(args: Sequence[Any]) -> Any:

@@ -20,99 +20,30 @@ from __future__ import annotations
 
 import threading
 import uuid
-import weakref
 from types import SimpleNamespace
-from typing import Any, Callable, Dict, List, Literal, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Literal, Optional, Tuple, Union, cast
 
-import redis
 import redis.exceptions as rex
 import redis.lock
 
 from . import _common as c
-from ._sync import Session, _is_cluster, blocking_call
+from . import _implicit
+from ._session import Session
+from ._wait import blocking_call
 from .errors import CommandError, LeaseTooShortError
 
 __all__ = ["ModuleLock", "default_session", "close_default_session"]
-
-class _Slot:
-    """The implicit session of one connection pool (cluster client), made
-    anew after it was closed.  The pool's hooks and finalizer refer to the
-    slot, the slot to the session, the session to its pool only weakly."""
-
-    def __init__(self) -> None:
-        self.session: Optional[Session] = None
-
-    def end(self) -> None:
-        """Close the session (its holds are released): the pool is disconnected."""
-        session, self.session = self.session, None
-        if session is not None:
-            session.close()
-
-    def abandon(self) -> None:
-        """The pool is gone: close the session's connection(s), holds end with their lease."""
-        session, self.session = self.session, None
-        if session is not None:
-            session._abandon()
-
-
-#: A connection pool (a cluster client) -> the slot of its clients' implicit session.
-_slots: "weakref.WeakKeyDictionary[Any, _Slot]" = weakref.WeakKeyDictionary()
-# (re-entrant: a client collected while it is held, on this thread, disconnects its pool)
-_slots_lock = threading.RLock()
-
-
-def _slot_key(client: Any) -> Any:
-    return client if _is_cluster(client) else client.connection_pool
-
-
-def _weak_client(client: Any) -> Any:
-    """A client for the implicit session that does not keep the pool (the
-    cluster client) alive."""
-    if _is_cluster(client):
-        return weakref.proxy(client)
-    pool: Any = weakref.proxy(client.connection_pool)  # (a proxy stands for the pool)
-    return redis.Redis(connection_pool=pool)
-
-
-def _end_with(owner: Any, method: str, slot: _Slot) -> None:
-    """End ``slot``'s session before ``owner.method()`` (a pool's
-    ``disconnect``, a cluster client's ``close``) runs, and abandon it when
-    ``owner`` is garbage-collected.  Neither hook refers to ``owner`` strongly."""
-    original = getattr(type(owner), method)
-    owner_ref = weakref.ref(owner)
-
-    def ending(*args: Any, **kwargs: Any) -> Any:
-        slot.end()
-        target = owner_ref()
-        if target is None:  # (called while it is being collected)
-            return None
-        return original(target, *args, **kwargs)
-
-    setattr(owner, method, ending)
-    weakref.finalize(owner, slot.abandon)
 
 
 def default_session(client: Any, lease_ms: int = 30000) -> Session:
     """The implicit session ``ModuleLock`` uses for ``timeout=None`` locks of
     ``client``: one per connection pool (per cluster client), shared by every
     client on that pool, ended with the pool (see the module's doc)."""
-    key = _slot_key(client)
-    with _slots_lock:
-        slot = _slots.get(key)
-        if slot is None:
-            slot = _slots[key] = _Slot()
-            _end_with(key, "close" if _is_cluster(client) else "disconnect", slot)
-        if slot.session is None or slot.session._closed:
-            slot.session = Session(_weak_client(client), lease_ms=lease_ms, name="dropin")
-        return slot.session
+    # (made of the public Session, which handed itself to _implicit)
+    return cast(Session, _implicit.default_session(client, lease_ms))
 
 
-def close_default_session(client: Any) -> None:
-    """Close the implicit session of ``client``'s pool (its holds are released)."""
-    with _slots_lock:
-        slot = _slots.get(_slot_key(client))
-    if slot is not None:
-        slot.end()
+close_default_session = _implicit.close_default_session
 
 
 def lock_error(cls: type, message: str, name: Any) -> Exception:
@@ -288,7 +219,7 @@ class ModuleLock(_ModuleLockBase, redis.lock.Lock):
         args = self._acquire_args(owner, block, session)
         cleanup = ["LOCK.RELEASE", self.name, owner]
         on_fail: Callable[[List[Any]], None] = session._pending_add if session else (lambda a: None)
-        cluster = _is_cluster(self.redis)
+        cluster = c.is_cluster(self.redis)
         try:
             try:
                 reply = blocking_call(self.redis, cluster, args, block, cleanup, on_fail, new_owner)

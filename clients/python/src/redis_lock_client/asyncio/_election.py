@@ -1,4 +1,8 @@
-"""The asyncio twins of ``redis_lock_client._election``: Election, Leadership, Observer."""
+"""The asyncio leader election, the threaded ``_election``'s twin:
+:class:`Election`, :class:`Leadership`, :class:`Observer` (and
+:data:`Leader`).  What both faces share without I/O is ``_election_base``'s;
+a campaign waits through the core's wait and is kept by the session's
+core; given a client instead of a session, its implicit session keeps it."""
 
 from __future__ import annotations
 
@@ -10,21 +14,16 @@ from typing import Any, Callable, List, Literal, Optional
 import redis.exceptions as rex
 
 from .. import _common as c
-from .._election import (
-    Leader,
-    _Campaign,
-    _ElectionBase,
-    _leader,
-    _LeadershipState,
-    campaign_args,
-)
+from .._election_base import Campaign, ElectionBase, Leader, LeadershipState, campaign_args, leader_of
 from ..errors import BusyError, LostError, NotOwnerError, UnavailableError
-from . import _FOREVER, Session, _cancel_requests, _get_conn, _honour_lost_cancel, _release_conn, blocking_call
+from . import _implicit
+from ._core import SessionCore
+from ._wait import FOREVER, blocking_call, cancel_requests, get_conn, honour_lost_cancel, release_conn
 
 __all__ = ["Election", "Leadership", "Leader", "Observer"]
 
 
-class Leadership(_LeadershipState):
+class Leadership(LeadershipState):
     """See the sync :class:`redis_lock_client.Leadership`; ``lost`` is an
     :class:`asyncio.Event`, ``proclaim`` and ``resign`` are coroutines, and it
     is an async context manager (leaving it resigns)."""
@@ -67,21 +66,19 @@ class Leadership(_LeadershipState):
         return False
 
 
-class Election(_ElectionBase):
+class Election(ElectionBase):
     """See the sync :class:`redis_lock_client.Election`: ``Election(session
     or client, name, value=None, lease_ms=5000, on_lost=None)`` (a client:
     its asyncio ``default_session``); ``campaign``, ``leader`` are
     coroutines, ``observe()`` an async iterator.  ``on_lost`` may be a
     coroutine function."""
 
-    _session_class = Session
+    _session_class = SessionCore
 
-    async def _get_session(self) -> Session:
+    async def _get_session(self) -> SessionCore:
         if self._session is None or (self._session._closed and self._client is not None):
-            from .dropin import default_session
-
-            self._session = await default_session(self._client)
-        session: Session = self._session
+            self._session = await _implicit.default_session(self._client)
+        session: SessionCore = self._session
         return session
 
     @property
@@ -91,7 +88,7 @@ class Election(_ElectionBase):
     async def campaign(
         self, timeout: Optional[float] = None, value: Any = None, on_lost: Optional[Callable[..., Any]] = None
     ) -> Leadership:
-        cancels = _cancel_requests()
+        cancels = cancel_requests()
         session = await self._get_session()
         if session._closed:
             raise UnavailableError("session is closed")
@@ -102,7 +99,7 @@ class Election(_ElectionBase):
         node = session._node_of(self.name)
         sc = await session._session_conn(node)
         c.check_lease(self.lease_ms, session.min_lease_ms)
-        pending = _Campaign(self.name, candidate, node)
+        pending = Campaign(self.name, candidate, node)
         await session._elections_add(pending, lease_s, ping=True)  # PINGs every lease/4 from now
         try:
             epoch = session._epoch
@@ -139,13 +136,13 @@ class Election(_ElectionBase):
                 pending.lost_reason = None
             term = int(reply)
         except BaseException:
-            session._elections_remove(pending)
+            session._elections.remove(pending)
             raise
         ping = sc.last_ok_ping_sent
         deadline = max(sent, ping if ping is not None else sent) + lease_s / 2
         leadership = Leadership(self, session, candidate, term, value, node, lease_s, deadline, on_lost)
         await session._elections_add(leadership, lease_s)
-        session._elections_remove(pending)
+        session._elections.remove(pending)
         if pending.lost_reason is not None:
             leadership._mark_lost(pending.lost_reason)
         return leadership
@@ -155,7 +152,7 @@ class Election(_ElectionBase):
 
     async def leader(self) -> Optional[Leader]:
         try:
-            return _leader(await self.client.execute_command("ELECT.LEADER", self.name))
+            return leader_of(await self.client.execute_command("ELECT.LEADER", self.name))
         except Exception as e:
             raise c.map_error(e, "ELECT.LEADER") from e
 
@@ -179,7 +176,7 @@ class Observer:
         return self
 
     async def __anext__(self) -> Optional[Leader]:
-        cancels = _cancel_requests()
+        cancels = cancel_requests()
         if self._closed:
             raise StopAsyncIteration
         client = self.election.client
@@ -191,25 +188,25 @@ class Observer:
         else:
             pool = client.connection_pool
             try:
-                conn = await _get_conn(pool)
+                conn = await get_conn(pool)
             except Exception as e:
                 raise c.map_error(e, "ELECT.OBSERVE") from e
             release = lambda: pool.release(conn)  # noqa: E731
         self._conn = conn
         try:
             await conn.connect()
-            _honour_lost_cancel(cancels)  # a cancel redis-py lost (see _cancel_requests)
+            honour_lost_cancel(cancels)  # a cancel redis-py lost (see cancel_requests)
             await conn.send_command("ELECT.OBSERVE", name, "TERM", self.term, "BLOCK", 0)
-            _honour_lost_cancel(cancels)
-            reply = await conn.read_response(timeout=_FOREVER)  # (not the socket timeout)
+            honour_lost_cancel(cancels)
+            reply = await conn.read_response(timeout=FOREVER)  # (not the socket timeout)
         except rex.ResponseError as e:
             self._conn = None
-            await _release_conn(release)
+            await release_conn(release)
             raise c.map_error(e, "ELECT.OBSERVE") from e
         except BaseException as e:
             self._conn = None
             await conn.disconnect(nowait=True)
-            await _release_conn(release)
+            await release_conn(release)
             if self._closed and isinstance(e, Exception):
                 raise StopAsyncIteration from None
             err = c.map_error(e, "ELECT.OBSERVE") if isinstance(e, Exception) else e
@@ -217,8 +214,8 @@ class Observer:
                 raise
             raise err from e
         self._conn = None
-        await _release_conn(release)
-        leader = _leader(reply)
+        await release_conn(release)
+        leader = leader_of(reply)
         self.term = 0 if leader is None else leader.term
         return leader
 

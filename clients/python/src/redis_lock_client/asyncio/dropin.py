@@ -8,101 +8,28 @@ client.aclose()`` of a client that made its pool) or garbage-collected.
 
 from __future__ import annotations
 
-import weakref
-from typing import TYPE_CHECKING, Any, Callable, List, Literal, Optional, Union
+from typing import Any, Callable, List, Literal, Optional, Union, cast
 
-import redis.asyncio
 import redis.asyncio.lock
 import redis.exceptions as rex
 
 from .. import _common as c
-from .._sync import _is_cluster
 from ..dropin import _ModuleLockBase, lease_ms_of, owner_from_info
 from ..errors import CommandError
-
-if TYPE_CHECKING:
-    from . import Session
+from . import _implicit
+from ._session import Session
+from ._wait import blocking_call, cancel_requests
 
 __all__ = ["ModuleLock", "default_session", "close_default_session"]
 
-class _Slot:
-    """The implicit session of one connection pool (cluster client); see the
-    sync drop-in's."""
 
-    def __init__(self) -> None:
-        self.session: Optional["Session"] = None
-
-    async def end(self) -> None:
-        session, self.session = self.session, None
-        if session is not None:
-            await session.close()
-
-    def abandon(self) -> None:
-        session, self.session = self.session, None
-        if session is not None:
-            session._abandon()
-
-
-#: A connection pool (a cluster client) -> the slot of its clients' implicit session.
-_slots: "weakref.WeakKeyDictionary[Any, _Slot]" = weakref.WeakKeyDictionary()
-
-
-def _slot_key(client: Any) -> Any:
-    return client if _is_cluster(client) else client.connection_pool
-
-
-def _weak_client(client: Any) -> Any:
-    if _is_cluster(client):
-        return weakref.proxy(client)
-    pool: Any = weakref.proxy(client.connection_pool)  # (a proxy stands for the pool)
-    return redis.asyncio.Redis(connection_pool=pool)
-
-
-def _end_with(owner: Any, method: str, slot: _Slot) -> None:
-    """End ``slot``'s session before ``owner.method()`` (a pool's
-    ``disconnect``, a cluster client's ``aclose``) runs; abandon it when
-    ``owner`` is garbage-collected.  Neither hook refers to ``owner`` strongly."""
-    original = getattr(type(owner), method)
-    owner_ref = weakref.ref(owner)
-
-    async def ending(*args: Any, **kwargs: Any) -> Any:
-        await slot.end()
-        target = owner_ref()
-        if target is None:  # (called while it is being collected)
-            return None
-        return await original(target, *args, **kwargs)
-
-    setattr(owner, method, ending)
-    weakref.finalize(owner, slot.abandon)
-
-
-async def default_session(client: Any, lease_ms: int = 30000) -> "Session":
+async def default_session(client: Any, lease_ms: int = 30000) -> Session:
     """The implicit session of ``client``'s connection pool (see the module's doc)."""
-    from . import Session
-
-    key = _slot_key(client)
-    slot = _slots.get(key)
-    if slot is None:
-        slot = _slots[key] = _Slot()
-        _end_with(key, "aclose" if _is_cluster(client) else "disconnect", slot)
-    session = slot.session
-    if session is None or session._closed:
-        # (in the slot before it opens: a concurrent acquire waits for the same opening)
-        session = slot.session = Session(_weak_client(client), lease_ms=lease_ms, name="dropin")
-        try:
-            await session.start()
-        except BaseException:
-            if slot.session is session:
-                slot.session = None
-            raise
-    return session
+    # (made of the public Session, which handed itself to _implicit)
+    return cast(Session, await _implicit.default_session(client, lease_ms))
 
 
-async def close_default_session(client: Any) -> None:
-    """Close the implicit session of ``client``'s pool (its holds are released)."""
-    slot = _slots.get(_slot_key(client))
-    if slot is not None:
-        await slot.end()
+close_default_session = _implicit.close_default_session
 
 
 class ModuleLock(_ModuleLockBase, redis.asyncio.lock.Lock):
@@ -117,9 +44,7 @@ class ModuleLock(_ModuleLockBase, redis.asyncio.lock.Lock):
         *,
         sleep: Optional[float] = None,  # (accepted and ignored: no polling)
     ) -> bool:
-        from . import _cancel_requests, blocking_call
-
-        cancels = _cancel_requests()
+        cancels = cancel_requests()
         owner, new_owner = self._owner(token)
         block = self._block(blocking, blocking_timeout)
         session = None
@@ -129,7 +54,7 @@ class ModuleLock(_ModuleLockBase, redis.asyncio.lock.Lock):
         args = self._acquire_args(owner, block, session)
         cleanup = ["LOCK.RELEASE", self.name, owner]
         on_fail: Callable[[List[Any]], None] = session._pending.append if session else (lambda a: None)
-        cluster = _is_cluster(self.redis)
+        cluster = c.is_cluster(self.redis)
         try:
             try:
                 reply = await blocking_call(self.redis, cluster, args, block, cleanup, on_fail, cancels, new_owner)
