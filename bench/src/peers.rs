@@ -418,30 +418,6 @@ fn pid_alive(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
-/// ZooKeeper's version, from its `srvr` four-letter command.
-async fn zk_version(addr: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let ask = || async {
-        let mut s = tokio::net::TcpStream::connect(addr).await?;
-        s.write_all(b"srvr").await?;
-        let mut out = String::new();
-        s.read_to_string(&mut out).await?;
-        io::Result::Ok(out)
-    };
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        // Answers "not currently serving requests" for a moment after `ruok`.
-        let line = match tokio::time::timeout(Duration::from_secs(2), ask()).await {
-            Ok(Ok(out)) => out.lines().next().unwrap_or("").trim().to_string(),
-            _ => String::new(),
-        };
-        if line.starts_with("Zookeeper version") || Instant::now() > deadline {
-            return line;
-        }
-        sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// A line naming a started server and its version.
 async fn started_line(opts: &Opts, t: &Target) -> String {
     let version = match t.system {
@@ -451,7 +427,7 @@ async fn started_line(opts: &Opts, t: &Target) -> String {
         System::Etcd => server::find(&opts.etcd)
             .map(|b| Etcd::version(&b))
             .unwrap_or_default(),
-        System::ZooKeeper => zk_version(&t.addr).await,
+        System::ZooKeeper => zookeeper::version(&t.addr).await,
     };
     format!(
         "{:<14} on {} (pid {}): {version}",

@@ -158,7 +158,12 @@ impl ZooKeeper {
                     return Err(io::Error::other(format!("exited with {status}")));
                 }
             }
-            if four_letter(self.port, "ruok").await.ok().as_deref() == Some("imok") {
+            if four_letter(("127.0.0.1", self.port), "ruok")
+                .await
+                .ok()
+                .as_deref()
+                == Some("imok")
+            {
                 return Ok(());
             }
             if Instant::now() >= deadline {
@@ -198,15 +203,36 @@ impl Drop for ZooKeeper {
     }
 }
 
-/// Sends a four-letter command and returns the whole answer.
-async fn four_letter(port: u16, cmd: &str) -> io::Result<String> {
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-    s.write_all(cmd.as_bytes()).await?;
-    let mut out = String::new();
-    tokio::time::timeout(Duration::from_secs(2), s.read_to_string(&mut out))
+/// The version of the ZooKeeper at `addr`, from its `srvr` four-letter
+/// command (empty if it does not say within 5 s).
+pub async fn version(addr: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        // Answers "not currently serving requests" for a moment after `ruok`.
+        let line = match four_letter(addr, "srvr").await {
+            Ok(out) => out.lines().next().unwrap_or("").trim().to_string(),
+            Err(_) => String::new(),
+        };
+        if line.starts_with("Zookeeper version") || Instant::now() > deadline {
+            return line;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Sends a four-letter command and returns the whole answer (the server
+/// closes the connection after it), within 2 s.
+async fn four_letter(addr: impl tokio::net::ToSocketAddrs, cmd: &str) -> io::Result<String> {
+    let exchange = async {
+        let mut s = tokio::net::TcpStream::connect(addr).await?;
+        s.write_all(cmd.as_bytes()).await?;
+        let mut out = String::new();
+        s.read_to_string(&mut out).await?;
+        io::Result::Ok(out)
+    };
+    tokio::time::timeout(Duration::from_secs(2), exchange)
         .await
-        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "four-letter command"))??;
-    Ok(out)
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "four-letter command"))?
 }
 
 fn zk_err(what: &str, e: zk::Error) -> io::Error {
