@@ -57,8 +57,7 @@
 //! `LOCK_CHAOS_SEED`) and prints the totals.
 
 use crate::common;
-#[path = "common/semaphore.rs"]
-mod semaphore;
+use crate::common::semaphore;
 use common::dataset::{aof_matches, replica_matches};
 use common::*;
 

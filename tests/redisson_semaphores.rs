@@ -5,8 +5,7 @@
 //! waiters, and the module publishes on Redisson's channels.
 
 use crate::common;
-#[path = "common/redisson_sem.rs"]
-mod redisson_sem;
+use crate::common::redisson_sem;
 
 use common::*;
 use redisson_sem::*;

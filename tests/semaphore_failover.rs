@@ -19,8 +19,7 @@
 //! demoted master sees its connection close (nothing granted either way).
 
 use crate::common;
-#[path = "common/semaphore.rs"]
-mod semaphore;
+use crate::common::semaphore;
 
 use common::sentinel::Sentinels;
 use common::*;

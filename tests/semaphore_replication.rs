@@ -5,8 +5,7 @@
 //! changes them by itself.
 
 use crate::common;
-#[path = "common/redisson_sem.rs"]
-mod redisson_sem;
+use crate::common::redisson_sem;
 
 use common::dataset::{aof_matches, replica_matches};
 use common::*;

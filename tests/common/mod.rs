@@ -23,6 +23,8 @@ pub mod dataset;
 pub mod fair;
 pub mod netns;
 pub mod redis_cli;
+pub mod redisson_sem;
+pub mod semaphore;
 pub mod sentinel;
 
 /// Generous bound for anything a test waits for; reached only on failure.
