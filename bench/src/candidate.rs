@@ -1,20 +1,24 @@
 //! The processes S14 starts besides `redis-lock elect` and `etcdctl elect`:
 //! `lock-bench --s14-candidate etcd ...` (an election candidate on etcd's
-//! v3 HTTP/JSON gateway, with a lease of its own TTL), `lock-bench
-//! --s14-candidate k8s ...` (client-go's leaderelection loop against a
-//! record in Redis, plain commands) and `lock-bench --s14-child PID` (the
-//! command `redis-lock elect` runs while leading). Each candidate prints
-//! `leading` on stdout the moment it leads, `lost ...` on stderr when it
-//! stops believing it leads for any reason but its own exit, `resigned` on
-//! stderr after a clean exit (SIGTERM). Plain std code, one process each.
+//! v3 election service through `etcd-client`, gRPC, with a lease of its own
+//! TTL), `lock-bench --s14-candidate k8s ...` (client-go's leaderelection
+//! loop against a record in Redis, plain commands) and `lock-bench
+//! --s14-child PID` (the command `redis-lock elect` runs while leading).
+//! Each candidate prints `leading` on stdout the moment it leads, `lost ...`
+//! on stderr when it stops believing it leads for any reason but its own
+//! exit, `resigned` on stderr after a clean exit (SIGTERM). One process
+//! each; plain std code but for the etcd candidate, which runs `etcd-client`
+//! on a current-thread tokio runtime of its own.
 
-use std::io::{self, Read, Write};
+use std::future::Future;
+use std::io::{self, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use etcd_client::{Client, LeaseKeepAliveStream, LeaseKeeper, ResignOptions};
 use serde_json::{json, Value};
 
 use crate::resp::{self, ReadBuf, Reply};
@@ -104,189 +108,76 @@ fn probe(args: &[String]) -> io::Result<i32> {
     Ok(1)
 }
 
-// ---------------------------------------------------------------- HTTP/JSON
+// ------------------------------------------------------------ etcd, gRPC
 
-/// One POST of a JSON body over HTTP/1.1 (`Connection: close`), the reply's
-/// body as JSON (its first value: a streaming endpoint answers
-/// `{"result": ...}` objects one after another). `timeout` bounds connect,
-/// each write and each read; `None` waits for ever (campaign).
-pub fn http_post(
-    addr: &str,
-    path: &str,
-    body: &Value,
-    timeout: Option<Duration>,
-) -> io::Result<Value> {
-    let sock: SocketAddr = addr
-        .to_socket_addrs()?
-        .next()
-        .ok_or_else(|| io::Error::other(format!("no address for {addr}")))?;
-    let mut s = match timeout {
-        Some(t) => TcpStream::connect_timeout(&sock, t)?,
-        None => TcpStream::connect(sock)?,
-    };
-    s.set_nodelay(true)?;
-    s.set_read_timeout(timeout)?;
-    s.set_write_timeout(timeout)?;
-    let payload = body.to_string();
-    let req = format!(
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
-        payload.len()
-    );
-    s.write_all(req.as_bytes())?;
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw)?;
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| io::Error::other(format!("{path}: no HTTP header in reply")))?;
-    let head = String::from_utf8_lossy(&raw[..split]).to_ascii_lowercase();
-    let mut data = raw[split + 4..].to_vec();
-    if head.contains("transfer-encoding: chunked") {
-        data = dechunk(&data)?;
-    }
-    let status = head.split_whitespace().nth(1).unwrap_or("");
-    if status != "200" {
-        return Err(io::Error::other(format!(
-            "{path}: HTTP {status}: {}",
-            String::from_utf8_lossy(&data)
-        )));
-    }
-    serde_json::Deserializer::from_slice(&data)
-        .into_iter::<Value>()
-        .next()
-        .unwrap_or(Ok(Value::Null))
-        .map_err(|e| io::Error::other(format!("{path}: {e}")))
+fn etcd_err(what: &str, e: etcd_client::Error) -> io::Error {
+    io::Error::other(format!("{what}: {e}"))
 }
 
-fn dechunk(mut b: &[u8]) -> io::Result<Vec<u8>> {
-    let mut out = Vec::new();
-    loop {
-        let Some(eol) = b.windows(2).position(|w| w == b"\r\n") else {
-            return Ok(out);
-        };
-        let size_text = String::from_utf8_lossy(&b[..eol]);
-        let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
-            .map_err(|_| io::Error::other("bad chunk size"))?;
-        b = &b[eol + 2..];
-        if size == 0 || b.len() < size {
-            out.extend_from_slice(&b[..size.min(b.len())]);
-            return Ok(out);
-        }
-        out.extend_from_slice(&b[..size]);
-        b = b.get(size + 2..).unwrap_or(&[]);
-    }
-}
-
-pub fn b64(data: &[u8]) -> String {
-    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for c in data.chunks(3) {
-        let n = (u32::from(c[0]) << 16)
-            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
-            | u32::from(*c.get(2).unwrap_or(&0));
-        for i in 0..4 {
-            if i <= c.len() {
-                out.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-/// The key range of everything under `prefix` (etcd's `range_end`).
-pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xff {
-            end.push(last + 1);
-            return end;
-        }
-    }
-    vec![0]
-}
-
-/// Keys under `prefix` in etcd (`count_only`).
-pub fn etcd_count(addr: &str, prefix: &str) -> io::Result<u64> {
-    let r = http_post(
-        addr,
-        "/v3/kv/range",
-        &json!({"key": b64(prefix.as_bytes()), "range_end": b64(&prefix_end(prefix.as_bytes())),
-                "count_only": true}),
-        Some(Duration::from_secs(5)),
-    )?;
-    Ok(int_field(&r, "count").unwrap_or(0))
-}
-
-/// An int64 of the gateway's JSON (a string) or a plain number.
-fn int_field(v: &Value, name: &str) -> Option<u64> {
-    match v.get(name)? {
-        Value::String(s) => s.parse().ok(),
-        Value::Number(n) => n.as_u64(),
-        _ => None,
+/// `f` bounded by `limit` (the tonic channel under `etcd-client` connects
+/// lazily and waits for the endpoint to be ready: a request to an
+/// unreachable node would otherwise wait for ever).
+async fn within<T>(
+    what: &str,
+    limit: Duration,
+    f: impl Future<Output = Result<T, etcd_client::Error>>,
+) -> io::Result<T> {
+    match tokio::time::timeout(limit, f).await {
+        Ok(r) => r.map_err(|e| etcd_err(what, e)),
+        Err(_) => Err(io::Error::other(format!("{what}: no answer in {limit:?}"))),
     }
 }
 
 /// `--s14-candidate etcd ADDR NAME PROPOSAL TTL_S`: grants a lease of
-/// TTL_S, keeps it alive every TTL/3 (its own thread, from the start: a
-/// waiting candidate's key lives on the lease too), campaigns
-/// (`/v3/election/campaign` answers once this candidate leads), prints
-/// `leading`. On SIGTERM it resigns (`/v3/election/resign`). A lease whose
-/// keep-alives fail for TTL (as clientv3's session sees it) or that the
-/// server reports gone (TTL 0) ends its leadership: `lost`, exit 75.
+/// TTL_S, keeps it alive every TTL/3 (its own task, from the start: a
+/// waiting candidate's key lives on the lease too), campaigns (`Campaign`
+/// answers once this candidate leads), prints `leading`. On SIGTERM it
+/// resigns (`Resign`). A lease whose keep-alives fail for TTL (as clientv3's
+/// session sees it) or that the server reports gone (TTL 0) ends its
+/// leadership: `lost`, exit 75. `etcd-client` is async: one current-thread
+/// runtime runs the campaign, the keep-alive task and the 5 ms checks.
 fn etcd_candidate(args: &[String]) -> io::Result<i32> {
     let [addr, name, proposal, ttl] = args else {
         return Err(io::Error::other("etcd ADDR NAME PROPOSAL TTL_S"));
     };
     let ttl: u64 = ttl.parse().map_err(|_| io::Error::other("TTL_S"))?;
     catch_sigterm();
-    let short = Some(Duration::from_secs(ttl.max(1)));
-    let grant = http_post(addr, "/v3/lease/grant", &json!({ "TTL": ttl }), short)?;
-    let lease =
-        int_field(&grant, "ID").ok_or_else(|| io::Error::other(format!("grant: {grant}")))?;
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(etcd_elect(addr, name, proposal, ttl))
+}
+
+/// The etcd candidate proper, on its runtime.
+async fn etcd_elect(addr: &str, name: &str, proposal: &str, ttl: u64) -> io::Result<i32> {
+    // Each request but the campaign is bounded by the TTL.
+    let short = Duration::from_secs(ttl.max(1));
+    let mut client = crate::etcd::connect(addr).await?;
+    let grant = within("lease grant", short, client.lease_grant(ttl as i64, None)).await?;
+    let lease = grant.id();
     let started = Instant::now();
     // Milliseconds since `started` of the last keep-alive sent that the
     // server answered with a live lease; u64::MAX: the lease is gone.
     let last_ok = Arc::new(AtomicU64::new(0));
-    {
-        let (addr, last_ok) = (addr.clone(), last_ok.clone());
-        thread::spawn(move || loop {
-            let sent = started.elapsed().as_millis() as u64;
-            if let Ok(r) = http_post(&addr, "/v3/lease/keepalive", &json!({ "ID": lease }), short) {
-                let left = r.get("result").and_then(|x| int_field(x, "TTL"));
-                if left.unwrap_or(0) == 0 {
-                    last_ok.store(u64::MAX, Ordering::SeqCst);
-                    return;
-                }
-                last_ok.fetch_max(sent, Ordering::SeqCst);
-            }
-            let next = Duration::from_millis(ttl * 1000 / 3);
-            thread::sleep(next.saturating_sub(Duration::from_millis(
-                started.elapsed().as_millis() as u64 - sent,
-            )));
-        });
-    }
-    let won = http_post(
-        addr,
-        "/v3/election/campaign",
-        &json!({"name": b64(name.as_bytes()), "lease": lease,
-                "value": b64(proposal.as_bytes())}),
-        None,
-    )?;
+    tokio::spawn(keep_alive(
+        client.clone(),
+        lease,
+        ttl,
+        started,
+        last_ok.clone(),
+    ));
+    let mut won = client
+        .campaign(name, proposal, lease)
+        .await
+        .map_err(|e| etcd_err("campaign", e))?;
     let leader = won
-        .get("leader")
-        .cloned()
-        .ok_or_else(|| io::Error::other(format!("campaign: {won}")))?;
+        .take_leader()
+        .ok_or_else(|| io::Error::other("campaign: answered no leader key"))?;
     say(&format!("leading {proposal} at {}", unix_ms()));
     loop {
         if TERM.load(Ordering::SeqCst) {
-            http_post(
-                addr,
-                "/v3/election/resign",
-                &json!({ "leader": leader }),
-                short,
-            )?;
+            let resign = client.resign(Some(ResignOptions::new().with_leader(leader)));
+            within("resign", short, resign).await?;
             eprintln!("resigned at {}", unix_ms());
             return Ok(0);
         }
@@ -304,7 +195,68 @@ fn etcd_candidate(args: &[String]) -> io::Result<i32> {
             );
             return Ok(75);
         }
-        thread::sleep(Duration::from_millis(5));
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// The keep-alive loop: a keep-alive every TTL/3 from the last one sent,
+/// each bounded by the TTL, over one `LeaseKeepAlive` stream. A stream
+/// that fails or leaves a keep-alive unanswered is dropped (a late answer
+/// on it would be taken for the next one's) and the next round opens a new
+/// one, as clientv3 does.
+async fn keep_alive(
+    mut client: Client,
+    lease: i64,
+    ttl: u64,
+    started: Instant,
+    last_ok: Arc<AtomicU64>,
+) {
+    let short = Duration::from_secs(ttl.max(1));
+    let period = Duration::from_millis(ttl * 1000 / 3);
+    let mut stream = None;
+    loop {
+        let sent = started.elapsed().as_millis() as u64;
+        match tokio::time::timeout(short, keep_alive_once(&mut client, lease, &mut stream)).await {
+            Ok(Ok(true)) => {
+                last_ok.fetch_max(sent, Ordering::SeqCst);
+            }
+            Ok(Ok(false)) => {
+                last_ok.store(u64::MAX, Ordering::SeqCst);
+                return;
+            }
+            Ok(Err(_)) | Err(_) => stream = None,
+        }
+        let spent = Duration::from_millis(started.elapsed().as_millis() as u64 - sent);
+        tokio::time::sleep(period.saturating_sub(spent)).await;
+    }
+}
+
+/// One keep-alive on `stream` (opened first if there is none): true if
+/// the server answered that the lease lives, false if it answered TTL 0.
+async fn keep_alive_once(
+    client: &mut Client,
+    lease: i64,
+    stream: &mut Option<(LeaseKeeper, LeaseKeepAliveStream)>,
+) -> Result<bool, etcd_client::Error> {
+    if let Some((keeper, answers)) = stream {
+        keeper.keep_alive().await?;
+        return match answers.message().await? {
+            Some(r) => Ok(r.ttl() > 0),
+            None => Err(etcd_client::Error::LeaseKeepAliveError(
+                "stream ended".into(),
+            )),
+        };
+    }
+    // Opening sends the first keep-alive and reads its answer; a TTL of 0
+    // comes back as this error (the only one `LeaseKeepAliveError` can be
+    // here: the request channel is fresh).
+    match client.lease_keep_alive(lease).await {
+        Ok(opened) => {
+            *stream = Some(opened);
+            Ok(true)
+        }
+        Err(etcd_client::Error::LeaseKeepAliveError(_)) => Ok(false),
+        Err(e) => Err(e),
     }
 }
 
@@ -667,25 +619,6 @@ fn k8s_candidate(args: &[String]) -> io::Result<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn base64_and_prefix_end() {
-        assert_eq!(b64(b""), "");
-        assert_eq!(b64(b"f"), "Zg==");
-        assert_eq!(b64(b"fo"), "Zm8=");
-        assert_eq!(b64(b"foo"), "Zm9v");
-        assert_eq!(b64(b"foob"), "Zm9vYg==");
-        assert_eq!(prefix_end(b"ab/"), b"ab0".to_vec());
-        assert_eq!(prefix_end(b"a\xff"), b"b".to_vec());
-    }
-
-    #[test]
-    fn dechunks() {
-        assert_eq!(
-            dechunk(b"4\r\nWiki\r\n5\r\npedia\r\n0\r\n\r\n").unwrap(),
-            b"Wikipedia".to_vec()
-        );
-    }
 
     #[test]
     fn record_round_trips() {

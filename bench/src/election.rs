@@ -11,8 +11,8 @@
 //!
 //! Systems: the module through `redis-lock elect NAME --lease 2s`; etcd
 //! (a single node this scenario starts) through `etcdctl elect` (session TTL
-//! 60 s) and through its election API with a lease of 2 s (HTTP/JSON
-//! gateway); and a Kubernetes-style lease (client-go's leaderelection with
+//! 60 s) and through its election API with a lease of 2 s (`etcd-client`,
+//! gRPC); and a Kubernetes-style lease (client-go's leaderelection with
 //! its default timings) on a record in Redis, as a reference.
 
 use std::fs;
@@ -25,8 +25,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::candidate::etcd_count;
-use crate::etcd::Etcd;
+use crate::etcd::{self, Etcd};
 use crate::report::{Bar, Section};
 use crate::resp::{self, Reply, SyncConn};
 use crate::server::{find, prepare_child, Server, ServerSpec};
@@ -76,7 +75,7 @@ impl System {
         match self {
             System::Module => format!("redis-lock elect NAME --lease {}s -- cmd", LEASE_MS / 1000),
             System::EtcdLease => format!(
-                "etcd election API (HTTP/JSON gateway), own lease TTL {} s, keep-alive every TTL/3",
+                "etcd election API (etcd-client, gRPC), own lease TTL {} s, keep-alive every TTL/3",
                 LEASE_MS / 1000
             ),
             System::Etcdctl => "etcdctl elect NAME PROPOSAL (session TTL 60 s)".into(),
@@ -519,7 +518,7 @@ impl Env {
             }
             System::Etcdctl | System::EtcdLease => {
                 let etcd = self.etcd.as_ref().expect("etcd");
-                Ok(etcd_count(&etcd.addr(), &format!("{name}/"))? >= 2)
+                Ok(etcd::count(&etcd.addr(), &format!("{name}/"))? >= 2)
             }
             System::K8s => Ok(standby
                 .wait_line(Instant::now(), |l| l.stderr && l.text == "waiting")

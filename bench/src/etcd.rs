@@ -2,18 +2,20 @@
 //! temp dir (S14 and S16 start it the same way), and S16's client side: the
 //! v3 lock service (`Lock` / `Unlock`, a lease per client) and the election
 //! service (`Campaign` / `Resign`) through the `etcd-client` crate (gRPC).
+//! Every etcd call of the benchmark goes through `etcd-client`; `blocking`
+//! and `count` are for the plain std code (S14's sampling, the start-up
+//! probe), which runs inside main's runtime.
 
 use std::fs;
+use std::future::Future;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use etcd_client::{Client, LeaderKey, LockOptions, ResignOptions};
-use serde_json::json;
+use etcd_client::{Client, GetOptions, LeaderKey, LockOptions, ResignOptions};
 
-use crate::candidate::http_post;
 use crate::server::{free_port, prepare_child};
 
 /// TTL of each S16 client's lease, granted once when it connects (a run is
@@ -76,13 +78,7 @@ impl Etcd {
                     last = format!("exited with {st}: {}", etcd.log_tail());
                     break;
                 }
-                let status = http_post(
-                    &etcd.addr(),
-                    "/v3/maintenance/status",
-                    &json!({}),
-                    Some(Duration::from_secs(1)),
-                );
-                if status.is_ok() {
+                if answers(&etcd.addr(), Duration::from_secs(1)) {
                     return Ok(etcd);
                 }
                 if Instant::now() > deadline {
@@ -143,6 +139,70 @@ fn err(what: &str, e: etcd_client::Error) -> io::Error {
     io::Error::other(format!("etcd {what}: {e}"))
 }
 
+/// A gRPC client of the node at `addr` (host:port). The connection is made
+/// lazily, on the first request, so callers bound their requests.
+pub async fn connect(addr: &str) -> io::Result<Client> {
+    Client::connect([format!("http://{addr}")], None)
+        .await
+        .map_err(|e| err("connect", e))
+}
+
+/// `work()` run to completion on a current-thread runtime of its own, on a
+/// thread of its own: the plain std code that calls etcd runs inside main's
+/// runtime and blocks its thread, where tokio refuses to block on another
+/// runtime and a task spawned on main's would never run.
+pub fn blocking<T, F>(work: impl FnOnce() -> F + Send) -> io::Result<T>
+where
+    F: Future<Output = io::Result<T>>,
+    T: Send,
+{
+    thread::scope(|s| {
+        s.spawn(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?
+                .block_on(work())
+        })
+        .join()
+        .unwrap_or_else(|_| Err(io::Error::other("etcd call panicked")))
+    })
+}
+
+/// Does the node at `addr` answer `Status` within `limit`? (Its client
+/// port accepts before the server is ready to serve.)
+fn answers(addr: &str, limit: Duration) -> bool {
+    blocking(|| async {
+        let status = tokio::time::timeout(limit, async {
+            connect(addr)
+                .await?
+                .status()
+                .await
+                .map_err(|e| err("status", e))
+        });
+        status.await.map_err(io::Error::other)?
+    })
+    .is_ok()
+}
+
+/// The number of keys under `prefix` (`Range` with `count_only`), within
+/// 5 s.
+pub fn count(addr: &str, prefix: &str) -> io::Result<u64> {
+    blocking(|| async {
+        let range = tokio::time::timeout(Duration::from_secs(5), async {
+            let opts = GetOptions::new().with_prefix().with_count_only();
+            connect(addr)
+                .await?
+                .get(prefix, Some(opts))
+                .await
+                .map_err(|e| err("range", e))
+        });
+        let r = range
+            .await
+            .map_err(|_| io::Error::other(format!("etcd range {prefix}: timed out")))??;
+        Ok(u64::try_from(r.count()).unwrap_or(0))
+    })
+}
+
 /// One S16 client: its own gRPC connection (an `etcd_client::Client` of its
 /// own) and its own lease of `LEASE_TTL_S`, granted once; every lock key and
 /// leadership it takes is attached to that lease.
@@ -157,9 +217,7 @@ pub struct EtcdClient {
 
 impl EtcdClient {
     pub async fn connect(addr: &str) -> io::Result<EtcdClient> {
-        let mut client = Client::connect([format!("http://{addr}")], None)
-            .await
-            .map_err(|e| err("connect", e))?;
+        let mut client = connect(addr).await?;
         let lease = client
             .lease_grant(LEASE_TTL_S, None)
             .await
@@ -244,7 +302,6 @@ impl EtcdClient {
 mod tests {
     use super::*;
     use crate::server::block_on;
-    use etcd_client::GetOptions;
 
     /// Keys under `prefix` on the server.
     async fn keys(addr: &str, prefix: &str) -> usize {
@@ -307,6 +364,7 @@ mod tests {
                 assert!(Instant::now() < deadline, "the waiter's key never appeared");
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
+            assert_eq!(count(&addr, "c/").unwrap(), 2, "count of holder and waiter");
             cut.abort();
             let _ = cut.await;
             while keys(&addr, "c/").await > 1 {
