@@ -17,6 +17,11 @@ from redis_lock_client import asyncio as alc
 from conftest import wait_for, waiters
 
 LEASE = 1000
+# For the tests whose leader must simply go on leading while others campaign: a leader believes
+# it leads until its last answered PING + half its lease, so with LEASE a thread held up for
+# half a second on a loaded machine (CI runs every suite at once) lets go and resigns in the
+# background, and the queued candidate is served before the test expects it.
+STEADY_LEASE = 10_000
 
 
 def left_behind(r, name):
@@ -46,9 +51,9 @@ def in_thread(fn):
 def test_campaign_resign_and_fifo_hand_off(server, r):
     name = "el:fifo"
     with Session(server.client()) as s1, Session(server.client()) as s2:
-        e1 = s1.election(name, value="a", lease_ms=LEASE)
-        e2 = Election(s2, name, value="b", lease_ms=LEASE)
-        e3 = Election(s1, name, value="c", lease_ms=LEASE)
+        e1 = s1.election(name, value="a", lease_ms=STEADY_LEASE)
+        e2 = Election(s2, name, value="b", lease_ms=STEADY_LEASE)
+        e3 = Election(s1, name, value="c", lease_ms=STEADY_LEASE)
         l1 = e1.campaign(timeout=0)
         assert l1.term > 0 and l1.is_leader
         with pytest.raises(BusyError):
@@ -87,18 +92,18 @@ def test_campaign_resign_and_fifo_hand_off(server, r):
 def test_value_and_proclaim_are_visible_in_leader(r):
     name = "el:value"
     with Session(r) as session:
-        e = session.election(name, value="10.0.0.5:8080", lease_ms=LEASE)
+        e = session.election(name, value="10.0.0.5:8080", lease_ms=STEADY_LEASE)
         assert e.leader() is None
         leadership = e.campaign(timeout=0)
         who = e.leader()
         assert (who.candidate, who.term, who.value) == (leadership.candidate, leadership.term, "10.0.0.5:8080")
-        assert 0 < who.ttl_ms <= LEASE
+        assert 0 < who.ttl_ms <= STEADY_LEASE
         assert leadership.proclaim("10.0.0.6:8080") == leadership.term
         assert e.leader().value == "10.0.0.6:8080"
         assert leadership.resign() is True
         assert e.leader() is None
         # no value: the record has none
-        plain = Election(session, name, lease_ms=LEASE).campaign(timeout=0)
+        plain = Election(session, name, lease_ms=STEADY_LEASE).campaign(timeout=0)
         assert e.leader()[:3] == (plain.candidate, plain.term, None)
         plain.resign()
         assert left_behind(r, name) == []
@@ -108,8 +113,8 @@ def test_observe_yields_every_change_in_order(server, r):
     name = "el:observe"
     seen = queue.Queue()
     with Session(server.client()) as s1, Session(server.client()) as s2:
-        e1 = s1.election(name, value="a", lease_ms=LEASE)
-        e2 = s2.election(name, value="b", lease_ms=LEASE)
+        e1 = s1.election(name, value="a", lease_ms=STEADY_LEASE)
+        e2 = s2.election(name, value="b", lease_ms=STEADY_LEASE)
         obs = Election(server.client(), name).observe()
 
         def watch():
@@ -213,7 +218,7 @@ def test_a_leader_cut_off_stops_believing_at_its_deadline(server, r):
 def test_ctrl_c_while_campaigning_leaves_nothing(r):
     name = "el:cancel"
     with Session(r) as session:
-        leader = session.election(name, lease_ms=LEASE).campaign(timeout=0)
+        leader = session.election(name, lease_ms=STEADY_LEASE).campaign(timeout=0)
         main = threading.main_thread().ident
 
         def interrupt():
@@ -223,7 +228,7 @@ def test_ctrl_c_while_campaigning_leaves_nothing(r):
         t = threading.Thread(target=interrupt)
         t.start()
         with pytest.raises(KeyboardInterrupt):
-            session.election(name, lease_ms=LEASE).campaign()
+            session.election(name, lease_ms=STEADY_LEASE).campaign()
         t.join()
         wait_for("the waiter gone", lambda: waiters(r, name) == 0)
         assert leader.resign() is True
@@ -258,8 +263,8 @@ async def await_for(what, pred, timeout=5.0):
 async def test_asyncio_hand_off_value_and_observe(r, ar):
     name = "el:async"
     async with alc.Session(ar) as s1, alc.Session(ar) as s2:
-        e1 = s1.election(name, value="a", lease_ms=LEASE)
-        e2 = alc.Election(s2, name, value="b", lease_ms=LEASE)
+        e1 = s1.election(name, value="a", lease_ms=STEADY_LEASE)
+        e2 = alc.Election(s2, name, value="b", lease_ms=STEADY_LEASE)
         obs = alc.Election(ar, name).observe()
         seen = asyncio.Queue()
 
