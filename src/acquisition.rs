@@ -22,7 +22,7 @@ use redis_module::{Context, RedisString, RedisValue};
 use crate::keepalive;
 use crate::store::{self, LockKey};
 use crate::waiters::{registry, with_queue, Registry, Waiter};
-use crate::{blocking, deadlocks, events, fair_queue, handoff, lease};
+use crate::{blocking, deadlocks, engine, lease, subscriptions};
 use lock_rules::args::Wait;
 use lock_rules::deadlock::{lock_holders, Holders};
 use lock_rules::error::LockError;
@@ -63,9 +63,9 @@ pub fn acquire(
     if untouched && waits {
         // The lock and its queue are as they were: the caller's enqueue
         // below sees to its lease timer, with the same deadline.
-        handoff::commit_unchanged(ctx, lock, &key, tx);
+        engine::lock::commit_unchanged(ctx, lock, &key, tx);
     } else {
-        handoff::commit(ctx, lock, &key, tx);
+        engine::lock::commit(ctx, lock, &key, tx);
     }
     match (acquired?, wait) {
         (Acquisition::Now(reply), _) => {
@@ -76,7 +76,7 @@ pub fn acquire(
             deadlocks::check(ctx, &request.owner, &[(lock.clone(), holders)])?;
             let lease_end = lease::earliest(next_end, lease_end(ctx, key, untouched));
             if !fair_ahead.is_empty() {
-                fair_queue::watch(ctx);
+                subscriptions::watch_fair_queues(ctx);
             }
             enqueue(
                 ctx,
@@ -149,7 +149,7 @@ pub fn acquire_all(
     let names: Vec<&RedisString> = opened.iter().map(|(_, key, _)| key.name()).collect();
     // Whatever the decision, every transition is committed: a settle may
     // have handed a key on, and its waiter must hear.
-    handoff::commit_all(ctx, opened);
+    engine::lock::commit_all(ctx, opened);
     match (decision, wait) {
         (AllOrNone::Taken(replies), _) => {
             for (lock, held) in locks.iter().zip(held) {
@@ -189,7 +189,7 @@ pub fn renewed(
     keep_alive: Option<&KeepAlive>,
 ) {
     if keep_alive.is_some() {
-        events::watch_clients(ctx);
+        subscriptions::watch_clients(ctx);
     }
     let how = keepalive::how_taken(ctx, keep_alive, true);
     keepalive::taken(ctx, lock, owner, how, lease_ms);
@@ -199,10 +199,10 @@ pub fn renewed(
 /// before, a re-entry): its binding settled, and its end listened for.
 pub fn granted(ctx: &Context, lock: &LockId<'_>, request: &Request, held: bool) {
     // The hold's time ends with its key.
-    events::watch_expiry(ctx);
+    subscriptions::watch_expiry(ctx);
     watch_token_counters(ctx, request);
     if request.keepalive.is_some() {
-        events::watch_clients(ctx);
+        subscriptions::watch_clients(ctx);
     }
     let how = keepalive::how_taken(ctx, request.keepalive.as_ref(), held);
     keepalive::taken(ctx, lock, &request.owner, how, request.lease_ms);
@@ -210,10 +210,10 @@ pub fn granted(ctx: &Context, lock: &LockId<'_>, request: &Request, held: bool) 
 
 /// From the first `FENCE`, string events are heard: a Redisson RFencedLock
 /// `INCR` of a fencing counter the module gave an expiry makes the counter
-/// Redisson's, without one (`store::keep_token_key`).
+/// Redisson's, without one (`tokens::keep_token_key`).
 fn watch_token_counters(ctx: &Context, request: &Request) {
     if request.fence {
-        events::watch_strings(ctx);
+        subscriptions::watch_strings(ctx);
     }
 }
 
@@ -240,7 +240,7 @@ pub fn enqueue(
     lease_ends: &[Option<i64>],
     place: impl FnOnce(&mut Registry, &[LockId<'static>], Waiter),
 ) -> Result<(), LockError> {
-    events::watch_for_waiters(ctx);
+    subscriptions::watch_for_waiters(ctx);
     watch_token_counters(ctx, request);
     blocking::block_caller(ctx, request.clone(), wait, |reg, waiter| {
         place(reg, locks, waiter)

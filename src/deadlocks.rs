@@ -36,8 +36,8 @@ use crate::ffi::{self, TimerHandler};
 use crate::stats::{Stats, STATS};
 use crate::waiters::{anyone_waits, registry};
 use crate::writable::{writable, Writable};
-use crate::{blocking, config, semaphore_key, store, sync};
-use lock_rules::deadlock::{cycle_closed_by, lock_holders, semaphore_holders, Holders, WaitsFor};
+use crate::{blocking, config, engine, sync};
+use lock_rules::deadlock::{cycle_closed_by, Holders, WaitsFor};
 use lock_rules::error::LockError;
 use lock_rules::lock_id::LockId;
 use lock_rules::registry::TimerId;
@@ -347,16 +347,5 @@ impl WaitsFor for ServerGraph<'_, '_> {
 /// The holders of the lock or semaphore named `key` in the selected
 /// database; nobody if it is neither (nothing to wait for there).
 fn read_holders(ctx: &Context, key: &[u8]) -> Holders {
-    let name = ffi::string(ctx, key);
-    let now_ms = ffi::now_ms();
-    match store::read_only(ctx, &name) {
-        Ok(Some((state, _))) => lock_holders(&state, now_ms),
-        // A semaphore's counter is a string (a lock read refuses it), or
-        // missing while permits are held.
-        Ok(None) | Err(_) => semaphore_key::read_only(ctx, &name)
-            .ok()
-            .flatten()
-            .map(|state| semaphore_holders(&state, now_ms))
-            .unwrap_or_default(),
-    }
+    engine::holders(ctx, &ffi::string(ctx, key)).unwrap_or_default()
 }

@@ -54,7 +54,7 @@ pub struct Work {
     /// waiter to serve or drop (`fair_queue.rs`).
     pub fair_locks: HashSet<LockId<'static>>,
     /// Fencing counters Redisson's RFencedLock incremented: kept without
-    /// an expiry from now on, as Redisson keeps them (`store::keep_token_key`).
+    /// an expiry from now on, as Redisson keeps them (`tokens::keep_token_key`).
     pub token_keys: HashSet<LockId<'static>>,
 }
 

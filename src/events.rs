@@ -2,36 +2,35 @@
 //! matters to callers waiting for it: keyspace events (DEL, expiry,
 //! eviction, RENAME, a Redisson unlock...), flushes and SWAPDB, role and
 //! replication changes, client disconnections; and the drain of deferred
-//! work (`deferred.rs`): each lock noted is read again and handed to its
-//! first waiter if it is free (settle), and each lost grant released.
+//! work (`deferred.rs`): each key noted is read again and served from its
+//! queue (the engine's settle), and each lost grant given back.
 //!
 //! Keyspace events also end the holds whose times `holds.rs` keeps, and
 //! have an election whose lock or record changed looked at again (its
 //! leader, if it lost without its doing, hears `gone`; see `elections.rs`).
 //!
-//! The module listens to expiry and eviction from the first acquire
-//! ([`watch_expiry`]: no command fires them, so this costs commands
-//! nothing), and to the other keyspace events (`del`, `rename`...), client
-//! and event-loop events once a caller has waited ([`watch_for_waiters`]);
-//! until then nothing needs them, and every `DEL` on the server would pay.
+//! When the module starts listening to each (lazily: until a lock needs
+//! them, the rest of Redis pays nothing) is `subscriptions.rs`'s; the
+//! handlers here are handed to it at load.
 //!
 //! Offers: [`KeyspaceEvents`], [`ExpiryEvents`], [`ServerEvents`],
-//! [`watch_expiry`], [`watch_for_waiters`], [`drain`].
+//! [`drain`].
 
 use std::borrow::Cow;
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use redis_module::{Context, ContextFlags};
 
 use crate::deferred::{self, Work};
+use crate::engine;
 use crate::ffi::{self, KeyspaceHandler, ServerEventHandler};
-use crate::handoff::{self, Origin};
-use crate::semaphore_handoff;
+use crate::native_writes;
+use crate::placement::Placement;
 use crate::sessions;
 use crate::stats::{Stats, STATS};
-use crate::store::{self, Placement};
-use crate::waiters::{registry, Grant};
+use crate::store;
+use crate::tokens;
+use crate::waiters::registry;
 use crate::{
     blocking, deadlocks, elections, fair_queue, holds, keepalive, latches, leader_record, observers,
 };
@@ -63,17 +62,17 @@ pub fn drain(ctx: &Context, mut work: Work) {
     let placement = Placement::read(ctx);
     for counter in &work.token_keys {
         if ffi::select_db(ctx, counter.db) && placement.serves(&counter.key) {
-            store::keep_token_key(ctx, &counter.key, true);
+            tokens::keep_token_key(ctx, &counter.key, true);
         }
     }
     for lock in &work.keys {
-        settle(ctx, &placement, lock, false);
+        engine::settle(ctx, &placement, lock, false);
     }
     for lock in &work.fair_locks {
-        settle(ctx, &placement, lock, true);
+        engine::settle(ctx, &placement, lock, true);
     }
     for grant in &work.lost_grants {
-        release_lost_grant(ctx, &placement, grant);
+        engine::release_lost_grant(ctx, &placement, grant);
     }
     let mut looked_at = HashSet::new();
     for (election, leader) in work.elections {
@@ -145,74 +144,13 @@ fn election_changed(ctx: &Context, election: LockId<'static>) {
     deferred::defer_election(ctx, election, None);
 }
 
-/// Re-reads a lock that has waiters (or, `for_fair_queue`, a Redisson fair
-/// queue that may) and hands it on if it is free. In a cluster a timer may
-/// only write keys of slots this node serves (commands are routed by the
-/// server, timers are not).
-fn settle(ctx: &Context, placement: &Placement, lock: &LockId<'_>, for_fair_queue: bool) {
-    let waited = registry().is_ok_and(|r| r.queue_len(lock) > 0);
-    if !(waited || for_fair_queue) || !ffi::select_db(ctx, lock.db) {
-        return;
-    }
-    // Without waiters, only a lock with a fair queue is looked at (the
-    // drain checked): the rest, elections' locks among them, must not see
-    // a transition nobody made.
-    if !waited && !placement.serves(&lock.key) {
-        return;
-    }
-    if !placement.serves(&lock.key) {
-        return handoff::reject_all(ctx, lock, &LockError::slot_not_served());
-    }
-    if semaphore_handoff::queue_is_semaphore(lock) {
-        return semaphore_handoff::settle(ctx, lock);
-    }
-    let name = ffi::string(ctx, &lock.key);
-    let (key, mut tx) = match handoff::begin(ctx, &name, lock, Origin::Event) {
-        Ok(started) => started,
-        // The key now holds another type: waiting on would never end.
-        Err(e) => return handoff::reject_all(ctx, lock, &e),
-    };
-    // Each lock here changed outside a command (or a timer fired): a fair
-    // waiter it is now kept for may not have been told.
-    match registry() {
-        Ok(mut reg) => reg.with_queue(lock, |queue| tx.settle_after_event(queue)),
-        Err(e) => return ffi::log_warning(ctx, &format!("lock: {e}")),
-    }
-    handoff::commit(ctx, lock, &key, tx);
-}
-
-/// Releases the hold of a waiter that never got its answer, handing the
-/// lock on.
-fn release_lost_grant(ctx: &Context, placement: &Placement, grant: &Grant) {
-    if grant.permits.is_some() {
-        return semaphore_handoff::release_lost_grant(ctx, placement, grant);
-    }
-    let lock = &grant.lock;
-    if !ffi::select_db(ctx, lock.db) || !placement.serves(&lock.key) {
-        return;
-    }
-    let name = ffi::string(ctx, &lock.key);
-    let Ok((key, mut tx)) = handoff::begin(ctx, &name, lock, Origin::Event) else {
-        return;
-    };
-    let released = match registry() {
-        Ok(mut reg) => reg.with_queue(lock, |queue| tx.release(queue, &grant.owner, grant.side)),
-        Err(_) => return,
-    };
-    // NOTOWNER: the lease ran out or someone removed it already.
-    if released.is_ok() {
-        Stats::bump(&STATS.lost_grants_released);
-        handoff::commit(ctx, lock, &key, tx);
-    }
-}
-
 /// Keyspace notifications. Writing here is unsafe (see the module notes):
 /// a key someone waits for is only noted for the 0 ms drain.
 pub struct KeyspaceEvents;
 
 impl KeyspaceHandler for KeyspaceEvents {
     fn event(ctx: &Context, event: &[u8], key: &[u8]) {
-        if store::is_own_notification() {
+        if native_writes::is_own_notification() {
             return;
         }
         keyspace_event(ctx, event, key);
@@ -310,108 +248,6 @@ impl KeyspaceHandler for ExpiryEvents {
     }
 }
 
-/// Set once the module listens to the events that only matter to waiters.
-static WATCHING: AtomicBool = AtomicBool::new(false);
-static WATCHING_CLIENTS: AtomicBool = AtomicBool::new(false);
-static WATCHING_EXPIRY: AtomicBool = AtomicBool::new(false);
-
-/// Starts listening, at the first wait, to keyspace events that can end a
-/// lock, client disconnections and event-loop wake-ups. Until a caller has
-/// waited, no lock can need them, and the rest of Redis pays nothing for
-/// them (the lock commands' own `del` and `expire` events included);
-/// Redis offers no way to stop listening to keyspace events later.
-pub fn watch_for_waiters(ctx: &Context) {
-    if WATCHING.swap(true, Relaxed) {
-        return;
-    }
-    watch_clients(ctx);
-    watch_expiry(ctx);
-    if !ffi::subscribe_keyspace_events::<KeyspaceEvents>(ctx)
-        || !ffi::subscribe_event_loop::<ServerEvents>(ctx)
-    {
-        ffi::log_warning(
-            ctx,
-            "lock: could not subscribe to keyspace and event-loop events; \
-             waiters are served at lease deadlines only",
-        );
-    }
-}
-
-static WATCHING_HASHES: AtomicBool = AtomicBool::new(false);
-
-/// Starts listening to hash events (`hset`...), at the first ELECT.OBSERVE
-/// on a replica: its observers hear of a new leader by the replicated
-/// writes of the leader record.
-pub fn watch_hashes(ctx: &Context) {
-    if WATCHING_HASHES.swap(true, Relaxed) {
-        return;
-    }
-    if !ffi::subscribe_hash_events::<KeyspaceEvents>(ctx) {
-        ffi::log_warning(
-            ctx,
-            "lock: could not subscribe to hash events; observers on a replica hear of \
-             new leaders only when a key is deleted or expires",
-        );
-    }
-}
-
-static WATCHING_STRINGS: AtomicBool = AtomicBool::new(false);
-
-/// Starts listening to string events (`incrby`, `set`...) and key creations
-/// (`new`), at the first wait on a semaphore or a latch: Redisson's clients
-/// give permits back and count latches down with INCRBY/DECR, and their
-/// waiters here must hear it; a missing semaphore someone waits for may be
-/// created as another type. Also at the first `FENCE`: Redisson's
-/// RFencedLock takes its tokens with INCR of the fencing counter, which must
-/// then lose the expiry the module gave it. Every string command and key
-/// creation on the server then calls into the module (a lookup that finds
-/// no waiter, for keys nobody waits on).
-pub fn watch_strings(ctx: &Context) {
-    if WATCHING_STRINGS.swap(true, Relaxed) {
-        return;
-    }
-    if !ffi::subscribe_string_events::<KeyspaceEvents>(ctx)
-        || !ffi::subscribe_new_key_events::<KeyspaceEvents>(ctx)
-    {
-        ffi::log_warning(
-            ctx,
-            "lock: could not subscribe to string events; semaphore and latch \
-             waiters do not hear Redisson clients' releases and count-downs",
-        );
-    }
-}
-
-/// Starts listening to expiry and eviction, at the first acquire (or
-/// wait): a hold's time ends with its key.
-pub fn watch_expiry(ctx: &Context) {
-    if WATCHING_EXPIRY.load(Relaxed) || WATCHING_EXPIRY.swap(true, Relaxed) {
-        return;
-    }
-    if !ffi::subscribe_expiry_events::<ExpiryEvents>(ctx) {
-        ffi::log_warning(
-            ctx,
-            "lock: could not subscribe to expiry events; holds whose lease \
-             runs out are not timed",
-        );
-    }
-}
-
-/// Starts listening to client disconnections: at the first wait, or the
-/// first KEEPALIVE hold (whose renewals end with its connection).
-pub fn watch_clients(ctx: &Context) {
-    if WATCHING_CLIENTS.swap(true, Relaxed) {
-        return;
-    }
-    if !ffi::subscribe_client_events::<ServerEvents>(ctx) {
-        ffi::log_warning(
-            ctx,
-            "lock: could not subscribe to client events; KEEPALIVE holds are \
-             renewed until their lease is renewed no more, and lost grants are \
-             released at their lease end",
-        );
-    }
-}
-
 pub struct ServerEvents;
 
 impl ServerEventHandler for ServerEvents {
@@ -428,7 +264,7 @@ impl ServerEventHandler for ServerEvents {
         // Answer them as Redis does.
         let locks = registry().map_or_else(|_| Vec::new(), |r| r.locks_in(-1));
         for lock in &locks {
-            handoff::reject_all(ctx, lock, &LockError::demoted());
+            engine::reject_all(ctx, lock, &LockError::demoted());
         }
         // A replica renews nothing; holders re-attach on the new master, and
         // sessions hear so now.

@@ -16,20 +16,20 @@
 //! The writes (a stale head dropped, the head told) are applied with the
 //! lock's other changes (`store.rs`).
 //!
-//! Offers: [`read`], [`exists`], [`kept`], [`hold_ended`], [`watch`],
-//! [`waiters_remember`].
+//! Offers: [`read`], [`exists`], [`kept`], [`hold_ended`], [`QueueEvents`]
+//! (the list events, subscribed by `subscriptions.rs`).
 
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{LazyLock, Mutex};
 
 use redis_module::Context;
 
 use crate::ffi::{self, Key, KeyKind, KeyspaceHandler, TimerHandler, TimerId};
+use crate::native_writes;
 use crate::waiters::{anyone_waits, registry};
-use crate::{config, deferred, lease, store, sync};
+use crate::{config, deferred, lease, subscriptions, sync};
 use lock_rules::args::MAX_DURATION_MS;
 use lock_rules::fair::{FairEntry, FairQueue};
 use lock_rules::keys::{
@@ -103,7 +103,7 @@ fn open_queue<'c>(ctx: &'c Context, lock: &[u8]) -> Option<Key<'c>> {
 pub fn kept(ctx: &Context, lock: &LockId<'_>, head: &FairEntry) {
     let module_waits = anyone_waits() && registry().is_ok_and(|r| r.queue_len(lock) > 0);
     if module_waits {
-        watch(ctx);
+        subscriptions::watch_fair_queues(ctx);
     }
     let Some(due) = head.due else {
         return;
@@ -186,40 +186,14 @@ impl TimerHandler for HeadDue {
     }
 }
 
-static WATCHING: AtomicBool = AtomicBool::new(false);
-
-/// Whether a module waiter may remember fair waiters ahead of it: one was
-/// queued behind one (which started [`watch`]) since the module loaded.
-pub fn waiters_remember() -> bool {
-    WATCHING.load(Relaxed)
-}
-
-/// Starts listening to list events, at the first wait of a module caller on
-/// a lock with a fair queue: a fair waiter that gives up (acquireFailed's
-/// `LREM`) or is dropped by another's script (`LPOP`) while the lock is kept
-/// for it must let the module's waiter behind it have the lock. Until then
-/// no list command on the server calls into the module.
-pub fn watch(ctx: &Context) {
-    if WATCHING.load(Relaxed) || WATCHING.swap(true, Relaxed) {
-        return;
-    }
-    if !ffi::subscribe_list_events::<QueueEvents>(ctx) {
-        ffi::log_warning(
-            ctx,
-            "lock: could not subscribe to list events; a Redisson fair waiter that \
-             gives up lets the module's waiters have the lock at its deadline only",
-        );
-    }
-}
-
 /// List events: a change of a fair queue whose lock the module's callers
 /// wait for has that lock looked at again in the drain (never here: see
 /// `deferred.rs`).
-struct QueueEvents;
+pub struct QueueEvents;
 
 impl KeyspaceHandler for QueueEvents {
     fn event(ctx: &Context, event: &[u8], key: &[u8]) {
-        if store::is_own_notification() || event == b"rpush" {
+        if native_writes::is_own_notification() || event == b"rpush" {
             return;
         }
         let locks = locks_of_fair_queue_key(key);

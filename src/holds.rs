@@ -14,11 +14,16 @@ use std::collections::hash_map::RandomState;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
+use redis_module::Context;
+
 use crate::stats::Times;
+use crate::store::LockKey;
+use crate::waiters::Waiter;
 use crate::{ffi, sync};
 use lock_rules::holds::{lock_hash, Ended, HoldTable, Holders};
 use lock_rules::lock_id::LockId;
 use lock_rules::state::LockState;
+use lock_rules::transition::Transition;
 
 /// The table and the times of the holds it saw end, behind one mutex: a
 /// release takes it once.
@@ -49,9 +54,15 @@ fn holds() -> MutexGuard<'static, Holds> {
     sync::lock(&HOLDS)
 }
 
+/// The engine's commit hook (installed at load): holders that left end
+/// their hold now, new ones start theirs.
+pub fn committed(_ctx: &Context, lock: &LockId<'_>, _key: &LockKey, tx: &Transition<Waiter>) {
+    changed(lock, &tx.held_before, tx.state(), tx.now_ms());
+}
+
 /// A transition of `lock` was committed: holders that left end their hold
 /// at `now_ms`, new ones start theirs.
-pub fn changed(lock: &LockId<'_>, before: &Holders, after: &LockState, now_ms: i64) {
+fn changed(lock: &LockId<'_>, before: &Holders, after: &LockState, now_ms: i64) {
     if before.same_as(after) {
         return;
     }

@@ -20,29 +20,59 @@
 //! Bindings live in this server's memory only: a replica never renews, and
 //! after a failover or a restart a holder re-attaches on the new master.
 //!
-//! Offers: [`min_lease_ms`], [`may_keep_alive`], [`tune_connection`],
+//! An election's leader is kept alive only while it is heard from (its
+//! session answers PINGs): that rule is the elections' own, handed in at
+//! load ([`install_election_rules`]) so that this file does not import them.
+//!
+//! Offers: [`install_election_rules`], [`min_lease_ms`], [`may_keep_alive`], [`tune_connection`],
 //! [`may_set_lease`], [`how_taken`], [`taken`], [`released`],
 //! [`unbind_lock`], [`client_gone`], [`clear`], [`held`], [`client_of`].
 
-use std::sync::{LazyLock, Mutex, MutexGuard};
+use std::sync::{LazyLock, Mutex, MutexGuard, OnceLock};
 
 use redis_module::Context;
 
+use crate::engine::{self, Origin};
 use crate::ffi::{self, TimerHandler, TimerId};
-use crate::handoff::{self, Origin};
+use crate::placement::Placement;
 use crate::stats::{Stats, STATS};
-use crate::store::Placement;
 use crate::waiters::with_queue;
 use crate::writable::{writable, Writable};
-use crate::{config, elections, semaphore_handoff, server_settings, sessions, sync};
+use crate::{config, server_settings, sessions, sync};
 use lock_rules::error::LockError;
 use lock_rules::ids::IdMap;
-use lock_rules::keepalive::{check_lease, ClientId, Hold, Keepalive};
+use lock_rules::keepalive::{check_lease, Binding, ClientId, Hold, Keepalive};
 use lock_rules::lock_id::LockId;
 use lock_rules::request::KeepAlive;
 use lock_rules::server_text::client_fd;
 use lock_rules::session::LossReason;
 use lock_rules::state::LockState;
+
+/// What elections add to keeping a hold alive.
+pub struct ElectionRules {
+    /// Whether `lock` is an election's.
+    pub is_election: fn(&LockId<'_>) -> bool,
+    /// Whether the leader holding `lock` with `binding` was heard from
+    /// within its lease (true for any other hold).
+    pub heard_from: fn(&Context, &LockId<'_>, &[u8], &Binding) -> bool,
+}
+
+static ELECTION_RULES: OnceLock<ElectionRules> = OnceLock::new();
+
+/// Sets the elections' rules (once, at load).
+pub fn install_election_rules(rules: ElectionRules) {
+    let _ = ELECTION_RULES.set(rules);
+}
+
+fn is_election(lock: &LockId<'_>) -> bool {
+    ELECTION_RULES.get().is_some_and(|r| (r.is_election)(lock))
+}
+
+fn heard_from(ctx: &Context, lock: &LockId<'_>, owner: &[u8], binding: &Binding) -> bool {
+    ELECTION_RULES
+        .get()
+        .is_none_or(|r| (r.heard_from)(ctx, lock, owner, binding))
+}
 
 /// Renewals due within this long of the earliest one are made with it: a
 /// lease renewed a little early loses nothing, and the server wakes up
@@ -237,7 +267,7 @@ pub fn end(ctx: &Context, lock: &LockId<'_>, owner: &[u8], reason: LossReason) -
 /// Tells the session of `client` that `owner`'s hold of `lock` is lost;
 /// for an election, that its leader was told it lost (`INFO lock`).
 fn lost(ctx: &Context, client: ClientId, reason: LossReason, lock: &LockId<'_>, owner: &[u8]) {
-    if elections::is_election(lock) {
+    if is_election(lock) {
         Stats::bump(&STATS.elections_lost);
     }
     sessions::lost(ctx, client, reason, owner, &lock.key);
@@ -334,7 +364,7 @@ fn renew_due(ctx: &Context) {
         let over = max_hold > 0 && now.saturating_sub(binding.since_ms) >= max_hold;
         let renewed = if over {
             Err(LossReason::MaxHold)
-        } else if !elections::heard_from(ctx, &due.hold.lock(), due.hold.owner(), &binding) {
+        } else if !heard_from(ctx, &due.hold.lock(), due.hold.owner(), &binding) {
             Err(LossReason::Idle)
         } else {
             renew(ctx, &placement, &due.hold, binding.lease_ms)
@@ -372,11 +402,11 @@ pub fn resign_leadership(ctx: &Context, placement: &Placement, lock: &LockId<'_>
         return;
     }
     let name = ffi::string(ctx, &lock.key);
-    let Ok((key, mut tx)) = handoff::begin(ctx, &name, lock, Origin::Event) else {
+    let Ok((key, mut tx)) = engine::lock::begin(ctx, &name, lock, Origin::Event) else {
         return;
     };
     if let Ok(true) = with_queue(lock, |queue| tx.resign(queue, owner)) {
-        handoff::commit(ctx, lock, &key, tx);
+        engine::lock::commit(ctx, lock, &key, tx);
     }
 }
 
@@ -395,22 +425,5 @@ fn renew(
     }
     let name = ffi::string(ctx, hold.key());
     let owner = ffi::string(ctx, hold.owner());
-    let lock = hold.lock();
-    let begun = handoff::begin(ctx, &name, &lock, Origin::Renewal { owner: &owner });
-    // Not a lock held here (a string, or no key): a semaphore's permits,
-    // looked for only then, so a lock's renewal opens no second key.
-    let lock_held = begun
-        .as_ref()
-        .is_ok_and(|(_, tx)| *tx.state() != LockState::Free);
-    if !lock_held && semaphore_handoff::is_semaphore(ctx, &name) {
-        drop(begun);
-        return semaphore_handoff::renew_kept(ctx, &lock, &name, &owner, lease_ms)
-            .map_err(|_| LossReason::Gone);
-    }
-    let Ok((key, mut tx)) = begun else {
-        return Err(LossReason::Gone);
-    };
-    let renewed = tx.renew(hold.owner(), lease_ms);
-    handoff::commit(ctx, &lock, &key, tx);
-    renewed.map(|_| ()).map_err(|_| LossReason::Gone)
+    engine::renew_kept(ctx, &hold.lock(), &name, &owner, lease_ms).map_err(|_| LossReason::Gone)
 }

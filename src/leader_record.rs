@@ -16,7 +16,8 @@
 use redis_module::{Context, RedisString};
 
 use crate::ffi::{self, Field, Key, KeyKind, Native};
-use crate::store::{self, notify_own};
+use crate::native_writes::{self, notify_own};
+use crate::store;
 use lock_rules::election::{current_leader, Leader, NotARecord};
 use lock_rules::error::LockError;
 use lock_rules::keys::leader_key;
@@ -63,7 +64,7 @@ impl<'c> Record<'c> {
         if self.exists() {
             self.delete(ctx);
         }
-        store::as_own(|| {
+        native_writes::as_own(|| {
             for (field, value) in leader.fields() {
                 self.key.hash_set_bytes(ctx, field, &value);
                 ffi::replicate(

@@ -3,31 +3,42 @@
 //!
 //! Layers, each using only those below it (top first; docs/architecture.md
 //! walks through them):
-//! - `lib.rs`: loading (settings, commands, events) and unloading; INFO.
-//! - `commands/`: the LOCK.* commands, each declared next to its handler.
+//! - `lib.rs`: loading (settings, commands, events, and the hooks that plug
+//!   the features built on commits into the layers below) and unloading;
+//!   INFO.
+//! - `commands/`: the LOCK.*, SEM.*, LATCH.* and ELECT.* commands, each
+//!   declared next to its handler.
 //! - `acquisition.rs`: an acquire carried through: the rules' decision
 //!   (one lock, or a multi-lock caller's all or none), the commit, and what
-//!   the outcome brings (a KEEPALIVE binding and event watches, or the
-//!   caller blocked in the queues with a lease timer).
+//!   the outcome brings (a KEEPALIVE binding, or the caller blocked in the
+//!   queues with a lease timer).
 //! - `events.rs`: what ends a lock outside a command (keyspace and server
-//!   events), and the drain of deferred work.
+//!   events), and the drain of deferred work, handed to the engine.
+//! - `deadlocks.rs`: cycles of waits, at each wait or on a timer.
 //! - `blocking.rs`: blocked callers, the BLOCK timer, lost grants.
 //! - `keepalive.rs`: KEEPALIVE holds renewed by the server while their
-//!   connection lives.
-//! - `handoff.rs`: beginning and committing a lock's transition; serving a
-//!   multi-lock waiter.
-//! - `lease.rs`: timers (and an alarm thread) at lease ends of locks
+//!   connection lives (elections' liveness rule handed in at load).
+//! - `elections.rs`, `observers.rs`, `fair_queue.rs`, `holds.rs`: the
+//!   features built on a lock's commits (an election's leader record and
+//!   observers, Redisson's fair queue, hold times), plugged into the engine
+//!   at load.
+//! - `engine/`: the hand-off engine, one FIFO engine for every resource
+//!   kind (a lock, a semaphore; a multi-lock caller across locks): begin,
+//!   commit, settle, lost grants, renewals, and what a key is.
+//! - `lease.rs`: timers (and an alarm thread) at lease ends of keys
 //!   someone waits for.
-//! - `fair_queue.rs`: Redisson's fair queue of a lock (read for each
-//!   transition; a timer at the deadline of the fair waiter a free lock is
-//!   kept for; its list events).
 //! - `deferred.rs`: work noted now and done in a 0 ms timer.
-//! - `store.rs` (the lock key), `writable.rs` (whether a timer may write
-//!   now), `holds.rs` (since when each lock is held, for hold times).
-//! - `waiters.rs` (the waiter registry), `replication.rs`, `config.rs`
-//!   (the module's settings), `server_settings.rs` (the server's that it
-//!   follows), `stats.rs` (counters and time percentiles).
-//! - `sync.rs` (taking mutexes), `clock.rs` (the clock in µs).
+//! - `store.rs` (the lock key), `semaphore_key.rs`, `leader_record.rs`,
+//!   `latches.rs` (latches, answered by their own broadcast), `tokens.rs`
+//!   (fencing counters), `writable.rs` (whether a timer may write now).
+//! - `native_writes.rs` (writes replicated as native commands),
+//!   `subscriptions.rs` (when each kind of event starts being heard),
+//!   `waiters.rs` (the waiter registry), `waitlist.rs`, `replication.rs`,
+//!   `config.rs` (the module's settings), `server_settings.rs` (the
+//!   server's that it follows), `sessions.rs`, `stats.rs` (counters and
+//!   time percentiles).
+//! - `placement.rs` (which keys this node serves), `sync.rs` (taking
+//!   mutexes), `clock.rs` (the clock in µs).
 //! - `lock_rules` (the `rules/` crate): the lock rules, pure Rust with unit
 //!   tests.
 //! - `ffi/`: every `unsafe` call into the module API; the compiler refuses
@@ -45,25 +56,28 @@ mod config;
 mod deadlocks;
 mod deferred;
 mod elections;
+mod engine;
 mod events;
 mod fair_queue;
 #[allow(unsafe_code)]
 mod ffi;
-mod handoff;
 mod holds;
 mod keepalive;
 mod latches;
 mod leader_record;
 mod lease;
+mod native_writes;
 mod observers;
+mod placement;
 mod replication;
-mod semaphore_handoff;
 mod semaphore_key;
 mod server_settings;
 mod sessions;
 mod stats;
 mod store;
+mod subscriptions;
 mod sync;
+mod tokens;
 mod waiters;
 mod waitlist;
 mod writable;
@@ -73,8 +87,8 @@ mod module {
     use redis_module_macros::info_command_handler;
 
     use crate::{
-        commands, config, deferred, events, ffi, holds, keepalive, lease, server_settings, stats,
-        waiters,
+        commands, config, deferred, elections, engine, events, fair_queue, ffi, holds, keepalive,
+        lease, server_settings, stats, subscriptions, waiters,
     };
 
     fn init(ctx: &Context, args: &[RedisString]) -> Status {
@@ -89,7 +103,27 @@ mod module {
         }
         ffi::signal_modified_keys_explicitly(ctx);
         deferred::on_drain(events::drain);
+        engine::hooks::install(engine::hooks::LockHooks {
+            fair_queue: fair_queue::read,
+            fair_waiters_remembered: subscriptions::fair_waiters_remembered,
+            kept_for_fair_head: fair_queue::kept,
+            committed: &[holds::committed, elections::committed],
+        });
         ffi::after_every_timer(deferred::drain_after_timer);
+        keepalive::install_election_rules(keepalive::ElectionRules {
+            is_election: elections::is_election,
+            heard_from: elections::heard_from,
+        });
+        subscriptions::install(subscriptions::Handlers {
+            keyspace: ffi::subscribe_keyspace_events::<events::KeyspaceEvents>,
+            event_loop: ffi::subscribe_event_loop::<events::ServerEvents>,
+            hashes: ffi::subscribe_hash_events::<events::KeyspaceEvents>,
+            strings: ffi::subscribe_string_events::<events::KeyspaceEvents>,
+            new_keys: ffi::subscribe_new_key_events::<events::KeyspaceEvents>,
+            expiry: ffi::subscribe_expiry_events::<events::ExpiryEvents>,
+            clients: ffi::subscribe_client_events::<events::ServerEvents>,
+            fair_queue_lists: ffi::subscribe_list_events::<fair_queue::QueueEvents>,
+        });
         // Keyspace events follow at the first acquire, client and
         // event-loop events at the first wait.
         if !ffi::subscribe_data_events::<events::ServerEvents>(ctx) {

@@ -9,8 +9,10 @@
 use redis_module::{Context, RedisString};
 
 use crate::ffi::{self, Key, KeyKind, Native};
+use crate::native_writes::{self, notify_own};
 use crate::replication::Replication;
-use crate::store::{self, notify_own};
+use crate::store;
+use crate::tokens;
 use lock_rules::error::LockError;
 use lock_rules::keys::{permits_key, permits_key_in_slot, semaphore_channel};
 use lock_rules::semaphore::{Permit, SemaphoreState, SemaphoreWrites};
@@ -77,7 +79,7 @@ impl<'c> SemaphoreKeys<'c> {
         }
         if !writes.added.is_empty() {
             for Permit { id, until } in &writes.added {
-                store::as_own(|| self.permits.zset_add(ctx, *until as f64, id));
+                native_writes::as_own(|| self.permits.zset_add(ctx, *until as f64, id));
                 if native {
                     ffi::replicate(
                         ctx,
@@ -108,10 +110,10 @@ impl<'c> SemaphoreKeys<'c> {
         if let Some(value) = writes.available {
             // Redisson's INCRBY and DECRBY keep the counter's TTL.
             let at = self.counter.expires_at();
-            store::set_counter(ctx, self.name, &self.counter, value, at, native);
+            native_writes::set_counter(ctx, self.name, &self.counter, value, at, native);
         }
         if let Some((to, fenced_until)) = writes.token {
-            store::set_token(ctx, self.name.as_slice(), to, fenced_until, native);
+            tokens::set_token(ctx, self.name.as_slice(), to, fenced_until, native);
         }
         if let Some(available) = writes.notify {
             let channel = semaphore_channel(self.name.as_slice());

@@ -3,77 +3,24 @@
 //! a replica (with or without this module) and the AOF will replay.
 
 use std::cell::RefCell;
-use std::ffi::{c_int, CStr};
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering::Relaxed};
-use std::sync::OnceLock;
 
-use redis_module::{Context, ContextFlags, RedisString};
+use redis_module::{Context, RedisString};
 
+use crate::config;
 use crate::ffi::{self, Key, KeyKind, Native};
+use crate::native_writes::{as_own, notify_own, replicate_or_count, set_until};
+use crate::placement::in_cluster;
 use crate::replication::{self, Replication};
-use crate::{clock, config};
+use crate::tokens::set_token;
 use lock_rules::args::parse_i64;
 use lock_rules::error::LockError;
 use lock_rules::keys::{
-    fair_queue_key, fair_timeout_key, fair_waiter_channel, key_slot, read_lease_key, token_key,
-    token_key_in_slot, write_notify_channel, write_rw_notify_channel,
+    fair_queue_key, fair_timeout_key, fair_waiter_channel, read_lease_key, write_notify_channel,
+    write_rw_notify_channel,
 };
 use lock_rules::read_write::{ReadWriteHolds, MODE_FIELD};
-use lock_rules::server_text::myself_serves_slot;
 use lock_rules::state::LockState;
-use lock_rules::transition::{Change, TOKENS_PER_MS};
-
-/// Set while this module fires keyspace notifications for its own writes, so
-/// its own listener can tell them from outside changes.
-static NOTIFYING: AtomicBool = AtomicBool::new(false);
-
-pub fn is_own_notification() -> bool {
-    NOTIFYING.load(Relaxed)
-}
-
-/// Runs `write` (a key API call that can fire the server's own events, the
-/// `new` of a key it creates) with those events known as this module's.
-pub fn as_own<R>(write: impl FnOnce() -> R) -> R {
-    NOTIFYING.store(true, Relaxed);
-    let result = write();
-    NOTIFYING.store(false, Relaxed);
-    result
-}
-
-/// The keyspace event the native command would fire.
-pub fn notify_own(ctx: &Context, class: c_int, event: &CStr, name: &RedisString) {
-    NOTIFYING.store(true, Relaxed);
-    ffi::notify(ctx, class, event, name);
-    NOTIFYING.store(false, Relaxed);
-}
-
-/// Cluster mode is fixed for the server's life (`cluster-enabled` cannot
-/// be changed at run time), so it is read once.
-pub fn in_cluster(ctx: &Context) -> bool {
-    static CLUSTER: OnceLock<bool> = OnceLock::new();
-    *CLUSTER.get_or_init(|| ctx.get_flags().contains(ContextFlags::CLUSTER))
-}
-
-/// Where this node stands in a cluster (`CLUSTER NODES`), read once for a
-/// batch of keys; outside cluster mode every key is served here.
-pub struct Placement(Option<String>);
-
-impl Placement {
-    pub fn read(ctx: &Context) -> Self {
-        if !in_cluster(ctx) {
-            return Self(None);
-        }
-        let nodes = ctx.call("CLUSTER", &["NODES"]).and_then(String::try_from);
-        Self(Some(nodes.unwrap_or_default()))
-    }
-
-    /// Whether this node serves `key`'s slot and is not migrating it away.
-    pub fn serves(&self, key: &[u8]) -> bool {
-        self.0
-            .as_deref()
-            .is_none_or(|nodes| myself_serves_slot(nodes, key_slot(key)))
-    }
-}
+use lock_rules::transition::Change;
 
 /// A lock key opened for writing.
 pub struct LockKey<'c> {
@@ -279,14 +226,6 @@ fn drop_fair_head(ctx: &Context, lock: &[u8], owner: &[u8], native: bool) {
     }
 }
 
-fn replicate_or_count(ctx: &Context, name: &RedisString, command: Native, native: bool) {
-    if native {
-        ffi::replicate(ctx, name, command);
-    } else {
-        ffi::count_unpropagated_change(ctx);
-    }
-}
-
 /// The `del` a native command fires after removing an aggregate's last
 /// element.
 fn notify_if_emptied(ctx: &Context, key: &Key, name: &RedisString) {
@@ -302,19 +241,6 @@ fn set_read_lease(ctx: &Context, lock: &[u8], owner: &[u8], hold: i64, at: i64, 
         return ffi::log_warning(ctx, "lock: cannot open a read hold's lease key");
     };
     set_until(ctx, &name, &key, 1, at, native);
-}
-
-/// `SET name value PXAT at` on `key` (opened for writing) with the key API,
-/// replicated, notified and signalled as that command is.
-fn set_until(ctx: &Context, name: &RedisString, key: &Key, value: i64, at: i64, native: bool) {
-    key.string_set(ctx, value.to_string().as_bytes());
-    key.expire_at(at);
-    if native {
-        ffi::replicate(ctx, name, Native::SetPxAt { value, at_ms: at });
-    }
-    notify_own(ctx, ffi::NOTIFY_STRING, c"set", name);
-    notify_own(ctx, ffi::NOTIFY_GENERIC, c"expire", name);
-    ffi::signal_modified(ctx, name);
 }
 
 /// Deletes a read hold's lease key; false if it was already gone.
@@ -378,34 +304,6 @@ pub fn publish_for_redisson(ctx: &Context, channel: &[u8], message: &[u8], nativ
     if !sharded && native {
         ffi::replicate_publish(ctx, channel, message);
     }
-}
-
-/// `SET name value` on a counter (a semaphore's available permits, a
-/// latch's count) opened for writing, with the absolute deadline `at` (pass
-/// the key's own to keep its TTL, as INCRBY would), replicated as `SET` or
-/// `SET ... PXAT`, notified and signalled as that command is.
-pub fn set_counter(
-    ctx: &Context,
-    name: &RedisString,
-    key: &Key,
-    value: i64,
-    at: Option<i64>,
-    native: bool,
-) {
-    as_own(|| key.string_set(ctx, value.to_string().as_bytes()));
-    if let Some(at) = at {
-        key.expire_at(at);
-    }
-    let command = match at {
-        Some(at_ms) => Native::SetPxAt { value, at_ms },
-        None => Native::Set { value },
-    };
-    replicate_or_count(ctx, name, command, native);
-    notify_own(ctx, ffi::NOTIFY_STRING, c"set", name);
-    if at.is_some() {
-        notify_own(ctx, ffi::NOTIFY_GENERIC, c"expire", name);
-    }
-    ffi::signal_modified(ctx, name);
 }
 
 /// The key's deadline (PEXPIRETIME) as it is now, read afresh: a handle
@@ -472,123 +370,4 @@ fn read_leases(ctx: &Context, lock: &[u8], rw: &mut ReadWriteHolds) {
             })
             .collect();
     }
-}
-
-/// The highest fencing token this process handed out on the clock (not
-/// ahead of it), for any lock. A lock's next token is above it too, while
-/// it is from the current millisecond: the clock floor alone would repeat a
-/// token granted earlier in the same millisecond once the lock's counter is
-/// gone (FLUSHALL, DEL, its TTL). A token from an earlier millisecond is
-/// below the floor anyway. Another server (a promoted replica, a restart)
-/// starts from the clock: by then milliseconds have passed.
-static HIGHEST_TOKEN: AtomicI64 = AtomicI64::new(0);
-
-/// The first token of the millisecond after the one of `now_us`.
-fn tokens_ahead(now_us: i64) -> i64 {
-    (now_us / TOKENS_PER_MS)
-        .saturating_add(1)
-        .saturating_mul(TOKENS_PER_MS)
-}
-
-/// The floor of the next token is the clock in microseconds (the rules
-/// floor it at the millisecond; this is finer). Two masters alive at once
-/// (a stopped master that comes back and serves its clients until Sentinel
-/// demotes it) each grant from their own counter: floored at the
-/// millisecond their tokens met hundreds of times per failover, at the
-/// microsecond only when both grant one lock in the same microsecond.
-///
-/// The last fencing token of the lock, as the next one is counted from:
-/// its counter, this process's highest token of this millisecond, or the
-/// microsecond before now, whichever is highest; an error if the counter
-/// holds something INCR would refuse.
-pub fn last_token(ctx: &Context, lock: &[u8]) -> Result<i64, LockError> {
-    let now_us = clock::unix_micros();
-    let highest = HIGHEST_TOKEN.load(Relaxed);
-    let recent = if highest < tokens_ahead(now_us) {
-        highest
-    } else {
-        0
-    };
-    read_token(ctx, lock).map(|counter| counter.max(recent).max(now_us - 1))
-}
-
-/// The current value of the lock's fencing counter: 0 when it does not
-/// exist yet, an error if it holds something INCR would refuse. In a cluster
-/// whose slot is migrating, a missing token key may already be on the other
-/// node, so its value is unknown here.
-fn read_token(ctx: &Context, lock: &[u8]) -> Result<i64, LockError> {
-    let name = ffi::string(ctx, &token_key(lock));
-    let value = Key::open(ctx, &name, false).map(|key| (key.kind(), key.string_value()));
-    match value {
-        Some((KeyKind::String, value)) => {
-            parse_i64(&value).ok_or_else(LockError::token_not_integer)
-        }
-        Some((KeyKind::Hash | KeyKind::SortedSet | KeyKind::List | KeyKind::Other, _)) => {
-            Err(LockError::token_wrong_type())
-        }
-        Some((KeyKind::Empty, _)) | None if Placement::read(ctx).serves(lock) => Ok(0),
-        Some((KeyKind::Empty, _)) | None => Err(LockError::token_unavailable()),
-    }
-}
-
-/// The fencing counter for LOCK.INFO: only when it exists, holds an integer,
-/// is in the lock's slot, and the caller may read it.
-pub fn existing_token(ctx: &Context, lock: &[u8]) -> Option<i64> {
-    let token_key = token_key_in_slot(lock).ok()?;
-    if !ffi::may_read_key(ctx, &token_key) {
-        return None;
-    }
-    let name = ffi::string(ctx, &token_key);
-    let key = Key::open(ctx, &name, false)?;
-    (key.kind() == KeyKind::String)
-        .then(|| parse_i64(&key.string_value()))
-        .flatten()
-}
-
-/// `SET <token key> to PXAT at` with the key API, replicated as such: the
-/// value itself, not an INCR, so that a replica or an AOF whose counter
-/// missed writes lands on it too. The key is kept until the fenced hold's
-/// lease ends and `lock.token-ttl-ms` from now at least, and no less than
-/// it already was; once it is gone, the next token starts from the clock
-/// (see `lock_rules::transition::TOKENS_PER_MS`), so idle locks leave nothing
-/// behind. A counter without an expiry is Redisson's (its RFencedLock
-/// `INCR`s it, and never lets it expire: see [`keep_token_key`]) and stays
-/// without one: Redisson's next `INCR` of a counter that expired would
-/// start again from 1, below every token before it.
-pub fn set_token(ctx: &Context, lock: &[u8], to: i64, fenced_until: i64, native: bool) {
-    let name = ffi::string(ctx, &token_key(lock));
-    let Some(key) = Key::open(ctx, &name, true) else {
-        return ffi::log_warning(ctx, "lock: cannot open the fencing token key");
-    };
-    if to < tokens_ahead(clock::unix_micros()) {
-        HIGHEST_TOKEN.fetch_max(to, Relaxed);
-    }
-    if key.kind() == KeyKind::String && key.expires_at().is_none() {
-        return set_counter(ctx, &name, &key, to, None, native);
-    }
-    let keep_until = key
-        .expires_at()
-        .unwrap_or(0)
-        .max(fenced_until)
-        .max(ffi::now_ms().saturating_add(config::token_ttl_ms()));
-    set_until(ctx, &name, &key, to, keep_until, native);
-}
-
-/// A fencing counter Redisson's RFencedLock `INCR`ed (`name`, a
-/// `redisson_lock_token:...` key, heard by its keyspace event) loses the
-/// expiry the module gave it: Redisson keeps its counters for ever, and its
-/// `INCR` of one that expired would hand out 1, below every token before it
-/// (the module's next token comes from the clock, Redisson's does not).
-/// `PERSIST`, replicated as such; nothing when the key has no expiry.
-pub fn keep_token_key(ctx: &Context, name: &[u8], native: bool) {
-    let name = ffi::string(ctx, name);
-    let Some(key) = Key::open(ctx, &name, true) else {
-        return;
-    };
-    if key.kind() != KeyKind::String || key.expires_at().is_none() || !key.persist() {
-        return;
-    }
-    replicate_or_count(ctx, &name, Native::Persist, native);
-    notify_own(ctx, ffi::NOTIFY_GENERIC, c"persist", &name);
-    ffi::signal_modified(ctx, &name);
 }

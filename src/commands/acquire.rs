@@ -9,8 +9,9 @@ use super::{
     acquire_request, command, lock_id, owner_call, run, Command, OwnerCall, BLOCK, FENCE,
     KEEPALIVE, KEY, LEASE, OWNER, SESSION_TOKEN,
 };
+use crate::engine::lock::begin;
+use crate::engine::Origin;
 use crate::ffi::{ArgDoc, CommandSpec, KeyArgs, KEY_RW_UPDATE};
-use crate::handoff::{begin, Origin};
 use crate::{acquisition, blocking};
 use lock_rules::args::parse_acquire_options;
 use lock_rules::error::LockError;

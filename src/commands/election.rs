@@ -12,12 +12,13 @@ use super::{
     BLOCK, KEEPALIVE, KEY, LEASE, SESSION_TOKEN,
 };
 use crate::elections;
+use crate::engine::lock::begin;
+use crate::engine::{self, Origin};
 use crate::ffi::{self, ArgDoc, ArgKind, CommandSpec, KeyArgs, KEY_RO_ACCESS, KEY_RW_UPDATE};
-use crate::handoff::{self, begin, Origin};
 use crate::leader_record::{self, Seen};
 use crate::observers;
 use crate::waiters::with_queue;
-use crate::{acquisition, blocking, events, keepalive};
+use crate::{acquisition, blocking, keepalive, subscriptions};
 use lock_rules::args::{parse_campaign_options, parse_observe_options};
 use lock_rules::election::{holder, observer_answered, Leader};
 use lock_rules::error::LockError;
@@ -155,7 +156,7 @@ fn campaign(ctx: &Context, args: &[RedisString]) -> RedisResult {
         let lock = lock_id(ctx, name);
         let (key, mut tx) = begin(ctx, name, &lock, Origin::caller(owner, true))?;
         elections::note(&lock);
-        events::watch_for_waiters(ctx);
+        subscriptions::watch_for_waiters(ctx);
         let leader = |term| Leader {
             candidate: owner.as_slice().to_vec(),
             term,
@@ -174,7 +175,7 @@ fn campaign(ctx: &Context, args: &[RedisString]) -> RedisResult {
             };
             let term = led.term;
             let renewed = tx.renew(owner.as_slice(), request.lease_ms);
-            handoff::commit(ctx, &lock, &key, tx);
+            engine::lock::commit(ctx, &lock, &key, tx);
             renewed?;
             acquisition::renewed(
                 ctx,
@@ -218,7 +219,7 @@ fn resign(ctx: &Context, args: &[RedisString]) -> RedisResult {
         if led {
             keepalive::released_all(&lock, owner.as_slice());
         }
-        handoff::commit(ctx, &lock, &key, tx);
+        engine::lock::commit(ctx, &lock, &key, tx);
         Ok(RedisValue::Integer(i64::from(led)))
     })
 }
@@ -235,7 +236,7 @@ fn proclaim(ctx: &Context, args: &[RedisString]) -> RedisResult {
         leader_record::check_writable(ctx, name.as_slice())?;
         let lock = lock_id(ctx, name);
         elections::note(&lock);
-        events::watch_for_waiters(ctx);
+        subscriptions::watch_for_waiters(ctx);
         let Some(Seen { mut leader, .. }) = leader_record::read_leader(ctx, name)? else {
             return Err(LockError::not_owner());
         };
@@ -273,7 +274,7 @@ fn observe(ctx: &Context, args: &[RedisString]) -> RedisResult {
         let (seen_term, wait) = parse_observe_options(options)?;
         record_name(ctx, name, false)?;
         let lock = lock_id(ctx, name);
-        events::watch_for_waiters(ctx);
+        subscriptions::watch_for_waiters(ctx);
         let now = leader_record::read_leader(ctx, name)?;
         let term = Leader::term_of(now.as_ref().map(|s| &s.leader));
         if observer_answered(term, seen_term) {
@@ -288,7 +289,7 @@ fn observe(ctx: &Context, args: &[RedisString]) -> RedisResult {
                 if !ctx.get_flags().contains(redis_module::ContextFlags::MASTER) {
                     // A replica hears of changes by the record's replicated
                     // writes.
-                    events::watch_hashes(ctx);
+                    subscriptions::watch_hashes(ctx);
                 }
                 observers::block(ctx, &lock, &now, wait)?;
                 Ok(RedisValue::NoReply)

@@ -11,8 +11,9 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::{command, lock_id, option, run, Command, KEY};
 use crate::ffi::{self, ArgDoc, ArgKind, CommandSpec, Field, KeyArgs, KEY_RO_ACCESS};
+use crate::tokens;
 use crate::waiters::{anyone_waits, registry};
-use crate::{deadlocks, keepalive, semaphore_key, store};
+use crate::{deadlocks, engine, keepalive, store};
 use lock_rules::args::parse_view_options;
 use lock_rules::deadlock::Holders;
 use lock_rules::error::LockError;
@@ -78,7 +79,7 @@ fn info(ctx: &Context, args: &[RedisString]) -> RedisResult {
             }
             LockState::Free => return Ok(RedisValue::Null),
         };
-        let token = store::existing_token(ctx, name.as_slice());
+        let token = tokens::existing_token(ctx, name.as_slice());
         if let Some(token) = token {
             fields.push(("token", Field::Int(token)));
         }
@@ -163,9 +164,7 @@ fn waiters(ctx: &Context, args: &[RedisString]) -> RedisResult {
         let limit = parse_view_options(options)?;
         // As LOCK.INFO: a key that is neither a lock nor a semaphore is an
         // error.
-        if let Err(e) = store::read_only(ctx, name) {
-            semaphore_key::read_only(ctx, name).map_err(|_| e)?;
-        }
+        engine::holders(ctx, name)?;
         let lock = lock_id(ctx, name);
         let shown: Vec<Shown> = if anyone_waits() {
             let now = Instant::now();

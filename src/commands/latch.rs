@@ -8,13 +8,14 @@
 use redis_module::{Context, ContextFlags, RedisResult, RedisString, RedisValue};
 
 use super::{arg, command, run, Command, BLOCK, KEY, LEASE};
+use crate::engine::Origin;
 use crate::ffi::{self, ArgDoc, ArgKind, CommandSpec, Field, Key, KeyArgs, KeyKind, Native};
 use crate::ffi::{KEY_RO_ACCESS, KEY_RW_UPDATE};
-use crate::handoff::Origin;
+use crate::native_writes::{self, notify_own};
 use crate::replication::Replication;
 use crate::stats::{Stats, STATS};
-use crate::store::{self, notify_own};
-use crate::{events, latches};
+use crate::store;
+use crate::{latches, subscriptions};
 use lock_rules::args::{parse_amount, parse_block_option, parse_lease_option};
 use lock_rules::error::LockError;
 use lock_rules::keys::latch_channel;
@@ -128,7 +129,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> RedisResult {
             ),
             None => None,
         };
-        store::set_counter(ctx, name, &key, count, at, native);
+        native_writes::set_counter(ctx, name, &key, count, at, native);
         let channel = latch_channel(name.as_slice());
         store::publish_for_redisson(ctx, &channel, b"1", native);
         Ok(RedisValue::Integer(1))
@@ -152,7 +153,7 @@ fn countdown(ctx: &Context, args: &[RedisString]) -> RedisResult {
         let left = count_down(count, n);
         if left > 0 {
             let at = key.expires_at();
-            store::set_counter(ctx, name, &key, left, at, native);
+            native_writes::set_counter(ctx, name, &key, left, at, native);
             return Ok(RedisValue::Integer(left));
         }
         key.delete();
@@ -192,8 +193,8 @@ fn await_latch(ctx: &Context, args: &[RedisString]) -> RedisResult {
             return Err(LockError::replica());
         }
         let expires_at = key.and_then(|k| k.expires_at());
-        events::watch_for_waiters(ctx);
-        events::watch_strings(ctx);
+        subscriptions::watch_for_waiters(ctx);
+        subscriptions::watch_strings(ctx);
         latches::block(
             ctx,
             ffi::selected_db(ctx),

@@ -3,10 +3,10 @@
 //! [`Command`]); [`ALL`] is the table the module registers.
 //!
 //! Every handler is a straight line: parse the arguments, begin the
-//! transition of each key (`handoff::begin`: open, read), then an acquire
+//! transition of each key (its kind's `begin` in `engine/`: open, read), then an acquire
 //! hands it to `acquisition` (rules, commit, binding, or the wait), and the
 //! other commands run their rule on the key's queue, commit
-//! (`handoff::commit`) and reply.
+//! (the kind's `commit`) and reply.
 
 mod acquire;
 mod election;

@@ -11,8 +11,9 @@ use super::{
     acquire_request, arg, command, lock_id, run, Command, BLOCK, FENCE, KEEPALIVE, LEASE, OWNER,
     SESSION_TOKEN,
 };
+use crate::engine::lock::begin;
+use crate::engine::{self, Origin};
 use crate::ffi::{self, ArgDoc, ArgKind, CommandSpec, KeyArgs, KEY_RW_DELETE, KEY_RW_UPDATE};
-use crate::handoff::{self, begin, Origin};
 use crate::store::LockKey;
 use crate::waiters::{with_queue, Waiter};
 use crate::{acquisition, keepalive};
@@ -175,7 +176,7 @@ fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
                     })
                     .collect::<Result<Vec<_>, LockError>>()
             });
-        handoff::commit_all(ctx, opened);
+        engine::lock::commit_all(ctx, opened);
         left.map(RedisValue::Array)
     })
 }

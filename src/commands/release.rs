@@ -5,8 +5,9 @@
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::{command, lock_id, owner_call, run, Command, OwnerCall, KEY, LEASE, OWNER};
+use crate::engine::lock::begin;
+use crate::engine::{self, Origin};
 use crate::ffi::{ArgDoc, ArgKind, CommandSpec, KeyArgs, KEY_RW_DELETE, KEY_RW_UPDATE};
-use crate::handoff::{self, begin, Origin};
 use crate::waiters::with_queue;
 use crate::{acquisition, config, keepalive};
 use lock_rules::args::{parse_owner, parse_renew_options};
@@ -99,7 +100,7 @@ fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
         if left.is_ok() {
             keepalive::released(&lock, owner, tx.state());
         }
-        handoff::commit(ctx, &lock, &key, tx);
+        engine::lock::commit(ctx, &lock, &key, tx);
         Ok(RedisValue::Integer(left?))
     })
 }
@@ -134,7 +135,7 @@ fn renew(ctx: &Context, args: &[RedisString]) -> RedisResult {
         }
         let (key, mut tx) = begin(ctx, name, &lock, Origin::caller(owner, false))?;
         let renewed = tx.renew(owner.as_slice(), lease);
-        handoff::commit(ctx, &lock, &key, tx);
+        engine::lock::commit(ctx, &lock, &key, tx);
         let renewed = renewed?;
         acquisition::renewed(
             ctx,
@@ -172,7 +173,7 @@ fn force_release(ctx: &Context, args: &[RedisString]) -> RedisResult {
         if removed == 1 {
             keepalive::unbind_lock(ctx, &lock, owners.iter().map(Vec::as_slice));
         }
-        handoff::commit(ctx, &lock, &key, tx);
+        engine::lock::commit(ctx, &lock, &key, tx);
         Ok(RedisValue::Integer(removed))
     })
 }

@@ -16,14 +16,14 @@ use super::{
     BLOCK, FENCE, KEEPALIVE, KEY, LEASE, OWNER, SESSION_TOKEN,
 };
 use crate::acquisition;
+use crate::engine::semaphore::{self as kind, Transition};
+use crate::engine::Origin;
 use crate::ffi::{
     self, ArgDoc, ArgKind, CommandSpec, Field, KeyArgs, KEY_RO_ACCESS, KEY_RW_UPDATE,
 };
-use crate::handoff::Origin;
-use crate::semaphore_handoff::{self as handoff, Transition};
 use crate::semaphore_key;
 use crate::waiters::{registry, with_queue, Waiter};
-use crate::{config, deadlocks, events, keepalive};
+use crate::{config, deadlocks, keepalive, subscriptions};
 use lock_rules::args::{
     parse_amount, parse_permits_option, parse_renew_options, parse_semaphore_acquire_options,
     parse_take_options, Wait,
@@ -192,9 +192,9 @@ fn change<R>(
 ) -> Result<R, LockError> {
     check_permits_key(ctx, name)?;
     let lock = lock_id(ctx, name);
-    let (keys, mut tx) = handoff::begin(ctx, name, &lock, origin)?;
+    let (keys, mut tx) = kind::begin(ctx, name, &lock, origin)?;
     let result = with_queue(&lock, |queue| rules(&mut tx, queue))?;
-    handoff::commit(ctx, &lock, &keys, tx);
+    kind::commit(ctx, &lock, &keys, tx);
     Ok(result)
 }
 
@@ -256,7 +256,7 @@ fn take(ctx: &Context, args: &[RedisString]) -> RedisResult {
         };
         let (n, wait) = parse_take_options(options)?;
         let wait = wait.filter(|_| !ctx.get_flags().contains(ContextFlags::DENY_BLOCKING));
-        let request = handoff::request(b"", 0, false, n);
+        let request = kind::request(b"", 0, false, n);
         take_permits(ctx, name, &request, wait, Origin::WITHOUT_OWNER)
     })
 }
@@ -271,7 +271,7 @@ fn take_permits(
 ) -> Result<RedisValue, LockError> {
     check_permits_key(ctx, name)?;
     let lock = lock_id(ctx, name);
-    let (keys, mut tx) = handoff::begin(ctx, name, &lock, origin)?;
+    let (keys, mut tx) = kind::begin(ctx, name, &lock, origin)?;
     let owned = !request.owner.is_empty();
     let held = owned && tx.held_by(&request.owner) > 0;
     if held && request.keepalive.is_none() {
@@ -286,7 +286,7 @@ fn take_permits(
         }
         _ => Holders::default(),
     };
-    handoff::commit(ctx, &lock, &keys, tx);
+    kind::commit(ctx, &lock, &keys, tx);
     drop(keys);
     match (acquired?, wait) {
         (Acquisition::Now(reply), _) => {
@@ -312,7 +312,7 @@ fn enqueue(
     next_end: Option<i64>,
 ) -> Result<(), LockError> {
     // A Redisson client gives permits back with INCRBY: a string event.
-    events::watch_strings(ctx);
+    subscriptions::watch_strings(ctx);
     acquisition::enqueue(
         ctx,
         &[lock.to_owned()],

@@ -7,7 +7,7 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::{arg, command, run, Command};
 use crate::ffi::{ArgKind, CommandSpec, KeyArgs};
-use crate::{events, keepalive, sessions};
+use crate::{keepalive, sessions, subscriptions};
 use lock_rules::args::parse_session_token;
 use lock_rules::error::LockError;
 
@@ -37,7 +37,7 @@ fn session(ctx: &Context, args: &[RedisString]) -> RedisResult {
         // Only a connection of its own can be a session: a script's or an
         // RM_Call's client never disconnects.
         keepalive::tune_connection(ctx).map_err(|_| LockError::session_without_connection())?;
-        events::watch_clients(ctx);
+        subscriptions::watch_clients(ctx);
         sessions::name(ctx, token)?;
         Ok(RedisValue::SimpleStringStatic("OK"))
     })

@@ -1,29 +1,26 @@
-//! Hand-off of a semaphore's permits, as `handoff.rs` is for a lock: a
-//! transition is begun from what the two keys hold, run through the rules
-//! (`lock_rules::semaphore`) by the caller, then committed: its writes are
-//! applied and replicated (`semaphore_key.rs`), the waiters it served are
-//! answered, and a lease timer is kept at the earliest permit's lease end
-//! while others wait. Also what the rest of the module needs of a semaphore
-//! outside its commands: the drain's settle (a lease ended, a Redisson
-//! client gave permits back, the key changed), the release of a grant whose
-//! waiter never heard, and a KEEPALIVE renewal.
+//! The semaphore kind: a transition is begun from what the two keys hold,
+//! run through the rules (`lock_rules::semaphore`) by the caller, then
+//! committed: its writes are applied and replicated (`semaphore_key.rs`),
+//! the waiters it served are answered, and a lease timer is kept at the
+//! earliest permit's lease end while others wait. The engine's work outside
+//! commands (settle, lost grants) reaches it through [`Resource`].
 //!
-//! Offers: [`begin`], [`commit`], [`settle`], [`release_lost_grant`],
+//! Offers: [`begin`], [`commit`], [`request`], and to the engine
 //! [`renew_kept`], [`is_semaphore`].
 
 use redis_module::{Context, RedisString};
 
+use super::{lock, Origin, Resource};
 use crate::ffi::{self, Key, KeyKind};
-use crate::handoff::{self, Origin};
 use crate::semaphore_key::SemaphoreKeys;
-use crate::stats::{Stats, STATS};
-use crate::store::Placement;
+use crate::stats::STATS;
 use crate::waiters::{anyone_waits, registry, Grant, Waiter};
 use crate::{config, deferred, lease};
 use lock_rules::deadlock::semaphore_holders;
 use lock_rules::error::LockError;
 use lock_rules::keys::permits_key;
 use lock_rules::lock_id::LockId;
+use lock_rules::queue::Fifo;
 use lock_rules::request::{LockKind, Request};
 use lock_rules::semaphore::SemaphoreTransition;
 
@@ -40,7 +37,7 @@ pub fn begin<'c>(
     let (_, fences, replication) = origin.parts(ctx)?;
     let keys = SemaphoreKeys::open(ctx, name, replication)?;
     let state = keys.read()?;
-    let token = handoff::load_token(ctx, lock, fences);
+    let token = lock::load_token(ctx, lock, fences);
     Ok((keys, Transition::new(state, ffi::now_ms(), token)))
 }
 
@@ -63,7 +60,7 @@ pub fn commit(ctx: &Context, lock: &LockId<'_>, keys: &SemaphoreKeys, tx: Transi
     let tally = tx.tally;
     STATS.add_semaphore(&tally);
     let next_end = tx.next_end();
-    handoff::deliver(ctx, lock, tx.wakes);
+    super::deliver(ctx, lock, tx.wakes);
     lease::ensure_lease_timer(ctx, lock, || next_end);
     if check_waits && queue_len(lock) > 0 {
         deferred::defer_semaphore_check(ctx, lock.to_owned());
@@ -74,68 +71,9 @@ fn queue_len(lock: &LockId<'_>) -> usize {
     registry().map_or(0, |r| r.queue_len(lock))
 }
 
-/// Whether the queue of `lock` is a semaphore's: its first waiter asked for
-/// permits.
-pub fn queue_is_semaphore(lock: &LockId<'_>) -> bool {
-    registry().is_ok_and(|mut r| {
-        r.with_queue(lock, |queue| {
-            queue
-                .front()
-                .is_some_and(|(_, w)| w.request.kind.permits().is_some())
-        })
-    })
-}
-
-/// Re-reads a semaphore that has waiters and serves them from the head
-/// (the drain: a permit's lease ended, someone gave permits back outside
-/// the module, the key changed).
-pub fn settle(ctx: &Context, lock: &LockId<'_>) {
-    let name = ffi::string(ctx, &lock.key);
-    let (keys, mut tx) = match begin(ctx, &name, lock, Origin::Event) {
-        Ok(started) => started,
-        // Another type now: waiting on would never end.
-        Err(e) => return handoff::reject_all(ctx, lock, &e),
-    };
-    match registry() {
-        Ok(mut reg) => reg.with_queue(lock, |queue| tx.settle(queue)),
-        Err(e) => return ffi::log_warning(ctx, &format!("lock: {e}")),
-    }
-    commit(ctx, lock, &keys, tx);
-}
-
-/// Gives back the permits of a waiter that never heard it was given them.
-pub fn release_lost_grant(ctx: &Context, placement: &Placement, grant: &Grant) {
-    let lock = &grant.lock;
-    let Some(n) = grant.permits else {
-        return;
-    };
-    if !ffi::select_db(ctx, lock.db) || !placement.serves(&lock.key) {
-        return;
-    }
-    let name = ffi::string(ctx, &lock.key);
-    let Ok((keys, mut tx)) = begin(ctx, &name, lock, Origin::Event) else {
-        return;
-    };
-    let given = match registry() {
-        Ok(mut reg) => reg.with_queue(lock, |queue| {
-            if grant.owner.is_empty() {
-                tx.give(queue, n).map(|_| ())
-            } else {
-                tx.release(queue, &grant.owner, Some(n)).map(|_| ())
-            }
-        }),
-        Err(_) => return,
-    };
-    // NOTOWNER or EXPIRED: the lease ended, or someone released them.
-    if given.is_ok() {
-        Stats::bump(&STATS.lost_grants_released);
-    }
-    commit(ctx, lock, &keys, tx);
-}
-
 /// A KEEPALIVE renewal of `owner`'s permits: a new lease on all of them, as
 /// SEM.RENEW. Errs when the owner holds none any more.
-pub fn renew_kept(
+pub(super) fn renew_kept(
     ctx: &Context,
     lock: &LockId<'_>,
     name: &RedisString,
@@ -153,7 +91,7 @@ pub fn renew_kept(
 
 /// Whether `name` (in the selected db) is a semaphore: its counter is a
 /// string, or only its permit set is left.
-pub fn is_semaphore(ctx: &Context, name: &RedisString) -> bool {
+pub(super) fn is_semaphore(ctx: &Context, name: &RedisString) -> bool {
     match Key::open(ctx, name, false).map(|k| k.kind()) {
         Some(KeyKind::String) => true,
         Some(KeyKind::Empty) | None => {
@@ -173,5 +111,43 @@ pub fn request(owner: &[u8], lease_ms: i64, fence: bool, permits: u32) -> Reques
         kind: LockKind::Permits(permits),
         keepalive: None,
         campaign: None,
+    }
+}
+
+impl<'c> Resource<'c> for SemaphoreKeys<'c> {
+    type Tx = Transition;
+
+    fn begin(
+        ctx: &'c Context,
+        name: &'c RedisString,
+        lock: &LockId<'_>,
+        origin: Origin<'c>,
+    ) -> Result<(Self, Self::Tx), LockError> {
+        begin(ctx, name, lock, origin)
+    }
+
+    fn settle(tx: &mut Self::Tx, queue: &mut Fifo<Waiter>) {
+        tx.settle(queue);
+    }
+
+    fn give_back(
+        tx: &mut Self::Tx,
+        queue: &mut Fifo<Waiter>,
+        grant: &Grant,
+    ) -> Result<(), LockError> {
+        let Some(n) = grant.permits else {
+            return Err(LockError::no_permits());
+        };
+        if grant.owner.is_empty() {
+            tx.give(queue, n).map(|_| ())
+        } else {
+            tx.release(queue, &grant.owner, Some(n)).map(|_| ())
+        }
+    }
+
+    const COMMITS_REFUSED_GIVE_BACK: bool = true;
+
+    fn commit(&self, ctx: &Context, lock: &LockId<'_>, tx: Self::Tx) {
+        commit(ctx, lock, self, tx);
     }
 }

@@ -1,0 +1,190 @@
+//! When the module starts listening to each kind of event, and the flags
+//! that say it does. Every subscription is made lazily, at the first lock
+//! that needs it (Redis offers no way to stop listening to keyspace events
+//! later): until then the rest of Redis pays nothing for them, and every
+//! `DEL` on the server would otherwise call into the module. The handlers
+//! (`events.rs`, `fair_queue.rs`) are handed in at load ([`install`]), so
+//! that the layers that start listening (an acquire, a wait, a command)
+//! need not import the layers that handle the events.
+//!
+//! Offers: [`Handlers`], [`install`], [`watch_for_waiters`],
+//! [`watch_expiry`], [`watch_clients`], [`watch_strings`],
+//! [`watch_hashes`], [`watch_fair_queues`], [`fair_waiters_remembered`].
+
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::OnceLock;
+
+use redis_module::Context;
+
+use crate::ffi;
+
+/// How to subscribe to each kind of event, with the module's handler.
+pub struct Handlers {
+    /// Every keyspace event (`del`, `rename`, `expired`...).
+    pub keyspace: fn(&Context) -> bool,
+    /// The event loop's wake-ups.
+    pub event_loop: fn(&Context) -> bool,
+    /// Hash events (`hset`...).
+    pub hashes: fn(&Context) -> bool,
+    /// String events (`incrby`, `set`...).
+    pub strings: fn(&Context) -> bool,
+    /// Key creations (`new`).
+    pub new_keys: fn(&Context) -> bool,
+    /// Expiry and eviction.
+    pub expiry: fn(&Context) -> bool,
+    /// Client connections and disconnections.
+    pub clients: fn(&Context) -> bool,
+    /// List events, for Redisson's fair queues.
+    pub fair_queue_lists: fn(&Context) -> bool,
+}
+
+static HANDLERS: OnceLock<Handlers> = OnceLock::new();
+
+/// Sets the handlers (once, at load).
+pub fn install(handlers: Handlers) {
+    let _ = HANDLERS.set(handlers);
+}
+
+fn no_subscription(_: &Context) -> bool {
+    false
+}
+
+/// Before [`install`] (never in a loaded module), nothing is subscribed.
+const NONE: Handlers = Handlers {
+    keyspace: no_subscription,
+    event_loop: no_subscription,
+    hashes: no_subscription,
+    strings: no_subscription,
+    new_keys: no_subscription,
+    expiry: no_subscription,
+    clients: no_subscription,
+    fair_queue_lists: no_subscription,
+};
+
+fn handlers() -> &'static Handlers {
+    HANDLERS.get().unwrap_or(&NONE)
+}
+
+/// Set once the module listens to the events that only matter to waiters.
+static WATCHING: AtomicBool = AtomicBool::new(false);
+static WATCHING_CLIENTS: AtomicBool = AtomicBool::new(false);
+static WATCHING_EXPIRY: AtomicBool = AtomicBool::new(false);
+
+/// Starts listening, at the first wait, to keyspace events that can end a
+/// lock, client disconnections and event-loop wake-ups. Until a caller has
+/// waited, no lock can need them, and the rest of Redis pays nothing for
+/// them (the lock commands' own `del` and `expire` events included);
+/// Redis offers no way to stop listening to keyspace events later.
+pub fn watch_for_waiters(ctx: &Context) {
+    if WATCHING.swap(true, Relaxed) {
+        return;
+    }
+    watch_clients(ctx);
+    watch_expiry(ctx);
+    if !(handlers().keyspace)(ctx) || !(handlers().event_loop)(ctx) {
+        ffi::log_warning(
+            ctx,
+            "lock: could not subscribe to keyspace and event-loop events; \
+             waiters are served at lease deadlines only",
+        );
+    }
+}
+
+static WATCHING_HASHES: AtomicBool = AtomicBool::new(false);
+
+/// Starts listening to hash events (`hset`...), at the first ELECT.OBSERVE
+/// on a replica: its observers hear of a new leader by the replicated
+/// writes of the leader record.
+pub fn watch_hashes(ctx: &Context) {
+    if WATCHING_HASHES.swap(true, Relaxed) {
+        return;
+    }
+    if !(handlers().hashes)(ctx) {
+        ffi::log_warning(
+            ctx,
+            "lock: could not subscribe to hash events; observers on a replica hear of \
+             new leaders only when a key is deleted or expires",
+        );
+    }
+}
+
+static WATCHING_STRINGS: AtomicBool = AtomicBool::new(false);
+
+/// Starts listening to string events (`incrby`, `set`...) and key creations
+/// (`new`), at the first wait on a semaphore or a latch: Redisson's clients
+/// give permits back and count latches down with INCRBY/DECR, and their
+/// waiters here must hear it; a missing semaphore someone waits for may be
+/// created as another type. Also at the first `FENCE`: Redisson's
+/// RFencedLock takes its tokens with INCR of the fencing counter, which must
+/// then lose the expiry the module gave it. Every string command and key
+/// creation on the server then calls into the module (a lookup that finds
+/// no waiter, for keys nobody waits on).
+pub fn watch_strings(ctx: &Context) {
+    if WATCHING_STRINGS.swap(true, Relaxed) {
+        return;
+    }
+    if !(handlers().strings)(ctx) || !(handlers().new_keys)(ctx) {
+        ffi::log_warning(
+            ctx,
+            "lock: could not subscribe to string events; semaphore and latch \
+             waiters do not hear Redisson clients' releases and count-downs",
+        );
+    }
+}
+
+/// Starts listening to expiry and eviction, at the first acquire (or
+/// wait): a hold's time ends with its key.
+pub fn watch_expiry(ctx: &Context) {
+    if WATCHING_EXPIRY.load(Relaxed) || WATCHING_EXPIRY.swap(true, Relaxed) {
+        return;
+    }
+    if !(handlers().expiry)(ctx) {
+        ffi::log_warning(
+            ctx,
+            "lock: could not subscribe to expiry events; holds whose lease \
+             runs out are not timed",
+        );
+    }
+}
+
+/// Starts listening to client disconnections: at the first wait, or the
+/// first KEEPALIVE hold (whose renewals end with its connection).
+pub fn watch_clients(ctx: &Context) {
+    if WATCHING_CLIENTS.swap(true, Relaxed) {
+        return;
+    }
+    if !(handlers().clients)(ctx) {
+        ffi::log_warning(
+            ctx,
+            "lock: could not subscribe to client events; KEEPALIVE holds are \
+             renewed until their lease is renewed no more, and lost grants are \
+             released at their lease end",
+        );
+    }
+}
+
+static WATCHING_FAIR_QUEUES: AtomicBool = AtomicBool::new(false);
+
+/// Whether a module waiter may remember fair waiters ahead of it: one was
+/// queued behind one (which started [`watch_fair_queues`]) since the module loaded.
+pub fn fair_waiters_remembered() -> bool {
+    WATCHING_FAIR_QUEUES.load(Relaxed)
+}
+
+/// Starts listening to list events, at the first wait of a module caller on
+/// a lock with a fair queue: a fair waiter that gives up (acquireFailed's
+/// `LREM`) or is dropped by another's script (`LPOP`) while the lock is kept
+/// for it must let the module's waiter behind it have the lock. Until then
+/// no list command on the server calls into the module.
+pub fn watch_fair_queues(ctx: &Context) {
+    if WATCHING_FAIR_QUEUES.load(Relaxed) || WATCHING_FAIR_QUEUES.swap(true, Relaxed) {
+        return;
+    }
+    if !(handlers().fair_queue_lists)(ctx) {
+        ffi::log_warning(
+            ctx,
+            "lock: could not subscribe to list events; a Redisson fair waiter that \
+             gives up lets the module's waiters have the lock at its deadline only",
+        );
+    }
+}
