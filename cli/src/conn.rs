@@ -15,6 +15,8 @@ use crate::sys::{self, Peer};
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a reply to a command that does not block may take.
 pub const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long `elect` and `leader --watch` wait before connecting again after a connection broke.
+pub const RECONNECT_DELAY: Duration = Duration::from_millis(500);
 /// Redirections followed for one command before giving up.
 const MAX_REDIRECTS: usize = 5;
 

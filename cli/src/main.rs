@@ -11,6 +11,7 @@ mod duration;
 mod elect;
 mod exit;
 mod hold;
+mod leader;
 mod manage;
 mod owner;
 mod reply;
@@ -49,7 +50,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(a) => run::run(&url, a),
         Command::Elect(a) => elect::elect(&url, a),
-        Command::Leader(a) => elect::leader(&url, a),
+        Command::Leader(a) => leader::leader(&url, a),
         Command::Status(a) => manage::status(&url, a),
         Command::Top(a) => top::run(&url, a),
         Command::Release(a) => manage::release(&url, a),
