@@ -65,6 +65,18 @@ fn handlers() -> &'static Handlers {
     HANDLERS.get().unwrap_or(&NONE)
 }
 
+/// Subscribes once: the call that first sets `flag` runs `subscribe`, and
+/// logs `failure` if the server refused. Read before it is written: every
+/// acquire asks, and after the first one pays a load, not a write.
+fn once(flag: &AtomicBool, ctx: &Context, subscribe: impl FnOnce() -> bool, failure: &str) {
+    if flag.load(Relaxed) || flag.swap(true, Relaxed) {
+        return;
+    }
+    if !subscribe() {
+        ffi::log_warning(ctx, failure);
+    }
+}
+
 /// Set once the module listens to the events that only matter to waiters.
 static WATCHING: AtomicBool = AtomicBool::new(false);
 static WATCHING_CLIENTS: AtomicBool = AtomicBool::new(false);
@@ -76,18 +88,17 @@ static WATCHING_EXPIRY: AtomicBool = AtomicBool::new(false);
 /// them (the lock commands' own `del` and `expire` events included);
 /// Redis offers no way to stop listening to keyspace events later.
 pub fn watch_for_waiters(ctx: &Context) {
-    if WATCHING.swap(true, Relaxed) {
-        return;
-    }
-    watch_clients(ctx);
-    watch_expiry(ctx);
-    if !(handlers().keyspace)(ctx) || !(handlers().event_loop)(ctx) {
-        ffi::log_warning(
-            ctx,
-            "lock: could not subscribe to keyspace and event-loop events; \
-             waiters are served at lease deadlines only",
-        );
-    }
+    once(
+        &WATCHING,
+        ctx,
+        || {
+            watch_clients(ctx);
+            watch_expiry(ctx);
+            (handlers().keyspace)(ctx) && (handlers().event_loop)(ctx)
+        },
+        "lock: could not subscribe to keyspace and event-loop events; \
+         waiters are served at lease deadlines only",
+    );
 }
 
 static WATCHING_HASHES: AtomicBool = AtomicBool::new(false);
@@ -96,16 +107,13 @@ static WATCHING_HASHES: AtomicBool = AtomicBool::new(false);
 /// on a replica: its observers hear of a new leader by the replicated
 /// writes of the leader record.
 pub fn watch_hashes(ctx: &Context) {
-    if WATCHING_HASHES.swap(true, Relaxed) {
-        return;
-    }
-    if !(handlers().hashes)(ctx) {
-        ffi::log_warning(
-            ctx,
-            "lock: could not subscribe to hash events; observers on a replica hear of \
-             new leaders only when a key is deleted or expires",
-        );
-    }
+    once(
+        &WATCHING_HASHES,
+        ctx,
+        || (handlers().hashes)(ctx),
+        "lock: could not subscribe to hash events; observers on a replica hear of \
+         new leaders only when a key is deleted or expires",
+    );
 }
 
 static WATCHING_STRINGS: AtomicBool = AtomicBool::new(false);
@@ -120,47 +128,38 @@ static WATCHING_STRINGS: AtomicBool = AtomicBool::new(false);
 /// creation on the server then calls into the module (a lookup that finds
 /// no waiter, for keys nobody waits on).
 pub fn watch_strings(ctx: &Context) {
-    if WATCHING_STRINGS.swap(true, Relaxed) {
-        return;
-    }
-    if !(handlers().strings)(ctx) || !(handlers().new_keys)(ctx) {
-        ffi::log_warning(
-            ctx,
-            "lock: could not subscribe to string events; semaphore and latch \
-             waiters do not hear Redisson clients' releases and count-downs",
-        );
-    }
+    once(
+        &WATCHING_STRINGS,
+        ctx,
+        || (handlers().strings)(ctx) && (handlers().new_keys)(ctx),
+        "lock: could not subscribe to string events; semaphore and latch \
+         waiters do not hear Redisson clients' releases and count-downs",
+    );
 }
 
 /// Starts listening to expiry and eviction, at the first acquire (or
 /// wait): a hold's time ends with its key.
 pub fn watch_expiry(ctx: &Context) {
-    if WATCHING_EXPIRY.load(Relaxed) || WATCHING_EXPIRY.swap(true, Relaxed) {
-        return;
-    }
-    if !(handlers().expiry)(ctx) {
-        ffi::log_warning(
-            ctx,
-            "lock: could not subscribe to expiry events; holds whose lease \
-             runs out are not timed",
-        );
-    }
+    once(
+        &WATCHING_EXPIRY,
+        ctx,
+        || (handlers().expiry)(ctx),
+        "lock: could not subscribe to expiry events; holds whose lease \
+         runs out are not timed",
+    );
 }
 
 /// Starts listening to client disconnections: at the first wait, or the
 /// first KEEPALIVE hold (whose renewals end with its connection).
 pub fn watch_clients(ctx: &Context) {
-    if WATCHING_CLIENTS.swap(true, Relaxed) {
-        return;
-    }
-    if !(handlers().clients)(ctx) {
-        ffi::log_warning(
-            ctx,
-            "lock: could not subscribe to client events; KEEPALIVE holds are \
-             renewed until their lease is renewed no more, and lost grants are \
-             released at their lease end",
-        );
-    }
+    once(
+        &WATCHING_CLIENTS,
+        ctx,
+        || (handlers().clients)(ctx),
+        "lock: could not subscribe to client events; KEEPALIVE holds are \
+         renewed until their lease is renewed no more, and lost grants are \
+         released at their lease end",
+    );
 }
 
 static WATCHING_FAIR_QUEUES: AtomicBool = AtomicBool::new(false);
@@ -177,14 +176,11 @@ pub fn fair_waiters_remembered() -> bool {
 /// for it must let the module's waiter behind it have the lock. Until then
 /// no list command on the server calls into the module.
 pub fn watch_fair_queues(ctx: &Context) {
-    if WATCHING_FAIR_QUEUES.load(Relaxed) || WATCHING_FAIR_QUEUES.swap(true, Relaxed) {
-        return;
-    }
-    if !(handlers().fair_queue_lists)(ctx) {
-        ffi::log_warning(
-            ctx,
-            "lock: could not subscribe to list events; a Redisson fair waiter that \
-             gives up lets the module's waiters have the lock at its deadline only",
-        );
-    }
+    once(
+        &WATCHING_FAIR_QUEUES,
+        ctx,
+        || (handlers().fair_queue_lists)(ctx),
+        "lock: could not subscribe to list events; a Redisson fair waiter that \
+         gives up lets the module's waiters have the lock at its deadline only",
+    );
 }

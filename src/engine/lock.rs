@@ -168,6 +168,15 @@ impl<'c> Resource<'c> for LockKey<'c> {
         tx.release(queue, &grant.owner, grant.side).map(|_| ())
     }
 
+    fn renew(
+        tx: &mut Self::Tx,
+        _: &LockId<'_>,
+        owner: &[u8],
+        lease_ms: i64,
+    ) -> Result<(), LockError> {
+        tx.renew(owner, lease_ms).map(|_| ())
+    }
+
     const COMMITS_REFUSED_GIVE_BACK: bool = false;
 
     fn commit(&self, ctx: &Context, lock: &LockId<'_>, tx: Self::Tx) {

@@ -172,6 +172,15 @@ pub trait Resource<'c>: Sized {
         grant: &Grant,
     ) -> Result<(), LockError>;
 
+    /// A new lease of `lease_ms` on all of `owner`'s holds (LOCK.RENEW's,
+    /// SEM.RENEW's rule).
+    fn renew(
+        tx: &mut Self::Tx,
+        lock: &LockId<'_>,
+        owner: &[u8],
+        lease_ms: i64,
+    ) -> Result<(), LockError>;
+
     /// Whether a refused give-back is still committed: a semaphore's took
     /// back permits whose lease ended and served the queue on the way; a
     /// lock's changed nothing.
@@ -270,12 +279,24 @@ pub fn renew_kept(
         .is_ok_and(|(_, tx)| *tx.state() != LockState::Free);
     if !lock_held && semaphore::is_semaphore(ctx, name) {
         drop(begun);
-        return semaphore::renew_kept(ctx, lock, name, owner, lease_ms);
+        let (keys, tx) = SemaphoreKeys::begin(ctx, name, lock, Origin::Renewal { owner })?;
+        return renewed(ctx, lock, keys, tx, owner, lease_ms);
     }
-    let (key, mut tx) = begun?;
-    let renewed = tx.renew(owner.as_slice(), lease_ms);
-    lock::commit(ctx, lock, &key, tx);
-    renewed.map(|_| ())
+    let (key, tx) = begun?;
+    renewed(ctx, lock, key, tx, owner, lease_ms)
+}
+
+fn renewed<'c, R: Resource<'c>>(
+    ctx: &Context,
+    lock: &LockId<'_>,
+    keys: R,
+    mut tx: R::Tx,
+    owner: &RedisString,
+    lease_ms: i64,
+) -> Result<(), LockError> {
+    let renewed = R::renew(&mut tx, lock, owner.as_slice(), lease_ms);
+    keys.commit(ctx, lock, tx);
+    renewed
 }
 
 /// The holders of the lock or semaphore named `name` in the selected

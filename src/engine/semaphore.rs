@@ -3,10 +3,11 @@
 //! committed: its writes are applied and replicated (`semaphore_key.rs`),
 //! the waiters it served are answered, and a lease timer is kept at the
 //! earliest permit's lease end while others wait. The engine's work outside
-//! commands (settle, lost grants) reaches it through [`Resource`].
+//! commands (settle, lost grants, KEEPALIVE renewals) reaches it through
+//! [`Resource`].
 //!
 //! Offers: [`begin`], [`commit`], [`request`], and to the engine
-//! [`renew_kept`], [`is_semaphore`].
+//! [`is_semaphore`].
 
 use redis_module::{Context, RedisString};
 
@@ -71,24 +72,6 @@ fn queue_len(lock: &LockId<'_>) -> usize {
     registry().map_or(0, |r| r.queue_len(lock))
 }
 
-/// A KEEPALIVE renewal of `owner`'s permits: a new lease on all of them, as
-/// SEM.RENEW. Errs when the owner holds none any more.
-pub(super) fn renew_kept(
-    ctx: &Context,
-    lock: &LockId<'_>,
-    name: &RedisString,
-    owner: &RedisString,
-    lease_ms: i64,
-) -> Result<(), LockError> {
-    let (keys, mut tx) = begin(ctx, name, lock, Origin::Renewal { owner })?;
-    let renewed = match registry() {
-        Ok(mut reg) => reg.with_queue(lock, |queue| tx.renew(queue, owner.as_slice(), lease_ms)),
-        Err(e) => Err(e),
-    };
-    commit(ctx, lock, &keys, tx);
-    renewed.map(|_| ())
-}
-
 /// Whether `name` (in the selected db) is a semaphore: its counter is a
 /// string, or only its permit set is left.
 pub(super) fn is_semaphore(ctx: &Context, name: &RedisString) -> bool {
@@ -143,6 +126,17 @@ impl<'c> Resource<'c> for SemaphoreKeys<'c> {
         } else {
             tx.release(queue, &grant.owner, Some(n)).map(|_| ())
         }
+    }
+
+    fn renew(
+        tx: &mut Self::Tx,
+        lock: &LockId<'_>,
+        owner: &[u8],
+        lease_ms: i64,
+    ) -> Result<(), LockError> {
+        registry()?
+            .with_queue(lock, |queue| tx.renew(queue, owner, lease_ms))
+            .map(|_| ())
     }
 
     const COMMITS_REFUSED_GIVE_BACK: bool = true;
