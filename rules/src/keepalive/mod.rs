@@ -14,9 +14,10 @@
 //! Both paths are hot: every KEEPALIVE acquire binds and every release
 //! unbinds (and, once anything is bound, every plain acquire looks for a
 //! stale binding), and 100,000 holds with a 30 s lease are thousands of
-//! renewals a second. So bindings live in a slab; a hold is found by a
-//! keyed hash of its lock and owner, computed from borrowed bytes, without
-//! building a key (slots with the same hash are chained); and the schedule
+//! renewals a second. So bindings live in a slab (`slab`); a hold is found
+//! by a keyed hash of its lock and owner, computed from borrowed bytes,
+//! without building a key (`hashbrown`'s `HashTable` of slots, compared by
+//! their bytes); and the schedule
 //! maps a due time to the slots due then, each slot knowing its place, so
 //! that an unbinding takes it out at once and nothing stale piles up. A
 //! renewal handed out and answered later is matched to its slot by the
@@ -26,6 +27,9 @@ use std::borrow::Cow;
 use std::collections::hash_map::RandomState;
 use std::collections::BTreeMap;
 use std::hash::{BuildHasher, Hash, Hasher};
+
+use hashbrown::HashTable;
+use slab::Slab;
 
 use crate::ids::{IdMap, IdSet};
 use crate::lock_id::LockId;
@@ -119,22 +123,19 @@ struct Entry {
     /// Its place in the schedule's list at `binding.due_ms`; `None` while
     /// its renewal is handed out.
     place: Option<usize>,
-    /// The keyed hash of the hold, and the next slot with the same one.
+    /// The keyed hash of the hold.
     hash: u64,
-    next: Option<usize>,
 }
 
 /// `S` hashes holds; tests give one under which every hold collides.
 #[derive(Debug, Default)]
 pub struct Keepalive<S = RandomState> {
-    slab: Vec<Option<Entry>>,
-    free: Vec<usize>,
-    len: usize,
+    slab: Slab<Entry>,
     generations: u64,
     /// Lock names and owners are chosen by clients: their hash is keyed.
     hasher: S,
-    /// The first slot of each hash.
-    index: IdMap<u64, usize>,
+    /// The slot of each hold, by its hash.
+    index: HashTable<usize>,
     by_client: IdMap<ClientId, IdSet<usize>>,
     /// Slot indexes by due time.
     schedule: BTreeMap<i64, Vec<usize>>,
@@ -142,11 +143,11 @@ pub struct Keepalive<S = RandomState> {
 
 impl<S: BuildHasher + Default> Keepalive<S> {
     pub fn len(&self) -> usize {
-        self.len
+        self.slab.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.slab.is_empty()
     }
 
     /// Binds `hold` to `client`, renewed with `lease_ms` from `now_ms` on.
@@ -192,7 +193,7 @@ impl<S: BuildHasher + Default> Keepalive<S> {
             return false;
         };
         self.unschedule(index);
-        if let Some(Some(e)) = self.slab.get_mut(index) {
+        if let Some(e) = self.slab.get_mut(index) {
             e.binding.lease_ms = lease_ms;
             e.binding.due_ms = next_renewal(now_ms, lease_ms);
         }
@@ -248,7 +249,7 @@ impl<S: BuildHasher + Default> Keepalive<S> {
                 break;
             }
             for index in entry.remove() {
-                if let Some(Some(e)) = self.slab.get_mut(index) {
+                if let Some(e) = self.slab.get_mut(index) {
                     e.place = None;
                     due.push(Due {
                         hold: e.hold.clone(),
@@ -269,7 +270,7 @@ impl<S: BuildHasher + Default> Keepalive<S> {
     pub fn renewed(&mut self, due: &Due, now_ms: i64) {
         let index = due.slot.index;
         match self.slab.get_mut(index) {
-            Some(Some(e)) if e.generation == due.slot.generation && e.place.is_none() => {
+            Some(e) if e.generation == due.slot.generation && e.place.is_none() => {
                 e.binding.due_ms = next_renewal(now_ms, e.binding.lease_ms);
             }
             _ => return,
@@ -283,7 +284,7 @@ impl<S: BuildHasher + Default> Keepalive<S> {
     pub fn unbind_due(&mut self, due: &Due) -> bool {
         let handed_out = matches!(
             self.slab.get(due.slot.index),
-            Some(Some(e)) if e.generation == due.slot.generation && e.place.is_none()
+            Some(e) if e.generation == due.slot.generation && e.place.is_none()
         );
         handed_out && self.remove(due.slot.index).is_some()
     }
@@ -293,7 +294,7 @@ impl<S: BuildHasher + Default> Keepalive<S> {
     pub fn owners_of(&self, lock: &LockId<'_>) -> Vec<Vec<u8>> {
         self.slab
             .iter()
-            .flatten()
+            .map(|(_, e)| e)
             .filter(|e| e.hold.db == lock.db && e.hold.key() == &lock.key[..])
             .map(|e| e.hold.owner().to_vec())
             .collect()
@@ -302,7 +303,7 @@ impl<S: BuildHasher + Default> Keepalive<S> {
     /// The binding of `owner`'s holds of `lock`, if any.
     pub fn binding(&self, lock: &LockId<'_>, owner: &[u8]) -> Option<&Binding> {
         let index = self.find(lock, owner)?;
-        self.slab.get(index)?.as_ref().map(|e| &e.binding)
+        self.slab.get(index).map(|e| &e.binding)
     }
 
     fn hash_of(&self, lock: &LockId<'_>, owner: &[u8]) -> u64 {
@@ -314,27 +315,24 @@ impl<S: BuildHasher + Default> Keepalive<S> {
     }
 
     fn find(&self, lock: &LockId<'_>, owner: &[u8]) -> Option<usize> {
-        if self.len == 0 {
+        if self.slab.is_empty() {
             return None;
         }
         self.find_hashed(self.hash_of(lock, owner), lock, owner)
     }
 
     fn find_hashed(&self, hash: u64, lock: &LockId<'_>, owner: &[u8]) -> Option<usize> {
-        let mut at = self.index.get(&hash).copied();
-        while let Some(index) = at {
-            let e = self.slab.get(index)?.as_ref()?;
-            if e.hold.is(lock, owner) {
-                return Some(index);
-            }
-            at = e.next;
-        }
-        None
+        let slab = &self.slab;
+        self.index
+            .find(hash, |&i| {
+                slab.get(i).is_some_and(|e| e.hold.is(lock, owner))
+            })
+            .copied()
     }
 
     /// Puts slot `index` in the schedule at its binding's due time.
     fn schedule_slot(&mut self, index: usize) {
-        let Some(Some(e)) = self.slab.get_mut(index) else {
+        let Some(e) = self.slab.get_mut(index) else {
             return;
         };
         let list = self.schedule.entry(e.binding.due_ms).or_default();
@@ -344,7 +342,7 @@ impl<S: BuildHasher + Default> Keepalive<S> {
 
     /// Takes slot `index` out of the schedule, if it is in it.
     fn unschedule(&mut self, index: usize) {
-        let Some(Some(e)) = self.slab.get_mut(index) else {
+        let Some(e) = self.slab.get_mut(index) else {
             return;
         };
         let (Some(place), due_ms) = (e.place.take(), e.binding.due_ms) else {
@@ -358,7 +356,7 @@ impl<S: BuildHasher + Default> Keepalive<S> {
         }
         match list.get(place).copied() {
             Some(moved) => {
-                if let Some(Some(m)) = self.slab.get_mut(moved) {
+                if let Some(m) = self.slab.get_mut(moved) {
                     m.place = Some(place);
                 }
             }
@@ -371,21 +369,16 @@ impl<S: BuildHasher + Default> Keepalive<S> {
 
     fn insert(&mut self, hold: Hold, hash: u64, binding: Binding) {
         self.generations += 1;
-        let index = self.free.pop().unwrap_or(self.slab.len());
-        let entry = Entry {
+        let index = self.slab.insert(Entry {
             hold,
             binding,
             generation: self.generations,
             place: None,
             hash,
-            next: self.index.insert(hash, index),
-        };
-        if index == self.slab.len() {
-            self.slab.push(Some(entry));
-        } else {
-            self.slab[index] = Some(entry);
-        }
-        self.len += 1;
+        });
+        let slab = &self.slab;
+        self.index
+            .insert_unique(hash, index, |&i| slab.get(i).map_or(0, |e| e.hash));
         self.schedule_slot(index);
         self.by_client
             .entry(binding.client)
@@ -404,30 +397,13 @@ impl<S: BuildHasher + Default> Keepalive<S> {
         Some(b)
     }
 
-    /// Empties slot `index`, taking it out of the schedule and of its hash
-    /// chain; its client's set is the caller's business.
+    /// Empties slot `index`, taking it out of the schedule and of the index;
+    /// its client's set is the caller's business.
     fn vacate(&mut self, index: usize) -> Option<Binding> {
         self.unschedule(index);
-        let e = self.slab.get_mut(index)?.take()?;
-        self.free.push(index);
-        self.len -= 1;
-        if self.index.get(&e.hash) == Some(&index) {
-            match e.next {
-                Some(next) => self.index.insert(e.hash, next),
-                None => self.index.remove(&e.hash),
-            };
-        } else {
-            let mut at = self.index.get(&e.hash).copied();
-            while let Some(i) = at {
-                let Some(Some(prev)) = self.slab.get_mut(i) else {
-                    break;
-                };
-                if prev.next == Some(index) {
-                    prev.next = e.next;
-                    break;
-                }
-                at = prev.next;
-            }
+        let e = self.slab.try_remove(index)?;
+        if let Ok(found) = self.index.find_entry(e.hash, |&i| i == index) {
+            found.remove();
         }
         Some(e.binding)
     }
