@@ -60,12 +60,27 @@ import redis.clients.jedis.exceptions.JedisDataException;
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 class SentinelFailoverTest extends PerTestClients {
     /**
-     * The failover test's watchdog lease, renewed every third of it (3.3 s): a renewal on the
-     * new master comes a few seconds after the switch, and the lease the replica last got
-     * outlasts the switch (about 2 s) and Redisson finding the new master (it asks a sentinel
-     * every second) with several seconds to spare.
+     * The failover test's watchdog lease, Redisson's default, renewed every third of it. A
+     * renewal that Redisson sends in the moment between the old master's demotion and its own
+     * switch to the new master (it asks a sentinel every second) gets {@code READONLY}; Redisson
+     * retries the batch for 3.5 to 7 s ({@code retryAttempts} 4, {@code retryDelay} 0.5-1 s then
+     * 1-2 s), re-sending {@code EVALSHA} to the new master, which never loaded the script
+     * ({@code NOSCRIPT}, and the batch still reports the first {@code READONLY}), logs the
+     * failure and renews again a third of the lease after that: up to 2/3 of the lease plus 7 s
+     * after the last renewal that took. The lease must outlast that, so above 21 s: with 30 s
+     * the renewal comes at most 27 s into it. With 10 s (as here before) the lease ran out on
+     * the new master and the next renewal, finding no field, stopped the watchdog for good: the
+     * Redisson thread believed it held a lock nobody held (seen once in CI, reproduced by
+     * starting the failover 1.8 s after {@code lock()}, in both Redisson lines).
      */
-    static final long WATCHDOG_MS = 10_000;
+    static final long WATCHDOG_MS = 30_000;
+
+    /**
+     * How long a holder waits to be told to leave before it gives up (reached only on failure):
+     * the failover test keeps its holders inside until it has seen the watchdog renew on the new
+     * master, up to one watchdog lease after {@code lock()}, then hands off.
+     */
+    static final Duration HOLDER_PATIENCE = Processes.PATIENCE.plusMillis(WATCHDOG_MS);
 
     private static SentinelGroup group;
 
@@ -120,8 +135,12 @@ class SentinelFailoverTest extends PerTestClients {
     }
 
     private static void await(CountDownLatch latch, String what) {
+        await(latch, what, Processes.PATIENCE);
+    }
+
+    private static void await(CountDownLatch latch, String what, Duration bound) {
         try {
-            if (!latch.await(Processes.PATIENCE.toMillis(), TimeUnit.MILLISECONDS)) {
+            if (!latch.await(bound.toMillis(), TimeUnit.MILLISECONDS)) {
                 throw new AssertionError("timed out waiting for " + what);
             }
         } catch (InterruptedException e) {
@@ -137,7 +156,7 @@ class SentinelFailoverTest extends PerTestClients {
 
         Inside(Guard guard, String who) {
             thread = Async.start(who + " inside", () -> {
-                guard.hold(who, () -> await(leave, who + " to leave"));
+                guard.hold(who, () -> await(leave, who + " to leave", HOLDER_PATIENCE));
                 return null;
             });
         }
@@ -258,7 +277,7 @@ class SentinelFailoverTest extends PerTestClients {
         Async<Long> redissonHolder = Async.start("redisson holder", () -> {
             redissonLock.lock();
             locked.countDown();
-            redissonHeldGuard.hold("redisson holder", () -> await(unlock, "the word to unlock"));
+            redissonHeldGuard.hold("redisson holder", () -> await(unlock, "the word to unlock", HOLDER_PATIENCE));
             long unlocking = System.nanoTime();
             redissonLock.unlock();
             return unlocking;
@@ -299,10 +318,11 @@ class SentinelFailoverTest extends PerTestClients {
         assertEquals(moduleDeadline, pexpiretime(master, moduleHeld), "the module hold's deadline");
         assertEquals(redissonOwner, look.info(redissonHeld).get("owner"));
 
-        // Redisson finds the new master and its watchdog renews there: nothing else writes that
-        // lease on the new master.
+        // Redisson finds the new master and its watchdog renews there, before the lease in force
+        // ends (else the lock was lost): nothing else writes that lease on the new master.
         long leaseEnd = pexpiretime(master, redissonHeld);
-        Processes.waitUntil("Redisson's watchdog to renew on the new master",
+        Processes.waitUntil("Redisson's watchdog to renew on the new master before the lease ends",
+                Duration.ofMillis(Math.max(0, leaseEnd - System.currentTimeMillis())),
                 () -> pexpiretime(master, redissonHeld) > leaseEnd);
         System.out.printf("[%s] switch -> Redisson's watchdog renewed on the new master: %.0f ms%n",
                 testName(), Processes.msSince(switched, System.nanoTime()));
