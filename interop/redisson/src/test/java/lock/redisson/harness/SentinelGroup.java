@@ -227,8 +227,30 @@ public final class SentinelGroup implements AutoCloseable {
      * names {@code next} and it answers as a master; the old master is left to Sentinel, which
      * demotes it itself about 10 s later. The caller has let the replica catch up (a forced
      * failover does not wait for it). Returns how long the sentinels took to name {@code next}.
+     *
+     * <p>First every sentinel must have seen {@code next} report itself a replica (its {@code
+     * role-reported}, from its latest {@code INFO}, every 10 s for a replica). A sentinel whose
+     * latest {@code INFO} of {@code next} was taken while it was still a master (the old
+     * master of a failover a few seconds before, made a replica since) and that sees it report
+     * {@code master} again at its next one, once the promotion below has made it a master but
+     * before the new configuration has reached that sentinel, takes it for a replica claiming
+     * to be a master for over 8 s and sends it {@code REPLICAOF} the old master ({@code
+     * +convert-to-slave}): the new master turns replica, and the sentinels fail back over about
+     * 25 s later. Seen once when this failover came 10 s after the one before.
      */
     public Duration failover(Server old, Server next) {
+        waitFor("every sentinel to see " + next + " report itself a replica", () -> {
+            for (Sentinel s : sentinels) {
+                List<Map<String, String>> replicas = s.ask(j -> j.sentinelReplicas(MASTER_NAME));
+                String role = replicas.stream()
+                        .filter(r -> next.address().equals(r.get("ip") + ":" + r.get("port")))
+                        .map(r -> r.get("role-reported")).findFirst().orElse(null);
+                if (!"slave".equals(role)) {
+                    return s + " last saw " + next + " report role " + role;
+                }
+            }
+            return null;
+        });
         long start = System.nanoTime();
         Sentinel sentinel = sentinels.get(0);
         Processes.waitUntil("the sentinel to start a failover", SETTLE, () -> {
