@@ -6,7 +6,7 @@ import { spawn } from "node:child_process";
 import { join } from "node:path";
 
 import { BusyError, DeadlockError, LostError, ModuleNotLoadedError, NotOwnerError, Session, UnavailableError } from "../src";
-import { CLIENT_KINDS, Server, connectClient, fixture, freePort, info, sleep, waitFor, waiters } from "./helpers";
+import { CLIENT_KINDS, KEPT_LEASE_MS, Server, connectClient, fixture, freePort, info, sleep, waitFor, waiters } from "./helpers";
 
 for (const kind of CLIENT_KINDS) {
   describe(`one server, ${kind}`, () => {
@@ -187,7 +187,7 @@ for (const kind of CLIENT_KINDS) {
     });
 
     it("the session connection killed: re-attached, kept alive past its lease", async () => {
-      const s2 = await Session.open(t.client.client, { leaseMs: 1000 });
+      const s2 = await Session.open(t.client.client, { leaseMs: KEPT_LEASE_MS });
       try {
         const key = t.fresh();
         const hold = await s2.lock(key).acquire();
@@ -200,7 +200,7 @@ for (const kind of CLIENT_KINDS) {
           const id = (await info(t.admin, key))?.keepalive_client;
           return typeof id === "number" && id !== before;
         }, 5000);
-        await sleep(2500); // 2.5 leases
+        await sleep(KEPT_LEASE_MS + 500); // past a lease since the re-attach
         assert.equal((await info(t.admin, key))?.owner, hold.owner);
         assert.equal(hold.signal.aborted, false);
         await hold.release();

@@ -11,7 +11,7 @@ import { describe, it } from "node:test";
 import type IORedis from "ioredis";
 
 import { BusyError, LatchGoneError, LostError, Permit, Session } from "../src";
-import { CLIENT_KINDS, fixture, sleep, waitFor } from "./helpers";
+import { CLIENT_KINDS, KEPT_LEASE_MS, fixture, sleep, waitFor } from "./helpers";
 
 interface RawHolder {
   owner: string;
@@ -189,7 +189,7 @@ for (const kind of CLIENT_KINDS) {
 
     if (kind === "ioredis") {
       it("the session connection killed: permits re-attached (SEM.RENEW ... SESSION), kept past their lease", async () => {
-        const s2 = await Session.open(t.client.client, { leaseMs: 1000 });
+        const s2 = await Session.open(t.client.client, { leaseMs: KEPT_LEASE_MS });
         try {
           const key = t.fresh();
           const permit = await s2.semaphore(key, 3).acquire(2);
@@ -202,7 +202,7 @@ for (const kind of CLIENT_KINDS) {
             const id = (await semInfo(t.admin, key))?.holders[0]?.keepalive_client;
             return typeof id === "number" && id !== before;
           }, 5000);
-          await sleep(1200); // past a lease since the re-attach
+          await sleep(KEPT_LEASE_MS + 500); // past a lease since the re-attach
           const i = await semInfo(t.admin, key);
           assert.deepEqual(
             i?.holders.map((h) => [h.owner, h.permits]),

@@ -14,6 +14,13 @@ from pathlib import Path
 import pytest
 import redis
 
+# The lease of a hold a test keeps alive past its lease: the server renews it at half the lease,
+# and a server held up for longer than the half left ends a kept hold, as it ends any lease
+# (docs/guarantees.md, KEEPALIVE). make test runs every suite at once on two cores, where a
+# server was held up past half a second: with 1000 ms a hold was gone at 1.2 s. 3000 ms keeps it
+# through a 1.5 s hold-up.
+KEPT_LEASE_MS = 3000
+
 REPO = Path(__file__).resolve().parents[3]
 SERVER = os.environ.get("REDIS_SERVER", "redis-server")
 MODULE = os.environ.get("LOCK_MODULE", str(REPO / "target" / "release" / "liblock.so"))

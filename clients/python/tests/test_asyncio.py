@@ -11,7 +11,7 @@ from redis.exceptions import LockError, LockNotOwnedError
 from redis_lock_client import BusyError, DeadlockError, ModuleNotLoadedError, UnavailableError
 from redis_lock_client.asyncio import Election, ModuleLock, Session, close_default_session
 
-from conftest import Server, free_port, info, waiters
+from conftest import KEPT_LEASE_MS, Server, free_port, info, waiters
 
 
 async def await_for(what, pred, timeout=10.0):
@@ -134,7 +134,7 @@ async def test_a_cancel_at_any_step_ends_the_wait(r, ar):
 
 
 async def test_session_killed_reattached(r, ar):
-    async with Session(ar, lease_ms=1000) as session:
+    async with Session(ar, lease_ms=KEPT_LEASE_MS) as session:
         hold = await session.lock("reattach").acquire()
         old = await session.session_client_id()
         r.execute_command("CLIENT", "KILL", "ID", old)
@@ -145,7 +145,7 @@ async def test_session_killed_reattached(r, ar):
 
         new = await await_for("new session connection", new_id)
         await await_for("re-attached", lambda: info(r, "reattach").get("keepalive_client") == new)
-        await asyncio.sleep(1.5)
+        await asyncio.sleep(KEPT_LEASE_MS / 1000 + 0.5)  # past the lease
         assert info(r, "reattach")["owner"].decode() == hold.owner and not hold.lost.is_set()
         await hold.release()
 

@@ -20,7 +20,7 @@ from redis_lock_client import (
     UnavailableError,
 )
 
-from conftest import Server, free_port, info, wait_for, waiters
+from conftest import KEPT_LEASE_MS, Server, free_port, info, wait_for, waiters
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -141,9 +141,9 @@ def test_served_when_a_lease_ends(r):
 
 
 def test_kept_alive_past_lease_and_renew(r):
-    with Session(r, lease_ms=1000) as session:
+    with Session(r, lease_ms=KEPT_LEASE_MS) as session:
         hold = session.lock("keep").acquire()
-        time.sleep(1.5)
+        time.sleep(KEPT_LEASE_MS / 1000 + 0.5)
         i = info(r, "keep")
         assert i["owner"].decode() == hold.owner and not hold.lost.is_set()
         assert hold.extend(5000) == 5000
@@ -152,13 +152,8 @@ def test_kept_alive_past_lease_and_renew(r):
 
 
 def test_holder_killed_next_waiter_served_within_lease(server, r):
-    # The hold must outlive its first lease while the holder lives: the server renews it at half
-    # the lease, and a server held up for longer than the lease left then (half of it) ends a
-    # kept hold, as it ends any lease (docs/guarantees.md, KEEPALIVE). make test runs every suite
-    # at once on two cores, where a server was held up past half a second: with 1000 ms the
-    # renewal due at 500 ms came after the deadline and the hold was gone at 1.2 s. 3000 ms
-    # keeps it through a 1.5 s hold-up.
-    lease_ms = 3000
+    # The hold must outlive its first lease while the holder lives (see KEPT_LEASE_MS).
+    lease_ms = KEPT_LEASE_MS
     script = (
         "import sys, time, redis\n"
         "from redis_lock_client import Session\n"
@@ -187,14 +182,14 @@ def test_holder_killed_next_waiter_served_within_lease(server, r):
 
 
 def test_session_connection_killed_reattached(r):
-    with Session(r, lease_ms=1000) as session:
+    with Session(r, lease_ms=KEPT_LEASE_MS) as session:
         hold = session.lock("reattach").acquire()
         old = session.session_client_id()
         assert info(r, "reattach")["keepalive_client"] == old
         r.execute_command("CLIENT", "KILL", "ID", old)
         new = wait_for("a new session connection", lambda: session.session_client_id() != old and session.session_client_id())
         wait_for("re-attached", lambda: info(r, "reattach").get("keepalive_client") == new)
-        time.sleep(1.5)  # past the lease: renewed by the new session connection
+        time.sleep(KEPT_LEASE_MS / 1000 + 0.5)  # past the lease: renewed by the new session connection
         i = info(r, "reattach")
         assert i["owner"].decode() == hold.owner and i["keepalive_client"] == new
         assert not hold.lost.is_set()
