@@ -263,9 +263,15 @@ async fn a_silent_server_ends_the_leadership_at_its_local_deadline() {
     // for half a second on a loaded machine (CI runs every suite at once) lets it go before the
     // cut. 4 s tolerates a 2 s stall and still ends the wait within 2 s of the cut.
     let lease = Duration::from_millis(4000);
-    let session = Session::open_with(&client(&server), Options::default().lease(lease))
-        .await
-        .unwrap();
+    // The session connection gives a PING up after its ping interval (at least 1 s): with 1 s, the
+    // PING sent a quarter lease after the last answered one is given up at that one's send + half
+    // a lease, the leadership's deadline, and which of the two ends it first is a race
+    // (ConnectionLost or Deadline, seen under load). With 3 s it is given up 2 s after the
+    // deadline: this test sees the deadline alone. (PINGs are still sent every lease/4.)
+    let options = Options::default()
+        .lease(lease)
+        .ping_interval(Duration::from_secs(3));
+    let session = Session::open_with(&client(&server), options).await.unwrap();
     let leader = session.election("d").campaign(Wait::No).await.unwrap();
     // Still believed past half a lease while PINGs (every lease/4) are answered.
     let mut lost = leader.lost();
