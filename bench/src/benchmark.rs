@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 
+use crate::conn::{Conn, Reply};
 use crate::report::{finite, rate, Bar, Section, INTERFERENCE_PCT, RETRIES};
-use crate::resp::{Conn, Reply};
 use crate::server::{prepare_child, CpuMeter, CpuUse, Server};
 use crate::stats::{median, paired_ratio, spread_pct};
 use crate::{Ctx, Opts};

@@ -12,7 +12,7 @@
 
 use std::future::Future;
 use std::io::{self, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -21,7 +21,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use etcd_client::{Client, LeaseKeepAliveStream, LeaseKeeper, ResignOptions};
 use serde_json::{json, Value};
 
-use crate::resp::{self, ReadBuf, Reply};
+use crate::conn::{self, Reply};
 
 static TERM: AtomicBool = AtomicBool::new(false);
 
@@ -267,7 +267,7 @@ async fn keep_alive_once(
 struct Redis {
     addr: String,
     timeout: Duration,
-    conn: Option<(TcpStream, ReadBuf)>,
+    conn: Option<redis::Connection>,
 }
 
 impl Redis {
@@ -281,23 +281,15 @@ impl Redis {
 
     fn try_cmd(&mut self, args: &[&[u8]]) -> io::Result<Reply> {
         if self.conn.is_none() {
-            let sock: SocketAddr = self
-                .addr
-                .to_socket_addrs()?
-                .next()
-                .ok_or_else(|| io::Error::other("no address"))?;
-            let s = TcpStream::connect_timeout(&sock, self.timeout)?;
-            s.set_nodelay(true)?;
-            s.set_read_timeout(Some(self.timeout))?;
-            s.set_write_timeout(Some(self.timeout))?;
-            self.conn = Some((s, ReadBuf::default()));
+            self.conn = Some(conn::blocking(&self.addr, self.timeout)?);
         }
-        let (s, buf) = self.conn.as_mut().expect("connected");
-        s.write_all(&resp::command(args))?;
-        match buf.read_sync(s)? {
-            Reply::Error(e) => Err(io::Error::other(e)),
-            r => Ok(r),
+        let c = self.conn.as_mut().expect("connected");
+        let mut cmd = redis::Cmd::new();
+        for a in args {
+            cmd.arg(*a);
         }
+        // An error reply is an Err.
+        cmd.query(c).map_err(io::Error::other)
     }
 }
 
@@ -372,7 +364,7 @@ impl Elector {
 
     fn get(&mut self) -> io::Result<Option<(Record, Vec<u8>)>> {
         match self.redis.cmd(&[b"GET", self.key.as_bytes()])? {
-            Reply::Bulk(raw) => {
+            Reply::BulkString(raw) => {
                 let r = Record::decode(&raw)?;
                 self.known = Some(r.version);
                 Ok(Some((r, raw)))
@@ -387,7 +379,7 @@ impl Elector {
             .redis
             .cmd(&[b"SET", self.key.as_bytes(), &r.encode(), b"NX"])?
         {
-            Reply::Status(_) => {
+            Reply::Okay => {
                 self.known = Some(1);
                 Ok(r)
             }
@@ -402,7 +394,7 @@ impl Elector {
         let key = self.key.clone();
         self.redis.cmd(&[b"WATCH", key.as_bytes()])?;
         let current = match self.redis.cmd(&[b"GET", key.as_bytes()])? {
-            Reply::Bulk(raw) => Record::decode(&raw)?.version,
+            Reply::BulkString(raw) => Record::decode(&raw)?.version,
             _ => 0,
         };
         if current != known {

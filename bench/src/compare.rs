@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use crate::load::{ping_rate, run_load, Proto};
 use crate::report::{ms, rate};
-use crate::resp::{command, Reply, SyncConn};
+use redis::ConnectionLike;
+
+use crate::conn::{self, command, Reply};
 use crate::server::{CpuMeter, Server};
 use crate::stats::{self, Lat, Rng};
 use crate::{Ctx, Opts};
@@ -26,16 +28,16 @@ struct Row {
 }
 
 fn ping_thread(addr: &str, warmup: Duration, measure: Duration) -> io::Result<f64> {
-    let mut c = SyncConn::connect(addr)?;
+    let mut c = conn::blocking(addr, Duration::from_secs(30))?;
     let ping = command(&[b"PING"]);
     let end_warm = Instant::now() + warmup;
     while Instant::now() < end_warm {
-        c.raw(&ping)?;
+        c.req_packed_command(&ping).map_err(io::Error::other)?;
     }
     let start = Instant::now();
     let mut n = 0u64;
     while start.elapsed() < measure {
-        c.raw(&ping)?;
+        c.req_packed_command(&ping).map_err(io::Error::other)?;
         n += 1;
     }
     Ok(n as f64 / start.elapsed().as_secs_f64())
@@ -60,7 +62,7 @@ fn threads_load(
     let failures = Arc::new(Mutex::new(Vec::<String>::new()));
     let mut handles = Vec::new();
     for id in 0..clients {
-        let mut conn = SyncConn::connect(addr)?;
+        let mut conn = conn::blocking(addr, Duration::from_secs(30))?;
         let (measuring, stop, count, holders, hist, failures) = (
             measuring.clone(),
             stop.clone(),
@@ -99,10 +101,10 @@ fn threads_load(
                     };
                     let t0 = Instant::now();
                     loop {
-                        let r = conn.raw(&acq)?;
+                        let r = conn.req_packed_command(&acq).map_err(io::Error::other)?;
                         match r {
                             Reply::Int(1) if module => break,
-                            Reply::Status(ref s) if !module && s == b"OK" => break,
+                            Reply::Okay if !module => break,
                             Reply::Nil => continue,
                             other => return Err(io::Error::other(format!("acquire: {other:?}"))),
                         }
@@ -123,7 +125,7 @@ fn threads_load(
                         command(&[b"DEL", key.as_bytes()])
                     };
                     let want = if module { 0 } else { 1 };
-                    let r = conn.raw(&rel)?;
+                    let r = conn.req_packed_command(&rel).map_err(io::Error::other)?;
                     if r != Reply::Int(want) {
                         return Err(io::Error::other(format!("release: {r:?}")));
                     }

@@ -26,9 +26,9 @@ use serde_json::{json, Value};
 use tokio::task::JoinHandle;
 use tokio::time::timeout_at;
 
+use crate::conn::{Conn, Reply};
 use crate::load::{LoadResult, Proto};
 use crate::report::{finite, ms, rate, Bar, Section, INTERFERENCE_PCT, RETRIES};
-use crate::resp::{Conn, Reply};
 use crate::server::CpuMeter;
 use crate::stats::{self, median, paired_ratio, range, ratios, spread_pct, Lat};
 use crate::{info_field, Ctx};
@@ -181,7 +181,7 @@ async fn wait_next(mut m: Member, block: Vec<u8>) -> io::Result<Waited> {
     let outcome = match &r {
         Reply::Int(1) => Outcome::Granted,
         Reply::Nil => Outcome::TimedOut,
-        Reply::Error(e) if e.split(' ').next() == Some("DEADLOCK") => Outcome::Deadlock,
+        Reply::ServerError(e) if e.code() == "DEADLOCK" => Outcome::Deadlock,
         other => {
             return Err(err(format!(
                 "LOCK.ACQUIRE of the next lock answered {other:?}"

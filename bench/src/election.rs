@@ -25,9 +25,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use crate::conn::{self, Reply};
 use crate::etcd::{self, Etcd};
 use crate::report::{Bar, Section};
-use crate::resp::{self, Reply, SyncConn};
 use crate::server::{find, prepare_child, Server, ServerSpec};
 use crate::stats::median;
 use crate::Opts;
@@ -509,11 +509,11 @@ impl Env {
     fn standby_waits(&self, system: System, name: &str, standby: &mut Proc) -> io::Result<bool> {
         match system {
             System::Module => {
-                let mut c = SyncConn::connect(&self.redis.addr())?;
-                match c.raw(&resp::command(&[b"LOCK.WAITERS", name.as_bytes()]))? {
-                    Reply::Array(a) => Ok(!a.is_empty()),
-                    Reply::Error(e) => Err(io::Error::other(format!("LOCK.WAITERS: {e}"))),
-                    _ => Ok(false),
+                let mut c = conn::blocking(&self.redis.addr(), Duration::from_secs(30))?;
+                match redis::cmd("LOCK.WAITERS").arg(name).query(&mut c) {
+                    Ok(Reply::Array(a)) => Ok(!a.is_empty()),
+                    Ok(_) => Ok(false),
+                    Err(e) => Err(io::Error::other(format!("LOCK.WAITERS: {e}"))),
                 }
             }
             System::Etcdctl | System::EtcdLease => {
@@ -679,11 +679,14 @@ fn sample(env: &Env, system: System, fault: Fault, i: usize) -> io::Result<Sampl
 fn unavailable(env: &Env, system: System) -> Option<String> {
     match system {
         System::Module => {
-            let mut c = match SyncConn::connect(&env.redis.addr()) {
+            let mut c = match conn::blocking(&env.redis.addr(), Duration::from_secs(30)) {
                 Ok(c) => c,
                 Err(e) => return Some(format!("server: {e}")),
             };
-            let info = c.raw(&resp::command(&[b"COMMAND", b"INFO", b"ELECT.CAMPAIGN"]));
+            let info: redis::RedisResult<Reply> = redis::cmd("COMMAND")
+                .arg("INFO")
+                .arg("ELECT.CAMPAIGN")
+                .query(&mut c);
             match info {
                 Ok(Reply::Array(a)) if a.first().is_some_and(|r| *r != Reply::Nil) => {}
                 _ => return Some("the module has no ELECT.CAMPAIGN".into()),

@@ -13,9 +13,9 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::time::timeout;
 
+use crate::conn::{Conn, Reply, ReplyExt};
 use crate::load::{Harness, LoadSpec, Proto};
 use crate::report::{ms, Bar, Section, INTERFERENCE_PCT, RETRIES};
-use crate::resp::{Conn, Reply};
 use crate::server::{wait_for_quiet, CpuMeter};
 use crate::stats::percentile;
 use crate::Ctx;
@@ -150,7 +150,7 @@ async fn module_chain(ctx: &Ctx, key: &str) -> io::Result<Chain> {
         let queued = match &info {
             Reply::Array(items) => items
                 .chunks(2)
-                .find(|kv| kv[0] == Reply::Bulk(b"waiters".to_vec()))
+                .find(|kv| kv[0] == Reply::BulkString(b"waiters".to_vec()))
                 .and_then(|kv| kv[1].int()),
             _ => None,
         };

@@ -48,9 +48,9 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::{sleep, sleep_until, timeout_at};
 
+use crate::conn::{Conn, Reply, ReplyExt};
 use crate::load::{owner_id, Findings};
 use crate::report::{finite, ms, rate, Bar, Section, INTERFERENCE_PCT, RETRIES};
-use crate::resp::{Conn, Reply};
 use crate::server::{self, CpuMeter, Server};
 use crate::stats::{self, jain, median, spread_pct, Lat};
 use crate::{Ctx, Opts};
@@ -399,7 +399,7 @@ impl FairClient {
             let Reply::Array(items) = &r else {
                 return Err(unexpected("SUBSCRIBE", &r));
             };
-            if let [Reply::Bulk(kind), Reply::Bulk(ch), _] = items.as_slice() {
+            if let [Reply::BulkString(kind), Reply::BulkString(ch), _] = items.as_slice() {
                 if kind == b"subscribe" && *ch == self.channel {
                     return Ok(());
                 }

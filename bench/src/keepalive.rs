@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use crate::conn::{Conn, Reply, ReplyExt};
 use crate::report::{Bar, Section};
-use crate::resp::{Conn, Reply};
 use crate::server::cpu_seconds;
 use crate::stats::median;
 use crate::{info_field, Ctx};

@@ -37,8 +37,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use crate::conn::{Conn, Reply, ReplyExt};
 use crate::report::{rate, Bar, Section};
-use crate::resp::{Conn, Reply};
 use crate::server::{cpu_seconds, online_cores, pin_self, spin};
 use crate::stats::percentile;
 use crate::{info_field, Ctx};
@@ -537,7 +537,7 @@ fn owner_and_client(reply: &Reply) -> Option<(String, Option<i64>)> {
             .and_then(|kv| kv.get(1))
     };
     let owner = field("owner")?.text();
-    Some((owner, field("keepalive_client").and_then(Reply::int)))
+    Some((owner, field("keepalive_client").and_then(ReplyExt::int)))
 }
 
 /// One run: the holds taken at the floor, kept `hold` under the load, checked.
@@ -860,7 +860,7 @@ pub async fn s11(ctx: &Ctx) -> io::Result<Section> {
     let reps = ctx.opts.reps(crate::REPS_S11);
     let mut admin = Conn::connect(&ctx.addr).await?;
     let hz: i64 = match admin.ok(&["CONFIG", "GET", "hz"]).await? {
-        Reply::Array(v) => v.get(1).and_then(Reply::int),
+        Reply::Array(v) => v.get(1).and_then(ReplyExt::int),
         _ => None,
     }
     .ok_or_else(|| io::Error::other("CONFIG GET hz: no integer"))?;
@@ -891,7 +891,7 @@ pub async fn s11(ctx: &Ctx) -> io::Result<Section> {
             b"KEEPALIVE",
         ])
         .await?;
-    let refused_ok = matches!(&refused, Reply::Error(e) if e.starts_with(REFUSAL));
+    let refused_ok = matches!(&refused, Reply::ServerError(e) if crate::conn::error_line(e).starts_with(REFUSAL));
     if !refused_ok {
         section.errors.push(format!(
             "LOCK.ACQUIRE ... PX {below} KEEPALIVE (1 ms below the floor) answered {refused:?}, not {REFUSAL} ..."

@@ -14,9 +14,9 @@ use serde_json::{json, Value};
 use tokio::task::JoinHandle;
 use tokio::time::timeout_at;
 
+use crate::conn::{Conn, Reply, ReplyExt};
 use crate::load::Proto;
 use crate::report::{finite, ms, Section};
-use crate::resp::{Conn, Reply};
 use crate::stats::{median, percentile, range};
 use crate::Ctx;
 
@@ -104,8 +104,8 @@ async fn latch_waiters(admin: &mut Conn, key: &[u8]) -> io::Result<i64> {
         Reply::Nil => Ok(0),
         Reply::Array(items) => Ok(items
             .chunks(2)
-            .find(|kv| kv[0] == Reply::Bulk(b"waiters".to_vec()))
-            .and_then(|kv| kv.get(1).and_then(Reply::int))
+            .find(|kv| kv[0] == Reply::BulkString(b"waiters".to_vec()))
+            .and_then(|kv| kv.get(1).and_then(ReplyExt::int))
             .unwrap_or(0)),
         other => Err(io::Error::other(format!("LATCH.INFO answered {other:?}"))),
     }
@@ -213,8 +213,8 @@ async fn pubsub_until(sub: &mut Conn, kind: &[u8], channel: &[u8]) -> io::Result
         let r = sub.read().await?;
         if let Reply::Array(items) = &r {
             if items.len() == 3
-                && items[0] == Reply::Bulk(kind.to_vec())
-                && items[1] == Reply::Bulk(channel.to_vec())
+                && items[0] == Reply::BulkString(kind.to_vec())
+                && items[1] == Reply::BulkString(channel.to_vec())
             {
                 return Ok(items[2].clone());
             }
@@ -255,7 +255,7 @@ async fn redisson_round(
     for (mut sub, mut cmd) in pairs.drain(..) {
         let (key, channel, ready) = (key.to_vec(), channel.clone(), ready.clone());
         tasks.push(tokio::task::spawn_local(async move {
-            let one = Reply::Bulk(b"1".to_vec());
+            let one = Reply::BulkString(b"1".to_vec());
             let r = cmd.cmd(&[b"GET", &key]).await?;
             if r != one {
                 return Err(err(format!(
@@ -274,7 +274,7 @@ async fn redisson_round(
             ready.add_permits(1);
             let msg = pubsub_until(&mut sub, b"message", &channel).await?;
             let message_at = Instant::now();
-            if msg != Reply::Bulk(b"0".to_vec()) {
+            if msg != Reply::BulkString(b"0".to_vec()) {
                 return Err(err(format!("the latch's channel said {msg:?}, not 0")));
             }
             let r = cmd.cmd(&[b"GET", &key]).await?;

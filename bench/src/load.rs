@@ -60,7 +60,7 @@ use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 use tokio::time::{sleep, timeout_at};
 
-use crate::resp::{Conn, Reply};
+use crate::conn::{Conn, Reply, ReplyExt};
 use crate::server::CpuMeter;
 use crate::stats::{self, jain, Lat};
 
@@ -745,7 +745,7 @@ async fn pubsub_loop(
                     return Err(io::Error::other(format!("unexpected pub/sub reply {reply:?}")));
                 };
                 match items.as_slice() {
-                    [Reply::Bulk(kind), Reply::Bulk(ch), payload] => {
+                    [Reply::BulkString(kind), Reply::BulkString(ch), payload] => {
                         let Some(&key) = shared.channel_index.get(ch) else {
                             continue;
                         };
@@ -755,7 +755,7 @@ async fn pubsub_loop(
                         }
                         let chan = process.chan(key);
                         if kind == b"message" {
-                            if *payload == Reply::Bulk(b"1".to_vec()) {
+                            if *payload == Reply::BulkString(b"1".to_vec()) {
                                 chan.wake.notify_waiters();
                             } else {
                                 chan.wake.notify_one();
@@ -949,8 +949,8 @@ impl Client {
                 match r {
                     Reply::Array(items)
                         if items.len() == 2
-                            && items[0] == Reply::Bulk(key.clone())
-                            && items[1] == Reply::Bulk(BLPOP_TOKEN.to_vec()) =>
+                            && items[0] == Reply::BulkString(key.clone())
+                            && items[1] == Reply::BulkString(BLPOP_TOKEN.to_vec()) =>
                     {
                         return Ok(Outcome::Granted)
                     }
@@ -970,7 +970,7 @@ impl Client {
                     .cmd(&[b"SET", key, &self.owner, b"NX", b"PX", &sh.lease])
                     .await?;
                 match r {
-                    Reply::Status(s) if s == b"OK" => return Ok(Outcome::Granted),
+                    Reply::Okay => return Ok(Outcome::Granted),
                     Reply::Nil => {}
                     other => return Err(unexpected("SET NX PX", &other)),
                 }
@@ -1029,8 +1029,8 @@ impl Client {
                 match r {
                     Reply::Array(items)
                         if items.len() == 2
-                            && items[0] == Reply::Bulk(key.clone())
-                            && items[1] == Reply::Bulk(BLPOP_TOKEN.to_vec()) =>
+                            && items[0] == Reply::BulkString(key.clone())
+                            && items[1] == Reply::BulkString(BLPOP_TOKEN.to_vec()) =>
                     {
                         return Ok(Outcome::Granted)
                     }
@@ -1090,9 +1090,9 @@ impl Client {
                 ])
                 .await;
             let nearest = match r {
-                Ok(Reply::Bulk(b)) if b == b"OK" => break Ok(Outcome::Granted),
+                Ok(Reply::BulkString(b)) if b == b"OK" => break Ok(Outcome::Granted),
                 Ok(Reply::Nil) => None,
-                Ok(Reply::Bulk(b)) if b.first() == Some(&b':') => {
+                Ok(Reply::BulkString(b)) if b.first() == Some(&b':') => {
                     match std::str::from_utf8(&b[1..])
                         .ok()
                         .and_then(|t| t.parse::<f64>().ok())
@@ -1101,7 +1101,7 @@ impl Client {
                         None => {
                             break Err(unexpected(
                                 "redisson semaphore acquire script",
-                                &Reply::Bulk(b),
+                                &Reply::BulkString(b),
                             ))
                         }
                     }
@@ -2123,7 +2123,7 @@ pub async fn init_semaphore(
         }
         Proto::Redisson => {
             let r = admin.cmd(&[b"SET", key, n.as_bytes(), b"NX"]).await?;
-            let ok = r == Reply::Status(b"OK".to_vec());
+            let ok = r == Reply::Okay;
             ("SET NX of the permits", r, ok)
         }
         _ => {
@@ -2198,8 +2198,8 @@ pub async fn commandstats(conn: &mut Conn) -> io::Result<Vec<(String, u64, f64)>
 /// Sequential PINGs from one client: replies per second in the window.
 pub async fn ping_rate(addr: &str, warmup: Duration, measure: Duration) -> io::Result<f64> {
     let mut conn = Conn::connect(addr).await?;
-    let ping = crate::resp::command(&[b"PING"]);
-    let pong = Reply::Status(b"PONG".to_vec());
+    let ping = crate::conn::command(&[b"PING"]);
+    let pong = Reply::SimpleString("PONG".into());
     let end_warm = Instant::now() + warmup;
     while Instant::now() < end_warm {
         let r = conn.raw(&ping).await?;
@@ -2333,13 +2333,13 @@ mod tests {
             .push_back(e.clone());
         sem_pubsub_reply(&p, 0, b"subscribe", &Reply::Int(1)).unwrap();
         assert!(e.ready.get());
-        sem_pubsub_reply(&p, 0, b"message", &Reply::Bulk(b"2".to_vec())).unwrap();
+        sem_pubsub_reply(&p, 0, b"message", &Reply::BulkString(b"2".to_vec())).unwrap();
         assert_eq!(e.latch.available_permits(), 2);
-        sem_pubsub_reply(&p, 0, b"message", &Reply::Bulk(b"10".to_vec())).unwrap();
+        sem_pubsub_reply(&p, 0, b"message", &Reply::BulkString(b"10".to_vec())).unwrap();
         assert_eq!(e.latch.available_permits(), 5);
         // No entry for the key: nobody of the process waits, nothing kept.
-        sem_pubsub_reply(&p, 1, b"message", &Reply::Bulk(b"4".to_vec())).unwrap();
-        assert!(sem_pubsub_reply(&p, 0, b"message", &Reply::Bulk(b"x".to_vec())).is_err());
+        sem_pubsub_reply(&p, 1, b"message", &Reply::BulkString(b"4".to_vec())).unwrap();
+        assert!(sem_pubsub_reply(&p, 0, b"message", &Reply::BulkString(b"x".to_vec())).is_err());
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod candidate;
 mod chart;
 mod cli_cost;
 mod compare;
+mod conn;
 mod deadlock;
 mod election;
 mod etcd;
@@ -20,7 +21,6 @@ mod load;
 mod peers;
 mod redisson_client;
 mod report;
-mod resp;
 mod scale;
 mod server;
 mod stats;
@@ -35,9 +35,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::json;
 
+use crate::conn::{Conn, ReplyExt};
 use crate::load::{LoadSpec, Proto, Scripts};
 use crate::report::Section;
-use crate::resp::Conn;
 use crate::server::{Pinning, Server, ServerSpec};
 
 const USAGE: &str = "\
@@ -625,7 +625,7 @@ fn header(opts: &Opts, date: &str, load_before: &str) -> Header {
          pinning:  {}\n\
          runs:     every figure is the median of repeated runs (S1 {}, S1b {}, S2 {}, S3 {}, S4 {}/{}, S5 {}, S6 {}, S7 {}, S8 {}, S9 {}, S10 {}, S11 {}, S12 {}, S13 {}, S14 {}, S15 {}/{}, S16 {}; all runs in latest.json); \
          throughput runs {:.1} s measured after {:.1} s warm-up{}\n\
-         clients:  one tokio current_thread runtime (one core), a task per client, own RESP2 codec over TCP_NODELAY sockets;\n          \
+         clients:  one tokio current_thread runtime (one core), a task per client, RESP2 over TCP_NODELAY sockets (commands packed by the redis crate, replies parsed by redis-protocol);\n          \
          redisson-emu: Redisson's protocol simulated as processes of {} threads (one pub/sub connection per process); redisson: the real client in a JVM\n          \
          (interop/redisson's load driver); spin retries after 10 ms / 100 ms\n",
         command_line(),

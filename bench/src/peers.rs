@@ -35,9 +35,9 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::{sleep, timeout_at};
 
+use crate::conn::{Conn, Reply, ReplyExt};
 use crate::etcd::{Etcd, EtcdClient};
 use crate::report::{self, Section};
-use crate::resp::{Conn, Reply};
 use crate::server::{self, CpuMeter, CpuUse, Server, ServerSpec};
 use crate::stats::{self, Lat};
 use crate::zookeeper::{self, ZkClient, ZooKeeper};
@@ -93,7 +93,7 @@ impl System {
         match self {
             System::Module => {
                 "redis-server + module, --save '' --appendonly no (no fsync); LOCK.ACQUIRE key owner PX 30000 BLOCK 10000 / LOCK.RELEASE, \
-                 LOCK.RACQUIRE/WACQUIRE, ELECT.CAMPAIGN key cand PX 30000 KEEPALIVE BLOCK 10000 / ELECT.RESIGN; own RESP client"
+                 LOCK.RACQUIRE/WACQUIRE, ELECT.CAMPAIGN key cand PX 30000 KEEPALIVE BLOCK 10000 / ELECT.RESIGN; the generator's own connections (conn.rs)"
             }
             System::ModuleAlways => {
                 "the same, --appendonly yes --appendfsync always (AOF fsynced before the replies of each write batch)"
@@ -208,7 +208,7 @@ impl ModuleClient {
 
 /// A client of any system, with the same calls.
 enum Client {
-    Module(ModuleClient),
+    Module(Box<ModuleClient>),
     Etcd(Box<EtcdClient>),
     Zk(Box<ZkClient>),
 }
@@ -216,12 +216,12 @@ enum Client {
 impl Client {
     async fn connect(system: System, addr: &str, owner: String) -> io::Result<Client> {
         Ok(match system {
-            System::Module | System::ModuleAlways => Client::Module(ModuleClient {
+            System::Module | System::ModuleAlways => Client::Module(Box::new(ModuleClient {
                 conn: Conn::connect(addr).await?,
                 owner,
                 held: None,
                 leading: None,
-            }),
+            })),
             System::Etcd => Client::Etcd(Box::new(EtcdClient::connect(addr).await?)),
             System::ZooKeeper => Client::Zk(Box::new(ZkClient::connect(addr).await?)),
         })

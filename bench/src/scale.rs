@@ -9,8 +9,8 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::time::timeout;
 
+use crate::conn::{Conn, Reply, ReplyExt};
 use crate::report::{finite, ms, rate, ratio, Bar, Section, INTERFERENCE_PCT, RETRIES};
-use crate::resp::{Conn, Reply};
 use crate::server::{wait_for_quiet, CpuMeter};
 use crate::stats::{median, percentile};
 use crate::{info_field, Ctx};
@@ -132,7 +132,7 @@ async fn lock_waiters(monitor: &mut Conn, key: &str) -> io::Result<i64> {
     Ok(match &info {
         Reply::Array(items) => items
             .chunks(2)
-            .find(|kv| kv[0] == Reply::Bulk(b"waiters".to_vec()))
+            .find(|kv| kv[0] == Reply::BulkString(b"waiters".to_vec()))
             .and_then(|kv| kv[1].int())
             .unwrap_or(0),
         _ => 0,
@@ -159,7 +159,7 @@ async fn release_run(
     }
     let owner_of = |i: usize| format!("w{i}");
     let acquire = |i: usize| {
-        crate::resp::command(&[
+        crate::conn::command(&[
             b"LOCK.ACQUIRE",
             key.as_bytes(),
             owner_of(i).as_bytes(),
@@ -211,7 +211,7 @@ async fn release_run(
     };
     let warm = 10;
     let release_cmd =
-        |i: usize| crate::resp::command(&[b"LOCK.RELEASE", key.as_bytes(), owner_of(i).as_bytes()]);
+        |i: usize| crate::conn::command(&[b"LOCK.RELEASE", key.as_bytes(), owner_of(i).as_bytes()]);
     for n in 0..warm + releases {
         // Mutual exclusion: while `owner` holds the lock (until its release
         // is sent) no other caller may have been handed it.

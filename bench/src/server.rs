@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::resp::SyncConn;
+use crate::conn;
 
 /// Which core the server and the generator run on (`None`: not pinned).
 #[derive(Clone, Copy, Debug)]
@@ -215,11 +215,9 @@ impl Server {
                     return Err(io::Error::other(format!("exited with {status}")));
                 }
             }
-            if let Ok(mut c) = SyncConn::connect(&self.addr()) {
-                if let Ok(r) = c.raw(b"*1\r\n$4\r\nPING\r\n") {
-                    if r.text() == "PONG" {
-                        return Ok(());
-                    }
+            if let Ok(mut c) = conn::blocking(&self.addr(), Duration::from_secs(1)) {
+                if redis::cmd("PING").query::<String>(&mut c).is_ok() {
+                    return Ok(());
                 }
             }
             if Instant::now() > deadline {

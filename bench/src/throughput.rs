@@ -8,12 +8,12 @@ use std::io;
 
 use serde_json::{json, Value};
 
+use crate::conn::Conn;
 use crate::load::{
     commandstats, ping_rate, redisson_multi_wait, run_load, KeyOrder, LoadResult, LoadSpec,
     MultiSpec, Proto, RwStats, REDISSON_MULTI_WAIT_PER_KEY,
 };
 use crate::report::{finite, ms, rate, Bar, Section, INTERFERENCE_PCT, RETRIES};
-use crate::resp::Conn;
 use crate::stats::{median, paired_ratio, range, ratios, spread_pct};
 use crate::Ctx;
 
