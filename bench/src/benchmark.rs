@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use crate::conn::{Conn, Reply};
 use crate::report::{finite, rate, Bar, Section, INTERFERENCE_PCT, RETRIES};
-use crate::server::{prepare_child, CpuMeter, CpuUse, Server};
+use crate::server::{tie_to_parent, CpuMeter, CpuUse, Server};
 use crate::stats::{median, paired_ratio, spread_pct};
 use crate::{Ctx, Opts};
 
@@ -78,7 +78,7 @@ fn redis_benchmark(
         .args(["-r", &random.to_string(), "--csv"])
         .args(tail)
         .stdin(Stdio::null());
-    prepare_child(&mut cmd, opts.pinning.generator);
+    tie_to_parent(&mut cmd, opts.pinning.generator);
     let out = cmd
         .output()
         .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", opts.redis_benchmark)))?;
@@ -244,8 +244,8 @@ pub async fn s6(opts: &Opts, started: Instant) -> io::Result<Section> {
         "S6",
         "no tax on the rest of Redis: redis-benchmark -c 50 -P 16 -r 1000000, module loaded (no locks in use) vs not loaded",
     );
-    let with = Server::start(&Ctx::server_spec(opts, true), "s6-module")?;
-    let without = Server::start(&Ctx::server_spec(opts, false), "s6-plain")?;
+    let with = crate::server::start(&Ctx::server_spec(opts, true), "s6-module")?;
+    let without = crate::server::start(&Ctx::server_spec(opts, false), "s6-plain")?;
     let tests: [(&str, &[&str]); 5] = [
         ("SET", &["-t", "set"]),
         ("GET", &["-t", "get"]),

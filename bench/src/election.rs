@@ -28,7 +28,7 @@ use serde_json::json;
 use crate::conn::{self, Reply};
 use crate::etcd::{self, Etcd};
 use crate::report::{Bar, Section};
-use crate::server::{find, prepare_child, Server, ServerSpec};
+use crate::server::{find, tie_to_parent, Server, ServerSpec};
 use crate::stats::median;
 use crate::Opts;
 
@@ -169,7 +169,7 @@ impl Proc {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .env("ETCDCTL_API", "3");
-        prepare_child(&mut cmd, None);
+        tie_to_parent(&mut cmd, None);
         let mut child = cmd
             .spawn()
             .map_err(|e| io::Error::new(e.kind(), format!("start {}: {e}", argv[0])))?;
@@ -758,7 +758,7 @@ pub async fn s14(opts: &Opts, started: Instant) -> io::Result<Section> {
     if let Some(ns) = &netns {
         extra.push(ns.host_ip.clone());
     }
-    let redis = Server::start(
+    let redis = crate::server::start(
         &ServerSpec {
             binary: opts.redis_server.clone(),
             module: Some(opts.module.clone()),

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use etcd_client::{Client, GetOptions, LeaderKey, LockOptions, ResignOptions};
 
-use crate::server::{free_port, prepare_child};
+use crate::server::{free_port, tie_to_parent};
 
 /// TTL of each S16 client's lease, granted once when it connects (a run is
 /// far shorter, so no keep-alive is needed; the lease is revoked at the end).
@@ -37,7 +37,7 @@ impl Etcd {
     pub fn start(bin: &Path, also_on: Option<&str>, core: Option<usize>) -> io::Result<Etcd> {
         let mut last = String::new();
         for attempt in 0..3 {
-            let (port, peer) = (free_port()?, free_port()?);
+            let (port, peer) = (free_port(), free_port());
             let dir = std::env::temp_dir().join(format!(
                 "lock-bench-{}-etcd-{attempt}-{port}",
                 std::process::id()
@@ -69,7 +69,7 @@ impl Etcd {
                 .stdin(Stdio::null())
                 .stdout(log.try_clone()?)
                 .stderr(log);
-            prepare_child(&mut cmd, core);
+            tie_to_parent(&mut cmd, core);
             let child = cmd.spawn()?;
             let mut etcd = Etcd { child, dir, port };
             let deadline = Instant::now() + Duration::from_secs(15);

@@ -631,7 +631,7 @@ struct Target {
 impl Target {
     async fn start(opts: &Opts, with_module: bool) -> io::Result<Target> {
         let tag = if with_module { "S17" } else { "S17-plain" };
-        let server = Server::start(&Ctx::server_spec(opts, with_module), tag)?;
+        let server = crate::server::start(&Ctx::server_spec(opts, with_module), tag)?;
         let addr = server.addr();
         let mut c = Conn::connect(&addr).await?;
         let mut shas: [Vec<u8>; 3] = Default::default();
@@ -1081,7 +1081,7 @@ pub async fn s17(opts: &Opts, started: Instant) -> io::Result<Section> {
         if !t.server.alive() {
             section.errors.push(format!(
                 "redis-server died during S17; log:\n{}",
-                t.server.log_tail()
+                t.server.log_tail(20)
             ));
         }
     }

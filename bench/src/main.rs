@@ -410,7 +410,7 @@ impl Ctx {
     }
 
     async fn new(opts: &Opts, tag: &str, started: Instant) -> io::Result<Ctx> {
-        let server = Server::start(&Ctx::server_spec(opts, true), tag)?;
+        let server = crate::server::start(&Ctx::server_spec(opts, true), tag)?;
         let addr = server.addr();
         let mut conn = Conn::connect(&addr).await?;
         let scripts = Scripts::load(&mut conn).await?;
@@ -770,7 +770,7 @@ async fn run(opts: Opts) -> io::Result<bool> {
             if !ctx.server.alive() {
                 return Err(io::Error::other(format!(
                     "redis-server died during {id}; log:\n{}",
-                    ctx.server.log_tail()
+                    ctx.server.log_tail(20)
                 )));
             }
             section

@@ -314,7 +314,7 @@ impl Target {
 
     fn log_tail(&self) -> String {
         match &self.backend {
-            Backend::Redis(s) => s.log_tail(),
+            Backend::Redis(s) => s.log_tail(20),
             Backend::Etcd(e) => e.log_tail(),
             Backend::Zk(_) => "(its log is in its temp dir, removed when it stops)".into(),
         }
@@ -331,7 +331,7 @@ async fn start(opts: &Opts, system: System) -> io::Result<Result<Target, String>
             if system == System::ModuleAlways {
                 extra.extend(["--appendonly", "yes", "--appendfsync", "always"].map(String::from));
             }
-            let server = Server::start(
+            let server = crate::server::start(
                 &ServerSpec {
                     binary: opts.redis_server.clone(),
                     module: Some(opts.module.clone()),

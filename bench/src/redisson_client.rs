@@ -15,7 +15,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use serde_json::Value;
 
 use crate::load::{LoadResult, LoadSpec, Proto};
-use crate::server::{prepare_child, CpuMeter, CpuUse};
+use crate::server::{tie_to_parent, CpuMeter, CpuUse};
 use crate::stats::Lat;
 
 /// The Redisson the bench drives: the newest of the 4.x line (the suite
@@ -58,7 +58,7 @@ impl RedissonClient {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
-        prepare_child(&mut cmd, core);
+        tie_to_parent(&mut cmd, core);
         let mut child = cmd
             .spawn()
             .map_err(|e| format!("{}: {e}", script.display()))?;

@@ -1,16 +1,16 @@
-//! redis-server processes owned by the benchmark (killed by PID when dropped,
-//! also on panic or error), CPU pinning and the file-descriptor limit.
+//! The benchmark's servers (the workspace's server harness, `lock-harness`:
+//! killed by PID when dropped, also on panic or error, and with the
+//! benchmark when it dies), CPU pinning, CPU accounting and the
+//! file-descriptor limit.
 
 use std::fs;
 use std::io;
-use std::net::TcpListener;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::conn;
+pub use lock_harness::{find, free_port, set_affinity, tie_to_parent, Server};
+use lock_harness::{fresh_dir, Launch};
 
 /// Which core the server and the generator run on (`None`: not pinned).
 #[derive(Clone, Copy, Debug)]
@@ -55,7 +55,6 @@ pub fn online_cores() -> usize {
     }
 }
 
-/// Pins the calling thread (and the threads it creates later) to `core`.
 /// `rounds` of a xorshift from `x`: fixed CPU work, for the CPU probe and
 /// the spinning load.
 pub fn spin(mut x: u64, rounds: u64) -> u64 {
@@ -68,39 +67,9 @@ pub fn spin(mut x: u64, rounds: u64) -> u64 {
     x
 }
 
+/// Pins the calling thread (and the threads it creates later) to `core`.
 pub fn pin_self(core: usize) -> io::Result<()> {
     set_affinity(0, core)
-}
-
-fn set_affinity(pid: libc::pid_t, core: usize) -> io::Result<()> {
-    // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET only write into it and
-    // sched_setaffinity reads it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_ZERO(&mut set);
-        libc::CPU_SET(core, &mut set);
-        if libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
-
-/// Makes `cmd` run pinned to `core` (when given) and die with this process.
-pub fn prepare_child(cmd: &mut Command, core: Option<usize>) {
-    // SAFETY: the closure runs in the forked child before exec and calls only
-    // async-signal-safe functions (sched_setaffinity, prctl).
-    unsafe {
-        cmd.pre_exec(move || {
-            if let Some(core) = core {
-                set_affinity(0, core)?;
-            }
-            // Killed if the benchmark dies without running its destructors
-            // (SIGKILL, Ctrl-C).
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
 }
 
 /// Raises the soft RLIMIT_NOFILE to the hard limit; returns the new limit.
@@ -119,25 +88,6 @@ pub fn raise_nofile() -> io::Result<u64> {
     }
 }
 
-/// A port on loopback that was free a moment ago.
-pub fn free_port() -> io::Result<u16> {
-    TcpListener::bind("127.0.0.1:0")?
-        .local_addr()
-        .map(|a| a.port())
-}
-
-/// A binary on PATH (or a path), if it is there.
-pub fn find(bin: &str) -> Option<PathBuf> {
-    if bin.contains('/') {
-        return Path::new(bin).is_file().then(|| PathBuf::from(bin));
-    }
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join(bin))
-            .find(|p| p.is_file())
-    })
-}
-
 #[derive(Clone, Debug)]
 pub struct ServerSpec {
     pub binary: String,
@@ -147,125 +97,24 @@ pub struct ServerSpec {
     pub extra: Vec<String>,
 }
 
-pub struct Server {
-    pub port: u16,
-    pub dir: PathBuf,
-    pub with_module: bool,
-    child: Option<Child>,
-}
-
-impl Server {
-    pub fn start(spec: &ServerSpec, tag: &str) -> io::Result<Server> {
-        let mut last = String::new();
-        for attempt in 0..5 {
-            let port = free_port()?;
-            let dir = std::env::temp_dir().join(format!(
-                "lock-bench-{}-{tag}-{attempt}-{port}",
-                std::process::id()
-            ));
-            let _ = fs::remove_dir_all(&dir);
-            fs::create_dir_all(&dir)?;
-            let mut cmd = Command::new(&spec.binary);
-            cmd.arg("--port")
-                .arg(port.to_string())
-                .arg("--bind")
-                .arg("127.0.0.1")
-                .arg("--save")
-                .arg("")
-                .arg("--appendonly")
-                .arg("no")
-                .arg("--dir")
-                .arg(&dir)
-                .arg("--logfile")
-                .arg(dir.join("redis.log"))
-                .arg("--daemonize")
-                .arg("no");
-            if let Some(m) = &spec.module {
-                cmd.arg("--loadmodule").arg(m);
-            }
-            cmd.args(&spec.extra);
-            cmd.stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null());
-            prepare_child(&mut cmd, spec.core);
-            let child = cmd
-                .spawn()
-                .map_err(|e| io::Error::new(e.kind(), format!("start {}: {e}", spec.binary)))?;
-            let mut server = Server {
-                port,
-                dir,
-                with_module: spec.module.is_some(),
-                child: Some(child),
-            };
-            match server.wait_ready() {
-                Ok(()) => return Ok(server),
-                Err(e) => last = format!("{e}; log: {}", server.log_tail()),
-            }
-        }
-        Err(io::Error::other(format!(
-            "redis-server did not start: {last}"
-        )))
-    }
-
-    fn wait_ready(&mut self) -> io::Result<()> {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Some(child) = self.child.as_mut() {
-                if let Ok(Some(status)) = child.try_wait() {
-                    return Err(io::Error::other(format!("exited with {status}")));
-                }
-            }
-            if let Ok(mut c) = conn::blocking(&self.addr(), Duration::from_secs(1)) {
-                if redis::cmd("PING").query::<String>(&mut c).is_ok() {
-                    return Ok(());
-                }
-            }
-            if Instant::now() > deadline {
-                return Err(io::Error::other("not answering PING after 10 s"));
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    pub fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
-    pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(|c| c.id())
-    }
-
-    /// Still running?
-    pub fn alive(&mut self) -> bool {
-        match self.child.as_mut() {
-            Some(c) => matches!(c.try_wait(), Ok(None)),
-            None => false,
-        }
-    }
-
-    pub fn log_tail(&self) -> String {
-        let log = fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default();
-        let lines: Vec<&str> = log.lines().collect();
-        lines[lines.len().saturating_sub(20)..].join("\n")
-    }
-
-    pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.kill();
-        if thread::panicking() {
-            eprintln!("server {} log kept in {}", self.port, self.dir.display());
-        } else {
-            let _ = fs::remove_dir_all(&self.dir);
-        }
-    }
+/// Starts a server (`redis-server --port P --bind 127.0.0.1 --save ''
+/// --appendonly no ...`) in a directory of its own named after `tag`,
+/// pinned to `spec.core` and tied to the benchmark.
+pub fn start(spec: &ServerSpec, tag: &str) -> io::Result<Server> {
+    let mut args: Vec<String> = ["--appendonly", "no", "--daemonize", "no"]
+        .into_iter()
+        .map(String::from)
+        .collect();
+    args.extend(spec.extra.iter().cloned());
+    let launch = Launch {
+        binary: spec.binary.clone(),
+        args,
+        module: spec.module.clone().map(|m| (m, Vec::new())),
+        netns: None,
+        core: spec.core,
+        tied: true,
+    };
+    Server::start(launch, fresh_dir(&format!("lock-bench-{tag}"))).map_err(io::Error::other)
 }
 
 /// CPU time (user + system) of a process, in seconds, from /proc.

@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use zookeeper_client as zk;
 
-use crate::server::{find, free_port, prepare_child};
+use crate::server::{find, free_port, tie_to_parent};
 
 /// Debian's ZooKeeper jar; its manifest's Class-Path names the dependencies.
 const ZOOKEEPER_JAR: &str = "/usr/share/java/zookeeper.jar";
@@ -101,7 +101,7 @@ impl ZooKeeper {
         let mut last = String::new();
         // A few attempts: the free port may be taken before the JVM binds it.
         for attempt in 0..3 {
-            let port = free_port()?;
+            let port = free_port();
             let dir = std::env::temp_dir().join(format!(
                 "lock-bench-{}-zk-{attempt}-{port}",
                 std::process::id()
@@ -133,7 +133,7 @@ impl ZooKeeper {
                 .stdin(Stdio::null())
                 .stdout(log.try_clone()?)
                 .stderr(log);
-            prepare_child(&mut cmd, core);
+            tie_to_parent(&mut cmd, core);
             let child = cmd.spawn().map_err(|e| {
                 io::Error::new(e.kind(), format!("start {}: {e}", install.java.display()))
             })?;

@@ -1,17 +1,16 @@
 //! Test harness: real redis-server processes with the module loaded, on free
 //! loopback ports (or in a network namespace, on an address there), each in
-//! its own directory, killed by PID when dropped.
+//! its own directory, killed by PID when dropped (started by the workspace's
+//! server harness, `lock-harness`; what a test asks of a server is here).
 //!
 //! `REDIS_SERVER` overrides the server binary, `LOCK_MODULE` the module
 //! (default: target/release/liblock.so, built by `make test`).
 
 #![allow(dead_code)]
 
-use std::fs;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -28,58 +27,14 @@ pub mod semaphore;
 pub mod sentinel;
 
 /// Generous bound for anything a test waits for; reached only on failure.
-pub const PATIENCE: Duration = Duration::from_secs(20);
+pub const PATIENCE: Duration = lock_harness::PATIENCE;
 
-/// `LOCK_MODULE`, else the workspace's target/release/liblock.so (also
-/// when this harness is compiled into a member crate's tests, cli/).
-pub fn module_path() -> PathBuf {
-    std::env::var_os("LOCK_MODULE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-            crate_dir
-                .ancestors()
-                .map(|d| d.join("target/release/liblock.so"))
-                .find(|p| p.is_file())
-                .unwrap_or_else(|| crate_dir.join("target/release/liblock.so"))
-        })
-}
-
-fn server_binary() -> String {
-    std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into())
-}
+pub use lock_harness::{free_port, module_path, server_binary, wait_ready};
 
 /// A new empty directory under the temp dir, named by this process and a
 /// counter: a server's, or a test's own files.
 pub fn fresh_dir() -> PathBuf {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "lock-test-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).expect("create a test dir");
-    dir
-}
-
-/// A port nothing listens on and no other server of this process was given,
-/// below the kernel's ephemeral range (32768 and up on Linux): a port from
-/// that range can go to a client's outgoing connection before the server
-/// binds it ("Address already in use"). Each test process starts at its
-/// own place in the range.
-pub fn free_port() -> u16 {
-    const FIRST: usize = 10_000;
-    const SPAN: usize = 22_000;
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let start = std::process::id() as usize * 997;
-    for _ in 0..SPAN {
-        let port = (FIRST + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % SPAN) as u16;
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no free port in {FIRST}..{}", FIRST + SPAN)
+    lock_harness::fresh_dir("lock-test")
 }
 
 /// How to start a server.
@@ -138,132 +93,65 @@ impl Config {
     }
 
     pub fn start(self) -> Server {
-        Server::start_in(fresh_dir(), self)
+        match lock_harness::Server::start(self.launch(), fresh_dir()) {
+            Ok(inner) => Server { inner },
+            Err(e) => panic!("{e}"),
+        }
     }
 
     /// Starts a server that must exit at startup (a module that fails to
     /// load stops it) and returns its log.
     pub fn start_refused(self) -> String {
-        let mut server = Server {
-            port: free_port(),
-            dir: fresh_dir(),
-            config: self,
-            child: None,
-        };
-        match server.spawn() {
-            Ok(()) => panic!("started with {:?}", server.config.module_args),
-            Err(e) => assert!(e.starts_with("exited"), "{e}"),
+        lock_harness::Server::start_refused(self.launch(), fresh_dir())
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// The server's command line: the harness's (port, address, directory,
+    /// log, no RDB snapshots), then DEBUG allowed, a full sync at once
+    /// instead of after 5 s (SHUTDOWN waits for replicas in a full sync
+    /// too), the test's arguments, and the module with its arguments.
+    fn launch(self) -> lock_harness::Launch {
+        let mut args: Vec<String> = ["--enable-debug-command", "yes"]
+            .into_iter()
+            .chain(["--repl-diskless-sync-delay", "0"])
+            .map(String::from)
+            .collect();
+        args.extend(self.args);
+        lock_harness::Launch {
+            binary: server_binary(),
+            args,
+            module: self.with_module.then(|| (module_path(), self.module_args)),
+            netns: self.netns,
+            core: None,
+            tied: false,
         }
-        server.log()
     }
 }
 
+/// A server of the harness (`port`, `dir`, `pid()`, `kill()`, `restart()`,
+/// ... through `Deref`), with what tests ask of it.
 pub struct Server {
-    pub port: u16,
-    pub dir: PathBuf,
-    config: Config,
-    child: Option<Child>,
+    inner: lock_harness::Server,
+}
+
+impl std::ops::Deref for Server {
+    type Target = lock_harness::Server;
+
+    fn deref(&self) -> &lock_harness::Server {
+        &self.inner
+    }
+}
+
+impl std::ops::DerefMut for Server {
+    fn deref_mut(&mut self) -> &mut lock_harness::Server {
+        &mut self.inner
+    }
 }
 
 impl Server {
     /// A standalone server with the module and default settings.
     pub fn start() -> Server {
         Config::default().start()
-    }
-
-    /// Another port is tried if one is taken after all (by a process
-    /// outside the tests).
-    fn start_in(dir: PathBuf, config: Config) -> Server {
-        let mut errors = Vec::new();
-        for _ in 0..3 {
-            let mut server = Server {
-                port: free_port(),
-                dir: dir.clone(),
-                config: config.clone(),
-                child: None,
-            };
-            match server.spawn() {
-                Ok(()) => return server,
-                Err(e) => errors.push(format!("port {}: {e}", server.port)),
-            }
-        }
-        panic!("{} did not start:\n{}", server_binary(), errors.join("\n"));
-    }
-
-    fn spawn(&mut self) -> Result<(), String> {
-        // A failed attempt's Drop removed it.
-        fs::create_dir_all(&self.dir).map_err(|e| format!("create {}: {e}", self.dir.display()))?;
-        let mut cmd = match &self.config.netns {
-            Some((netns, _)) => {
-                let mut cmd = Command::new("ip");
-                cmd.args(["netns", "exec", netns]).arg(server_binary());
-                cmd.args(["--protected-mode", "no"]);
-                cmd
-            }
-            None => Command::new(server_binary()),
-        };
-        cmd.current_dir(&self.dir)
-            .args(["--port", &self.port.to_string()])
-            .args(["--bind", &self.host().to_string()])
-            .args(["--dir", &self.dir.to_string_lossy()])
-            .args(["--logfile", "redis.log"])
-            .args(["--save", ""])
-            .args(["--enable-debug-command", "yes"])
-            // A full sync starts at once instead of after 5 s; SHUTDOWN
-            // waits for replicas in a full sync too.
-            .args(["--repl-diskless-sync-delay", "0"])
-            .args(&self.config.args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        if self.config.with_module {
-            cmd.arg("--loadmodule")
-                .arg(module_path())
-                .args(&self.config.module_args);
-        }
-        let mut child = cmd.spawn().map_err(|e| {
-            format!(
-                "spawn {} in {} (exists: {}): {e}",
-                server_binary(),
-                self.dir.display(),
-                self.dir.is_dir()
-            )
-        })?;
-        wait_ready(&mut child, || self.try_ping(), || self.log_tail())?;
-        self.child = Some(child);
-        Ok(())
-    }
-
-    fn try_ping(&self) -> bool {
-        let Ok(client) = redis::Client::open(self.url()) else {
-            return false;
-        };
-        let Ok(mut con) = client.get_connection_with_timeout(Duration::from_millis(200)) else {
-            return false;
-        };
-        // LOADING replies an error until the dataset is in memory.
-        redis::cmd("PING").query::<String>(&mut con).is_ok()
-    }
-
-    /// The address the server listens on: 127.0.0.1, or its address in
-    /// its network namespace.
-    pub fn host(&self) -> IpAddr {
-        self.config
-            .netns
-            .as_ref()
-            .map_or(IpAddr::V4(Ipv4Addr::LOCALHOST), |(_, addr)| *addr)
-    }
-
-    pub fn socket_addr(&self) -> SocketAddr {
-        SocketAddr::new(self.host(), self.port)
-    }
-
-    pub fn url(&self) -> String {
-        format!("redis://{}/", self.socket_addr())
-    }
-
-    pub fn addr(&self) -> String {
-        self.socket_addr().to_string()
     }
 
     /// A new connection with a read timeout, so a test can never hang.
@@ -284,62 +172,6 @@ impl Server {
             .expect("connect");
         con.set_read_timeout(Some(PATIENCE)).expect("read timeout");
         con
-    }
-
-    pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(|c| c.id())
-    }
-
-    /// Kills the process (SIGKILL) and waits for it.
-    pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    /// Stops the server the way an operator would (SHUTDOWN, which flushes
-    /// the AOF), then starts it again on the same port and directory.
-    pub fn restart(&mut self) {
-        self.shut_down();
-        self.spawn().expect("restart");
-    }
-
-    /// SHUTDOWN (a master waits for its replicas to catch up first), then
-    /// waits for the process to exit (killed after [`PATIENCE`]).
-    pub fn shut_down(&mut self) {
-        let mut con = self.client();
-        let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN").query(&mut con);
-        if let Some(mut child) = self.child.take() {
-            let deadline = Instant::now() + PATIENCE;
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    break;
-                }
-                thread::sleep(Duration::from_millis(10));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    /// Starts a server that was killed or shut down again, on the same
-    /// port and directory with the same configuration.
-    pub fn start_again(&mut self) {
-        assert!(self.child.is_none(), "server {} still running", self.port);
-        if let Err(e) = self.spawn() {
-            panic!("server {} did not start again: {e}", self.port);
-        }
-    }
-
-    pub fn log(&self) -> String {
-        fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default()
-    }
-
-    fn log_tail(&self) -> String {
-        let log = self.log();
-        let lines: Vec<&str> = log.lines().collect();
-        lines[lines.len().saturating_sub(15)..].join("\n")
     }
 
     /// A field of INFO, as text.
@@ -398,17 +230,6 @@ impl Server {
                 == Some("up")
         });
         replica
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.kill();
-        if !thread::panicking() {
-            let _ = fs::remove_dir_all(&self.dir);
-        } else {
-            eprintln!("server {} log kept in {}", self.port, self.dir.display());
-        }
     }
 }
 
@@ -1112,29 +933,6 @@ pub fn config_get(con: &mut Connection, name: &str) -> String {
     let kv: Vec<String> = q(con, &["CONFIG", "GET", name]);
     assert_eq!(kv.len(), 2, "CONFIG GET {name}: {kv:?}");
     kv[1].clone()
-}
-
-/// Waits until a just-started process answers (`ready`), for up to
-/// [`PATIENCE`]; if it exits or never answers, says so with `log` (and
-/// kills it in the second case).
-pub fn wait_ready(
-    child: &mut Child,
-    ready: impl Fn() -> bool,
-    log: impl Fn() -> String,
-) -> Result<(), String> {
-    let deadline = Instant::now() + PATIENCE;
-    while Instant::now() < deadline {
-        if let Ok(Some(status)) = child.try_wait() {
-            return Err(format!("exited with {status}: {}", log()));
-        }
-        if ready() {
-            return Ok(());
-        }
-        thread::sleep(Duration::from_millis(10));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    Err(format!("not ready in time: {}", log()))
 }
 
 /// A session connection (`LOCK.SESSION token`), then subscribed to its

@@ -354,7 +354,7 @@ impl Sentinels {
         let master = self.agreed_master()?;
         let others: Vec<SocketAddr> = servers
             .iter()
-            .map(Server::socket_addr)
+            .map(|s| s.socket_addr())
             .filter(|a| *a != master)
             .collect();
         if others.len() + 1 != servers.len() {

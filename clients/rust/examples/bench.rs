@@ -17,49 +17,15 @@ use redis_lock_client::{Options, Session, Wait};
 
 const LEASE_MS: u64 = 30_000;
 
-struct Server(Child, u16);
-
-impl Server {
-    fn start() -> Server {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port");
-        let binary = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
-        let module = std::env::var("LOCK_MODULE").expect("LOCK_MODULE: the module to load");
-        let child = Command::new(&binary)
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-            ])
-            .args(["--appendonly", "no", "--loadmodule", &module])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the server");
-        let server = Server(child, port);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "{binary} did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        server
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.1)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+/// The server, with the module at `LOCK_MODULE` (the workspace's server harness).
+fn start_server() -> lock_harness::Server {
+    let module = std::env::var_os("LOCK_MODULE").expect("LOCK_MODULE: the module to load");
+    let launch = lock_harness::Launch {
+        module: Some((module.into(), Vec::new())),
+        ..lock_harness::Launch::new(lock_harness::server_binary()).arg("appendonly", "no")
+    };
+    lock_harness::Server::start(launch, lock_harness::fresh_dir("lock-client-bench"))
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[derive(Default)]
@@ -383,7 +349,7 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let server = Server::start();
+    let server = start_server();
     let report = rt.block_on(async {
         let client = redis::Client::open(server.url()).unwrap();
         let session = Arc::new(
@@ -412,7 +378,7 @@ fn main() {
         for n in [1, 16, 64] {
             c.push(library(&session, &format!("library, {n} clients"), &format!("cmp{n}"), n, secs).await);
             if let Some(row) = redisson.as_mut().and_then(|r| {
-                r.hot_lock(&format!("Redisson 4.7.0 (the Java client), {n} clients"), server.1, &format!("rcmp{n}"), n, secs)
+                r.hot_lock(&format!("Redisson 4.7.0 (the Java client), {n} clients"), server.port, &format!("rcmp{n}"), n, secs)
             }) {
                 c.push(row);
             }
