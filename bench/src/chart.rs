@@ -10,8 +10,15 @@ use std::path::Path;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::peers::PeersChart;
 use crate::throughput::S2Chart;
+
+/// S16's chart data (lock-bench-peers): acquisitions/s and p99 wait per
+/// hot-lock client count, per system.
+pub struct PeersChart {
+    pub counts: Vec<usize>,
+    /// (system, acquisitions/s per count, p99 ms per count)
+    pub series: Vec<(String, Vec<f64>, Vec<f64>)>,
+}
 
 const COLORS: [RGBColor; 4] = [
     RGBColor(0x1f, 0x77, 0xb4),

@@ -276,14 +276,3 @@ pub fn wait_for_quiet(server_pid: Option<u32>, pct: f64) -> Duration {
     QUIET_BUDGET_MS.store(left, Ordering::Relaxed);
     waited
 }
-
-/// Runs `f` on a current-thread runtime with a local task set, as the
-/// benchmark itself runs (the peers' ignored tests use it).
-#[cfg(test)]
-pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
-    tokio::task::LocalSet::new().block_on(&rt, f)
-}

@@ -1,8 +1,8 @@
 //! The processes S14 starts besides `redis-lock elect` and `etcdctl elect`:
-//! `lock-bench --s14-candidate etcd ...` (an election candidate on etcd's
+//! `lock-bench-peers --s14-candidate etcd ...` (an election candidate on etcd's
 //! v3 election service through `etcd-client`, gRPC, with a lease of its own
-//! TTL), `lock-bench --s14-candidate k8s ...` (client-go's leaderelection
-//! loop against a record in Redis, plain commands) and `lock-bench
+//! TTL), `lock-bench-peers --s14-candidate k8s ...` (client-go's leaderelection
+//! loop against a record in Redis, plain commands) and `lock-bench-peers
 //! --s14-child PID` (the command `redis-lock elect` runs while leading).
 //! Each candidate prints `leading` on stdout the moment it leads, `lost ...`
 //! on stderr when it stops believing it leads for any reason but its own
@@ -21,7 +21,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use etcd_client::{Client, LeaseKeepAliveStream, LeaseKeeper, ResignOptions};
 use serde_json::{json, Value};
 
-use crate::conn::{self, Reply};
+use lock_bench::conn::{self, Reply};
 
 static TERM: AtomicBool = AtomicBool::new(false);
 
@@ -67,7 +67,7 @@ pub fn main(flag: &str, args: &[String]) -> i32 {
     match r {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("lock-bench {flag}: {e}");
+            eprintln!("lock-bench-peers {flag}: {e}");
             1
         }
     }

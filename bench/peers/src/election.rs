@@ -25,12 +25,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::conn::{self, Reply};
 use crate::etcd::{self, Etcd};
-use crate::report::{Bar, Section};
-use crate::server::{find, tie_to_parent, Server, ServerSpec};
-use crate::stats::median;
-use crate::Opts;
+use lock_bench::conn::{self, Reply};
+use lock_bench::report::{Bar, Section};
+use lock_bench::server::{Server, ServerSpec};
+use lock_bench::stats::median;
+use lock_bench::Opts;
+use lock_harness::{find, tie_to_parent};
 
 /// The lease of the module's and etcd's own-TTL candidates.
 const LEASE_MS: u64 = 2000;
@@ -758,7 +759,7 @@ pub async fn s14(opts: &Opts, started: Instant) -> io::Result<Section> {
     if let Some(ns) = &netns {
         extra.push(ns.host_ip.clone());
     }
-    let redis = crate::server::start(
+    let redis = lock_bench::server::start(
         &ServerSpec {
             binary: opts.redis_server.clone(),
             module: Some(opts.module.clone()),
@@ -879,13 +880,17 @@ pub async fn s14(opts: &Opts, started: Instant) -> io::Result<Section> {
                 system.name(),
                 fault.describe(),
                 hand.len(),
-                crate::report::ms(median(&hand)),
-                crate::report::ms(lo),
-                crate::report::ms(hi),
+                lock_bench::report::ms(median(&hand)),
+                lock_bench::report::ms(lo),
+                lock_bench::report::ms(hi),
                 if stop.is_empty() {
                     "-".to_string()
                 } else {
-                    format!("{} ms (n {})", crate::report::ms(median(&stop)), stop.len())
+                    format!(
+                        "{} ms (n {})",
+                        lock_bench::report::ms(median(&stop)),
+                        stop.len()
+                    )
                 }
             ));
             for e in &errs {

@@ -35,13 +35,14 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::{sleep, timeout_at};
 
-use crate::conn::{Conn, Reply, ReplyExt};
 use crate::etcd::{Etcd, EtcdClient};
-use crate::report::{self, Section};
-use crate::server::{self, CpuMeter, CpuUse, Server, ServerSpec};
-use crate::stats::{self, Lat};
 use crate::zookeeper::{self, ZkClient, ZooKeeper};
-use crate::Opts;
+use lock_bench::chart::PeersChart;
+use lock_bench::conn::{Conn, Reply, ReplyExt};
+use lock_bench::report::{self, Section};
+use lock_bench::server::{self, CpuMeter, CpuUse, Server, ServerSpec};
+use lock_bench::stats::{self, Lat};
+use lock_bench::Opts;
 
 /// Lease and wait of the module's commands, as in the rest of the benchmark.
 const LEASE_MS: &str = "30000";
@@ -331,7 +332,7 @@ async fn start(opts: &Opts, system: System) -> io::Result<Result<Target, String>
             if system == System::ModuleAlways {
                 extra.extend(["--appendonly", "yes", "--appendfsync", "always"].map(String::from));
             }
-            let server = crate::server::start(
+            let server = lock_bench::server::start(
                 &ServerSpec {
                     binary: opts.redis_server.clone(),
                     module: Some(opts.module.clone()),
@@ -422,7 +423,7 @@ fn pid_alive(pid: u32) -> bool {
 async fn started_line(opts: &Opts, t: &Target) -> String {
     let version = match t.system {
         System::Module | System::ModuleAlways => {
-            crate::command_output(&opts.redis_server, "--version")
+            lock_bench::command_output(&opts.redis_server, "--version")
         }
         System::Etcd => server::find(&opts.etcd)
             .map(|b| Etcd::version(&b))
@@ -861,14 +862,6 @@ async fn run_election(t: &Target, n: usize, wanted: usize, run: u64) -> io::Resu
 
 // ------------------------------------------------------------- scenario
 
-/// S16's chart data: acquisitions/s and p99 wait per hot-lock client count,
-/// per system.
-pub struct PeersChart {
-    pub counts: Vec<usize>,
-    /// (system, acquisitions/s per count, p99 ms per count)
-    pub series: Vec<(String, Vec<f64>, Vec<f64>)>,
-}
-
 /// The runs of one cell on one system over the repetitions.
 #[derive(Default)]
 struct Cellrec {
@@ -886,7 +879,7 @@ pub async fn s16(opts: &Opts, started: Instant) -> io::Result<(Section, Option<P
         "S16",
         "the module vs etcd and ZooKeeper: hot lock, uncontended, read-write, election hand-over (same machine, same run)",
     );
-    let reps = opts.reps(crate::REPS_S16);
+    let reps = opts.reps(lock_bench::REPS_S16);
     let handovers = if opts.quick && opts.reps_given.is_none() {
         HANDOVERS_QUICK
     } else {
@@ -1009,7 +1002,8 @@ pub async fn s16(opts: &Opts, started: Instant) -> io::Result<(Section, Option<P
                     if r.cpu.others > report::INTERFERENCE_PCT && attempt < report::RETRIES {
                         attempt += 1;
                         section.discarded.push(r.json(t.system, kind, rep));
-                        let waited = crate::server::wait_for_quiet(t.pid, report::INTERFERENCE_PCT);
+                        let waited =
+                            lock_bench::server::wait_for_quiet(t.pid, report::INTERFERENCE_PCT);
                         progress(&format!(
                             "  other processes were busy: waited {:.1} s for quiet, measuring again",
                             waited.as_secs_f64()

@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use zookeeper_client as zk;
 
-use crate::server::{find, free_port, tie_to_parent};
+use lock_harness::{find, free_port, tie_to_parent};
 
 /// Debian's ZooKeeper jar; its manifest's Class-Path names the dependencies.
 const ZOOKEEPER_JAR: &str = "/usr/share/java/zookeeper.jar";
@@ -515,7 +515,7 @@ impl Drop for Pending<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::block_on;
+    use crate::block_on;
     use std::cell::Cell;
     use std::rc::Rc;
     use tokio::task::{spawn_local, yield_now};
@@ -788,7 +788,7 @@ mod tests {
     }
 
     #[test]
-    #[ignore = "starts a ZooKeeper server (a JVM): cargo test -p lock-bench --release zookeeper -- --ignored --nocapture"]
+    #[ignore = "starts a ZooKeeper server (a JVM): cargo test -p lock-bench-peers --release zookeeper -- --ignored --nocapture"]
     fn zookeeper_recipes() {
         let install = find_install().unwrap_or_else(|e| panic!("{e}"));
         block_on(async {

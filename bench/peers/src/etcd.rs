@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use etcd_client::{Client, GetOptions, LeaderKey, LockOptions, ResignOptions};
 
-use crate::server::{free_port, tie_to_parent};
+use lock_harness::{free_port, tie_to_parent};
 
 /// TTL of each S16 client's lease, granted once when it connects (a run is
 /// far shorter, so no keep-alive is needed; the lease is revoked at the end).
@@ -301,7 +301,7 @@ impl EtcdClient {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::block_on;
+    use crate::block_on;
 
     /// Keys under `prefix` on the server.
     async fn keys(addr: &str, prefix: &str) -> usize {
@@ -316,9 +316,9 @@ mod tests {
     }
 
     #[test]
-    #[ignore = "starts an etcd server: cargo test -p lock-bench --release etcd -- --ignored --nocapture"]
+    #[ignore = "starts an etcd server: cargo test -p lock-bench-peers --release etcd -- --ignored --nocapture"]
     fn lock_and_election() {
-        let bin = crate::server::find("etcd").expect("etcd on PATH (scripts/deps.sh --bench)");
+        let bin = lock_harness::find("etcd").expect("etcd on PATH (scripts/deps.sh --bench)");
         block_on(async {
             let etcd = Etcd::start(&bin, None, None).unwrap();
             let addr = etcd.addr();
