@@ -10,7 +10,8 @@ fixed number of operations from a deterministic client, dumps, and divides:
 - hand-off, for each client count: N clients loop acquire + release on one
   key (`LOCK.ACQUIRE hot cI PX 30000 BLOCK 10000` / `LOCK.RELEASE hot cI`)
   against `BLPOP hot 10` / `RPUSH hot t` (S2's blpop): per cycle one
-  acquire that waits and one release that hands the lock (the token) on.
+  acquire that waits and one release that hands the lock (the token) on;
+  and the same through a one-permit semaphore (`SEM.ACQUIRE` / `SEM.RELEASE`).
 
 Prints a table per path: instructions per operation by part (inclusive
 costs of Redis's and the module's functions). Instructions, not time: the
@@ -82,6 +83,9 @@ async def cycler(port, i, protocol, cycles):
     if protocol == "module":
         acquire = enc("LOCK.ACQUIRE", "hot", me, "PX", "30000", "BLOCK", "10000")
         release, released = enc("LOCK.RELEASE", "hot", me), b"0"
+    elif protocol == "semaphore":
+        acquire = enc("SEM.ACQUIRE", "hot", me, "PX", "30000", "BLOCK", "10000")
+        release, released = enc("SEM.RELEASE", "hot", me), b"0"
     else:
         acquire = enc("BLPOP", "hot", "10")
         release, released = enc("RPUSH", "hot", "t"), b"1"
@@ -278,10 +282,13 @@ def main():
                 for protocol, fns in [
                     ("module", ["RedisModuleCommandDispatcher"]),
                     ("blpop", ["blpopCommand", "rpushCommand"]),
+                    ("semaphore", ["RedisModuleCommandDispatcher"]),
                 ]:
-                    command(server.port, "DEL", "hot")
+                    command(server.port, "DEL", "hot", "{hot}:timeout")
                     if protocol == "blpop":
                         command(server.port, "RPUSH", "hot", "t")
+                    if protocol == "semaphore":
+                        command(server.port, "SEM.INIT", "hot", "1")
                     cycles(server.port, protocol, clients, 20)
                     costs = server.measure(
                         f"{protocol}-{clients}",
