@@ -8,7 +8,7 @@
 
 use redis_module::{Context, RedisString};
 
-use super::{lock, Origin};
+use super::{lock_transition as lock, Origin};
 use crate::deferred;
 use crate::ffi;
 use crate::placement::Placement;

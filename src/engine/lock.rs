@@ -3,13 +3,14 @@
 //! begun from what the key holds, run through the rules by the caller, then
 //! committed: its changes are written and replicated, the hooks of the
 //! features built on commits run (`hooks.rs`), the waiters it woke are
-//! answered, and a lease timer is kept while others wait. A multi-lock
-//! caller first in line on a committed lock is then served (`group.rs`).
+//! answered, and a lease timer is kept while others wait (the bare begin
+//! and commit are `lock_transition.rs`'s). A multi-lock caller first in line
+//! on a committed lock is then served (`group.rs`).
 //!
 //! One hand-off, a release that gives the lock to the first waiter:
 //!
 //! ```text
-//! LOCK.RELEASE (caller)      handoff                  Redis                waiter
+//! LOCK.RELEASE (caller)      engine                   Redis                waiter
 //!   begin ----------------> open key, read state
 //!   tx.release(queue)        (rules: free, settle:
 //!                             head waiter granted)
@@ -36,57 +37,22 @@
 
 use redis_module::{Context, RedisString};
 
-use super::hooks;
-use super::{group, Origin, Resource};
-use crate::ffi;
-use crate::lease;
-use crate::stats::STATS;
+use super::{group, lock_transition, Origin, Resource};
 use crate::store::LockKey;
-use crate::tokens;
-use crate::waiters::{anyone_waits, registry, Grant, Waiter};
+use crate::waiters::{Grant, Waiter};
 use lock_rules::error::LockError;
 use lock_rules::lock_id::LockId;
 use lock_rules::queue::Fifo;
-use lock_rules::state::LockState;
-use lock_rules::transition::{TokenValue, Transition};
+use lock_rules::transition::Transition;
 
-/// Opens the lock in the context's db and starts a transition from what it
-/// holds, with the fencing counter loaded if a grant may need it.
-pub fn begin<'c>(
-    ctx: &'c Context,
-    name: &'c RedisString,
-    lock: &LockId<'_>,
-    origin: Origin<'c>,
-) -> Result<(LockKey<'c>, Transition<Waiter>), LockError> {
-    let (owner, fences, replication) = origin.parts(ctx)?;
-    let key = LockKey::open(ctx, name, owner, replication)?;
-    let state = key.read(ctx)?;
-    let token = load_token(ctx, lock, fences);
-    // A renewal never frees the lock nor queues anyone: it skips the read.
-    let tx = Transition::new(state, ffi::now_ms(), token);
-    let tx = match (tx.state(), origin) {
-        (LockState::Shared(_), _) | (_, Origin::Renewal { .. }) => tx,
-        _ => {
-            let (fair, remembered) = hooks::fair_queue(ctx, &lock.key);
-            tx.with_fair(fair, remembered)
-        }
-    };
-    Ok((key, tx))
-}
-
-/// The fencing counter, read only when a grant may need it: the caller
-/// asked for FENCE, or a queued waiter did.
-pub fn load_token(ctx: &Context, lock: &LockId<'_>, caller_fences: bool) -> TokenValue {
-    let waiters_fence = anyone_waits() && registry().is_ok_and(|r| r.fenced_waiters(lock) > 0);
-    (caller_fences || waiters_fence).then(|| tokens::last_token(ctx, &lock.key))
-}
+pub use lock_transition::{begin, load_token};
 
 /// Applies `tx` to `key`: writes and their replication first, then the
 /// answers to woken waiters (Redis sends them after this execution unit, so
 /// the new owner is already written and replicated when it hears), then the
 /// lease timer if waiters remain.
 pub fn commit(ctx: &Context, lock: &LockId<'_>, key: &LockKey, tx: Transition<Waiter>) {
-    commit_only(ctx, lock, key, tx);
+    lock_transition::commit_only(ctx, lock, key, tx);
     group::serve_group_at(ctx, lock);
 }
 
@@ -95,7 +61,7 @@ pub fn commit(ctx: &Context, lock: &LockId<'_>, key: &LockKey, tx: Transition<Wa
 /// arms it for the same deadline once the caller is queued (an untouched
 /// lock kept the timer its last change or event left it).
 pub fn commit_unchanged(ctx: &Context, lock: &LockId<'_>, key: &LockKey, tx: Transition<Waiter>) {
-    commit_with(ctx, lock, key, tx, false);
+    lock_transition::commit_with(ctx, lock, key, tx, false);
     group::serve_group_at(ctx, lock);
 }
 
@@ -110,35 +76,11 @@ pub fn commit_all<'c>(
 ) {
     let mut locks = Vec::new();
     for (lock, key, tx) in opened {
-        commit_only(ctx, &lock, &key, tx);
+        lock_transition::commit_only(ctx, &lock, &key, tx);
         locks.push(lock);
     }
     for lock in &locks {
         group::serve_group_at(ctx, lock);
-    }
-}
-
-/// [`commit`] without serving a multi-lock caller now first in line (see
-/// [`commit_all`]).
-pub(super) fn commit_only(ctx: &Context, lock: &LockId<'_>, key: &LockKey, tx: Transition<Waiter>) {
-    commit_with(ctx, lock, key, tx, true);
-}
-
-fn commit_with(
-    ctx: &Context,
-    lock: &LockId<'_>,
-    key: &LockKey,
-    tx: Transition<Waiter>,
-    lease_timer: bool,
-) {
-    key.apply(ctx, &tx.changes);
-    STATS.add(&tx.tally);
-    hooks::committed(ctx, lock, key, &tx);
-    let held_after = *tx.state() != LockState::Free;
-    let next_end = tx.next_end();
-    super::deliver(ctx, lock, tx.wakes);
-    if held_after && lease_timer {
-        lease::ensure_lease_timer(ctx, lock, || lease::earliest(next_end, key.expires_at()));
     }
 }
 

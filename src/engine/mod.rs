@@ -24,6 +24,7 @@
 mod group;
 pub mod hooks;
 pub mod lock;
+mod lock_transition;
 pub mod semaphore;
 
 use redis_module::{Context, ContextFlags, RedisString};
