@@ -68,6 +68,11 @@ pub fn error_line(e: &ServerError) -> String {
     }
 }
 
+/// A reply a command must not answer, as an error naming the command.
+pub fn unexpected(what: &str, r: &Reply) -> io::Error {
+    io::Error::other(format!("{what} answered {r:?}"))
+}
+
 /// A whole command, packed, for sending many times (`Conn::raw`, `push_raw`).
 pub fn command(args: &[&[u8]]) -> Vec<u8> {
     let mut cmd = Cmd::new();

@@ -48,9 +48,9 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::{sleep, sleep_until, timeout_at};
 
-use crate::conn::{Conn, Reply, ReplyExt};
-use crate::load::{owner_id, Findings};
-use crate::report::{finite, ms, rate, Bar, Section, INTERFERENCE_PCT, RETRIES};
+use crate::conn::{unexpected, Conn, Reply, ReplyExt};
+use crate::load::owner_id;
+use crate::report::{finite, ms, rate, Bar, Findings, Section, INTERFERENCE_PCT, RETRIES};
 use crate::server::{self, CpuMeter, Server};
 use crate::stats::{self, jain, median, spread_pct, Lat};
 use crate::{Ctx, Opts};
@@ -283,10 +283,6 @@ impl Shared {
                 .get()
                 .is_some_and(|d| tokio::time::Instant::now() >= d)
     }
-}
-
-fn unexpected(what: &str, r: &Reply) -> io::Error {
-    io::Error::other(format!("{what} answered {r:?}"))
 }
 
 fn unix_ms() -> Vec<u8> {

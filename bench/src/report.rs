@@ -1,4 +1,7 @@
-//! Sections of the printed table, bars, and the JSON document.
+//! Sections of the printed table, bars, and the JSON document; the
+//! violations and errors a run notes for its section.
+
+use std::cell::RefCell;
 
 use serde_json::{json, Value};
 
@@ -171,6 +174,23 @@ pub fn finite(x: f64) -> Value {
 /// measured again (up to `RETRIES` times).
 pub const INTERFERENCE_PCT: f64 = 25.0;
 pub const RETRIES: usize = 2;
+
+/// The first 20 messages of one kind (errors, violations) a run noted.
+#[derive(Default)]
+pub struct Findings(RefCell<Vec<String>>);
+
+impl Findings {
+    pub fn note(&self, msg: String) {
+        let mut noted = self.0.borrow_mut();
+        if noted.len() < 20 {
+            noted.push(msg);
+        }
+    }
+
+    pub fn list(&self) -> Vec<String> {
+        self.0.borrow().clone()
+    }
+}
 
 pub struct Section {
     pub id: &'static str,
