@@ -126,7 +126,7 @@ async fn dbsize(conn: &mut Conn) -> io::Result<i64> {
 pub async fn s1b(ctx: &Ctx) -> io::Result<Section> {
     let opts = &ctx.opts;
     let n = opts.bench_requests;
-    let reps = opts.reps(crate::REPS_S1B);
+    let reps = opts.reps(crate::options::REPS_S1B);
     let mut section = Section::new(
         "S1b",
         "server-bound acquires: redis-benchmark -c 50 -P 16, keys k:__rand_int__ of 10^9 (practically never repeating)",
@@ -256,7 +256,7 @@ pub async fn s6(opts: &Opts, started: Instant) -> io::Result<Section> {
             &["SET", "k:__rand_int__", "v", "PX", "60000"],
         ),
     ];
-    let reps = opts.reps(crate::REPS_S6);
+    let reps = opts.reps(crate::options::REPS_S6);
     let n = opts.s6_requests;
     // runs[server][test]
     let mut runs = vec![vec![Vec::<f64>::new(); tests.len()]; 2];

@@ -40,7 +40,7 @@ pub async fn s10(ctx: &Ctx) -> io::Result<Section> {
     }
     let url = format!("redis://{}", ctx.addr);
     let runs = if ctx.opts.quick { RUNS_QUICK } else { RUNS };
-    let reps = ctx.opts.reps(crate::REPS_S10);
+    let reps = ctx.opts.reps(crate::options::REPS_S10);
     let (mut plain_meds, mut cli_meds, mut diffs) = (Vec::new(), Vec::new(), Vec::new());
     let mut all = Vec::new();
     for rep in 0..reps {

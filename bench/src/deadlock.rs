@@ -625,8 +625,8 @@ async fn connect(ctx: &Ctx, n: usize) -> io::Result<Vec<Conn>> {
 }
 
 pub async fn s15(ctx: &Ctx) -> io::Result<Section> {
-    let reps = ctx.opts.reps(crate::REPS_S15);
-    let cycle_reps = ctx.opts.reps(crate::REPS_S15_CYCLES);
+    let reps = ctx.opts.reps(crate::options::REPS_S15);
+    let cycle_reps = ctx.opts.reps(crate::options::REPS_S15_CYCLES);
     let mut section = Section::new(
         "S15",
         "deadlock detection: cycles broken by the check (on) or by BLOCK timeouts (off); the check's cost where there is no cycle",

@@ -252,7 +252,7 @@ pub async fn s3(ctx: &Ctx) -> io::Result<Section> {
             "lease expiry: holder vanishes, {WAITERS} waiters, each granted waiter vanishes too (lease {LEASE_MS} ms)"
         ),
     );
-    let reps = ctx.opts.reps(crate::REPS_S3);
+    let reps = ctx.opts.reps(crate::options::REPS_S3);
     let mut module = Vec::new();
     let mut redisson = Vec::new();
     for rep in 0..reps {

@@ -996,7 +996,7 @@ fn progress(started: Instant, msg: &str) {
 }
 
 pub async fn s17(opts: &Opts, started: Instant) -> io::Result<Section> {
-    let reps = opts.reps(crate::REPS_S17);
+    let reps = opts.reps(crate::options::REPS_S17);
     let mut section = Section::new(
         "S17",
         format!(

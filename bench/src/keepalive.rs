@@ -90,7 +90,7 @@ async fn server_cpu(ctx: &Ctx, window: Duration) -> f64 {
 }
 
 pub async fn s9(ctx: &Ctx) -> io::Result<Section> {
-    let periods = ctx.opts.reps(crate::REPS_S9);
+    let periods = ctx.opts.reps(crate::options::REPS_S9);
     let holds = (CONNECTIONS * LOCKS_PER_CONNECTION) as i64;
     let mut section = Section::new(
         "S9",

@@ -857,7 +857,7 @@ async fn run_once(ctx: &Ctx, rep: usize, floor: i64, hold: Duration) -> io::Resu
 
 pub async fn s11(ctx: &Ctx) -> io::Result<Section> {
     let hold = if ctx.opts.quick { HOLD_QUICK } else { HOLD };
-    let reps = ctx.opts.reps(crate::REPS_S11);
+    let reps = ctx.opts.reps(crate::options::REPS_S11);
     let mut admin = Conn::connect(&ctx.addr).await?;
     let hz: i64 = match admin.ok(&["CONFIG", "GET", "hz"]).await? {
         Reply::Array(v) => v.get(1).and_then(ReplyExt::int),

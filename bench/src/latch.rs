@@ -335,7 +335,7 @@ async fn redisson_round(
 }
 
 pub async fn s13(ctx: &Ctx) -> io::Result<Section> {
-    let reps = ctx.opts.reps(crate::REPS_S13);
+    let reps = ctx.opts.reps(crate::options::REPS_S13);
     let protos = ctx.protocols(&[Proto::Module, Proto::RedissonClient, Proto::Redisson]);
     let mut section = Section::new(
         "S13",

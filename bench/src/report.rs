@@ -231,7 +231,7 @@ impl Section {
         let mut out = format!(
             "{} {}: {}\n",
             self.id,
-            crate::scenario_name(self.id),
+            crate::options::scenario_name(self.id),
             self.title
         );
         for l in &self.lines {
@@ -270,7 +270,7 @@ impl Section {
 
     pub fn to_json(&self) -> Value {
         json!({
-            "id": self.id, "name": crate::scenario_name(self.id), "title": self.title,
+            "id": self.id, "name": crate::options::scenario_name(self.id), "title": self.title,
             "bars": self.bars.iter().map(Bar::json).collect::<Vec<_>>(),
             "violations": self.violations, "errors": self.errors,
             "discarded_for_interference": self.discarded,

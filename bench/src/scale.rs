@@ -289,8 +289,8 @@ pub async fn s4(ctx: &Ctx) -> io::Result<Section> {
     );
     let mut module_mem = Vec::new();
     let mut redisson_mem = Vec::new();
-    let mem_reps = opts.reps(crate::REPS_S4_MEMORY);
-    let rel_reps = opts.reps(crate::REPS_S4_RELEASE);
+    let mem_reps = opts.reps(crate::options::REPS_S4_MEMORY);
+    let rel_reps = opts.reps(crate::options::REPS_S4_RELEASE);
     for _ in 0..mem_reps {
         let m = memory_run(ctx, n, true).await?;
         let r = memory_run(ctx, n, false).await?;

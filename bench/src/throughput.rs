@@ -282,7 +282,7 @@ fn find(cells: &[Cell], proto: Proto, clients: usize) -> Option<&Cell> {
 }
 
 pub async fn s1(ctx: &Ctx) -> io::Result<Section> {
-    let reps = ctx.opts.reps(crate::REPS_S1);
+    let reps = ctx.opts.reps(crate::options::REPS_S1);
     let clients = 64;
     let keys = 100_000;
     let protos = ctx.protocols(&[
@@ -378,7 +378,7 @@ pub struct S2Chart {
 }
 
 pub async fn s2(ctx: &Ctx) -> io::Result<(Section, S2Chart)> {
-    let reps = ctx.opts.reps(crate::REPS_S2);
+    let reps = ctx.opts.reps(crate::options::REPS_S2);
     let counts: Vec<usize> = ctx.opts.s2_clients.clone();
     let protos = ctx.protocols(&[
         Proto::Module,
@@ -512,7 +512,7 @@ pub async fn s2(ctx: &Ctx) -> io::Result<(Section, S2Chart)> {
 }
 
 pub async fn s5(ctx: &Ctx) -> io::Result<Section> {
-    let reps = ctx.opts.reps(crate::REPS_S5);
+    let reps = ctx.opts.reps(crate::options::REPS_S5);
     let clients = 256;
     let keys = 64;
     let protos = ctx.protocols(&[
@@ -557,7 +557,7 @@ pub const S7_CLIENTS: [usize; 2] = [16, 64];
 pub const S7_READ_FRACTION: f64 = 0.9;
 
 pub async fn s7(ctx: &Ctx) -> io::Result<Section> {
-    let reps = ctx.opts.reps(crate::REPS_S7);
+    let reps = ctx.opts.reps(crate::options::REPS_S7);
     let protos = ctx.protocols(&[Proto::Module, Proto::Redisson]);
     let read_pct = S7_READ_FRACTION * 100.0;
     let mut section = Section::new(
@@ -658,7 +658,7 @@ pub const S8_KEYS: usize = 8;
 pub const S8_KEYS_PER_LOCK: usize = 3;
 
 pub async fn s8(ctx: &Ctx) -> io::Result<Section> {
-    let reps = ctx.opts.reps(crate::REPS_S8);
+    let reps = ctx.opts.reps(crate::options::REPS_S8);
     let protos = ctx.protocols(&[Proto::Module, Proto::Redisson]);
     let orders = [KeyOrder::Random, KeyOrder::Sorted];
     let redisson_wait = redisson_multi_wait(S8_KEYS_PER_LOCK);
@@ -801,7 +801,7 @@ pub const S12_PERMITS: usize = 4;
 pub const S12_CLIENTS: [usize; 2] = [16, 64];
 
 pub async fn s12(ctx: &Ctx) -> io::Result<Section> {
-    let reps = ctx.opts.reps(crate::REPS_S12);
+    let reps = ctx.opts.reps(crate::options::REPS_S12);
     let protos = ctx.protocols(&[Proto::Module, Proto::RedissonClient, Proto::Blpop]);
     let mut section = Section::new(
         "S12",

@@ -879,7 +879,7 @@ pub async fn s16(opts: &Opts, started: Instant) -> io::Result<(Section, Option<P
         "S16",
         "the module vs etcd and ZooKeeper: hot lock, uncontended, read-write, election hand-over (same machine, same run)",
     );
-    let reps = opts.reps(lock_bench::REPS_S16);
+    let reps = opts.reps(lock_bench::options::REPS_S16);
     let handovers = if opts.quick && opts.reps_given.is_none() {
         HANDOVERS_QUICK
     } else {
