@@ -1,0 +1,158 @@
+//! S2 (hot-lock): one key, 1 to 256 clients, empty critical section,
+//! against the ping floor measured before each client count; the module,
+//! the real Redisson client, spin locks and Redis's own BLPOP hand-off (a
+//! reference); the bars and the chart's data ([`S2Chart`]).
+
+use std::io;
+
+use serde_json::json;
+
+use super::cell::{find, header, Cell};
+use super::measure::{measure, redisson_client_note, run_note};
+use crate::load::{ping_rate, Proto};
+use crate::report::{finite, rate, Bar, Section};
+use crate::stats::{median, ratios, spread_pct};
+use crate::Ctx;
+
+/// S2's data for the chart.
+pub struct S2Chart {
+    pub counts: Vec<usize>,
+    /// (protocol, acquisitions/s per count, p99 ms per count)
+    pub series: Vec<(String, Vec<f64>, Vec<f64>)>,
+    pub ping: f64,
+    pub threads_per_process: usize,
+}
+
+pub async fn s2(ctx: &Ctx) -> io::Result<(Section, S2Chart)> {
+    let reps = ctx.opts.reps(crate::options::REPS_S2);
+    let counts: Vec<usize> = ctx.opts.s2_clients.clone();
+    let protos = ctx.protocols(&[
+        Proto::Module,
+        Proto::RedissonClient,
+        Proto::Spin(10),
+        Proto::Spin(100),
+        Proto::Blpop,
+    ]);
+    let mut section = Section::new(
+        "S2",
+        "one hot lock, empty critical section: acquisitions/s, wait (send acquire -> grant), Jain fairness",
+    );
+    // pings[count index][rep]: measured right before that count's runs.
+    let mut pings: Vec<Vec<f64>> = counts.iter().map(|_| Vec::new()).collect();
+    let mut cells = Cell::grid(&counts, &protos);
+    for _ in 0..reps {
+        for (ci, &n) in counts.iter().enumerate() {
+            let p = ping_rate(&ctx.addr, ctx.opts.warmup, ctx.opts.measure).await?;
+            ctx.progress(&format!("S2 ping: {}/s", rate(p)));
+            pings[ci].push(p);
+            for cell in cells.iter_mut().filter(|c| c.clients == n) {
+                let r = measure(ctx, &mut section, cell.proto, cell.clients, 1, &|_| {}).await?;
+                cell.runs.push(r);
+            }
+        }
+    }
+    let all_pings: Vec<f64> = pings.iter().flatten().copied().collect();
+    let ping = median(&all_pings);
+    section.line(run_note(ctx, reps));
+    section.line(format!(
+        "ping floor: one client's sequential PING, measured before each client count's runs: median {}/s, spread {:.0}% over {} runs",
+        rate(ping),
+        spread_pct(&all_pings),
+        all_pings.len()
+    ));
+    section.line(redisson_client_note(
+        ctx,
+        "RLock.lock(30 s lease) / unlock()",
+    ));
+    section.line(header(true, "acq/s"));
+    for c in &cells {
+        section.line(c.line(true));
+    }
+    // Information, not a bar: the module's hand-off against Redis's own.
+    let vs_blpop: Vec<(usize, f64, Vec<f64>)> = counts
+        .iter()
+        .filter_map(|&n| {
+            let m = find(&cells, Proto::Module, n)?;
+            let b = find(&cells, Proto::Blpop, n)?;
+            Some((n, m.vs(b), ratios(&m.rates(), &b.rates())))
+        })
+        .collect();
+    if !vs_blpop.is_empty() {
+        section.line(format!(
+            "module vs blpop (Redis's own blocked-client hand-off, no module): {}",
+            vs_blpop
+                .iter()
+                .map(|(n, r, _)| format!("{n} cli {r:.2}x"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    for (ci, &n) in counts.iter().enumerate() {
+        if let Some(m) = find(&cells, Proto::Module, n) {
+            if n >= 4 {
+                section.bars.push(Bar::paired(
+                    format!("module acq/s at {n} clients vs ping"),
+                    &m.rates(),
+                    &pings[ci],
+                    0.9,
+                ));
+            }
+        }
+    }
+    for (n, want) in [(16, 1.8), (64, 6.0)] {
+        if let (Some(m), Some(r)) = (
+            find(&cells, Proto::Module, n),
+            find(&cells, Proto::RedissonClient, n),
+        ) {
+            section.bars.push(m.bar_vs(
+                format!("module acq/s at {n} clients vs redisson"),
+                r,
+                want,
+            ));
+        }
+    }
+    if let Some(m) = find(&cells, Proto::Module, 64) {
+        let p99s: Vec<f64> = m.runs.iter().map(|r| r.lat.p99).collect();
+        section.bars.push(
+            Bar::at_most_ms("module p99 wait at 64 clients", m.p99(), 12.0).with_range(&p99s),
+        );
+    }
+    for &n in &counts {
+        if let Some(m) = find(&cells, Proto::Module, n) {
+            let jains: Vec<f64> = m.runs.iter().map(|r| r.jain).collect();
+            section.bars.push(
+                Bar::at_least(format!("module Jain index at {n} clients"), m.jain(), 0.99)
+                    .with_range(&jains),
+            );
+        }
+    }
+    let chart = S2Chart {
+        counts: counts.clone(),
+        // blpop is a reference figure in the table, not a lock: not drawn.
+        series: protos
+            .iter()
+            .filter(|&&p| p != Proto::Blpop)
+            .map(|&p| {
+                let of = |f: fn(&Cell) -> f64| {
+                    counts
+                        .iter()
+                        .map(|&n| find(&cells, p, n).map(f).unwrap_or(f64::NAN))
+                        .collect::<Vec<f64>>()
+                };
+                (p.name(), of(Cell::rate), of(Cell::p99))
+            })
+            .collect(),
+        ping,
+        threads_per_process: ctx.opts.threads_per_process,
+    };
+    section.json = json!({
+        "ping_per_s": {"median": finite(ping),
+            "runs_by_clients": counts.iter().zip(&pings).map(|(n, p)| json!({"clients": n, "runs": p})).collect::<Vec<_>>()},
+        "threads_per_process": ctx.opts.threads_per_process,
+        "cells": cells.iter().map(Cell::json).collect::<Vec<_>>(),
+        "module_vs_blpop": vs_blpop.iter().map(|(n, r, rs)| json!({
+            "clients": n, "median_ratio": finite(*r), "ratios_by_rep": rs,
+        })).collect::<Vec<_>>(),
+    });
+    Ok((section, chart))
+}
