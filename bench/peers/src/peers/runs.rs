@@ -19,7 +19,7 @@ use super::cells::{Kind, READ_FRACTION};
 use super::clients::Client;
 use super::servers::Target;
 use super::system::System;
-use lock_bench::report;
+use lock_bench::report::{self, Findings};
 use lock_bench::server::{CpuMeter, CpuUse};
 use lock_bench::stats::{self, Lat};
 
@@ -57,8 +57,8 @@ struct Shared {
     wanted: usize,
     done: Notify,
     samples_us: RefCell<Vec<u64>>,
-    violations: RefCell<Vec<String>>,
-    errors: RefCell<Vec<String>>,
+    violations: Findings,
+    errors: Findings,
 }
 
 impl Shared {
@@ -79,22 +79,8 @@ impl Shared {
             wanted,
             done: Notify::new(),
             samples_us: RefCell::new(Vec::new()),
-            violations: RefCell::new(Vec::new()),
-            errors: RefCell::new(Vec::new()),
-        }
-    }
-
-    fn violation(&self, msg: String) {
-        let mut v = self.violations.borrow_mut();
-        if v.len() < 20 {
-            v.push(msg);
-        }
-    }
-
-    fn error(&self, msg: String) {
-        let mut e = self.errors.borrow_mut();
-        if e.len() < 20 {
-            e.push(msg);
+            violations: Findings::default(),
+            errors: Findings::default(),
         }
     }
 }
@@ -155,7 +141,7 @@ async fn finish(tasks: Vec<JoinHandle<Option<Client>>>, sh: &Shared) -> usize {
     }
     for c in back {
         if let Err(e) = c.close().await {
-            sh.error(format!("closing a client: {e}"));
+            sh.errors.note(format!("closing a client: {e}"));
         }
     }
     stuck
@@ -207,7 +193,7 @@ pub(super) async fn run_load(
                 };
                 sh.wait_start[i].set(None);
                 if let Err(e) = r {
-                    sh.error(format!("client {i} acquire of {name}: {e}"));
+                    sh.errors.note(format!("client {i} acquire of {name}: {e}"));
                     return None;
                 }
                 let waited = t0.elapsed();
@@ -219,7 +205,7 @@ pub(super) async fn run_load(
                 match kind {
                     Kind::ReadWrite(_) if write => {
                         if sh.writer.get() || sh.readers.get() > 0 {
-                            sh.violation(format!(
+                            sh.violations.note(format!(
                                 "client {i} granted the write hold of {name} while {} reader(s) and {} writer hold it",
                                 sh.readers.get(),
                                 u8::from(sh.writer.get())
@@ -232,7 +218,7 @@ pub(super) async fn run_load(
                     }
                     Kind::ReadWrite(_) => {
                         if sh.writer.get() {
-                            sh.violation(format!(
+                            sh.violations.note(format!(
                                 "client {i} granted a read hold of {name} while a writer holds it"
                             ));
                         }
@@ -243,7 +229,7 @@ pub(super) async fn run_load(
                     }
                     _ => {
                         if sh.held[key].replace(true) {
-                            sh.violation(format!(
+                            sh.violations.note(format!(
                                 "client {i} granted {name} while another client holds it"
                             ));
                         }
@@ -257,7 +243,7 @@ pub(super) async fn run_load(
                     _ => sh.held[key].set(false),
                 }
                 if let Err(e) = c.unlock().await {
-                    sh.error(format!("client {i} release of {name}: {e}"));
+                    sh.errors.note(format!("client {i} release of {name}: {e}"));
                     return None;
                 }
             }
@@ -282,7 +268,7 @@ pub(super) async fn run_load(
     }
     let stuck = finish(tasks, &sh).await;
     if stuck > 0 {
-        sh.error(format!(
+        sh.errors.note(format!(
             "{stuck} of {n} {} clients did not finish within 15 s after the run",
             t.system.name()
         ));
@@ -302,8 +288,8 @@ pub(super) async fn run_load(
         writes: sh.writes.get(),
         cpu,
         samples_us: Vec::new(),
-        violations: sh.violations.borrow().clone(),
-        errors: sh.errors.borrow().clone(),
+        violations: sh.violations.list(),
+        errors: sh.errors.list(),
     };
     Ok(run)
 }
@@ -330,13 +316,14 @@ pub(super) async fn run_election(t: &Target, n: usize, wanted: usize, run: u64) 
                 let r = c.campaign(&name).await;
                 sh.wait_start[i].set(None);
                 if let Err(e) = r {
-                    sh.error(format!("candidate {i} campaign: {e}"));
+                    sh.errors.note(format!("candidate {i} campaign: {e}"));
                     sh.done.notify_one();
                     return None;
                 }
                 let at = Instant::now();
                 if let Some(j) = sh.leader.replace(Some(i)) {
-                    sh.violation(format!("candidate {i} leads while candidate {j} does"));
+                    sh.violations
+                        .note(format!("candidate {i} leads while candidate {j} does"));
                 }
                 if let Some(t0) = sh.resigned_at.take() {
                     let k = sh.handovers.get() + 1;
@@ -356,7 +343,7 @@ pub(super) async fn run_election(t: &Target, n: usize, wanted: usize, run: u64) 
                 sh.leader.set(None);
                 sh.resigned_at.set(Some(Instant::now()));
                 if let Err(e) = c.resign().await {
-                    sh.error(format!("candidate {i} resign: {e}"));
+                    sh.errors.note(format!("candidate {i} resign: {e}"));
                     sh.done.notify_one();
                     return None;
                 }
@@ -372,7 +359,7 @@ pub(super) async fn run_election(t: &Target, n: usize, wanted: usize, run: u64) 
         .await
         .is_err()
     {
-        sh.error(format!(
+        sh.errors.note(format!(
             "{} hand-overs of {} not done within {} s",
             HANDOVERS_WARM + wanted,
             t.system.name(),
@@ -384,7 +371,7 @@ pub(super) async fn run_election(t: &Target, n: usize, wanted: usize, run: u64) 
     let cpu = cpu.stop();
     let stuck = finish(tasks, &sh).await;
     if stuck > 0 {
-        sh.error(format!(
+        sh.errors.note(format!(
             "{stuck} of {n} {} candidates did not finish within 15 s after the run",
             t.system.name()
         ));
@@ -404,8 +391,8 @@ pub(super) async fn run_election(t: &Target, n: usize, wanted: usize, run: u64) 
         writes: 0,
         cpu,
         samples_us: samples,
-        violations: sh.violations.borrow().clone(),
-        errors: sh.errors.borrow().clone(),
+        violations: sh.violations.list(),
+        errors: sh.errors.list(),
     };
     Ok(run)
 }
