@@ -4,7 +4,7 @@
 //! standby leads is measured (the arrival, through a pipe, of its first
 //! line: for `redis-lock elect` the line of the command it starts, for
 //! `etcdctl elect` its own first line, for the other candidates their
-//! `leading` line; see candidate.rs). Faults: a clean exit (SIGTERM: the
+//! `leading` line; see candidate/). Faults: a clean exit (SIGTERM: the
 //! candidate resigns), kill -9 of the leader process, and a network cut (the
 //! leader runs in a network namespace joined to the host by a veth pair,
 //! whose host side is set down; root only).

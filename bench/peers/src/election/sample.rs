@@ -42,7 +42,7 @@ pub(super) struct Sample {
 
 /// The wall-clock unix ms a line states (`... at MS ...`): redis-lock's
 /// `lost`/`resigned` lines say when it stopped believing it leads, which
-/// may be before it printed them; so do the candidates of candidate.rs.
+/// may be before it printed them; so do the candidates of candidate/.
 fn stated_ms(text: &str) -> Option<u128> {
     text.split(" at ")
         .nth(1)?
