@@ -197,12 +197,24 @@ export async function connectClient(kind: ClientKind, port: number, opts: Connec
 /** What connectClient needs of an ioredis client, the same in majors 5 and 6. */
 interface IORedisLike {
   on(event: "error", listener: () => void): unknown;
+  once(event: "ready" | "error" | "end", listener: () => void): unknown;
   ping(): Promise<unknown>;
   disconnect(): void;
 }
 
-function ioredisClient(c: IORedisLike): Client {
+/**
+ * Returned once the client is ready (or refused), as node-redis's connect() is: ioredis connects
+ * in the background, and a test that changes the server's password "after the client connected"
+ * raced the client's own AUTH (seen in CI: the client was refused, and the session then met
+ * NOAUTH on it instead of WRONGPASS on its own connection).
+ */
+async function ioredisClient(c: IORedisLike): Promise<Client> {
   c.on("error", () => {});
+  await new Promise<void>((res) => {
+    c.once("ready", res);
+    c.once("error", res);
+    c.once("end", res);
+  });
   return { client: c, close: async () => void c.disconnect(), ping: async () => void (await c.ping()) };
 }
 
