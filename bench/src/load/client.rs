@@ -62,6 +62,32 @@ impl Client {
         ))
     }
 
+    /// Redis's own hand-off (`blpop`), for a lock or a semaphore alike: `BLPOP` of key `k`
+    /// until the token is popped, counting each timeout, or the run stops.
+    pub(super) async fn blpop_token(&mut self, k: usize) -> io::Result<Outcome> {
+        let sh = self.shared.clone();
+        let key = &sh.keys[k];
+        loop {
+            let r = self.conn.cmd(&[b"BLPOP", key, &sh.block_secs]).await?;
+            match r {
+                Reply::Array(items)
+                    if items.len() == 2
+                        && items[0] == Reply::BulkString(key.clone())
+                        && items[1] == Reply::BulkString(BLPOP_TOKEN.to_vec()) =>
+                {
+                    return Ok(Outcome::Granted)
+                }
+                Reply::Nil => {
+                    sh.timeouts.set(sh.timeouts.get() + 1);
+                    if sh.stopping.get() {
+                        return Ok(Outcome::Stopped);
+                    }
+                }
+                other => return Err(unexpected("BLPOP", &other)),
+            }
+        }
+    }
+
     pub(super) async fn acquire(&mut self, k: usize, mode: Mode) -> io::Result<Outcome> {
         let sh = self.shared.clone();
         let key = &sh.keys[k];
@@ -105,25 +131,7 @@ impl Client {
             Proto::RedissonClient => Err(io::Error::other(
                 "the real Redisson client runs in its own driver, not as a generator task",
             )),
-            Proto::Blpop => loop {
-                let r = self.conn.cmd(&[b"BLPOP", key, &sh.block_secs]).await?;
-                match r {
-                    Reply::Array(items)
-                        if items.len() == 2
-                            && items[0] == Reply::BulkString(key.clone())
-                            && items[1] == Reply::BulkString(BLPOP_TOKEN.to_vec()) =>
-                    {
-                        return Ok(Outcome::Granted)
-                    }
-                    Reply::Nil => {
-                        sh.timeouts.set(sh.timeouts.get() + 1);
-                        if sh.stopping.get() {
-                            return Ok(Outcome::Stopped);
-                        }
-                    }
-                    other => return Err(unexpected("BLPOP", &other)),
-                }
-            },
+            Proto::Blpop => self.blpop_token(k).await,
             // Raw retries at once; spin sleeps between tries.
             Proto::Spin(_) | Proto::Raw => loop {
                 let r = self

@@ -54,25 +54,7 @@ impl Client {
                 }
             },
             Proto::Redisson => self.redisson_sem_acquire(k).await,
-            Proto::Blpop => loop {
-                let r = self.conn.cmd(&[b"BLPOP", key, &sh.block_secs]).await?;
-                match r {
-                    Reply::Array(items)
-                        if items.len() == 2
-                            && items[0] == Reply::BulkString(key.clone())
-                            && items[1] == Reply::BulkString(BLPOP_TOKEN.to_vec()) =>
-                    {
-                        return Ok(Outcome::Granted)
-                    }
-                    Reply::Nil => {
-                        sh.timeouts.set(sh.timeouts.get() + 1);
-                        if sh.stopping.get() {
-                            return Ok(Outcome::Stopped);
-                        }
-                    }
-                    other => return Err(unexpected("BLPOP", &other)),
-                }
-            },
+            Proto::Blpop => self.blpop_token(k).await,
             other => Err(io::Error::other(format!(
                 "{} has no semaphore",
                 other.name()
