@@ -201,14 +201,15 @@ pub fn settle(ctx: &Context, placement: &Placement, lock: &LockId<'_>, for_fair_
     if !(waited || for_fair_queue) || !ffi::select_db(ctx, lock.db) {
         return;
     }
-    // Without waiters, only a lock with a fair queue is looked at (the
-    // drain checked): the rest, elections' locks among them, must not see
-    // a transition nobody made.
-    if !waited && !placement.serves(&lock.key) {
-        return;
-    }
+    // Without waiters, only a lock with a fair queue gets here (the drain
+    // checked: the rest, elections' locks among them, must not see a
+    // transition nobody made). A slot no longer served: its waiters hear so,
+    // and a fair queue without waiters here is left alone.
     if !placement.serves(&lock.key) {
-        return reject_all(ctx, lock, &LockError::slot_not_served());
+        if waited {
+            reject_all(ctx, lock, &LockError::slot_not_served());
+        }
+        return;
     }
     let name = ffi::string(ctx, &lock.key);
     match Kind::of_queue(lock) {
