@@ -23,7 +23,6 @@
 //! [`defer_semaphore_check`], [`defer_fair_check`], [`defer_token_key`], [`settle_now_or_later`],
 //! [`after_queue_change`].
 
-use std::collections::HashSet;
 use std::sync::{LazyLock, Mutex, MutexGuard, OnceLock};
 
 use redis_module::Context;
@@ -33,6 +32,7 @@ use crate::sync;
 use crate::waiters::{Grant, Released};
 use crate::writable::{writable, Writable};
 use lock_rules::lock_id::LockId;
+use lock_rules::names::NameSet;
 
 /// Delay before retrying deferred writes while the server refuses them
 /// (clients paused, loading, too few replicas).
@@ -41,7 +41,7 @@ const RETRY_MS: i64 = 20;
 /// What the drain has to do.
 #[derive(Debug, Default)]
 pub struct Work {
-    pub keys: HashSet<LockId<'static>>,
+    pub keys: NameSet<LockId<'static>>,
     pub lost_grants: Vec<Grant>,
     /// Elections to look at again, each with the candidate that led it
     /// when that may have changed (its binding is checked).
@@ -49,13 +49,13 @@ pub struct Work {
     /// Semaphores left with at most two holders while callers wait: a
     /// waiter may now wait for one of them (a deadlock-check edge no wait
     /// made).
-    pub semaphores: HashSet<LockId<'static>>,
+    pub semaphores: NameSet<LockId<'static>>,
     /// Locks nobody here may wait for whose Redisson fair queue may have a
     /// waiter to serve or drop (`fair_queue.rs`).
-    pub fair_locks: HashSet<LockId<'static>>,
+    pub fair_locks: NameSet<LockId<'static>>,
     /// Fencing counters Redisson's RFencedLock incremented: kept without
     /// an expiry from now on, as Redisson keeps them (`tokens::keep_token_key`).
-    pub token_keys: HashSet<LockId<'static>>,
+    pub token_keys: NameSet<LockId<'static>>,
 }
 
 impl Work {
@@ -209,7 +209,7 @@ pub fn settle_now_or_later(ctx: &Context, lock: LockId<'static>) {
         Writable::Now => run(
             ctx,
             Work {
-                keys: HashSet::from([lock]),
+                keys: NameSet::from_iter([lock]),
                 ..Work::default()
             },
         ),

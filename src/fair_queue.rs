@@ -21,7 +21,6 @@
 
 use std::borrow::Cow;
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex};
 
 use redis_module::Context;
@@ -37,6 +36,7 @@ use lock_rules::keys::{
     write_fair_queue_key,
 };
 use lock_rules::lock_id::LockId;
+use lock_rules::names::NameMap;
 
 /// The fair queue of `lock` (in the context's db), first entry first;
 /// `None` when it has none, when its keys would be in another slot, or
@@ -159,7 +159,7 @@ struct HeadTimer {
 
 #[derive(Default)]
 struct HeadTimers {
-    by_lock: HashMap<LockId<'static>, HeadTimer>,
+    by_lock: NameMap<LockId<'static>, HeadTimer>,
     serial: u64,
 }
 

@@ -10,7 +10,6 @@
 //! their key, so the table keeps no key bytes and clients cannot choose
 //! keys that collide.
 
-use std::collections::hash_map::RandomState;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
@@ -22,6 +21,7 @@ use crate::waiters::Waiter;
 use crate::{ffi, sync};
 use lock_rules::holds::{lock_hash, Ended, HoldTable, Holders};
 use lock_rules::lock_id::LockId;
+use lock_rules::names::NameHasher;
 use lock_rules::state::LockState;
 use lock_rules::transition::Transition;
 
@@ -48,7 +48,7 @@ static HOLDS: LazyLock<Mutex<Holds>> = LazyLock::new(Mutex::default);
 /// server that tracks no hold skip the hash and the mutex.
 static TRACKING: AtomicBool = AtomicBool::new(false);
 /// The secret seed of the keys' hashes, drawn once per load.
-static SEED: LazyLock<RandomState> = LazyLock::new(RandomState::new);
+static SEED: LazyLock<NameHasher> = LazyLock::new(NameHasher::default);
 
 fn holds() -> MutexGuard<'static, Holds> {
     sync::lock(&HOLDS)

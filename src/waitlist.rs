@@ -9,7 +9,6 @@
 //! Offers: [`Name`], [`Waitlist`], [`Waiting`], [`block`], [`answer`],
 //! [`leave`], [`timed_out`].
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 
 use redis_module::Context;
@@ -18,6 +17,8 @@ use crate::ffi::{self, BlockHandler, BlockedClient, TimerHandler, TimerId};
 use crate::sync;
 use lock_rules::args::{Wait, MAX_DURATION_MS};
 use lock_rules::error::LockError;
+use lock_rules::ids::IdMap;
+use lock_rules::names::NameMap;
 
 /// What callers wait on: a db and a key.
 pub type Name = (i32, Vec<u8>);
@@ -32,18 +33,18 @@ pub struct Waiting<A: 'static, D> {
 
 /// The callers blocked on each name, `A` what they are answered.
 pub struct Waitlist<A: 'static, D> {
-    by_name: HashMap<Name, Vec<u64>>,
-    waiting: HashMap<u64, Waiting<A, D>>,
-    handles: HashMap<BlockedClient<A>, u64>,
+    by_name: NameMap<Name, Vec<u64>>,
+    waiting: IdMap<u64, Waiting<A, D>>,
+    handles: IdMap<BlockedClient<A>, u64>,
     next: u64,
 }
 
 impl<A: 'static, D> Default for Waitlist<A, D> {
     fn default() -> Self {
         Self {
-            by_name: HashMap::new(),
-            waiting: HashMap::new(),
-            handles: HashMap::new(),
+            by_name: NameMap::default(),
+            waiting: IdMap::default(),
+            handles: IdMap::default(),
             next: 0,
         }
     }

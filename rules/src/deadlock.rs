@@ -22,7 +22,7 @@
 //! search is bounded ([`MAX_VISITS`]), so a huge graph costs a bounded time
 //! and, past the bound, finds nothing rather than stall the server.
 
-use std::collections::{HashMap, HashSet};
+use crate::names::{NameMap, NameSet};
 use std::fmt::Write as _;
 
 use crate::error::{printable, LockError};
@@ -205,10 +205,10 @@ pub fn cycle_closed_by(
     let mut search = Search {
         graph,
         caller,
-        holders: HashMap::new(),
-        expanded: HashSet::new(),
-        came_from: HashMap::new(),
-        seen: HashSet::new(),
+        holders: NameMap::default(),
+        expanded: NameSet::default(),
+        came_from: NameMap::default(),
+        seen: NameSet::default(),
     };
     let mut frontier: Vec<Vec<u8>> = Vec::new();
     for lock in wanted {
@@ -240,13 +240,13 @@ struct Search<'g, G> {
     graph: &'g G,
     caller: &'g [u8],
     /// Each lock's holders, read once.
-    holders: HashMap<LockId<'static>, Holders>,
+    holders: NameMap<LockId<'static>, Holders>,
     /// Locks whose holders (all of them waited for) are queued already:
     /// another waiter of the same lock adds nobody new.
-    expanded: HashSet<LockId<'static>>,
+    expanded: NameSet<LockId<'static>>,
     /// `came_from[o]` = the step by which the previous owner waits for `o`.
-    came_from: HashMap<Vec<u8>, Step>,
-    seen: HashSet<Vec<u8>>,
+    came_from: NameMap<Vec<u8>, Step>,
+    seen: NameSet<Vec<u8>>,
 }
 
 impl<G: WaitsFor> Search<'_, G> {
@@ -331,12 +331,12 @@ mod tests {
     /// A graph written out: who waits for which locks, who holds which.
     #[derive(Default)]
     struct Graph {
-        waits: HashMap<Vec<u8>, Vec<LockId<'static>>>,
-        holds: HashMap<LockId<'static>, Vec<Vec<u8>>>,
+        waits: NameMap<Vec<u8>, Vec<LockId<'static>>>,
+        holds: NameMap<LockId<'static>, Vec<Vec<u8>>>,
         /// Locks that are semaphores.
-        semaphores: HashSet<LockId<'static>>,
+        semaphores: NameSet<LockId<'static>>,
         /// Multi-lock callers queued for a lock, first in line first.
-        multis: HashMap<LockId<'static>, Vec<Vec<u8>>>,
+        multis: NameMap<LockId<'static>, Vec<Vec<u8>>>,
         lookups: std::cell::Cell<usize>,
     }
 

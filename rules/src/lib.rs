@@ -32,6 +32,7 @@ pub mod keys;
 pub mod latch;
 pub mod lock_id;
 pub mod multilock;
+pub mod names;
 pub mod percentiles;
 pub mod queue;
 pub mod read_write;

@@ -9,7 +9,7 @@
 //! client reconnecting before the server noticed its old connection died),
 //! and naming a second token drops the first.
 
-use std::collections::HashMap;
+use crate::names::NameMap;
 
 use crate::ids::IdMap;
 use crate::keepalive::ClientId;
@@ -94,7 +94,7 @@ pub fn parse_loss_message(message: &[u8]) -> Option<(&str, &[u8], &[u8])> {
 #[derive(Debug, Default)]
 pub struct Sessions {
     /// Tokens are chosen by clients: their hash is keyed (std's default).
-    by_token: HashMap<Vec<u8>, ClientId>,
+    by_token: NameMap<Vec<u8>, ClientId>,
     by_client: IdMap<ClientId, Vec<u8>>,
 }
 

@@ -24,7 +24,6 @@
 //! slot's generation, which changes when the slot is reused.
 
 use std::borrow::Cow;
-use std::collections::hash_map::RandomState;
 use std::collections::BTreeMap;
 use std::hash::{BuildHasher, Hash, Hasher};
 
@@ -33,6 +32,7 @@ use slab::Slab;
 
 use crate::ids::{IdMap, IdSet};
 use crate::lock_id::LockId;
+use crate::names::NameHasher;
 
 mod floor;
 
@@ -129,7 +129,7 @@ struct Entry {
 
 /// `S` hashes holds; tests give one under which every hold collides.
 #[derive(Debug, Default)]
-pub struct Keepalive<S = RandomState> {
+pub struct Keepalive<S = NameHasher> {
     slab: Slab<Entry>,
     generations: u64,
     /// Lock names and owners are chosen by clients: their hash is keyed.

@@ -10,12 +10,13 @@
 
 use std::borrow::Cow;
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::BTreeSet;
 use std::hash::Hash;
 use std::time::Instant;
 
 use crate::ids::IdMap;
 use crate::lock_id::LockId;
+use crate::names::{NameMap, NameSet};
 use crate::queue::{Fifo, WaiterId};
 use crate::request::{FieldName, Queued, Request};
 use crate::transition::Wake;
@@ -107,7 +108,7 @@ pub struct WaitTimer {
 }
 
 pub struct Registry<H> {
-    queues: IdMap<i32, HashMap<Vec<u8>, LockQueue<H>>>,
+    queues: IdMap<i32, NameMap<Vec<u8>, LockQueue<H>>>,
     /// How many locks have a queue (the entries of `queues`).
     queued_locks: usize,
     /// Queued entries that asked for FENCE, over every queue: while there
@@ -122,7 +123,7 @@ pub struct Registry<H> {
     /// Each owner's queue entries (the waits-for graph's edges out of it):
     /// the deadlock check asks what an owner waits for, and a scan of every
     /// queue would cost each new wait the whole registry.
-    by_owner: HashMap<FieldName, BTreeSet<WaiterId>>,
+    by_owner: NameMap<FieldName, BTreeSet<WaiterId>>,
     pub wait_timer: Option<WaitTimer>,
     next_serial: u64,
 }
@@ -169,7 +170,7 @@ impl<H> Default for Registry<H> {
             lease_jobs: IdMap::default(),
             groups: IdMap::default(),
             deadlines: BTreeSet::new(),
-            by_owner: HashMap::new(),
+            by_owner: NameMap::default(),
             wait_timer: None,
             next_serial: 0,
         }
@@ -299,7 +300,7 @@ impl<H: Copy + Eq + Hash> Registry<H> {
 
     /// The owners queued for `lock`, first in line first, each once.
     pub fn queued_owners(&self, lock: &LockId<'_>) -> Vec<FieldName> {
-        let mut seen: HashSet<&[u8]> = HashSet::new();
+        let mut seen: NameSet<&[u8]> = NameSet::default();
         self.queue(lock)
             .into_iter()
             .flat_map(|q| q.fifo.iter())

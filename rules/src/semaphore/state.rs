@@ -2,7 +2,7 @@
 //! the permits available and the permits held with their lease ends), and
 //! SEM.INFO's view of it.
 
-use std::collections::HashMap;
+use crate::names::NameMap;
 
 use super::member::owner_of;
 use crate::args::parse_i64;
@@ -47,7 +47,7 @@ impl SemaphoreState {
     pub fn view(&self, now_ms: i64) -> SemaphoreView {
         let mut available = self.available.unwrap_or(0);
         let mut holders: Vec<HolderView> = Vec::new();
-        let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
+        let mut index: NameMap<Vec<u8>, usize> = NameMap::default();
         for permit in &self.permits {
             if expired(permit.until, now_ms) {
                 available = available.saturating_add(1);
