@@ -55,7 +55,7 @@ pub fn acquire(
     // Whom the caller would wait for, as the rules left the lock.
     let holders = match (&acquired, wait) {
         (Ok(Acquisition::Wait), Some(_)) if deadlocks::checks_at_wait() => {
-            lock_holders(tx.state(), tx.now_ms())
+            deadlocks::holders_to_check(lock, &request.owner, tx.state(), tx.now_ms())
         }
         _ => Holders::default(),
     };

@@ -23,7 +23,7 @@
 //! A semaphore that a release leaves with one holder gives its waiters an
 //! edge no wait made: [`semaphore_changed`] has their waits checked then.
 //!
-//! Offers: [`checks_at_wait`], [`check`], [`check_later`],
+//! Offers: [`checks_at_wait`], [`holders_to_check`], [`check`], [`check_later`],
 //! [`semaphore_changed`], [`holders`], [`waits_for`].
 
 use std::collections::BTreeMap;
@@ -37,17 +37,38 @@ use crate::stats::{Stats, STATS};
 use crate::waiters::{anyone_waits, registry};
 use crate::writable::{writable, Writable};
 use crate::{blocking, config, engine, sync};
-use lock_rules::deadlock::{cycle_closed_by, Holders, WaitsFor};
+use lock_rules::deadlock::{any_holder, cycle_closed_by, lock_holders, Holders, WaitsFor};
 use lock_rules::error::LockError;
 use lock_rules::lock_id::LockId;
 use lock_rules::registry::TimerId;
 use lock_rules::request::FieldName;
+use lock_rules::state::LockState;
 
 /// Whether a wait now would be checked before it is queued: detection at
 /// each wait, and someone waiting already (a cycle needs a waiter). The
 /// command reads whom its caller would wait for only then.
 pub fn checks_at_wait() -> bool {
     config::deadlock_check_ms() == 0 && anyone_waits()
+}
+
+/// Whom `caller` would wait for on `lock`, held as `state`, for [`check`]:
+/// nobody when no holder waits for anything and no multi-lock caller is
+/// queued there (the hot lock's case: its holder is busy, not waiting),
+/// which [`check`] then passes without copying the holders.
+pub fn holders_to_check(
+    lock: &LockId<'_>,
+    caller: &[u8],
+    state: &LockState,
+    now_ms: i64,
+) -> Holders {
+    let may_close = registry().is_ok_and(|r| {
+        r.multi_ahead(lock, caller).is_some() || any_holder(state, now_ms, |h| r.owner_waits(h))
+    });
+    if may_close {
+        lock_holders(state, now_ms)
+    } else {
+        Holders::default()
+    }
 }
 
 /// Refuses `caller`'s wait for `wanted` (each lock with its holders as the

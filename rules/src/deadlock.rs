@@ -151,23 +151,35 @@ impl Cycle {
 /// reader whose every lease key is gone holds nothing, whatever its field
 /// says, and is reclaimed at the next transition).
 pub fn lock_holders(state: &LockState, now_ms: i64) -> Holders {
+    let mut holders: Vec<Vec<u8>> = Vec::new();
+    any_holder(state, now_ms, |owner| {
+        if !holders.iter().any(|h| h[..] == *owner) {
+            holders.push(owner.to_vec());
+        }
+        false
+    });
+    Holders::all_of(holders)
+}
+
+/// Whether `f` is true of a live holder of `state` at `now_ms` (those
+/// [`lock_holders`] lists; an owner on both sides is asked twice): lets a
+/// wait learn that no holder waits for anything without copying them.
+pub fn any_holder(state: &LockState, now_ms: i64, mut f: impl FnMut(&[u8]) -> bool) -> bool {
     match state {
-        LockState::Free => Holders::default(),
-        LockState::Held { owner, .. } => Holders::all_of(vec![owner.to_vec()]),
+        LockState::Free => false,
+        LockState::Held { owner, .. } => f(owner),
         LockState::Shared(rw) => {
-            let mut holders = Vec::new();
-            if let Some((writer, _)) = &rw.writer {
-                if rw.write_until.is_none_or(|until| until >= now_ms) {
-                    holders.push(writer.to_vec());
-                }
+            let writer = rw
+                .writer
+                .as_ref()
+                .filter(|_| rw.write_until.is_none_or(|until| until >= now_ms));
+            if writer.is_some_and(|(owner, _)| f(owner)) {
+                return true;
             }
-            for reader in &rw.readers {
+            rw.readers.iter().any(|reader| {
                 let live = !reader.expired() && reader.lease_end().is_none_or(|end| end >= now_ms);
-                if live && !holders.iter().any(|h| h[..] == reader.owner[..]) {
-                    holders.push(reader.owner.to_vec());
-                }
-            }
-            Holders::all_of(holders)
+                live && f(&reader.owner)
+            })
         }
     }
 }

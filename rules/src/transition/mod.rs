@@ -162,7 +162,7 @@ impl<T: Queued> Transition<T> {
             token,
             vacated: Vec::new(),
             vacated_notice: None,
-            changes: Vec::with_capacity(4),
+            changes: Vec::new(),
             wakes: Vec::new(),
             tally: Tally::default(),
             fair: None,
