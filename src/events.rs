@@ -150,6 +150,7 @@ pub struct KeyspaceEvents;
 
 impl KeyspaceHandler for KeyspaceEvents {
     fn event(ctx: &Context, event: &[u8], key: &[u8]) {
+        fair_queue::key_event(key);
         if native_writes::is_own_notification() {
             return;
         }
@@ -276,6 +277,7 @@ impl ServerEventHandler for ServerEvents {
     }
 
     fn loading_ended(ctx: &Context) {
+        fair_queue::keys_replaced();
         replication::forget_listeners();
         replication::note_load(ctx);
     }
@@ -290,6 +292,7 @@ impl ServerEventHandler for ServerEvents {
     }
 
     fn swapped(ctx: &Context, a: i32, b: i32) {
+        fair_queue::keys_replaced();
         holds::swapped(a, b);
         latches::swapped(ctx, a, b);
         for election in elections::known_in(&[a, b]) {

@@ -16,7 +16,8 @@
 //! The writes (a stale head dropped, the head told) are applied with the
 //! lock's other changes (`store.rs`).
 //!
-//! Offers: [`read`], [`exists`], [`kept`], [`hold_ended`], [`QueueEvents`]
+//! Offers: [`read`], [`key_event`], [`keys_replaced`], [`exists`], [`kept`],
+//! [`hold_ended`], [`QueueEvents`]
 //! (the list events, subscribed by `subscriptions.rs`).
 
 use std::borrow::Cow;
@@ -41,11 +42,24 @@ use lock_rules::names::NameMap;
 /// The fair queue of `lock` (in the context's db), first entry first;
 /// `None` when it has none, when its keys would be in another slot, or
 /// when the module does not speak to Redisson's clients
-/// (`lock.redisson-notify no`).
-pub fn read(ctx: &Context, lock: &[u8]) -> Option<FairQueue> {
+/// (`lock.redisson-notify no`). A lock found without one is not looked up
+/// again until a key may have become a fair queue ([`absent`]).
+pub fn read(ctx: &Context, lock: &LockId<'_>) -> Option<FairQueue> {
     if !config::redisson_notify() {
         return None;
     }
+    let mark = absent::Mark::of(lock);
+    if mark.holds() {
+        return None;
+    }
+    let found = read_queue(ctx, &lock.key);
+    if found.is_none() {
+        mark.set();
+    }
+    found
+}
+
+fn read_queue(ctx: &Context, lock: &[u8]) -> Option<FairQueue> {
     let owners = {
         let list = open_queue(ctx, lock)?;
         if list.kind() != KeyKind::List {
@@ -68,6 +82,101 @@ pub fn read(ctx: &Context, lock: &[u8]) -> Option<FairQueue> {
         due: due(&owner),
         owner: owner.into(),
     })))
+}
+
+/// A keyspace event (list or generic) on `key`: if it may be a fair queue,
+/// every lock found without one is looked up again.
+pub fn key_event(key: &[u8]) {
+    if key.starts_with(FAIR_QUEUE_PREFIX) {
+        absent::forget_all();
+    }
+}
+
+/// SWAPDB or a load replaced keys without a keyspace event for each: every
+/// lock found without a fair queue is looked up again.
+pub fn keys_replaced() {
+    absent::forget_all();
+}
+
+const FAIR_QUEUE_PREFIX: &[u8] = b"redisson_lock_queue:";
+
+/// Locks known to have no fair queue: each lock a lookup found without one
+/// since the last event that could have made one, by a keyed hash of its
+/// db and name, in a small table of slots a lock shares with those that
+/// hash alike (bounded memory, no clean-up; a lock whose slot was taken is
+/// looked up again). Nearly every lock has no fair queue, and the lookup
+/// (a name built, a key opened) cost about 1k instructions on every
+/// transition, twice per hand-off of a hot lock.
+///
+/// Known only while every way a key becomes a fair queue is heard
+/// (`subscriptions::fair_queue_changes_heard`, from the first wait on):
+/// list events (`RPUSH`, `LMOVE`, `SORT ... STORE`, a script's), the
+/// generic `rename_to`, `restore`, `copy_to`, `move_to`, and `SWAPDB` and
+/// loading. Any of those on a fair queue's name forgets every lock known
+/// here: an epoch counter, which each mark must match. (A key written by
+/// another module with no keyspace event is not seen.)
+mod absent {
+    use std::cell::RefCell;
+    use std::hash::BuildHasher;
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    use std::sync::LazyLock;
+
+    use crate::subscriptions;
+    use lock_rules::lock_id::LockId;
+    use lock_rules::names::NameHasher;
+
+    const SLOTS: usize = 256;
+
+    /// Bumped by every event that may make a fair queue; 0 is never a
+    /// mark's epoch.
+    static EPOCH: AtomicU64 = AtomicU64::new(1);
+    static SEED: LazyLock<NameHasher> = LazyLock::new(NameHasher::default);
+
+    thread_local! {
+        /// (lock hash, epoch at which its lookup found no fair queue).
+        static MARKS: RefCell<[(u64, u64); SLOTS]> = const { RefCell::new([(0, 0); SLOTS]) };
+    }
+
+    pub(super) struct Mark {
+        hash: u64,
+        /// Read before the lookup: an event during it (none can run inside
+        /// a command, but the drain also looks) leaves the mark stale.
+        epoch: u64,
+    }
+
+    impl Mark {
+        pub(super) fn of(lock: &LockId<'_>) -> Mark {
+            Mark {
+                hash: SEED.hash_one((lock.db, &lock.key[..])),
+                epoch: EPOCH.load(Relaxed),
+            }
+        }
+
+        /// The lock was found without a fair queue at this mark's epoch.
+        pub(super) fn holds(&self) -> bool {
+            MARKS.with(|marks| {
+                marks
+                    .try_borrow()
+                    .is_ok_and(|m| m[self.hash as usize % SLOTS] == (self.hash, self.epoch))
+            })
+        }
+
+        /// A lookup found no fair queue: known until the next event.
+        pub(super) fn set(&self) {
+            if !subscriptions::fair_queue_changes_heard() {
+                return;
+            }
+            MARKS.with(|marks| {
+                if let Ok(mut m) = marks.try_borrow_mut() {
+                    m[self.hash as usize % SLOTS] = (self.hash, self.epoch);
+                }
+            });
+        }
+    }
+
+    pub(super) fn forget_all() {
+        EPOCH.fetch_add(1, Relaxed);
+    }
 }
 
 /// Whether `lock` (in the context's db) has a fair queue to look at.
@@ -193,6 +302,10 @@ pub struct QueueEvents;
 
 impl KeyspaceHandler for QueueEvents {
     fn event(ctx: &Context, event: &[u8], key: &[u8]) {
+        if !key.starts_with(FAIR_QUEUE_PREFIX) {
+            return;
+        }
+        key_event(key);
         if native_writes::is_own_notification() || event == b"rpush" {
             return;
         }

@@ -9,7 +9,8 @@
 //!
 //! Offers: [`Handlers`], [`install`], [`watch_for_waiters`],
 //! [`watch_expiry`], [`watch_clients`], [`watch_strings`],
-//! [`watch_hashes`], [`watch_fair_queues`], [`fair_waiters_remembered`].
+//! [`watch_hashes`], [`watch_fair_queues`], [`fair_waiters_remembered`],
+//! [`fair_queue_changes_heard`].
 
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::OnceLock;
@@ -81,9 +82,13 @@ fn once(flag: &AtomicBool, ctx: &Context, subscribe: impl FnOnce() -> bool, fail
 static WATCHING: AtomicBool = AtomicBool::new(false);
 static WATCHING_CLIENTS: AtomicBool = AtomicBool::new(false);
 static WATCHING_EXPIRY: AtomicBool = AtomicBool::new(false);
+/// Set once every way a key can become a fair queue is heard (see
+/// [`fair_queue_changes_heard`]).
+static FAIR_QUEUE_CHANGES_HEARD: AtomicBool = AtomicBool::new(false);
 
 /// Starts listening, at the first wait, to keyspace events that can end a
-/// lock, client disconnections and event-loop wake-ups. Until a caller has
+/// lock, list events (a Redisson fair queue appearing or changing),
+/// client disconnections and event-loop wake-ups. Until a caller has
 /// waited, no lock can need them, and the rest of Redis pays nothing for
 /// them (the lock commands' own `del` and `expire` events included);
 /// Redis offers no way to stop listening to keyspace events later.
@@ -94,11 +99,23 @@ pub fn watch_for_waiters(ctx: &Context) {
         || {
             watch_clients(ctx);
             watch_expiry(ctx);
-            (handlers().keyspace)(ctx) && (handlers().event_loop)(ctx)
+            let keyspace = (handlers().keyspace)(ctx);
+            let lists = watch_lists(ctx);
+            FAIR_QUEUE_CHANGES_HEARD.store(keyspace && lists, Relaxed);
+            keyspace && (handlers().event_loop)(ctx)
         },
         "lock: could not subscribe to keyspace and event-loop events; \
          waiters are served at lease deadlines only",
     );
+}
+
+/// Whether the module hears every way a key becomes a Redisson fair queue
+/// (list events, and the generic `rename_to`, `restore`, `copy_to`,
+/// `move_to`; `SWAPDB` and loading are server events it always hears):
+/// from the first wait on. Only then may a lock found without a fair
+/// queue be known to have none until such an event (`fair_queue.rs`).
+pub fn fair_queue_changes_heard() -> bool {
+    FAIR_QUEUE_CHANGES_HEARD.load(Relaxed)
 }
 
 static WATCHING_HASHES: AtomicBool = AtomicBool::new(false);
@@ -162,25 +179,39 @@ pub fn watch_clients(ctx: &Context) {
     );
 }
 
-static WATCHING_FAIR_QUEUES: AtomicBool = AtomicBool::new(false);
+static WATCHING_LISTS: AtomicBool = AtomicBool::new(false);
+static LISTS_HEARD: AtomicBool = AtomicBool::new(false);
+static FAIR_WAITERS_REMEMBERED: AtomicBool = AtomicBool::new(false);
 
 /// Whether a module waiter may remember fair waiters ahead of it: one was
 /// queued behind one (which started [`watch_fair_queues`]) since the module loaded.
 pub fn fair_waiters_remembered() -> bool {
-    WATCHING_FAIR_QUEUES.load(Relaxed)
+    FAIR_WAITERS_REMEMBERED.load(Relaxed)
 }
 
-/// Starts listening to list events, at the first wait of a module caller on
-/// a lock with a fair queue: a fair waiter that gives up (acquireFailed's
-/// `LREM`) or is dropped by another's script (`LPOP`) while the lock is kept
-/// for it must let the module's waiter behind it have the lock. Until then
-/// no list command on the server calls into the module.
-pub fn watch_fair_queues(ctx: &Context) {
+/// Subscribes to list events once; whether they are heard.
+fn watch_lists(ctx: &Context) -> bool {
     once(
-        &WATCHING_FAIR_QUEUES,
+        &WATCHING_LISTS,
         ctx,
-        || (handlers().fair_queue_lists)(ctx),
+        || {
+            let heard = (handlers().fair_queue_lists)(ctx);
+            LISTS_HEARD.store(heard, Relaxed);
+            heard
+        },
         "lock: could not subscribe to list events; a Redisson fair waiter that \
          gives up lets the module's waiters have the lock at its deadline only",
     );
+    LISTS_HEARD.load(Relaxed)
+}
+
+/// Listens to list events (from the first wait on, if not already), at the
+/// first wait of a module caller on a lock with a fair queue: a fair waiter
+/// that gives up (acquireFailed's `LREM`) or is dropped by another's script
+/// (`LPOP`) while the lock is kept for it must let the module's waiter
+/// behind it have the lock. Until a caller waits no list command on the
+/// server calls into the module.
+pub fn watch_fair_queues(ctx: &Context) {
+    watch_lists(ctx);
+    FAIR_WAITERS_REMEMBERED.store(true, Relaxed);
 }

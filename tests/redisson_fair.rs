@@ -471,3 +471,82 @@ fn a_killed_fair_waiter_keeps_the_lock_until_its_deadline_only() {
     let _: Value = q(&mut con, &["LOCK.RELEASE", "res", "module-w"]);
     assert_eq!(dbsize(&mut con), 0, "keys left behind");
 }
+
+/// A lock the module found without a fair queue is known to have none only
+/// until a key may have become one. `res` is acquired with every event
+/// heard (a wait on another lock came first), so found without a queue;
+/// B's queue entry is then made by a plain RPUSH, by RENAME, COPY or
+/// RESTORE of another list, or by MOVE from another db, and a module caller
+/// waits after it: the release keeps the lock for B, who goes first.
+#[test]
+fn a_fair_queue_made_after_the_lock_was_seen_without_one_goes_first() {
+    for how in ["rpush", "rename", "copy", "restore", "move"] {
+        let server = Server::start();
+        let mut con = server.client();
+        acquire(&mut con, "other", "module-a", &["PX", "60000"]);
+        let waited = acquire(
+            &mut con,
+            "other",
+            "module-b",
+            &["PX", "60000", "BLOCK", "1"],
+        );
+        assert_eq!(waited, Value::Nil, "{how}");
+        acquire(&mut con, "res", "module-x", &["PX", "60000"]);
+
+        let (qk, tk) = (queue_key("res"), timeout_key("res"));
+        let due = (server_now_ms(&mut con) + 60_000).to_string();
+        let _: i64 = q(&mut con, &["ZADD", &tk, &due, OWNER_B]);
+        match how {
+            "rpush" => {
+                let _: i64 = q(&mut con, &["RPUSH", &qk, OWNER_B]);
+            }
+            "rename" | "copy" | "restore" => {
+                let _: i64 = q(&mut con, &["RPUSH", "elsewhere", OWNER_B]);
+                match how {
+                    "rename" => q::<()>(&mut con, &["RENAME", "elsewhere", &qk]),
+                    "copy" => {
+                        let _: i64 = q(&mut con, &["COPY", "elsewhere", &qk]);
+                        let _: i64 = q(&mut con, &["DEL", "elsewhere"]);
+                    }
+                    _ => {
+                        let dump: Vec<u8> = q(&mut con, &["DUMP", "elsewhere"]);
+                        let _: i64 = q(&mut con, &["DEL", "elsewhere"]);
+                        let _: () = redis::cmd("RESTORE")
+                            .arg(&qk)
+                            .arg(0)
+                            .arg(dump)
+                            .query(&mut con)
+                            .expect("RESTORE");
+                    }
+                }
+            }
+            _ => {
+                let mut db1 = server.client();
+                let _: () = q(&mut db1, &["SELECT", "1"]);
+                let _: i64 = q(&mut db1, &["RPUSH", &qk, OWNER_B]);
+                let _: i64 = q(&mut db1, &["MOVE", &qk, "0"]);
+            }
+        }
+        assert_eq!(queue(&mut con, "res"), vec![OWNER_B.to_string()], "{how}");
+        let mut w = module_waiter(&server, &mut con, "res", "module-w", "60000", "10000");
+
+        let _: Value = q(&mut con, &["LOCK.RELEASE", "res", "module-x"]);
+        let held: i64 = q(&mut con, &["EXISTS", "res"]);
+        assert_eq!(held, 0, "{how}: module-w went before B");
+        assert_eq!(
+            try_acquire(&mut con, "res", OWNER_B, 60_000, 60_000),
+            None,
+            "{how}"
+        );
+        assert_eq!(waiters(&mut con, "res"), 1, "{how}: module-w still waits");
+        assert_eq!(
+            release(&mut con, "res", OWNER_B, 60_000),
+            Value::Int(1),
+            "{how}"
+        );
+        assert_served(&mut con, &mut w, "res", "module-w");
+        let _: Value = q(&mut con, &["LOCK.RELEASE", "res", "module-w"]);
+        let _: Value = q(&mut con, &["LOCK.RELEASE", "other", "module-a"]);
+        assert_eq!(dbsize(&mut con), 0, "{how}: keys left behind");
+    }
+}

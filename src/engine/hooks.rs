@@ -26,7 +26,7 @@ pub type Committed = fn(&Context, &LockId<'_>, &LockKey, &Transition<Waiter>);
 /// The features that take part in a lock's transitions.
 pub struct LockHooks {
     /// The fair queue of a lock (in the context's db), if it has one.
-    pub fair_queue: fn(&Context, &[u8]) -> Option<FairQueue>,
+    pub fair_queue: fn(&Context, &LockId<'_>) -> Option<FairQueue>,
     /// Whether a module waiter queued behind fair waiters remembers them
     /// (list events are heard).
     pub fair_waiters_remembered: fn() -> bool,
@@ -44,7 +44,7 @@ pub fn install(hooks: LockHooks) {
 }
 
 /// The fair queue of `lock`, and whether waiters remember it.
-pub fn fair_queue(ctx: &Context, lock: &[u8]) -> (Option<FairQueue>, bool) {
+pub fn fair_queue(ctx: &Context, lock: &LockId<'_>) -> (Option<FairQueue>, bool) {
     match HOOKS.get() {
         Some(h) => ((h.fair_queue)(ctx, lock), (h.fair_waiters_remembered)()),
         None => (None, false),

@@ -39,7 +39,7 @@ pub fn begin<'c>(
     let tx = match (tx.state(), origin) {
         (LockState::Shared(_), _) | (_, Origin::Renewal { .. }) => tx,
         _ => {
-            let (fair, remembered) = hooks::fair_queue(ctx, &lock.key);
+            let (fair, remembered) = hooks::fair_queue(ctx, lock);
             tx.with_fair(fair, remembered)
         }
     };
