@@ -74,7 +74,7 @@ pub fn acquire(
         }
         (Acquisition::Wait, Some(wait)) => {
             deadlocks::check(ctx, &request.owner, &[(lock.clone(), holders)])?;
-            let lease_end = lease::earliest(next_end, lease_end(ctx, key, untouched));
+            let lease_end = lease::earliest(next_end, lease_end(ctx, lock, key, untouched));
             if !fair_ahead.is_empty() {
                 subscriptions::watch_fair_queues(ctx);
             }
@@ -217,13 +217,18 @@ fn watch_token_counters(ctx: &Context, request: &Request) {
     }
 }
 
-/// The lock's deadline as it is after the commit: from the handle opened
-/// before when the commit wrote nothing (`untouched`) and no multi-lock
-/// caller waits (serving one writes its keys through handles of its own);
-/// otherwise read afresh, since that handle may no longer see the key.
-fn lease_end(ctx: &Context, key: LockKey<'_>, untouched: bool) -> Option<i64> {
+/// The lock's deadline as it is after the commit, for the caller's enqueue
+/// to arm the lease timer by: from the handle opened before when the
+/// commit wrote nothing (`untouched`) and no multi-lock caller waits
+/// (serving one writes its keys through handles of its own); otherwise
+/// read afresh, since that handle may no longer see the key. `None` (no
+/// timer to see to) for an untouched lock whose queue has its timer: the
+/// last change of the lock, or the event that ended its lease, armed it
+/// for this deadline (a hot lock's every waiter).
+fn lease_end(ctx: &Context, lock: &LockId<'_>, key: LockKey<'_>, untouched: bool) -> Option<i64> {
     if untouched && !registry().is_ok_and(|r| r.groups_wait()) {
-        return key.expires_at();
+        let armed = registry().is_ok_and(|r| matches!(r.queued_lease_timer(lock), Some(Some(_))));
+        return if armed { None } else { key.expires_at() };
     }
     let name = key.name();
     drop(key);
