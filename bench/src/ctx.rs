@@ -1,5 +1,5 @@
-//! What a scenario runs against ([`Ctx`]): a fresh server with the module,
-//! the scripts loaded on it, the options, and the real Redisson client's
+//! What a scenario runs against ([`Ctx`]): a fresh server with the module
+//! (S2's also with the floor module, when built), the scripts loaded on it, the options, and the real Redisson client's
 //! driver once a scenario asks for it; its helpers: a run's [`LoadSpec`],
 //! the protocols `--protocols` keeps, progress lines, a disturbed run
 //! measured again, the server settled after a run; [`info_field`].
@@ -18,6 +18,9 @@ use crate::server::{Server, ServerSpec};
 pub struct Ctx {
     pub opts: Opts,
     pub server: Server,
+    /// The server also loaded libfloor.so (S2's, when the file is there):
+    /// the `module-floor` protocol can run.
+    pub floor: bool,
     pub addr: String,
     pub server_pid: Option<u32>,
     pub scripts: Scripts,
@@ -39,8 +42,19 @@ impl Ctx {
         }
     }
 
+    /// A fresh server with the module; S2's loads libfloor.so next to it
+    /// (`--floor-module`), when the file is there, for its module-floor row.
     pub(crate) async fn new(opts: &Opts, tag: &str, started: Instant) -> io::Result<Ctx> {
-        let server = crate::server::start(&Ctx::server_spec(opts, true), tag)?;
+        let mut spec = Ctx::server_spec(opts, true);
+        let floor = match opts.floor() {
+            Some(path) if tag == "S2" => {
+                let path = path.to_string_lossy().into_owned();
+                spec.extra.extend(["--loadmodule".to_string(), path]);
+                true
+            }
+            _ => false,
+        };
+        let server = crate::server::start(&spec, tag)?;
         let addr = server.addr();
         let mut conn = Conn::connect(&addr).await?;
         let scripts = Scripts::load(&mut conn).await?;
@@ -48,6 +62,7 @@ impl Ctx {
             opts: opts.clone(),
             server_pid: server.pid(),
             server,
+            floor,
             addr,
             scripts,
             runs: std::cell::Cell::new(0),

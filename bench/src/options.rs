@@ -35,12 +35,16 @@ usage: lock-bench [options]
   --out DIR               where latest.txt, latest.json, chart.svg go (default bench/results,
                           bench/results/quick with --quick)
   --module PATH           liblock.so (default target/release/liblock.so of this workspace)
+  --floor-module PATH     libfloor.so, loaded next to liblock.so in S2's server for its module-floor row
+                          (default target/release/libfloor.so of this workspace, built by
+                          `cargo build --release -p lock-bench-floor`; absent: the row is left out)
   --redis-server PATH     default redis-server from PATH
   --redis-benchmark PATH  default redis-benchmark from PATH
   --cli PATH              redis-lock for S10 (default target/release/redis-lock of this workspace)
   --protocols LIST        only these protocols in S1/S2/S5/S7/S8/S12/S13 (module,module-keepalive,
                           module-fence,redisson,redisson-emu,spin-10ms,spin-100ms,raw; blpop = S2's
-                          reference: Redis's own BLPOP/RPUSH hand-off, no module; redisson = the
+                          reference: Redis's own BLPOP/RPUSH hand-off, no module; module-floor =
+                          S2's other: the module API's own hand-off (libfloor.so); redisson = the
                           real Java client (S2, S12, S13: needs java and mvn), redisson-emu =
                           Redisson's protocol by this generator (S1, S3-S5, S7, S8, S13))
   --s2-clients LIST       S2 client counts (default 1,4,16,64,256)
@@ -134,6 +138,8 @@ pub struct Opts {
     pub threads_per_process: usize,
     pub out: PathBuf,
     pub module: PathBuf,
+    /// libfloor.so (bench/floor), S2's module-floor row; see [`Opts::floor`].
+    pub floor_module: PathBuf,
     pub redis_server: String,
     pub redis_benchmark: String,
     /// redis-lock, for S10.
@@ -170,6 +176,11 @@ impl Opts {
             None => default,
         }
     }
+
+    /// libfloor.so, when the file is there (else S2 leaves its row out).
+    pub fn floor(&self) -> Option<&Path> {
+        Some(self.floor_module.as_path()).filter(|p| p.is_file())
+    }
 }
 
 pub(crate) fn workspace_dir() -> PathBuf {
@@ -189,6 +200,7 @@ pub(crate) fn parse_args(peers: Option<&dyn Peers>) -> Result<Opts, String> {
     let mut tpp = 4;
     let mut out = None;
     let mut module = None;
+    let mut floor_module = None;
     let mut redis_server = "redis-server".to_string();
     let mut redis_benchmark = "redis-benchmark".to_string();
     let mut cli = None;
@@ -249,6 +261,7 @@ pub(crate) fn parse_args(peers: Option<&dyn Peers>) -> Result<Opts, String> {
             }
             "--out" => out = Some(PathBuf::from(value(&mut args, &a)?)),
             "--module" => module = Some(PathBuf::from(value(&mut args, &a)?)),
+            "--floor-module" => floor_module = Some(PathBuf::from(value(&mut args, &a)?)),
             "--redis-server" => redis_server = value(&mut args, &a)?,
             "--redis-benchmark" => redis_benchmark = value(&mut args, &a)?,
             "--cli" => cli = Some(PathBuf::from(value(&mut args, &a)?)),
@@ -267,6 +280,7 @@ pub(crate) fn parse_args(peers: Option<&dyn Peers>) -> Result<Opts, String> {
                         "spin-100ms",
                         "raw",
                         "blpop",
+                        "module-floor",
                     ]
                     .contains(&p.as_str())
                     {
@@ -342,6 +356,9 @@ pub(crate) fn parse_args(peers: Option<&dyn Peers>) -> Result<Opts, String> {
         threads_per_process: tpp,
         out,
         module: server::absolute(&module),
+        floor_module: server::absolute(
+            &floor_module.unwrap_or_else(|| workspace_dir().join("target/release/libfloor.so")),
+        ),
         redis_server,
         redis_benchmark,
         cli: server::absolute(

@@ -1,7 +1,8 @@
 //! A client of a run: its connection, owner id and (for Redisson) its
 //! process; the plain lock commands: the module's `LOCK.ACQUIRE` /
 //! `LOCK.RACQUIRE` / `LOCK.WACQUIRE` and `LOCK.RELEASE`, blpop's `BLPOP` /
-//! `RPUSH`, spin and raw `SET NX` and their releases, each reply checked;
+//! `RPUSH`, module-floor's `FLOOR.ACQUIRE` / `FLOOR.RELEASE`, spin and raw
+//! `SET NX` and their releases, each reply checked;
 //! the checks of a FENCE token and of the guarded data. Redisson's waits,
 //! semaphores, multi-locks and read-write grants are the client's calls in
 //! `redisson`, `semaphore`, `multi` and `rw`.
@@ -132,6 +133,20 @@ impl Client {
                 "the real Redisson client runs in its own driver, not as a generator task",
             )),
             Proto::Blpop => self.blpop_token(k).await,
+            // The module API's floor: 1 = the token, nil = the wait ran out.
+            Proto::Floor => loop {
+                let r = self.conn.cmd(&[b"FLOOR.ACQUIRE", key, &sh.block]).await?;
+                match r {
+                    Reply::Int(1) => return Ok(Outcome::Granted),
+                    Reply::Nil => {
+                        sh.timeouts.set(sh.timeouts.get() + 1);
+                        if sh.stopping.get() {
+                            return Ok(Outcome::Stopped);
+                        }
+                    }
+                    other => return Err(unexpected("FLOOR.ACQUIRE", &other)),
+                }
+            },
             // Raw retries at once; spin sleeps between tries.
             Proto::Spin(_) | Proto::Raw => loop {
                 let r = self
@@ -226,6 +241,12 @@ impl Client {
             (Proto::Blpop, _) => (
                 "RPUSH",
                 self.conn.cmd(&[b"RPUSH", key, BLPOP_TOKEN]).await?,
+                &[1],
+            ),
+            // 1 whether the token goes to a waiter or is freed.
+            (Proto::Floor, _) => (
+                "FLOOR.RELEASE",
+                self.conn.cmd(&[b"FLOOR.RELEASE", key]).await?,
                 &[1],
             ),
             (Proto::RedissonClient, _) => {

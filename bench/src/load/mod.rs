@@ -18,6 +18,9 @@
 //! - blpop:    S2's reference, not a lock: the key is a list holding one
 //!   token (`DEL` + `RPUSH` before the run); `BLPOP key wait` / `RPUSH key
 //!   token`, Redis's own hand-off between blocked clients, no module involved
+//! - module-floor: S2's other reference: `FLOOR.ACQUIRE key wait` /
+//!   `FLOOR.RELEASE key` of libfloor.so (bench/floor), a module that only
+//!   blocks and unblocks: the module API's own hand-off
 //!
 //! With `LoadSpec::read_fraction` set (S7), module and redisson take a
 //! read-write lock instead: each cycle is a read with that probability (a

@@ -23,6 +23,10 @@ pub enum Proto {
     Raw,
     /// Redis's native blocked-client hand-off: BLPOP / RPUSH of one token.
     Blpop,
+    /// The module API's own hand-off: `FLOOR.ACQUIRE` / `FLOOR.RELEASE` of
+    /// libfloor.so (bench/floor: block, unblock, nothing else), loaded next
+    /// to liblock.so: `module-floor`.
+    Floor,
 }
 
 impl Proto {
@@ -53,6 +57,7 @@ impl Proto {
             Proto::Spin(ms) => format!("spin-{ms}ms"),
             Proto::Raw => "raw".into(),
             Proto::Blpop => "blpop".into(),
+            Proto::Floor => "module-floor".into(),
         }
     }
 }

@@ -1,7 +1,8 @@
 //! S2 (hot-lock): one key, 1 to 256 clients, empty critical section,
 //! against the ping floor measured before each client count; the module,
-//! the real Redisson client, spin locks and Redis's own BLPOP hand-off (a
-//! reference); the bars and the chart's data ([`S2Chart`]).
+//! the real Redisson client, spin locks, and two references: Redis's own
+//! BLPOP hand-off and the module API's (module-floor, libfloor.so); the
+//! bars and the chart's data ([`S2Chart`]).
 
 use std::io;
 
@@ -26,13 +27,18 @@ pub struct S2Chart {
 pub async fn s2(ctx: &Ctx) -> io::Result<(Section, S2Chart)> {
     let reps = ctx.opts.reps(crate::options::REPS_S2);
     let counts: Vec<usize> = ctx.opts.s2_clients.clone();
-    let protos = ctx.protocols(&[
+    let mut all = vec![
         Proto::Module,
         Proto::RedissonClient,
         Proto::Spin(10),
         Proto::Spin(100),
         Proto::Blpop,
-    ]);
+    ];
+    // The server loaded libfloor.so only when it was there.
+    if ctx.floor {
+        all.push(Proto::Floor);
+    }
+    let protos = ctx.protocols(&all);
     let mut section = Section::new(
         "S2",
         "one hot lock, empty critical section: acquisitions/s, wait (send acquire -> grant), Jain fairness",
@@ -64,28 +70,58 @@ pub async fn s2(ctx: &Ctx) -> io::Result<(Section, S2Chart)> {
         ctx,
         "RLock.lock(30 s lease) / unlock()",
     ));
+    let floor_path = ctx.opts.floor_module.display().to_string();
+    if protos.contains(&Proto::Floor) {
+        section.line(format!(
+            "module-floor (a reference, not a lock): libfloor.so ({floor_path}, bench/floor) loaded next to liblock.so: FLOOR.ACQUIRE key 10000 / FLOOR.RELEASE key, a token per key in module memory handed from one blocked client to the next by RM_BlockClient / RM_UnblockClient: block, unblock, nothing else (no keyspace writes, no lease, no owner)"
+        ));
+    } else if !ctx.floor && !ctx.protocols(&[Proto::Floor]).is_empty() {
+        section.line(format!(
+            "module-floor: left out, {floor_path} not found (cargo build --release -p lock-bench-floor, or --floor-module PATH)"
+        ));
+    }
     section.line(header(true, "acq/s"));
     for c in &cells {
         section.line(c.line(true));
     }
-    // Information, not a bar: the module's hand-off against Redis's own.
-    let vs_blpop: Vec<(usize, f64, Vec<f64>)> = counts
-        .iter()
-        .filter_map(|&n| {
-            let m = find(&cells, Proto::Module, n)?;
-            let b = find(&cells, Proto::Blpop, n)?;
-            Some((n, m.vs(b), ratios(&m.rates(), &b.rates())))
-        })
-        .collect();
-    if !vs_blpop.is_empty() {
-        section.line(format!(
-            "module vs blpop (Redis's own blocked-client hand-off, no module): {}",
-            vs_blpop
-                .iter()
-                .map(|(n, r, _)| format!("{n} cli {r:.2}x"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
+    // Information, not bars: the module's hand-off against Redis's own and
+    // the module API's, and those two against each other.
+    let vs = |a: Proto, b: Proto| -> Vec<(usize, f64, Vec<f64>)> {
+        counts
+            .iter()
+            .filter_map(|&n| {
+                let x = find(&cells, a, n)?;
+                let y = find(&cells, b, n)?;
+                Some((n, x.vs(y), ratios(&x.rates(), &y.rates())))
+            })
+            .collect()
+    };
+    let vs_blpop = vs(Proto::Module, Proto::Blpop);
+    let vs_floor = vs(Proto::Module, Proto::Floor);
+    let floor_vs_blpop = vs(Proto::Floor, Proto::Blpop);
+    for (what, v) in [
+        (
+            "module vs blpop (Redis's own blocked-client hand-off, no module)",
+            &vs_blpop,
+        ),
+        (
+            "module vs module-floor (the module API's own hand-off: block, unblock, nothing else)",
+            &vs_floor,
+        ),
+        (
+            "module-floor vs blpop (the module API's hand-off against Redis's own)",
+            &floor_vs_blpop,
+        ),
+    ] {
+        if !v.is_empty() {
+            section.line(format!(
+                "{what}: {}",
+                v.iter()
+                    .map(|(n, r, _)| format!("{n} cli {r:.2}x"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
     }
     for (ci, &n) in counts.iter().enumerate() {
         if let Some(m) = find(&cells, Proto::Module, n) {
@@ -128,10 +164,11 @@ pub async fn s2(ctx: &Ctx) -> io::Result<(Section, S2Chart)> {
     }
     let chart = S2Chart {
         counts: counts.clone(),
-        // blpop is a reference figure in the table, not a lock: not drawn.
+        // blpop and module-floor are reference figures in the table, not
+        // locks: not drawn.
         series: protos
             .iter()
-            .filter(|&&p| p != Proto::Blpop)
+            .filter(|&&p| p != Proto::Blpop && p != Proto::Floor)
             .map(|&p| {
                 let of = |f: fn(&Cell) -> f64| {
                     counts
@@ -150,9 +187,21 @@ pub async fn s2(ctx: &Ctx) -> io::Result<(Section, S2Chart)> {
             "runs_by_clients": counts.iter().zip(&pings).map(|(n, p)| json!({"clients": n, "runs": p})).collect::<Vec<_>>()},
         "threads_per_process": ctx.opts.threads_per_process,
         "cells": cells.iter().map(Cell::json).collect::<Vec<_>>(),
-        "module_vs_blpop": vs_blpop.iter().map(|(n, r, rs)| json!({
-            "clients": n, "median_ratio": finite(*r), "ratios_by_rep": rs,
-        })).collect::<Vec<_>>(),
+        "module_vs_blpop": ratio_json(&vs_blpop),
+        "module_vs_floor": ratio_json(&vs_floor),
+        "floor_vs_blpop": ratio_json(&floor_vs_blpop),
+        "floor_module": ctx.floor.then_some(floor_path),
     });
     Ok((section, chart))
+}
+
+/// Per client count: the median of the ratios within each repetition, and
+/// those ratios.
+fn ratio_json(v: &[(usize, f64, Vec<f64>)]) -> serde_json::Value {
+    json!(v
+        .iter()
+        .map(|(n, r, rs)| json!({
+            "clients": n, "median_ratio": finite(*r), "ratios_by_rep": rs,
+        }))
+        .collect::<Vec<_>>())
 }
