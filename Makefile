@@ -6,7 +6,7 @@
 # make fuzz  build the module, send 1M random argument vectors to a live server (tests/fuzz.rs; LOCK_FUZZ_SEED to replay)
 # make fmt / make lint / make bench
 # make install  install liblock.so into $(PREFIX)/lib/redis/modules and redis-lock into $(PREFIX)/bin
-# make bench  build module + lock-bench-peers (lock-bench with its peers), run every scenario (~30 min, S14's leader
+# make bench  build module + floor module + lock-bench-peers (lock-bench with its peers), run every scenario (~30 min, S14's leader
 #            hand-overs ~10 of them, S16's etcd and ZooKeeper peers ~2; BENCH_ARGS=--quick for a smoke run) into
 #            bench/results/, then the rules' criterion benchmark, then each client library's (make bench-clients, ~8 min)
 
@@ -98,10 +98,12 @@ clean:
 # (servers on core 0, generator on core 1); see bench/README.md. Options: BENCH_ARGS="--only S2 --reps 5" etc.
 # lock-bench-peers (bench/peers) is lock-bench with S14 and S16, the peers' scenarios, whose etcd
 # client needs protoc; target/release/lock-bench, without them, builds without it.
+# lock-bench-floor (bench/floor) is target/release/libfloor.so, S2's module-floor row: a module that
+# only blocks and unblocks, loaded next to liblock.so (not a default member: `make test` skips it).
 BENCH_ARGS ?=
 bench:
 	@scripts/deps.sh --bench
-	cargo build --release -p redis-lock -p redis-lock-cli -p lock-bench-peers
+	cargo build --release -p redis-lock -p redis-lock-cli -p lock-bench-floor -p lock-bench-peers
 	target/release/lock-bench-peers $(BENCH_ARGS)
 	cargo bench -p lock-bench --bench rules
 	$(MAKE) bench-clients
