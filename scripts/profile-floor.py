@@ -11,14 +11,18 @@ fixed number of operations from a deterministic client, dumps, and divides:
   key (`LOCK.ACQUIRE hot cI PX 30000 BLOCK 10000` / `LOCK.RELEASE hot cI`)
   against `BLPOP hot 10` / `RPUSH hot t` (S2's blpop): per cycle one
   acquire that waits and one release that hands the lock (the token) on;
-  and the same through a one-permit semaphore (`SEM.ACQUIRE` / `SEM.RELEASE`).
+  the same through a one-permit semaphore (`SEM.ACQUIRE` / `SEM.RELEASE`);
+  and through the floor module, loaded next to the lock module
+  (`FLOOR.ACQUIRE hot 10000` / `FLOOR.RELEASE hot`: libfloor.so, bench/floor,
+  S2's module-floor: a module that only blocks and unblocks, the module
+  API's own hand-off; left out, with a note, when it is not built).
 
 Prints a table per path: instructions per operation by part (inclusive
 costs of Redis's and the module's functions). Instructions, not time: the
 kernel's side (TCP, the pipe a module unblock writes) is not counted; see
 `perf` for that. Usage:
 
-    scripts/profile-floor.py [--module PATH] [--requests 100000]
+    scripts/profile-floor.py [--module PATH] [--floor-module PATH] [--requests 100000]
                              [--clients 16,64] [--cycles 20000] [--keep DIR]
 """
 
@@ -86,6 +90,9 @@ async def cycler(port, i, protocol, cycles):
     elif protocol == "semaphore":
         acquire = enc("SEM.ACQUIRE", "hot", me, "PX", "30000", "BLOCK", "10000")
         release, released = enc("SEM.RELEASE", "hot", me), b"0"
+    elif protocol == "floor":
+        acquire = enc("FLOOR.ACQUIRE", "hot", "10000")
+        release, released = enc("FLOOR.RELEASE", "hot"), b"1"
     else:
         acquire = enc("BLPOP", "hot", "10")
         release, released = enc("RPUSH", "hot", "t"), b"1"
@@ -111,15 +118,17 @@ def cycles(port, protocol, clients, per_client):
 
 
 class Server:
-    def __init__(self, server, module, out, module_args=()):
-        self.module = module
+    def __init__(self, server, modules, out):
+        """modules: (path, [load arguments]) of each module to load."""
         self.port = free_port()
         self.out = out
+        loads = []
+        for path, args in modules:
+            loads += ["--loadmodule", path, *args]
         self.proc = subprocess.Popen(
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}/cg.%p",
              server, "--port", str(self.port), "--save", "", "--appendonly", "no",
-             "--dir", out,
-             "--loadmodule", module, *module_args],
+             "--dir", out, *loads],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 60
         while True:
@@ -135,7 +144,8 @@ class Server:
         self.dumps = 0
 
     def measure(self, name, run):
-        """Ir of `run()` alone: {function: inclusive Ir}, with 'TOTAL'."""
+        """Ir of `run()` alone: {function: inclusive Ir}, with 'TOTAL' and
+        'SELF:<object>' (self cost of each object's own code)."""
         subprocess.run(["callgrind_control", "-z", str(self.proc.pid)],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         run()
@@ -161,9 +171,10 @@ class Server:
                     continue
                 if inclusive == "yes":
                     costs[fm.group(1)] = costs.get(fm.group(1), 0) + ir
-                elif os.path.basename(fm.group(2)) == os.path.basename(self.module):
-                    # Self cost in the module's object: its own code.
-                    costs["MODULE_SELF"] = costs.get("MODULE_SELF", 0) + ir
+                else:
+                    # Self cost in a module's object: its own code.
+                    obj = "SELF:" + os.path.basename(fm.group(2))
+                    costs[obj] = costs.get(obj, 0) + ir
         return costs
 
     def stop(self):
@@ -185,8 +196,16 @@ API = ["RM_OpenKey", "RM_CloseKey", "RM_KeyType", "RM_ValueLength", "RM_HashGet"
 ALLOC = ["RM_Alloc", "RM_Free", "RM_Realloc", "RM_Calloc"]
 
 
-def rows_for(c, ops, command_fn):
+# Per module: its object (the profiled copy), the functions Redis's module
+# dispatch calls in it, and its name in the rows.
+LOCK = ("liblock-profiled.so", ["lock::ffi::command::on_command"], "liblock.so")
+FLOOR = ("libfloor-profiled.so",
+         ["floor::ffi::floor_acquire", "floor::ffi::floor_release"], "libfloor.so")
+
+
+def rows_for(c, ops, command_fn, module=LOCK):
     get = lambda f: c.get(f, 0)
+    obj, entries, name = module
     blocked = get("moduleHandleBlockedClients")
     served = get("handleClientsBlockedOnKeys")
     command = sum(get(f) for f in command_fn)
@@ -205,10 +224,10 @@ def rows_for(c, ops, command_fn):
         rows.append(("moduleHandleBlockedClients (unblock, reply callback)", blocked))
     if get("RedisModuleCommandDispatcher"):
         rows.append(("of the module's: Redis's module dispatch (context)",
-                     get("RedisModuleCommandDispatcher") - get("lock::ffi::command::on_command")))
+                     get("RedisModuleCommandDispatcher") - sum(get(f) for f in entries)))
         rows += [("  " + f, get(f)) for f in API if get(f)]
         rows.append(("  Rust allocations (RM_Alloc/RM_Free)", sum(get(f) for f in ALLOC)))
-        rows.append(("  the module's own code (liblock.so)", get("MODULE_SELF")))
+        rows.append((f"  the module's own code ({name})", get("SELF:" + obj)))
     return [(name, ir / ops) for name, ir in rows]
 
 
@@ -233,6 +252,9 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--module", default=os.environ.get(
         "LOCK_MODULE", f"{ROOT}/target/release/liblock.so"))
+    p.add_argument("--floor-module", default=f"{ROOT}/target/release/libfloor.so",
+                   help="libfloor.so (cargo build --release -p lock-bench-floor), loaded "
+                        "next to the module for the hand-off tables' floor column")
     p.add_argument("--server", default=os.environ.get("REDIS_SERVER", "redis-server"))
     p.add_argument("--requests", type=int, default=100_000)
     p.add_argument("--clients", default="16,64")
@@ -245,10 +267,18 @@ def main():
     a = p.parse_args()
     out = a.keep or tempfile.mkdtemp(prefix="profile-floor.")
     os.makedirs(out, exist_ok=True)
-    # A copy: rebuilding the module under a running server crashes it.
-    module = f"{out}/liblock-profiled.so"
+    # Copies: rebuilding a module under a running server crashes it.
+    module = f"{out}/{LOCK[0]}"
     shutil.copy(a.module, module)
-    server = Server(a.server, module, out, a.module_args.split())
+    modules = [(module, a.module_args.split())]
+    floor = os.path.isfile(a.floor_module)
+    if floor:
+        shutil.copy(a.floor_module, f"{out}/{FLOOR[0]}")
+        modules.append((f"{out}/{FLOOR[0]}", []))
+    elif "handoff" in a.only:
+        print(f"note: no floor column: {a.floor_module} not found "
+              "(cargo build --release -p lock-bench-floor, or --floor-module PATH)")
+    server = Server(a.server, modules, out)
     try:
         if "uncontended" in a.only:
             n = a.requests
@@ -279,11 +309,14 @@ def main():
             for clients in [int(c) for c in a.clients.split(",")]:
                 per = max(1, a.cycles // clients)
                 cols = []
-                for protocol, fns in [
-                    ("module", ["RedisModuleCommandDispatcher"]),
-                    ("blpop", ["blpopCommand", "rpushCommand"]),
-                    ("semaphore", ["RedisModuleCommandDispatcher"]),
-                ]:
+                protocols = [
+                    ("module", ["RedisModuleCommandDispatcher"], LOCK),
+                    ("blpop", ["blpopCommand", "rpushCommand"], LOCK),
+                    ("semaphore", ["RedisModuleCommandDispatcher"], LOCK),
+                ]
+                if floor:
+                    protocols.append(("floor", ["RedisModuleCommandDispatcher"], FLOOR))
+                for protocol, fns, mod in protocols:
                     command(server.port, "DEL", "hot", "{hot}:timeout")
                     if protocol == "blpop":
                         command(server.port, "RPUSH", "hot", "t")
@@ -293,11 +326,15 @@ def main():
                     costs = server.measure(
                         f"{protocol}-{clients}",
                         lambda: cycles(server.port, protocol, clients, per))
-                    cols.append((protocol, rows_for(costs, clients * per, fns)))
+                    cols.append((protocol, rows_for(costs, clients * per, fns, mod)))
                 table(f"Hand-off, {clients} clients, one acquire that waits + one "
                       "release that hands on", cols)
                 m, b = cols[0][1][0][1], cols[1][1][0][1]
                 print(f"blpop / module: {b / m:.3f}x")
+                if floor:
+                    f = cols[3][1][0][1]
+                    print(f"floor / module: {f / m:.3f}x")
+                    print(f"blpop / floor: {b / f:.3f}x")
     finally:
         server.stop()
         if not a.keep:
