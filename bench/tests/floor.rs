@@ -128,16 +128,23 @@ fn until_blocked(admin: &mut Conn, n: usize) {
     }
 }
 
-#[test]
-fn a_release_hands_the_token_to_the_waiters_in_turn() {
+/// A server, an admin connection and three clients, the first (`a`)
+/// holding `k`'s token.
+fn a_holds_k() -> (Server, Conn, Conn, Conn, Conn) {
     let server = server();
-    let mut admin = Conn::open(&server);
-    let (mut a, mut b, mut c) = (
+    let admin = Conn::open(&server);
+    let (mut a, b, c) = (
         Conn::open(&server),
         Conn::open(&server),
         Conn::open(&server),
     );
     assert_eq!(a.call(&["FLOOR.ACQUIRE", "k", "0"]), Reply::Int(1));
+    (server, admin, a, b, c)
+}
+
+#[test]
+fn a_release_hands_the_token_to_the_waiters_in_turn() {
+    let (_server, mut admin, mut a, mut b, mut c) = a_holds_k();
     b.send(&["FLOOR.ACQUIRE", "k", "10000"]);
     until_blocked(&mut admin, 1);
     c.send(&["FLOOR.ACQUIRE", "k", "0"]);
@@ -163,14 +170,7 @@ fn a_release_hands_the_token_to_the_waiters_in_turn() {
 
 #[test]
 fn a_wait_that_times_out_answers_nil_and_leaves_the_queue() {
-    let server = server();
-    let mut admin = Conn::open(&server);
-    let (mut a, mut b, mut c) = (
-        Conn::open(&server),
-        Conn::open(&server),
-        Conn::open(&server),
-    );
-    assert_eq!(a.call(&["FLOOR.ACQUIRE", "k", "0"]), Reply::Int(1));
+    let (_server, mut admin, mut a, mut b, mut c) = a_holds_k();
     let t0 = Instant::now();
     assert_eq!(b.call(&["FLOOR.ACQUIRE", "k", "100"]), Reply::Nil);
     assert!(

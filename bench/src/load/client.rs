@@ -27,6 +27,13 @@ pub(super) enum Outcome {
     TimedOut,
 }
 
+/// A blocking acquire answered nil (its BLOCK time ran out): counted, and
+/// `Stopped` if the run is stopping (else the caller waits again).
+pub(super) fn wait_ran_out(sh: &Shared) -> Option<Outcome> {
+    sh.timeouts.set(sh.timeouts.get() + 1);
+    sh.stopping.get().then_some(Outcome::Stopped)
+}
+
 /// The wall clock in unix ms (Redisson's `System.currentTimeMillis()`).
 pub(super) fn unix_ms() -> u64 {
     std::time::SystemTime::now()
@@ -79,9 +86,8 @@ impl Client {
                     return Ok(Outcome::Granted)
                 }
                 Reply::Nil => {
-                    sh.timeouts.set(sh.timeouts.get() + 1);
-                    if sh.stopping.get() {
-                        return Ok(Outcome::Stopped);
+                    if let Some(o) = wait_ran_out(&sh) {
+                        return Ok(o);
                     }
                 }
                 other => return Err(unexpected("BLPOP", &other)),
@@ -120,9 +126,8 @@ impl Client {
                     }
                     Reply::Int(1) if sh.proto != Proto::ModuleFence => return Ok(Outcome::Granted),
                     Reply::Nil => {
-                        sh.timeouts.set(sh.timeouts.get() + 1);
-                        if sh.stopping.get() {
-                            return Ok(Outcome::Stopped);
+                        if let Some(o) = wait_ran_out(&sh) {
+                            return Ok(o);
                         }
                     }
                     other => return Err(unexpected(name, &other)),
@@ -139,9 +144,8 @@ impl Client {
                 match r {
                     Reply::Int(1) => return Ok(Outcome::Granted),
                     Reply::Nil => {
-                        sh.timeouts.set(sh.timeouts.get() + 1);
-                        if sh.stopping.get() {
-                            return Ok(Outcome::Stopped);
+                        if let Some(o) = wait_ran_out(&sh) {
+                            return Ok(o);
                         }
                     }
                     other => return Err(unexpected("FLOOR.ACQUIRE", &other)),

@@ -14,7 +14,7 @@ use std::time::Duration;
 use lock_rules::keys::tagged_name;
 use tokio::time::sleep;
 
-use super::client::{unix_ms, Client, Outcome};
+use super::client::{unix_ms, wait_ran_out, Client, Outcome};
 use super::process::SemEntry;
 use super::scripts::REDISSON_NEVER;
 use super::spec::{Proto, BLPOP_TOKEN};
@@ -45,9 +45,8 @@ impl Client {
                 match r {
                     Reply::Int(1) => return Ok(Outcome::Granted),
                     Reply::Nil => {
-                        sh.timeouts.set(sh.timeouts.get() + 1);
-                        if sh.stopping.get() {
-                            return Ok(Outcome::Stopped);
+                        if let Some(o) = wait_ran_out(&sh) {
+                            return Ok(o);
                         }
                     }
                     other => return Err(unexpected("SEM.ACQUIRE", &other)),
