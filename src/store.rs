@@ -182,6 +182,7 @@ impl<'c> LockKey<'c> {
                     modified = true;
                 }
                 Change::RemoveField { field } => {
+                    forget_holder(self.name.as_slice(), Some(field));
                     match self.owner.filter(|arg| arg.as_slice() == &field[..]) {
                         Some(arg) => self.key.hash_delete(arg),
                         None => self.key.hash_delete(&ffi::string(ctx, field)),
@@ -201,6 +202,7 @@ impl<'c> LockKey<'c> {
                     modified = true;
                 }
                 Change::Delete => {
+                    forget_holder(self.name.as_slice(), None);
                     self.key.delete();
                     if native {
                         ffi::replicate(ctx, self.name, Native::Del);
@@ -238,8 +240,9 @@ impl<'c> LockKey<'c> {
 /// Holder hints: the holder each exclusive lock was last seen with here
 /// (a hold written, a hash scanned), for [`LockKey::read`] to look up
 /// first. A small table indexed by a keyed hash of the name, each slot
-/// overwritten by the next lock that hashes to it: bounded memory, no
-/// clean-up, and a lock whose slot was taken is only scanned again. The
+/// overwritten by the next lock that hashes to it and emptied when the
+/// module removes the hold: bounded memory, and a lock whose slot was
+/// taken is only scanned again. The
 /// hot lock's case: its waiters' acquires find the holder a hand-off wrote
 /// with one lookup of the hash, where a scan of it cost three times that.
 const HINT_SLOTS: usize = 256;
@@ -256,11 +259,36 @@ fn hint_slot(name: &[u8]) -> (u64, usize) {
     (hash, hash as usize % HINT_SLOTS)
 }
 
+/// Owners longer than this are not remembered: the table keeps each hint's
+/// bytes alive until its slot is taken or its hold ends, so its memory is
+/// bounded by slots x this (Redisson's `<uuid>:<thread>` ids are about 50
+/// bytes; a client may send megabytes).
+const HINT_MAX_OWNER: usize = 256;
+
 fn remember_holder(name: &[u8], owner: &FieldName) {
+    if owner.len() > HINT_MAX_OWNER {
+        return forget_holder(name, None);
+    }
     let (hash, slot) = hint_slot(name);
     HOLDER_HINTS.with(|hints| {
         if let Ok(mut hints) = hints.try_borrow_mut() {
             hints[slot] = Some((hash, owner.clone()));
+        }
+    });
+}
+
+/// A hold of `name` ended: `owner`'s field removed (a hand-off writes the
+/// next holder's first), or the key deleted (`None`). Its hint, if the slot
+/// still has it, goes with it.
+fn forget_holder(name: &[u8], owner: Option<&[u8]>) {
+    let (hash, slot) = hint_slot(name);
+    HOLDER_HINTS.with(|hints| {
+        if let Ok(mut hints) = hints.try_borrow_mut() {
+            let ended = matches!(&hints[slot], Some((h, hint))
+                if *h == hash && owner.is_none_or(|o| hint[..] == *o));
+            if ended {
+                hints[slot] = None;
+            }
         }
     });
 }
