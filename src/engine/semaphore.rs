@@ -49,11 +49,14 @@ pub fn begin<'c>(
 pub fn commit(ctx: &Context, lock: &LockId<'_>, keys: &SemaphoreKeys, tx: Transition) {
     // Left with one or two holders while callers wait (and deadlocks are
     // checked at each wait): a waiter may now wait for one of them, an
-    // edge no wait made; the drain has those waits checked.
-    let check_waits = config::deadlock_check_ms() == 0 && anyone_waits() && {
-        let holders = semaphore_holders(tx.state(), tx.now_ms());
-        !holders.unnamed && (1..=2).contains(&holders.owners.len())
-    };
+    // edge no wait made; the drain has those waits checked. Only if one of
+    // them still waits once the served waiters left their queues can that
+    // edge close a cycle now (one that waits later is checked at its own
+    // wait): a hot semaphore's holders are busy, not waiting, and skip the
+    // drain and its timer.
+    let few_holders = (config::deadlock_check_ms() == 0 && anyone_waits())
+        .then(|| semaphore_holders(tx.state(), tx.now_ms()))
+        .filter(|h| !h.unnamed && (1..=2).contains(&h.owners.len()));
     let writes = tx.finish();
     if !writes.is_empty() || writes.notify.is_some() {
         keys.apply(ctx, &writes);
@@ -63,13 +66,13 @@ pub fn commit(ctx: &Context, lock: &LockId<'_>, keys: &SemaphoreKeys, tx: Transi
     let next_end = tx.next_end();
     super::deliver(ctx, lock, tx.wakes);
     lease::ensure_lease_timer(ctx, lock, || next_end);
-    if check_waits && queue_len(lock) > 0 {
+    let check_waits = few_holders.is_some_and(|holders| {
+        registry()
+            .is_ok_and(|r| r.queue_len(lock) > 0 && holders.owners.iter().any(|h| r.owner_waits(h)))
+    });
+    if check_waits {
         deferred::defer_semaphore_check(ctx, lock.to_owned());
     }
-}
-
-fn queue_len(lock: &LockId<'_>) -> usize {
-    registry().map_or(0, |r| r.queue_len(lock))
 }
 
 /// Whether `name` (in the selected db) is a semaphore: its counter is a
