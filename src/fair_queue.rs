@@ -48,12 +48,12 @@ pub fn read(ctx: &Context, lock: &LockId<'_>) -> Option<FairQueue> {
     if !config::redisson_notify() {
         return None;
     }
-    let mark = absent::Mark::of(lock);
-    if mark.holds() {
+    let mark = subscriptions::fair_queue_changes_heard().then(|| absent::Mark::of(lock));
+    if mark.as_ref().is_some_and(absent::Mark::holds) {
         return None;
     }
     let found = read_queue(ctx, &lock.key);
-    if found.is_none() {
+    if let (None, Some(mark)) = (&found, mark) {
         mark.set();
     }
     found
@@ -121,7 +121,6 @@ mod absent {
     use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
     use std::sync::LazyLock;
 
-    use crate::subscriptions;
     use lock_rules::lock_id::LockId;
     use lock_rules::names::NameHasher;
 
@@ -161,11 +160,9 @@ mod absent {
             })
         }
 
-        /// A lookup found no fair queue: known until the next event.
+        /// A lookup found no fair queue: known until the next event. Only
+        /// while every such event is heard.
         pub(super) fn set(&self) {
-            if !subscriptions::fair_queue_changes_heard() {
-                return;
-            }
             MARKS.with(|marks| {
                 if let Ok(mut m) = marks.try_borrow_mut() {
                     m[self.hash as usize % SLOTS] = (self.hash, self.epoch);

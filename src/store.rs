@@ -14,6 +14,7 @@ use crate::native_writes::{as_own, notify_own, replicate_or_count, set_until};
 use crate::placement::in_cluster;
 use crate::replication::{self, Replication};
 use crate::tokens::set_token;
+use crate::waiters::anyone_waits;
 use lock_rules::args::parse_i64;
 use lock_rules::error::LockError;
 use lock_rules::keys::{
@@ -163,7 +164,11 @@ impl<'c> LockKey<'c> {
                 }
                 Change::SetHolds { field, holds } => {
                     clear_downstream();
-                    remember_holder(self.name.as_slice(), field);
+                    // Read by waiters' acquires: with nobody waiting, a
+                    // first one scans the hash once.
+                    if anyone_waits() {
+                        remember_holder(self.name.as_slice(), field);
+                    }
                     match self.owner.filter(|arg| arg.as_slice() == &field[..]) {
                         Some(arg) => self.key.hash_set(ctx, arg, *holds),
                         None => self.key.hash_set(ctx, &ffi::string(ctx, field), *holds),
