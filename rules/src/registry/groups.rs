@@ -6,7 +6,7 @@
 use std::hash::Hash;
 use std::time::Instant;
 
-use super::{Registry, Released, Waiter};
+use super::{OwnerEntries, Registry, Released, Waiter};
 use crate::lock_id::LockId;
 use crate::queue::WaiterId;
 use crate::request::{FieldName, Request};
@@ -85,7 +85,7 @@ impl<H: Copy + Eq + Hash> Registry<H> {
             .by_owner
             .get(owner)
             .into_iter()
-            .flatten()
+            .flat_map(OwnerEntries::iter)
             .find(|id| self.locations.get(id).is_some_and(|at| at == lock));
         let ahead = match own_entry {
             Some(&entry) => queue.multi_entries.range(..entry).next_back(),

@@ -78,6 +78,45 @@ impl<H> Queued for Waiter<H> {
     }
 }
 
+/// One owner's queue entries, in id order: nearly always one, kept inline
+/// (a set only for an owner waiting in several places at once).
+#[derive(Debug)]
+enum OwnerEntries {
+    One(WaiterId),
+    Many(BTreeSet<WaiterId>),
+}
+
+impl OwnerEntries {
+    fn insert(&mut self, id: WaiterId) {
+        match self {
+            Self::One(first) if *first == id => {}
+            Self::One(first) => *self = Self::Many(BTreeSet::from([*first, id])),
+            Self::Many(ids) => {
+                ids.insert(id);
+            }
+        }
+    }
+
+    /// Removes `id`; whether no entry is left.
+    fn remove(&mut self, id: WaiterId) -> bool {
+        match self {
+            Self::One(only) => *only == id,
+            Self::Many(ids) => {
+                ids.remove(&id);
+                ids.is_empty()
+            }
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &WaiterId> {
+        let (one, many) = match self {
+            Self::One(id) => (Some(id), None),
+            Self::Many(ids) => (None, Some(ids)),
+        };
+        one.into_iter().chain(many.into_iter().flatten())
+    }
+}
+
 /// The timer at a held lock's lease deadline, armed while anyone waits.
 #[derive(Debug, Clone, Copy)]
 pub struct LeaseTimer {
@@ -123,7 +162,7 @@ pub struct Registry<H> {
     /// Each owner's queue entries (the waits-for graph's edges out of it):
     /// the deadlock check asks what an owner waits for, and a scan of every
     /// queue would cost each new wait the whole registry.
-    by_owner: NameMap<FieldName, BTreeSet<WaiterId>>,
+    by_owner: NameMap<FieldName, OwnerEntries>,
     pub wait_timer: Option<WaitTimer>,
     next_serial: u64,
 }
@@ -250,7 +289,12 @@ impl<H: Copy + Eq + Hash> Registry<H> {
                 queue.multi_entries.insert(id);
             }
             if let Some(owner) = owner {
-                self.by_owner.entry(owner).or_default().insert(id);
+                match self.by_owner.entry(owner) {
+                    Entry::Occupied(mut ids) => ids.get_mut().insert(id),
+                    Entry::Vacant(ids) => {
+                        ids.insert(OwnerEntries::One(id));
+                    }
+                }
             }
             queue.fenced += usize::from(fence);
             self.fenced_entries += usize::from(fence);
@@ -288,7 +332,12 @@ impl<H: Copy + Eq + Hash> Registry<H> {
     /// is shared), each once, in the order first queued.
     pub fn waits_of(&self, owner: &[u8]) -> Vec<LockId<'static>> {
         let mut locks: Vec<LockId<'static>> = Vec::new();
-        for id in self.by_owner.get(owner).into_iter().flatten() {
+        for id in self
+            .by_owner
+            .get(owner)
+            .into_iter()
+            .flat_map(OwnerEntries::iter)
+        {
             if let Some(lock) = self.locations.get(id) {
                 if !locks.contains(lock) {
                     locks.push(lock.clone());
@@ -356,8 +405,7 @@ impl<H: Copy + Eq + Hash> Registry<H> {
         }
         // One hash of the owner, whether its set empties or not.
         if let Entry::Occupied(mut ids) = self.by_owner.entry(waiter.request.owner.clone()) {
-            ids.get_mut().remove(&id);
-            if ids.get().is_empty() {
+            if ids.get_mut().remove(id) {
                 ids.remove();
             }
         }
@@ -503,6 +551,23 @@ mod tests {
     use super::*;
     use crate::args::Limit;
     use crate::request::LockKind;
+
+    #[test]
+    fn an_owners_entries_are_kept_in_id_order_and_emptied_one_by_one() {
+        let mut e = OwnerEntries::One(5);
+        e.insert(5);
+        assert_eq!(e.iter().copied().collect::<Vec<_>>(), vec![5]);
+        e.insert(9);
+        e.insert(2);
+        assert_eq!(e.iter().copied().collect::<Vec<_>>(), vec![2, 5, 9]);
+        assert!(!e.remove(5));
+        assert!(!e.remove(7));
+        assert!(!e.remove(2));
+        assert!(e.remove(9));
+        let mut one = OwnerEntries::One(3);
+        assert!(!one.remove(4));
+        assert!(one.remove(3));
+    }
 
     /// Handles are plain numbers here; the module's are blocked clients.
     fn bc(n: usize) -> usize {
