@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 
 use redis_module::Context;
 
-use crate::ffi;
+use crate::{config, ffi};
 
 /// How to subscribe to each kind of event, with the module's handler.
 pub struct Handlers {
@@ -83,11 +83,18 @@ static WATCHING: AtomicBool = AtomicBool::new(false);
 static WATCHING_CLIENTS: AtomicBool = AtomicBool::new(false);
 static WATCHING_EXPIRY: AtomicBool = AtomicBool::new(false);
 /// Set once every way a key can become a fair queue is heard (see
-/// [`fair_queue_changes_heard`]).
+/// [`fair_queue_changes_heard`]): generic keyspace events and list events.
 static FAIR_QUEUE_CHANGES_HEARD: AtomicBool = AtomicBool::new(false);
+static KEYSPACE_HEARD: AtomicBool = AtomicBool::new(false);
+
+fn note_fair_queue_changes_heard() {
+    let heard = KEYSPACE_HEARD.load(Relaxed) && LISTS_HEARD.load(Relaxed);
+    FAIR_QUEUE_CHANGES_HEARD.store(heard, Relaxed);
+}
 
 /// Starts listening, at the first wait, to keyspace events that can end a
-/// lock, list events (a Redisson fair queue appearing or changing),
+/// lock, list events (a Redisson fair queue appearing or changing; only
+/// with `lock.redisson-notify yes`),
 /// client disconnections and event-loop wake-ups. Until a caller has
 /// waited, no lock can need them, and the rest of Redis pays nothing for
 /// them (the lock commands' own `del` and `expire` events included);
@@ -100,8 +107,13 @@ pub fn watch_for_waiters(ctx: &Context) {
             watch_clients(ctx);
             watch_expiry(ctx);
             let keyspace = (handlers().keyspace)(ctx);
-            let lists = watch_lists(ctx);
-            FAIR_QUEUE_CHANGES_HEARD.store(keyspace && lists, Relaxed);
+            KEYSPACE_HEARD.store(keyspace, Relaxed);
+            note_fair_queue_changes_heard();
+            // Fair queues are only read while the module speaks to
+            // Redisson's clients: otherwise no list command need call in.
+            if config::redisson_notify() {
+                watch_lists(ctx);
+            }
             keyspace && (handlers().event_loop)(ctx)
         },
         "lock: could not subscribe to keyspace and event-loop events; \
@@ -202,6 +214,7 @@ fn watch_lists(ctx: &Context) -> bool {
         "lock: could not subscribe to list events; a Redisson fair waiter that \
          gives up lets the module's waiters have the lock at its deadline only",
     );
+    note_fair_queue_changes_heard();
     LISTS_HEARD.load(Relaxed)
 }
 
