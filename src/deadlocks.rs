@@ -23,7 +23,8 @@
 //! A semaphore that a release leaves with one holder gives its waiters an
 //! edge no wait made: [`semaphore_changed`] has their waits checked then.
 //!
-//! Offers: [`checks_at_wait`], [`holders_to_check`], [`check`], [`check_later`],
+//! Offers: [`checks_at_wait`], [`holders_to_check`],
+//! [`semaphore_holders_to_check`], [`check`], [`check_later`],
 //! [`semaphore_changed`], [`holders`], [`waits_for`].
 
 use std::collections::BTreeMap;
@@ -37,11 +38,15 @@ use crate::stats::{Stats, STATS};
 use crate::waiters::{anyone_waits, registry};
 use crate::writable::{writable, Writable};
 use crate::{blocking, config, engine, sync};
-use lock_rules::deadlock::{any_holder, cycle_closed_by, lock_holders, Holders, WaitsFor};
+use lock_rules::deadlock::{
+    any_holder, any_semaphore_holder, cycle_closed_by, lock_holders, semaphore_holders, Holders,
+    WaitsFor,
+};
 use lock_rules::error::LockError;
 use lock_rules::lock_id::LockId;
 use lock_rules::registry::TimerId;
 use lock_rules::request::FieldName;
+use lock_rules::semaphore::SemaphoreState;
 use lock_rules::state::LockState;
 
 /// Whether a wait now would be checked before it is queued: detection at
@@ -66,6 +71,25 @@ pub fn holders_to_check(
     });
     if may_close {
         lock_holders(state, now_ms)
+    } else {
+        Holders::default()
+    }
+}
+
+/// [`holders_to_check`] for a semaphore: nobody when no permit's owner
+/// waits for anything and no multi-lock caller is queued there.
+pub fn semaphore_holders_to_check(
+    lock: &LockId<'_>,
+    caller: &[u8],
+    state: &SemaphoreState,
+    now_ms: i64,
+) -> Holders {
+    let may_close = registry().is_ok_and(|r| {
+        r.multi_ahead(lock, caller).is_some()
+            || any_semaphore_holder(state, now_ms, |h| r.owner_waits(h))
+    });
+    if may_close {
+        semaphore_holders(state, now_ms)
     } else {
         Holders::default()
     }

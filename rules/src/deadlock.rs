@@ -206,6 +206,49 @@ pub fn semaphore_holders(state: &SemaphoreState, now_ms: i64) -> Holders {
     holders
 }
 
+/// Whether `f` is true of the owner of a live permit of `state` at
+/// `now_ms` (an owner of several asked for each): lets a wait learn that no
+/// holder waits for anything without copying them. Unnamed permits are
+/// skipped (nobody can wait through them, see [`Holders::waited_for_by`]).
+pub fn any_semaphore_holder(
+    state: &SemaphoreState,
+    now_ms: i64,
+    mut f: impl FnMut(&[u8]) -> bool,
+) -> bool {
+    state
+        .permits
+        .iter()
+        .filter(|p| p.until >= now_ms)
+        .filter_map(|p| owner_of(&p.id))
+        .any(|(owner, _)| f(owner))
+}
+
+/// Whether `state` at `now_ms` has one or two holders, every permit named
+/// (the holders through whom a waiter can wait, see
+/// [`Holders::waited_for_by`]), and `waits` is true of one of them: what
+/// [`semaphore_holders`] would say, without copying them.
+pub fn few_semaphore_holders_wait(
+    state: &SemaphoreState,
+    now_ms: i64,
+    waits: impl Fn(&[u8]) -> bool,
+) -> bool {
+    let mut seen: [&[u8]; 2] = [&[], &[]];
+    let mut n = 0;
+    for permit in state.permits.iter().filter(|p| p.until >= now_ms) {
+        let Some((owner, _)) = owner_of(&permit.id) else {
+            return false;
+        };
+        if !seen[..n].contains(&owner) {
+            if n == seen.len() {
+                return false;
+            }
+            seen[n] = owner;
+            n += 1;
+        }
+    }
+    seen[..n].iter().any(|owner| waits(owner))
+}
+
 /// The cycle `caller` would close by waiting for `wanted` (each of the
 /// locks of a multi-lock caller), if any: a shortest one, found breadth
 /// first, so the reply names as few steps as possible.
@@ -762,6 +805,37 @@ mod tests {
         assert_eq!(redisson.owners, vec![b"a".to_vec()]);
         assert!(waits(&redisson, b"c").is_empty());
         assert!(semaphore_holders(&state(Vec::new()), 100).owners.is_empty());
+        // The same, without copying: one or two named holders, one waiting.
+        let few = |permits, waiting: &[u8]| {
+            let st = state(permits);
+            let w = waiting.to_vec();
+            let by_copy = {
+                let h = semaphore_holders(&st, 100);
+                !h.unnamed && (1..=2).contains(&h.owners.len()) && h.owners.contains(&w)
+            };
+            let direct = few_semaphore_holders_wait(&st, 100, |o| o == &w[..]);
+            assert_eq!(direct, by_copy);
+            direct
+        };
+        assert!(few(vec![permit(b"a", 1, 500), permit(b"a", 2, 500)], b"a"));
+        assert!(few(vec![permit(b"a", 1, 500), permit(b"b", 1, 500)], b"b"));
+        assert!(!few(vec![permit(b"a", 1, 500), permit(b"b", 1, 500)], b"c"));
+        let three = vec![
+            permit(b"a", 1, 500),
+            permit(b"b", 1, 500),
+            permit(b"c", 1, 500),
+        ];
+        assert!(!few(three, b"a"));
+        assert!(few(vec![permit(b"a", 1, 500), permit(b"b", 1, 50)], b"a"));
+        assert!(!few(vec![permit(b"a", 1, 50)], b"a"));
+        let unnamed = Permit {
+            id: b"3f2a9c".to_vec(),
+            until: 500,
+        };
+        assert!(!few(vec![permit(b"a", 1, 500), unnamed], b"a"));
+        let st = state(vec![permit(b"a", 1, 500), permit(b"b", 1, 50)]);
+        assert!(any_semaphore_holder(&st, 100, |o| o == b"a"));
+        assert!(!any_semaphore_holder(&st, 100, |o| o == b"b"));
         // A lock holder does not wait for its own lock (a re-entry).
         let lock = Holders::all_of(vec![b"a".to_vec(), b"b".to_vec()]);
         assert!(waits(&lock, b"a").is_empty());

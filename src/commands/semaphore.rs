@@ -28,7 +28,7 @@ use lock_rules::args::{
     parse_amount, parse_permits_option, parse_renew_options, parse_semaphore_acquire_options,
     parse_take_options, Wait,
 };
-use lock_rules::deadlock::{semaphore_holders, Holders};
+use lock_rules::deadlock::Holders;
 use lock_rules::error::LockError;
 use lock_rules::keys::permits_key_in_slot;
 use lock_rules::lock_id::LockId;
@@ -282,7 +282,7 @@ fn take_permits(
     // Whom the caller would wait for, as the rules left the semaphore.
     let holders = match (&acquired, wait) {
         (Ok(Acquisition::Wait), Some(_)) if owned && deadlocks::checks_at_wait() => {
-            semaphore_holders(tx.state(), tx.now_ms())
+            deadlocks::semaphore_holders_to_check(&lock, &request.owner, tx.state(), tx.now_ms())
         }
         _ => Holders::default(),
     };

@@ -17,7 +17,7 @@ use crate::semaphore_key::SemaphoreKeys;
 use crate::stats::STATS;
 use crate::waiters::{anyone_waits, registry, Grant, Waiter};
 use crate::{config, deferred, lease};
-use lock_rules::deadlock::semaphore_holders;
+use lock_rules::deadlock::few_semaphore_holders_wait;
 use lock_rules::error::LockError;
 use lock_rules::keys::permits_key;
 use lock_rules::lock_id::LockId;
@@ -46,17 +46,7 @@ pub fn begin<'c>(
 /// waiters it served (sent after this execution unit, so what they were
 /// given is already written and replicated), then the lease timer if others
 /// still wait.
-pub fn commit(ctx: &Context, lock: &LockId<'_>, keys: &SemaphoreKeys, tx: Transition) {
-    // Left with one or two holders while callers wait (and deadlocks are
-    // checked at each wait): a waiter may now wait for one of them, an
-    // edge no wait made; the drain has those waits checked. Only if one of
-    // them still waits once the served waiters left their queues can that
-    // edge close a cycle now (one that waits later is checked at its own
-    // wait): a hot semaphore's holders are busy, not waiting, and skip the
-    // drain and its timer.
-    let few_holders = (config::deadlock_check_ms() == 0 && anyone_waits())
-        .then(|| semaphore_holders(tx.state(), tx.now_ms()))
-        .filter(|h| !h.unnamed && (1..=2).contains(&h.owners.len()));
+pub fn commit(ctx: &Context, lock: &LockId<'_>, keys: &SemaphoreKeys, mut tx: Transition) {
     let writes = tx.finish();
     if !writes.is_empty() || writes.notify.is_some() {
         keys.apply(ctx, &writes);
@@ -64,12 +54,21 @@ pub fn commit(ctx: &Context, lock: &LockId<'_>, keys: &SemaphoreKeys, tx: Transi
     let tally = tx.tally;
     STATS.add_semaphore(&tally);
     let next_end = tx.next_end();
-    super::deliver(ctx, lock, tx.wakes);
+    super::deliver(ctx, lock, std::mem::take(&mut tx.wakes));
     lease::ensure_lease_timer(ctx, lock, || next_end);
-    let check_waits = few_holders.is_some_and(|holders| {
-        registry()
-            .is_ok_and(|r| r.queue_len(lock) > 0 && holders.owners.iter().any(|h| r.owner_waits(h)))
-    });
+    // Left with one or two holders while callers wait (and deadlocks are
+    // checked at each wait): a waiter may now wait for one of them, an
+    // edge no wait made; the drain has those waits checked. Only if one of
+    // them still waits once the served waiters left their queues can that
+    // edge close a cycle now (one that waits later is checked at its own
+    // wait): a hot semaphore's holders are busy, not waiting, and skip the
+    // drain and its timer.
+    let check_waits = config::deadlock_check_ms() == 0
+        && anyone_waits()
+        && registry().is_ok_and(|r| {
+            r.queue_len(lock) > 0
+                && few_semaphore_holders_wait(tx.state(), tx.now_ms(), |h| r.owner_waits(h))
+        });
     if check_waits {
         deferred::defer_semaphore_check(ctx, lock.to_owned());
     }
