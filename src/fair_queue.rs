@@ -21,7 +21,6 @@
 //! (the list events, subscribed by `subscriptions.rs`).
 
 use std::borrow::Cow;
-use std::cell::RefCell;
 use std::sync::{LazyLock, Mutex};
 
 use redis_module::Context;
@@ -29,12 +28,11 @@ use redis_module::Context;
 use crate::ffi::{self, Key, KeyKind, KeyspaceHandler, TimerHandler, TimerId};
 use crate::native_writes;
 use crate::waiters::{anyone_waits, registry};
-use crate::{config, deferred, lease, subscriptions, sync};
+use crate::{config, deferred, lease, scratch, subscriptions, sync};
 use lock_rules::args::MAX_DURATION_MS;
 use lock_rules::fair::{FairEntry, FairQueue};
 use lock_rules::keys::{
-    fair_keys_in_slot, fair_queue_key, fair_timeout_key, locks_of_fair_queue_key,
-    write_fair_queue_key,
+    fair_keys_in_slot, fair_timeout_key, locks_of_fair_queue_key, write_fair_queue_key,
 };
 use lock_rules::lock_id::LockId;
 use lock_rules::names::NameMap;
@@ -189,16 +187,10 @@ pub fn exists(ctx: &Context, lock: &[u8]) -> bool {
 /// only looked at on a master, in a command or the drain). The name is
 /// built in a buffer kept from one call to the next.
 fn open_queue<'c>(ctx: &'c Context, lock: &[u8]) -> Option<Key<'c>> {
-    thread_local! {
-        static NAME: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
-    }
-    let name = NAME.with(|buffer| match buffer.try_borrow_mut() {
-        Ok(mut bytes) => {
-            write_fair_queue_key(lock, &mut bytes);
-            ffi::string(ctx, &bytes)
-        }
-        Err(_) => ffi::string(ctx, &fair_queue_key(lock)),
-    });
+    let name = scratch::with_name(
+        |buf| write_fair_queue_key(lock, buf),
+        |bytes| ffi::string(ctx, bytes),
+    );
     Key::open(ctx, &name, true)
 }
 

@@ -70,6 +70,7 @@ mod native_writes;
 mod observers;
 mod placement;
 mod replication;
+mod scratch;
 mod semaphore_key;
 mod server_settings;
 mod sessions;

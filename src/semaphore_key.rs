@@ -11,10 +11,11 @@ use redis_module::{Context, RedisString};
 use crate::ffi::{self, Key, KeyKind, Native};
 use crate::native_writes::{self, notify_own};
 use crate::replication::Replication;
+use crate::scratch;
 use crate::store;
 use crate::tokens;
 use lock_rules::error::LockError;
-use lock_rules::keys::{permits_key, permits_key_in_slot, semaphore_channel};
+use lock_rules::keys::{permits_key_in_slot, semaphore_channel, write_permits_key};
 use lock_rules::semaphore::{Permit, SemaphoreState, SemaphoreWrites};
 
 /// A semaphore's two keys, opened.
@@ -36,7 +37,10 @@ impl<'c> SemaphoreKeys<'c> {
     ) -> Result<Self, LockError> {
         // The commands checked the set's slot (`permits_key_in_slot`); the
         // rest only opens semaphores a command opened first.
-        let permits_name = ffi::string(ctx, &permits_key(name.as_slice()));
+        let permits_name = scratch::with_name(
+            |buf| write_permits_key(name.as_slice(), buf),
+            |bytes| ffi::string(ctx, bytes),
+        );
         let counter = Key::open(ctx, name, true);
         let permits = Key::open(ctx, &permits_name, true);
         let (Some(counter), Some(permits)) = (counter, permits) else {

@@ -13,6 +13,7 @@ use crate::ffi::{self, Key, KeyKind, Native};
 use crate::native_writes::{as_own, notify_own, replicate_or_count, set_until};
 use crate::placement::in_cluster;
 use crate::replication::{self, Replication};
+use crate::scratch;
 use crate::tokens::set_token;
 use crate::waiters::anyone_waits;
 use lock_rules::args::parse_i64;
@@ -373,26 +374,22 @@ fn publish(ctx: &Context, lock: &[u8], message: &[u8], native: bool, read_write:
     if !config::redisson_notify() {
         return;
     }
-    thread_local! {
-        static CHANNEL: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
-    }
-    let publish = |channel: &mut Vec<u8>| {
-        if read_write {
-            write_rw_notify_channel(lock, channel);
-        } else {
-            write_notify_channel(lock, channel);
-        }
-        let sharded = in_cluster(ctx);
-        ffi::publish_unlock(ctx, channel, message, sharded);
-        if !sharded && native {
-            ffi::replicate_publish(ctx, channel, message);
-        }
-    };
-    // The buffer is only ever borrowed here; a fresh one would do as well.
-    CHANNEL.with(|buffer| match buffer.try_borrow_mut() {
-        Ok(mut channel) => publish(&mut channel),
-        Err(_) => publish(&mut Vec::new()),
-    });
+    scratch::with_name(
+        |channel| {
+            if read_write {
+                write_rw_notify_channel(lock, channel);
+            } else {
+                write_notify_channel(lock, channel);
+            }
+        },
+        |channel| {
+            let sharded = in_cluster(ctx);
+            ffi::publish_unlock(ctx, channel, message, sharded);
+            if !sharded && native {
+                ffi::replicate_publish(ctx, channel, message);
+            }
+        },
+    );
 }
 
 /// `PUBLISH channel message` for Redisson's waiters (a semaphore's count, a

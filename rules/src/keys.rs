@@ -53,16 +53,30 @@ pub fn permits_key(semaphore: &[u8]) -> Vec<u8> {
     suffixed(semaphore, &[b"timeout"])
 }
 
+/// [`permits_key`] written into `out` (cleared first).
+pub fn write_permits_key(semaphore: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    push_tagged(semaphore, out);
+    out.extend_from_slice(b":timeout");
+}
+
 /// [`permits_key`], refused when it would hash to another slot than the
 /// semaphore (a name with an empty or unmatched `{`).
 pub fn permits_key_in_slot(semaphore: &[u8]) -> Result<Vec<u8>, LockError> {
     let key = permits_key(semaphore);
+    permits_key_slot_ok(semaphore, &key)?;
+    Ok(key)
+}
+
+/// Whether `key`, the permit set of `semaphore`, is in its slot (see
+/// [`permits_key_in_slot`]).
+pub fn permits_key_slot_ok(semaphore: &[u8], key: &[u8]) -> Result<(), LockError> {
     // `{name}:timeout` hashes as `name` does: only a name with its own `{`
     // can land elsewhere.
-    if !semaphore.contains(&b'{') || key_slot(&key) == key_slot(semaphore) {
-        Ok(key)
+    if !semaphore.contains(&b'{') || key_slot(key) == key_slot(semaphore) {
+        Ok(())
     } else {
-        Err(LockError::permits_key_cross_slot(&key))
+        Err(LockError::permits_key_cross_slot(key))
     }
 }
 
@@ -362,6 +376,11 @@ mod tests {
     #[test]
     fn fair_queue_keys_and_their_inverse() {
         assert_eq!(fair_queue_key(b"res"), b"redisson_lock_queue:{res}");
+        let mut buf = b"left over".to_vec();
+        for name in [&b"sem"[..], b"{a}b", b""] {
+            write_permits_key(name, &mut buf);
+            assert_eq!(buf, permits_key(name));
+        }
         assert_eq!(fair_timeout_key(b"a{b}"), b"redisson_lock_timeout:a{b}");
         assert_eq!(
             fair_waiter_channel(b"res", b"u:1"),

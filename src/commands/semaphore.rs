@@ -21,16 +21,16 @@ use crate::engine::Origin;
 use crate::ffi::{
     self, ArgDoc, ArgKind, CommandSpec, Field, KeyArgs, KEY_RO_ACCESS, KEY_RW_UPDATE,
 };
-use crate::semaphore_key;
 use crate::waiters::{registry, with_queue, Waiter};
 use crate::{config, deadlocks, keepalive, subscriptions};
+use crate::{scratch, semaphore_key};
 use lock_rules::args::{
     parse_amount, parse_permits_option, parse_renew_options, parse_semaphore_acquire_options,
     parse_take_options, Wait,
 };
 use lock_rules::deadlock::Holders;
 use lock_rules::error::LockError;
-use lock_rules::keys::permits_key_in_slot;
+use lock_rules::keys::{permits_key_in_slot, permits_key_slot_ok, write_permits_key};
 use lock_rules::lock_id::LockId;
 use lock_rules::queue::Fifo;
 use lock_rules::request::{LockKind, Request};
@@ -178,8 +178,14 @@ pub const INFO: Command = command!(
 /// The permit set must be in the semaphore's slot, and the caller's ACL
 /// user may write it (it is not among the command's declared keys).
 fn check_permits_key(ctx: &Context, name: &RedisString) -> Result<(), LockError> {
-    let permits = permits_key_in_slot(name.as_slice())?;
-    may_write(ctx, &permits, "semaphore permit key")
+    let name = name.as_slice();
+    scratch::with_name(
+        |buf| write_permits_key(name, buf),
+        |permits| {
+            permits_key_slot_ok(name, permits)?;
+            may_write(ctx, permits, "semaphore permit key")
+        },
+    )
 }
 
 /// Begins a transition of `name` for a command, runs `rules` on its queue,
