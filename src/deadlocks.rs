@@ -66,14 +66,12 @@ pub fn holders_to_check(
     state: &LockState,
     now_ms: i64,
 ) -> Holders {
-    let may_close = registry().is_ok_and(|r| {
-        r.multi_ahead(lock, caller).is_some() || any_holder(state, now_ms, |h| r.owner_waits(h))
-    });
-    if may_close {
-        lock_holders(state, now_ms)
-    } else {
-        Holders::default()
-    }
+    holders_if_one_waits(
+        lock,
+        caller,
+        |waits| any_holder(state, now_ms, waits),
+        || lock_holders(state, now_ms),
+    )
 }
 
 /// [`holders_to_check`] for a semaphore: nobody when no permit's owner
@@ -84,12 +82,27 @@ pub fn semaphore_holders_to_check(
     state: &SemaphoreState,
     now_ms: i64,
 ) -> Holders {
+    holders_if_one_waits(
+        lock,
+        caller,
+        |waits| any_semaphore_holder(state, now_ms, waits),
+        || semaphore_holders(state, now_ms),
+    )
+}
+
+/// `holders()` if a holder (as `any_holder` walks them) waits, or a
+/// multi-lock caller is queued on `lock` ahead of `caller`; else nobody.
+fn holders_if_one_waits(
+    lock: &LockId<'_>,
+    caller: &[u8],
+    any_holder: impl FnOnce(&dyn Fn(&[u8]) -> bool) -> bool,
+    holders: impl FnOnce() -> Holders,
+) -> Holders {
     let may_close = registry().is_ok_and(|r| {
-        r.multi_ahead(lock, caller).is_some()
-            || any_semaphore_holder(state, now_ms, |h| r.owner_waits(h))
+        r.multi_ahead(lock, caller).is_some() || any_holder(&|h: &[u8]| r.owner_waits(h))
     });
     if may_close {
-        semaphore_holders(state, now_ms)
+        holders()
     } else {
         Holders::default()
     }
