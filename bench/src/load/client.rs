@@ -27,11 +27,37 @@ pub(super) enum Outcome {
     TimedOut,
 }
 
-/// A blocking acquire answered nil (its BLOCK time ran out): counted, and
-/// `Stopped` if the run is stopping (else the caller waits again).
-pub(super) fn wait_ran_out(sh: &Shared) -> Option<Outcome> {
-    sh.timeouts.set(sh.timeouts.get() + 1);
-    sh.stopping.get().then_some(Outcome::Stopped)
+/// Sends the blocking acquire `args` (`what`, in errors) until `is_grant`
+/// accepts its reply, which is returned; a nil (its BLOCK time ran out) is
+/// counted and sent again, until the run stops (`None`).
+pub(super) async fn until_granted(
+    conn: &mut Conn,
+    sh: &Shared,
+    what: &str,
+    args: &[&[u8]],
+    is_grant: impl Fn(&Reply) -> bool,
+) -> io::Result<Option<Reply>> {
+    loop {
+        let r = conn.cmd(args).await?;
+        if is_grant(&r) {
+            return Ok(Some(r));
+        }
+        if r != Reply::Nil {
+            return Err(unexpected(what, &r));
+        }
+        sh.timeouts.set(sh.timeouts.get() + 1);
+        if sh.stopping.get() {
+            return Ok(None);
+        }
+    }
+}
+
+/// What a blocking acquire came to: granted, or the run stopped first.
+pub(super) fn outcome(granted: Option<Reply>) -> Outcome {
+    match granted {
+        Some(_) => Outcome::Granted,
+        None => Outcome::Stopped,
+    }
 }
 
 /// The wall clock in unix ms (Redisson's `System.currentTimeMillis()`).
@@ -75,24 +101,15 @@ impl Client {
     pub(super) async fn blpop_token(&mut self, k: usize) -> io::Result<Outcome> {
         let sh = self.shared.clone();
         let key = &sh.keys[k];
-        loop {
-            let r = self.conn.cmd(&[b"BLPOP", key, &sh.block_secs]).await?;
-            match r {
-                Reply::Array(items)
-                    if items.len() == 2
-                        && items[0] == Reply::BulkString(key.clone())
-                        && items[1] == Reply::BulkString(BLPOP_TOKEN.to_vec()) =>
-                {
-                    return Ok(Outcome::Granted)
-                }
-                Reply::Nil => {
-                    if let Some(o) = wait_ran_out(&sh) {
-                        return Ok(o);
-                    }
-                }
-                other => return Err(unexpected("BLPOP", &other)),
-            }
-        }
+        let args: [&[u8]; 3] = [b"BLPOP", key, &sh.block_secs];
+        let popped = until_granted(&mut self.conn, &sh, "BLPOP", &args, |r| {
+            matches!(r, Reply::Array(items)
+                if items.len() == 2
+                    && items[0] == Reply::BulkString(key.clone())
+                    && items[1] == Reply::BulkString(BLPOP_TOKEN.to_vec()))
+        })
+        .await?;
+        Ok(outcome(popped))
     }
 
     pub(super) async fn acquire(&mut self, k: usize, mode: Mode) -> io::Result<Outcome> {
@@ -102,7 +119,7 @@ impl Client {
             return self.acquire_permit(k).await;
         }
         match sh.proto {
-            Proto::Module | Proto::ModuleKeepalive | Proto::ModuleFence => loop {
+            Proto::Module | Proto::ModuleKeepalive | Proto::ModuleFence => {
                 let name: &str = match mode {
                     Mode::Exclusive => "LOCK.ACQUIRE",
                     Mode::Read => "LOCK.RACQUIRE",
@@ -118,39 +135,31 @@ impl Client {
                     &sh.block,
                 ];
                 args.extend(sh.proto.acquire_flags());
-                let r = self.conn.cmd(&args).await?;
-                match r {
-                    Reply::Int(t) if sh.proto == Proto::ModuleFence && t > 0 => {
-                        self.granted_token(k, t);
-                        return Ok(Outcome::Granted);
-                    }
-                    Reply::Int(1) if sh.proto != Proto::ModuleFence => return Ok(Outcome::Granted),
-                    Reply::Nil => {
-                        if let Some(o) = wait_ran_out(&sh) {
-                            return Ok(o);
-                        }
-                    }
-                    other => return Err(unexpected(name, &other)),
+                let fenced = sh.proto == Proto::ModuleFence;
+                let granted = until_granted(&mut self.conn, &sh, name, &args, |r| match r {
+                    Reply::Int(t) if fenced => *t > 0,
+                    r => *r == Reply::Int(1),
+                })
+                .await?;
+                if let Some(Reply::Int(token)) = granted.as_ref().filter(|_| fenced) {
+                    self.granted_token(k, *token);
                 }
-            },
+                Ok(outcome(granted))
+            }
             Proto::Redisson => self.redisson_lock(k, mode, None).await,
             Proto::RedissonClient => Err(io::Error::other(
                 "the real Redisson client runs in its own driver, not as a generator task",
             )),
             Proto::Blpop => self.blpop_token(k).await,
             // The module API's floor: 1 = the token, nil = the wait ran out.
-            Proto::Floor => loop {
-                let r = self.conn.cmd(&[b"FLOOR.ACQUIRE", key, &sh.block]).await?;
-                match r {
-                    Reply::Int(1) => return Ok(Outcome::Granted),
-                    Reply::Nil => {
-                        if let Some(o) = wait_ran_out(&sh) {
-                            return Ok(o);
-                        }
-                    }
-                    other => return Err(unexpected("FLOOR.ACQUIRE", &other)),
-                }
-            },
+            Proto::Floor => {
+                let args: [&[u8]; 3] = [b"FLOOR.ACQUIRE", key, &sh.block];
+                let granted = until_granted(&mut self.conn, &sh, "FLOOR.ACQUIRE", &args, |r| {
+                    *r == Reply::Int(1)
+                })
+                .await?;
+                Ok(outcome(granted))
+            }
             // Raw retries at once; spin sleeps between tries.
             Proto::Spin(_) | Proto::Raw => loop {
                 let r = self

@@ -14,7 +14,7 @@ use std::time::Duration;
 use lock_rules::keys::tagged_name;
 use tokio::time::sleep;
 
-use super::client::{unix_ms, wait_ran_out, Client, Outcome};
+use super::client::{outcome, unix_ms, until_granted, Client, Outcome};
 use super::process::SemEntry;
 use super::scripts::REDISSON_NEVER;
 use super::spec::{Proto, BLPOP_TOKEN};
@@ -29,29 +29,22 @@ impl Client {
         let sh = self.shared.clone();
         let key = &sh.keys[k];
         match sh.proto {
-            Proto::Module => loop {
-                let r = self
-                    .conn
-                    .cmd(&[
-                        b"SEM.ACQUIRE",
-                        key,
-                        &self.owner,
-                        b"PX",
-                        &sh.lease,
-                        b"BLOCK",
-                        &sh.block,
-                    ])
-                    .await?;
-                match r {
-                    Reply::Int(1) => return Ok(Outcome::Granted),
-                    Reply::Nil => {
-                        if let Some(o) = wait_ran_out(&sh) {
-                            return Ok(o);
-                        }
-                    }
-                    other => return Err(unexpected("SEM.ACQUIRE", &other)),
-                }
-            },
+            Proto::Module => {
+                let args: [&[u8]; 7] = [
+                    b"SEM.ACQUIRE",
+                    key,
+                    &self.owner,
+                    b"PX",
+                    &sh.lease,
+                    b"BLOCK",
+                    &sh.block,
+                ];
+                let granted = until_granted(&mut self.conn, &sh, "SEM.ACQUIRE", &args, |r| {
+                    *r == Reply::Int(1)
+                })
+                .await?;
+                Ok(outcome(granted))
+            }
             Proto::Redisson => self.redisson_sem_acquire(k).await,
             Proto::Blpop => self.blpop_token(k).await,
             other => Err(io::Error::other(format!(
