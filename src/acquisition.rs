@@ -226,9 +226,17 @@ fn watch_token_counters(ctx: &Context, request: &Request) {
 /// last change of the lock, or the event that ended its lease, armed it
 /// for this deadline (a hot lock's every waiter).
 fn lease_end(ctx: &Context, lock: &LockId<'_>, key: LockKey<'_>, untouched: bool) -> Option<i64> {
-    if untouched && !registry().is_ok_and(|r| r.groups_wait()) {
-        let armed = registry().is_ok_and(|r| matches!(r.queued_lease_timer(lock), Some(Some(_))));
-        return if armed { None } else { key.expires_at() };
+    if untouched {
+        // (groups wait, timer armed), from one look at the registry.
+        let (groups_wait, armed) = registry().map_or((false, false), |r| {
+            (
+                r.groups_wait(),
+                matches!(r.queued_lease_timer(lock), Some(Some(_))),
+            )
+        });
+        if !groups_wait {
+            return if armed { None } else { key.expires_at() };
+        }
     }
     let name = key.name();
     drop(key);

@@ -82,15 +82,8 @@ fn once(flag: &AtomicBool, ctx: &Context, subscribe: impl FnOnce() -> bool, fail
 static WATCHING: AtomicBool = AtomicBool::new(false);
 static WATCHING_CLIENTS: AtomicBool = AtomicBool::new(false);
 static WATCHING_EXPIRY: AtomicBool = AtomicBool::new(false);
-/// Set once every way a key can become a fair queue is heard (see
-/// [`fair_queue_changes_heard`]): generic keyspace events and list events.
-static FAIR_QUEUE_CHANGES_HEARD: AtomicBool = AtomicBool::new(false);
+/// Set once generic keyspace events are heard (the subscription made).
 static KEYSPACE_HEARD: AtomicBool = AtomicBool::new(false);
-
-fn note_fair_queue_changes_heard() {
-    let heard = KEYSPACE_HEARD.load(Relaxed) && LISTS_HEARD.load(Relaxed);
-    FAIR_QUEUE_CHANGES_HEARD.store(heard, Relaxed);
-}
 
 /// Starts listening, at the first wait, to keyspace events that can end a
 /// lock, list events (a Redisson fair queue appearing or changing; only
@@ -108,7 +101,6 @@ pub fn watch_for_waiters(ctx: &Context) {
             watch_expiry(ctx);
             let keyspace = (handlers().keyspace)(ctx);
             KEYSPACE_HEARD.store(keyspace, Relaxed);
-            note_fair_queue_changes_heard();
             // Fair queues are only read while the module speaks to
             // Redisson's clients: otherwise no list command need call in.
             if config::redisson_notify() {
@@ -127,7 +119,7 @@ pub fn watch_for_waiters(ctx: &Context) {
 /// from the first wait on. Only then may a lock found without a fair
 /// queue be known to have none until such an event (`fair_queue.rs`).
 pub fn fair_queue_changes_heard() -> bool {
-    FAIR_QUEUE_CHANGES_HEARD.load(Relaxed)
+    KEYSPACE_HEARD.load(Relaxed) && LISTS_HEARD.load(Relaxed)
 }
 
 static WATCHING_HASHES: AtomicBool = AtomicBool::new(false);
@@ -201,8 +193,8 @@ pub fn fair_waiters_remembered() -> bool {
     FAIR_WAITERS_REMEMBERED.load(Relaxed)
 }
 
-/// Subscribes to list events once; whether they are heard.
-fn watch_lists(ctx: &Context) -> bool {
+/// Subscribes to list events once.
+fn watch_lists(ctx: &Context) {
     once(
         &WATCHING_LISTS,
         ctx,
@@ -214,8 +206,6 @@ fn watch_lists(ctx: &Context) -> bool {
         "lock: could not subscribe to list events; a Redisson fair waiter that \
          gives up lets the module's waiters have the lock at its deadline only",
     );
-    note_fair_queue_changes_heard();
-    LISTS_HEARD.load(Relaxed)
 }
 
 /// Listens to list events (from the first wait on, if not already), at the
